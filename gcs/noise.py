@@ -1,0 +1,129 @@
+"""Counter-based noise: every random number is a pure function of integer keys.
+
+The samplers never hold a random generator or a pre-drawn table. A Gumbel value
+is ``gumbel(seed, token, draw)``: the ``draw``-th value for vocabulary entry
+``token`` under ``seed``. Two rows that share a seed therefore see the same
+noise (the coupling of GCS), the length of a response is unbounded, and nothing
+depends on the batch a row sits in.
+
+The hash is splitmix64 (Steele, Lea & Flood 2014), evaluated in int64 tensor ops
+that wrap modulo 2**64, so the *bits* are identical on CPU and CUDA:
+
+>>> splitmix64(torch.tensor([0])).item() == to_signed(0xE220A8397B1DCDAF)
+True
+
+Keys are chained one integer at a time: ``mix(mix(mix(seed ^ domain) + a) + b)``.
+Uniforms take the top 52 bits, ``u = (m + 0.5) / 2**52`` in (0, 1), exact in
+float64. Exponential noise ``E = -log(u)`` (float64, then float32) covers
+[1.1e-16, 36.7]; the Gumbel value is ``g = -log(E)``. Only the final
+``log`` may differ by an ulp between devices; the uniform bits never do.
+
+>>> g = gumbel(torch.tensor([7]), torch.arange(3), torch.tensor([0]))
+>>> g.shape, g.dtype
+(torch.Size([1, 3]), torch.float32)
+"""
+
+from __future__ import annotations
+
+import torch
+
+MASK64 = (1 << 64) - 1
+GOLDEN_GAMMA = 0x9E3779B97F4A7C15
+_MIX1 = 0xBF58476D1CE4E5B9
+_MIX2 = 0x94D049BB133111EB
+
+# Domain tags keep the streams of different methods apart, so that "is" and
+# "gcs" with the same seed do not secretly share noise.
+DOMAIN_GUMBEL = 0x47554D42454C  # "GUMBEL"
+DOMAIN_INDEPENDENT = 0x494E444550  # "INDEP"
+
+UNIFORM_BITS = 52
+
+
+def to_signed(value: int) -> int:
+    """Map an unsigned 64-bit integer to the int64 with the same bits.
+
+    >>> to_signed(2**64 - 1)
+    -1
+    """
+    value &= MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _shift_right_logical(x: torch.Tensor, bits: int) -> torch.Tensor:
+    # torch shifts int64 arithmetically (sign-extending); the mask clears the copied sign bits.
+    return (x >> bits).bitwise_and_((1 << (64 - bits)) - 1)
+
+
+def splitmix64(x: torch.Tensor) -> torch.Tensor:
+    """One splitmix64 output for each int64 state in ``x`` (bits as unsigned, wrapping).
+
+    >>> hex(splitmix64(torch.tensor([1])).item() & MASK64)
+    '0x910a2dec89025cc1'
+    """
+    x = x + to_signed(GOLDEN_GAMMA)  # a fresh tensor: the in-place steps below never touch the input
+    for shift, multiplier in ((30, _MIX1), (27, _MIX2)):
+        x ^= _shift_right_logical(x, shift)
+        x *= to_signed(multiplier)
+    x ^= _shift_right_logical(x, 31)
+    return x
+
+
+def hash_keys(*keys: torch.Tensor | int) -> torch.Tensor:
+    """Hash a tuple of integer keys (broadcast together) into int64 words.
+
+    >>> hash_keys(torch.tensor([1, 2]), 5).shape
+    torch.Size([2])
+    """
+    first, *rest = keys
+    state = splitmix64(torch.as_tensor(first, dtype=torch.int64))
+    for key in rest:
+        state = splitmix64(state + torch.as_tensor(key, dtype=torch.int64, device=state.device))
+    return state
+
+
+def uniform_bits(words: torch.Tensor) -> torch.Tensor:
+    """The top ``UNIFORM_BITS`` bits of each hashed word, as int64 in [0, 2**52)."""
+    return _shift_right_logical(words, 64 - UNIFORM_BITS)
+
+
+def uniform(words: torch.Tensor) -> torch.Tensor:
+    """Float64 uniforms strictly inside (0, 1) from hashed words.
+
+    >>> u = uniform(hash_keys(torch.arange(4)))
+    >>> bool(((u > 0) & (u < 1)).all())
+    True
+    """
+    return (uniform_bits(words).double() + 0.5) * 2.0**-UNIFORM_BITS
+
+
+def exponential(words: torch.Tensor) -> torch.Tensor:
+    """Float32 Exp(1) noise from hashed words: ``E = -log(u)``; ``-log(E)`` is Gumbel(0, 1)."""
+    return uniform(words).log_().neg_().float()
+
+
+def row_keys(seeds: torch.Tensor, domain: int) -> torch.Tensor:
+    """Per-row base keys: the seed hashed together with a domain tag."""
+    return hash_keys(seeds ^ domain)
+
+
+def exponential_noise(keys: torch.Tensor, draws: torch.Tensor, token_ids: torch.Tensor) -> torch.Tensor:
+    """Exp(1) noise for (row key, draw index, token id), broadcast together.
+
+    Full vocabulary: keys[:, None], draws[:, None], token_ids[None, :] -> [rows, vocab].
+    One token per row (the redraw after a pick): all three [rows] -> [rows].
+    """
+    return exponential(splitmix64(splitmix64(keys + draws) + token_ids))
+
+
+def gumbel(seeds: torch.Tensor, token_ids: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+    """Gumbel(0, 1) noise [rows, tokens]: the value GCS adds to ``log p`` for each token.
+
+    Equal seeds give equal noise; the draw index selects a fresh, independent vector.
+
+    >>> a = gumbel(torch.tensor([3, 3, 4]), torch.arange(5), torch.tensor([0, 0, 0]))
+    >>> bool((a[0] == a[1]).all()), bool((a[0] == a[2]).any())
+    (True, False)
+    """
+    keys = row_keys(seeds, DOMAIN_GUMBEL)
+    return exponential_noise(keys[:, None], draws[:, None], token_ids[None, :]).log_().neg_()

@@ -1,0 +1,122 @@
+"""A transformers logits processor that makes ``model.generate`` decode with IS, GCS or GCSwR.
+
+transformers runs processors passed to ``generate`` *before* its own temperature /
+top-k / top-p warpers, and applies those only when ``do_sample=True``. So this
+processor owns the warping: it applies transformers' own warpers, draws the token with
+a gcs sampler, and returns scores that are ``-inf`` everywhere but the chosen token.
+Use it with ``do_sample=False`` (greedy then takes exactly that token)::
+
+    processor = GumbelLogitsProcessor("gcswr", seed=0, temperature=0.7, top_p=0.9)
+    model.generate(**inputs, do_sample=False, max_new_tokens=50,
+                   logits_processor=LogitsProcessorList([processor]))
+
+With ``do_sample=True`` the result is the same token (warping and sampling a one-hot
+distribution keep it), at the cost of transformers' own multinomial draw.
+
+One instance may be reused across ``generate`` calls: a call whose ``input_ids`` do not
+extend the previous call's by exactly one token starts new responses (``reset()`` does
+it explicitly). Rows whose appended token is not the one chosen here (finished rows,
+which transformers pads) stop advancing their noise state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+from .samplers import SeedLike, make_sampler
+
+
+def check_sampling_settings(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """Raise ValueError with a clear message for an invalid temperature, top_k or top_p.
+
+    >>> check_sampling_settings(0.7, 50, 0.9)
+    >>> check_sampling_settings(-1, None, None)
+    Traceback (most recent call last):
+    ...
+    ValueError: temperature must be a finite number >= 0 (0 means greedy), got -1
+    """
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
+        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
+    if top_p is not None and (
+        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p) or not 0 < top_p <= 1
+    ):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+
+
+def make_warpers(temperature: float, top_k: int | None, top_p: float | None) -> LogitsProcessorList:
+    """transformers' own warpers for these settings (an empty list for plain sampling or greedy)."""
+    check_sampling_settings(temperature, top_k, top_p)
+    warpers = LogitsProcessorList()
+    if temperature not in (0, 1):
+        warpers.append(TemperatureLogitsWarper(float(temperature)))
+    if top_k is not None:
+        warpers.append(TopKLogitsWarper(top_k=top_k))
+    if top_p is not None and top_p < 1:
+        warpers.append(TopPLogitsWarper(top_p=float(top_p)))
+    return warpers
+
+
+class GumbelLogitsProcessor(LogitsProcessor):
+    """Choose every next token with ``method`` ("is", "gcs", "gcswr") under temperature/top-k/top-p.
+
+    Args:
+        method: sampling method, see ``gcs.make_sampler``.
+        seed: one int, or one int per batch row; rows with equal seeds are coupled.
+        temperature: softmax temperature; 0 means greedy (all methods agree).
+        top_k, top_p: optional truncation, applied after temperature as in transformers.
+        streams: optional per-row ints that make "is" draws independent of batch position.
+
+    Each token is an exact draw from the warped distribution of its row.
+    """
+
+    def __init__(
+        self,
+        method: str = "gcswr",
+        seed: SeedLike = 0,
+        temperature: float = 1.0,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        streams: Sequence[int] | None = None,
+    ):
+        self.warpers = make_warpers(temperature, top_k, top_p)
+        self.temperature = temperature
+        self.sampler = make_sampler(method, seed, streams=streams)
+        self.reset()
+
+    @property
+    def method(self) -> str:
+        return self.sampler.method
+
+    def reset(self) -> None:
+        """Start new responses on the next call."""
+        self.sampler.reset()
+        self._previous_ids = self._chosen = self.finished = None
+
+    def _continues(self, input_ids: torch.Tensor) -> bool:
+        previous = self._previous_ids
+        return (
+            previous is not None
+            and input_ids.shape == (previous.shape[0], previous.shape[1] + 1)
+            and torch.equal(input_ids[:, :-1], previous)
+        )
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if self._continues(input_ids):
+            self.finished |= input_ids[:, -1] != self._chosen
+        else:
+            self.reset()
+            self.finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        warped = self.warpers(input_ids, scores)
+        if self.temperature == 0:
+            tokens = warped.argmax(dim=-1)
+        else:
+            tokens = self.sampler.sample(warped, active=~self.finished)
+        self._previous_ids, self._chosen = input_ids.clone(), tokens
+        chosen_only = torch.full_like(scores, -math.inf)
+        return chosen_only.scatter_(1, tokens[:, None], 0.0)

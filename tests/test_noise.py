@@ -1,0 +1,85 @@
+"""Noise is a pure function of integer keys: reference bits, distribution, device independence."""
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from conftest import P_VALUE_THRESHOLD
+from gcs import noise
+
+MASK = (1 << 64) - 1
+
+
+def reference_splitmix64(state: int) -> int:
+    """Textbook splitmix64 on Python ints (one output for the given state)."""
+    z = (state + 0x9E3779B97F4A7C15) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    return z ^ (z >> 31)
+
+
+def reference_exponential_bits(seed: int, draw: int, token: int) -> int:
+    key = reference_splitmix64((seed ^ noise.DOMAIN_GUMBEL) & MASK)
+    word = reference_splitmix64(reference_splitmix64((key + draw) & MASK) + token & MASK)
+    return word >> (64 - noise.UNIFORM_BITS)
+
+
+def test_splitmix64_known_outputs():
+    # The first outputs of the splitmix64 generator seeded with 0 (state advances by the gamma each call).
+    gamma = 0x9E3779B97F4A7C15
+    states = torch.tensor([noise.to_signed(i * gamma) for i in range(3)])
+    got = [v & MASK for v in noise.splitmix64(states).tolist()]
+    assert got == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4, 0x06C45D188009454F]
+
+
+@pytest.mark.parametrize("state", [0, 1, 2**63 - 1, 2**63, 2**64 - 1, 0x123456789ABCDEF0])
+def test_splitmix64_matches_reference(state):
+    got = noise.splitmix64(torch.tensor([noise.to_signed(state)])).item() & MASK
+    assert got == reference_splitmix64(state)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 12345, 2**63 - 1])
+def test_noise_bits_match_reference(seed):
+    tokens = torch.tensor([0, 1, 7, 49151, 128255])
+    for draw in (0, 1, 99, 100, 10**6):
+        keys = noise.row_keys(torch.tensor([seed]), noise.DOMAIN_GUMBEL)
+        words = noise.splitmix64(noise.splitmix64(keys + draw)[:, None] + tokens[None, :])
+        got = noise.uniform_bits(words)[0].tolist()
+        assert got == [reference_exponential_bits(seed, draw, t) for t in tokens.tolist()]
+
+
+def test_uniform_is_open_interval_and_uniform():
+    u = noise.uniform(noise.hash_keys(torch.arange(200_000)))
+    assert 0 < u.min() and u.max() < 1
+    assert stats.kstest(u.numpy(), "uniform").pvalue > P_VALUE_THRESHOLD
+
+
+def test_gumbel_distribution():
+    g = noise.gumbel(torch.tensor([11]), torch.arange(200_000), torch.tensor([0]))[0]
+    assert g.dtype == torch.float32 and torch.isfinite(g).all()
+    assert stats.kstest(g.double().numpy(), "gumbel_r").pvalue > P_VALUE_THRESHOLD
+
+
+def test_draws_and_seeds_are_independent():
+    # Pairs (draw 0, draw 1) of the same tokens, and (seed 0, seed 1): a 10x10 grid chi-square.
+    tokens = torch.arange(50_000)
+    g = noise.gumbel(torch.tensor([0, 0, 1]), tokens, torch.tensor([0, 1, 0]))
+    u = torch.exp(-torch.exp(-g.double()))  # Gumbel CDF: back to uniforms
+    for a, b in ((0, 1), (0, 2)):
+        grid = np.histogram2d(u[a].numpy(), u[b].numpy(), bins=10, range=[[0, 1], [0, 1]])[0]
+        assert stats.chisquare(grid.ravel()).pvalue > P_VALUE_THRESHOLD
+
+
+def test_equal_keys_equal_noise_and_unbounded_draws():
+    seeds = torch.tensor([5, 5, 6])
+    g = noise.gumbel(seeds, torch.arange(100), torch.tensor([10**9, 10**9, 10**9]))
+    assert torch.equal(g[0], g[1]) and not torch.equal(g[0], g[2])
+
+
+def test_bits_identical_on_cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device on this machine: CPU/CUDA bit identity is checked where one exists")
+    keys = noise.hash_keys(torch.arange(100_000), 3)
+    cuda_keys = noise.hash_keys(torch.arange(100_000, device="cuda"), 3)
+    assert torch.equal(noise.uniform_bits(keys), noise.uniform_bits(cuda_keys).cpu())
