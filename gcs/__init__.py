@@ -1,6 +1,6 @@
 """gcs: Gumbel Consistency Sampling.
 
-Data flow: noise -> samplers -> processor -> (generation -> scoring -> experiments).
+Data flow: noise -> samplers -> processor -> models/prompts -> generation -> (scoring -> experiments).
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])
@@ -8,14 +8,18 @@ Data flow: noise -> samplers -> processor -> (generation -> scoring -> experimen
 [0, 0]
 """
 
-from .ensemble import geometric_ensemble
+from .ensemble import geometric_ensemble, grouped_geometric_ensemble
+from .generation import MAX_NEW_TOKENS, compare, generate, reword, stream, stream_compare
+from .models import DEFAULT_MODEL, Model, load_model
 from .noise import gumbel
-from .processor import GumbelLogitsProcessor, check_sampling_settings
+from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor, check_sampling_settings
+from .prompts import format_prompt, strip_followups
 from .samplers import (
     METHOD_NAMES,
     METHODS,
     GumbelSampler,
     IndependentSampler,
+    MixedSampler,
     RecyclingGumbelSampler,
     Sampler,
     make_sampler,
@@ -31,11 +35,25 @@ __all__ = [
     "IndependentSampler",
     "GumbelSampler",
     "RecyclingGumbelSampler",
+    "MixedSampler",
     "make_sampler",
     "gumbel",
     "GumbelLogitsProcessor",
+    "EnsembleLogitsProcessor",
     "check_sampling_settings",
+    "DEFAULT_MODEL",
+    "Model",
+    "load_model",
+    "format_prompt",
+    "strip_followups",
+    "MAX_NEW_TOKENS",
+    "generate",
+    "stream",
+    "compare",
+    "stream_compare",
+    "reword",
     "agreement_probability",
     "p_repeat",
     "geometric_ensemble",
+    "grouped_geometric_ensemble",
 ]

@@ -32,3 +32,19 @@ def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:
     if torch.isneginf(mean).all(dim=-1).any():
         raise ValueError("the members share no token with non-zero probability; their geometric mean is empty")
     return torch.log_softmax(mean, dim=-1)
+
+
+def grouped_geometric_ensemble(logits: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
+    """Eq. 1 for variable-size groups: rows [rows, vocab] with group ids [rows] -> [n_groups, vocab].
+
+    Row r contributes to group ``groups[r]``; group ids must be 0..n_groups-1.
+
+    >>> x = torch.tensor([[0.0, 0.0], [0.0, -1.0], [0.0, -2.0]])
+    >>> [[round(v, 3) for v in row] for row in grouped_geometric_ensemble(x, torch.tensor([0, 1, 1])).exp().tolist()]
+    [[0.5, 0.5], [0.818, 0.182]]
+    """
+    members = torch.log_softmax(logits.float(), dim=-1)
+    n_groups = int(groups.max()) + 1
+    sizes = torch.bincount(groups, minlength=n_groups).to(members.dtype)
+    sums = torch.zeros(n_groups, logits.shape[-1], dtype=members.dtype, device=logits.device)
+    return torch.log_softmax(sums.index_add_(0, groups, members) / sizes[:, None], dim=-1)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from .ensemble import grouped_geometric_ensemble
 from .samplers import SeedLike, make_sampler
 
 
@@ -66,7 +67,7 @@ class GumbelLogitsProcessor(LogitsProcessor):
     """Choose every next token with ``method`` ("is", "gcs", "gcswr") under temperature/top-k/top-p.
 
     Args:
-        method: sampling method, see ``gcs.make_sampler``.
+        method: sampling method, or one per row; see ``gcs.make_sampler``.
         seed: one int, or one int per batch row; rows with equal seeds are coupled.
         temperature: softmax temperature; 0 means greedy (all methods agree).
         top_k, top_p: optional truncation, applied after temperature as in transformers.
@@ -77,7 +78,7 @@ class GumbelLogitsProcessor(LogitsProcessor):
 
     def __init__(
         self,
-        method: str = "gcswr",
+        method: str | Sequence[str] = "gcswr",
         seed: SeedLike = 0,
         temperature: float = 1.0,
         top_k: int | None = None,
@@ -120,3 +121,30 @@ class GumbelLogitsProcessor(LogitsProcessor):
         self._previous_ids, self._chosen = input_ids.clone(), tokens
         chosen_only = torch.full_like(scores, -math.inf)
         return chosen_only.scatter_(1, tokens[:, None], 0.0)
+
+
+class EnsembleLogitsProcessor(LogitsProcessor):
+    """Replace each row's scores by its group's geometric-mean distribution (section 5).
+
+    ``groups`` gives a group id per batch row: a prompt and its rewordings form one group.
+    Placed before a ``GumbelLogitsProcessor`` whose rows of one group share seed, method
+    and stream, every row of a group then draws the same token, so the group's rows share
+    one response prefix while each conditions on its own wording. Rows alone in their
+    group keep their scores untouched (no ensembling = plain generation, bit for bit).
+    """
+
+    def __init__(self, groups: Sequence[int]):
+        self.groups = torch.as_tensor(list(groups), dtype=torch.long)
+        if self.groups.dim() != 1 or len(self.groups) == 0 or self.groups.min() < 0:
+            raise ValueError("groups must be a non-empty sequence of non-negative group ids, one per row")
+        _, self.groups, sizes = torch.unique(self.groups, return_inverse=True, return_counts=True)
+        self.ensembled_rows = sizes[self.groups] > 1
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        if len(self.groups) != scores.shape[0]:
+            raise ValueError(f"{len(self.groups)} group ids but {scores.shape[0]} rows")
+        if not self.ensembled_rows.any():
+            return scores
+        groups = self.groups.to(scores.device)
+        ensembled = grouped_geometric_ensemble(scores, groups)[groups]
+        return torch.where(self.ensembled_rows.to(scores.device)[:, None], ensembled.to(scores.dtype), scores)

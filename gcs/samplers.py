@@ -311,7 +311,42 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
 _SAMPLERS = {cls.method: cls for cls in (IndependentSampler, GumbelSampler, RecyclingGumbelSampler)}
 
 
-def make_sampler(method: str = "gcswr", seed: SeedLike = 0, streams: Sequence[int] | None = None) -> Sampler:
+class MixedSampler(Sampler):
+    """One method per row: rows are grouped by method and each group has its own sampler.
+
+    Lets one batch hold IS, GCS and GCSwR rows side by side (a loop over the methods,
+    never over rows). Each row behaves exactly as it would under its own method.
+    """
+
+    method = "mixed"
+
+    def __init__(self, methods: Sequence[str], seed: SeedLike = 0, streams: Sequence[int] | None = None):
+        self.methods = [check_method(m) for m in methods]
+        if not self.methods:
+            raise ValueError("methods must not be empty")
+        super().__init__(seed, streams)
+        if isinstance(self.seed, list) and len(self.seed) != len(self.methods):
+            raise ValueError(f"{len(self.methods)} methods but {len(self.seed)} seeds; give one per row")
+
+    def _start(self, seeds, streams):
+        if self.batch_size != len(self.methods):
+            raise ValueError(f"{len(self.methods)} methods but logits have {self.batch_size} rows")
+        self.parts = []
+        for method in dict.fromkeys(self.methods):
+            rows = torch.tensor([i for i, m in enumerate(self.methods) if m == method], device=self.device)
+            self.parts.append((rows, _SAMPLERS[method](seed=seeds[rows].tolist(), streams=streams[rows].tolist())))
+
+    def _draw(self, logits, row_max, active):
+        tokens = torch.empty(self.batch_size, dtype=torch.long, device=self.device)
+        for rows, sampler in self.parts:
+            tokens[rows] = sampler.sample(logits[rows], None if active is None else active[rows])
+        self._advance(active)
+        return tokens
+
+
+def make_sampler(
+    method: str | Sequence[str] = "gcswr", seed: SeedLike = 0, streams: Sequence[int] | None = None
+) -> Sampler:
     """Create a sampler for ``method`` in ``"is"``, ``"gcs"``, ``"gcswr"``.
 
     ``seed`` is one int for every row, or a sequence with one int per batch row (so a
@@ -319,13 +354,19 @@ def make_sampler(method: str = "gcswr", seed: SeedLike = 0, streams: Sequence[in
     rows with equal seeds share their noise: that is the coupling. ``streams`` (one int
     per row) only matters for ``"is"``: it replaces the row index as the source of
     independence, making a row's draws independent of its place in the batch.
+    ``method`` may also be a sequence with one method per row.
 
     >>> s = make_sampler("gcs", seed=3)
     >>> first = s.sample(torch.zeros(2, 10)); s.reset()
     >>> torch.equal(first, s.sample(torch.zeros(2, 10))), bool(first[0] == first[1])
     (True, True)
     """
-    return _SAMPLERS[check_method(method)](seed=seed, streams=streams)
+    if isinstance(method, str):
+        return _SAMPLERS[check_method(method)](seed=seed, streams=streams)
+    methods = [check_method(m) for m in method]
+    if len(set(methods)) == 1:  # one method after all: skip the per-method dispatch
+        return _SAMPLERS[methods[0]](seed=seed, streams=streams)
+    return MixedSampler(methods, seed=seed, streams=streams)
 
 
 __all__ = [
@@ -335,6 +376,7 @@ __all__ = [
     "IndependentSampler",
     "GumbelSampler",
     "RecyclingGumbelSampler",
+    "MixedSampler",
     "make_sampler",
     "check_method",
     "check_seed",

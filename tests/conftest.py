@@ -6,6 +6,11 @@ p > 1e-3 (chi-square) or |z| < 4.5 (normal approximation), chosen before running
 
 from __future__ import annotations
 
+import os
+
+# No hub here: fail fast instead of retrying for a minute when a test names an unknown model.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
 import numpy as np
 import pytest
 import torch
@@ -55,3 +60,11 @@ def tiny_llama(vocab_size: int = 64, seed: int = 0, **overrides):
 @pytest.fixture(scope="session")
 def tiny_model():
     return tiny_llama()
+
+
+@pytest.fixture(scope="session")
+def embedded_model():
+    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s)."""
+    import gcs
+
+    return gcs.load_model()

@@ -275,3 +275,27 @@ def test_make_sampler_names():
         "RecyclingGumbelSampler",
     ]
     assert set(itertools.chain(gcs.METHOD_NAMES)) == set(METHODS)
+
+
+def test_mixed_methods_match_their_own_samplers():
+    generator = torch.Generator().manual_seed(5)
+    steps = [torch.randn(5, 100, generator=generator) for _ in range(20)]
+    for logits in steps:
+        logits[3] = logits[1]
+    methods, seeds, streams = ["is", "gcswr", "gcs", "gcswr", "is"], [1, 2, 3, 2, 5], [10, 11, 12, 13, 14]
+    mixed = gcs.make_sampler(methods, seed=seeds, streams=streams)
+    assert type(mixed).__name__ == "MixedSampler"
+    alone = [gcs.make_sampler(m, seed=[s], streams=[t]) for m, s, t in zip(methods, seeds, streams)]
+    for logits in steps:
+        tokens = mixed.sample(logits)
+        assert tokens.tolist() == [a.sample(logits[i : i + 1]).item() for i, a in enumerate(alone)]
+        assert tokens[1] == tokens[3]  # equal seeds and logits under gcswr: coupled inside a mixed batch
+
+
+def test_mixed_methods_bad_input():
+    with pytest.raises(ValueError, match="unknown method"):
+        gcs.make_sampler(["is", "nope"])
+    with pytest.raises(ValueError, match="2 methods but 3 seeds"):
+        gcs.make_sampler(["is", "gcs"], seed=[1, 2, 3])
+    with pytest.raises(ValueError, match="2 methods but logits have 3 rows"):
+        gcs.make_sampler(["is", "gcs"]).sample(torch.zeros(3, 4))

