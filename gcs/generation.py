@@ -1,8 +1,7 @@
 """Batched side-by-side generation: many prompts x methods x seeds in one ``model.generate`` call.
 
->>> # doctest: +SKIP
->>> gcs.generate(["What is DNA?", "Explain what DNA is."], method="gcswr", seed=0)
-['DNA, or deoxyribonucleic acid, is ...', 'DNA, or deoxyribonucleic acid, is ...']
+    gcs.generate(["What is DNA?", "Explain what DNA is."], method="gcswr", seed=0)
+    # -> ['DNA, or deoxyribonucleic acid, is ...', 'DNA, or deoxyribonucleic acid, is ...']
 
 Every row is one response. Rows are left-padded into one batch and decoded with the KV
 cache by transformers; a ``GumbelLogitsProcessor`` draws each row's tokens with its own
