@@ -368,16 +368,3 @@ def make_sampler(
         return _SAMPLERS[methods[0]](seed=seed, streams=streams)
     return MixedSampler(methods, seed=seed, streams=streams)
 
-
-__all__ = [
-    "METHODS",
-    "METHOD_NAMES",
-    "Sampler",
-    "IndependentSampler",
-    "GumbelSampler",
-    "RecyclingGumbelSampler",
-    "MixedSampler",
-    "make_sampler",
-    "check_method",
-    "check_seed",
-]

@@ -149,3 +149,11 @@ def test_compare_bad_input():
     with pytest.raises(ValueError, match="seeds must not be empty"):
         gcs.compare(["a"], seeds=[], model="no/such-model")
     assert generation.prompt_stream("a") != generation.prompt_stream("b")
+
+
+def test_local_path_loads_like_a_hub_id(embedded_model):
+    local = gcs.load_model(str(gcs.models.embedded_model_path()))
+    assert local is not embedded_model and local.is_chat
+    assert gcs.generate(["Hi!"], seed=2, max_new_tokens=4, model=local) == gcs.generate(
+        ["Hi!"], seed=2, max_new_tokens=4, model=embedded_model
+    )
