@@ -15,7 +15,6 @@ append the same token, sharing the response prefix.
 from __future__ import annotations
 
 import hashlib
-import math
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -76,7 +75,8 @@ def _check_ensemble(ensemble: Ensemble, n_prompts: int) -> None:
     if len(ensemble) != n_prompts:
         raise ValueError(f"ensemble has {len(ensemble)} lists of rewordings for {n_prompts} prompts")
     for i, rewordings in enumerate(ensemble):
-        check_prompts(rewordings, f"ensemble[{i}]") if len(rewordings) else None
+        if len(rewordings):  # an empty list means: no rewordings for this prompt
+            check_prompts(rewordings, f"ensemble[{i}]")
 
 
 def prompt_stream(prompt: str) -> int:
@@ -108,28 +108,29 @@ class Batch:
     generate_kwargs: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        texts, self.groups, methods, seeds, streams, self.main = [], [], [], [], [], []
+        questions, texts, self.groups, methods, seeds, streams, self.main = [], [], [], [], [], [], []
         for group, row in enumerate(self.rows):
             self.main.append(len(texts))
             for question in (row.prompt, *row.rewordings):
+                questions.append(question)
                 texts.append(format_prompt(question, self.model.tokenizer, self.model.is_chat))
                 self.groups.append(group)
                 methods.append(row.method)
                 seeds.append(row.seed)
                 streams.append(prompt_stream(row.prompt))
         tokenizer = self.model.tokenizer
-        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=not self.model.is_chat)["input_ids"]]
-        limit = self.model.context_window - self.max_new_tokens
-        for text_index, length in enumerate(lengths):
-            if length > limit:
-                row = self.groups[text_index]
-                raise ValueError(
-                    f"prompt {row} ({self.rows[row].prompt[:40]!r}...) has {length} tokens; with max_new_tokens="
-                    f"{self.max_new_tokens} the model's context window of {self.model.context_window} leaves {limit}"
-                )
-        self.inputs = tokenizer(
+        inputs = tokenizer(
             texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=not self.model.is_chat
-        ).to(self.model.device)
+        )
+        limit = self.model.context_window - self.max_new_tokens
+        for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist()):
+            if length > limit:
+                raise ValueError(
+                    f"a prompt is too long: {length} tokens (it starts {question[:60]!r}); the model's context window "
+                    f"of {self.model.context_window} tokens leaves {limit} for the prompt with max_new_tokens="
+                    f"{self.max_new_tokens}"
+                )
+        self.inputs = inputs.to(self.model.device)
         self.methods, self.seeds, self.streams = methods, seeds, streams
         eos = self.model.model.generation_config.eos_token_id
         eos = [eos] if isinstance(eos, int) else list(eos or [])
