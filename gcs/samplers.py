@@ -339,7 +339,9 @@ class MixedSampler(Sampler):
     def _draw(self, logits, row_max, active):
         tokens = torch.empty(self.batch_size, dtype=torch.long, device=self.device)
         for rows, sampler in self.parts:
-            tokens[rows] = sampler.sample(logits[rows], None if active is None else active[rows])
+            # The whole batch is validated already: skip the part's own NaN/-inf scan and its sync.
+            part = sampler._checked(logits[rows])
+            tokens[rows] = sampler._draw(part, row_max[rows], None if active is None else active[rows])
         self._advance(active)
         return tokens
 
