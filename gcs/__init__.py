@@ -1,6 +1,7 @@
 """gcs: Gumbel Consistency Sampling.
 
-Data flow: noise -> samplers -> processor -> models/prompts -> generation -> (scoring -> experiments).
+Data flow: noise -> samplers -> processor -> models/prompts -> generation -> scoring ->
+experiments/style -> cli (and the Gradio app, outside this package).
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])
@@ -8,8 +9,10 @@ Data flow: noise -> samplers -> processor -> models/prompts -> generation -> (sc
 [0, 0]
 """
 
+from .data import Group, load_groups, parse_groups
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
 from .generation import MAX_NEW_TOKENS, compare, generate, reword, stream, stream_compare
+from .experiments import consistency_by_temperature, consistency_figure, summary_table, sweep
 from .models import DEFAULT_MODEL, Model, load_model
 from .noise import gumbel
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor, check_sampling_settings
@@ -23,6 +26,17 @@ from .samplers import (
     RecyclingGumbelSampler,
     Sampler,
     make_sampler,
+)
+from .scoring import METRICS, consistency, similarity
+from .style import (
+    RULE_CLASSIFIERS,
+    Classifier,
+    LLMJudge,
+    label_responses,
+    style_consistency,
+    style_figure,
+    style_responses,
+    style_table,
 )
 from .theory import agreement_probability, p_repeat
 
@@ -56,4 +70,22 @@ __all__ = [
     "p_repeat",
     "geometric_ensemble",
     "grouped_geometric_ensemble",
+    "METRICS",
+    "similarity",
+    "consistency",
+    "Group",
+    "load_groups",
+    "parse_groups",
+    "sweep",
+    "consistency_by_temperature",
+    "summary_table",
+    "consistency_figure",
+    "Classifier",
+    "LLMJudge",
+    "RULE_CLASSIFIERS",
+    "style_responses",
+    "label_responses",
+    "style_consistency",
+    "style_table",
+    "style_figure",
 ]

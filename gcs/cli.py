@@ -1,0 +1,244 @@
+"""Command line: ``python -m gcs {run,style,compare} ...`` (also installed as ``gcs``).
+
+    python -m gcs run --data general --methods is,gcs,gcswr --temperatures 0,0.5,1 \\
+        --seeds 3 --metrics e5,jaccard --out runs/general
+    python -m gcs style --data lists --seeds 20 --out runs/lists
+    python -m gcs compare "What is DNA?" "Explain what DNA is." --temperature 1
+
+``run`` and ``style`` write into ``--out``: ``results.csv`` (rows appended as they
+finish), ``summary.md`` (Table 1 / Table 2 layout), ``figure.html`` (plotly) and
+``run.json`` (the settings). Re-running the same command resumes: finished rows are
+skipped, and a run killed at any moment loses no finished row and duplicates none.
+Adding seeds, temperatures, methods or metrics to a finished run computes only the new
+cells; changing a setting that the existing rows depend on (model, max new tokens,
+top-k/top-p, data) is refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .data import BUILTIN_SETS, builtin_path, load_groups
+from .results import ResultsLog
+
+
+def _csv_list(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def _float_list(text: str) -> list[float]:
+    try:
+        return [float(item) for item in _csv_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+
+
+def _seeds(text: str) -> int | list[int]:
+    """``3`` = seeds 0, 1, 2; ``5,9`` = those seeds."""
+    try:
+        return [int(s) for s in _csv_list(text)] if "," in text else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seeds or a comma-separated list, got {text!r}") from None
+
+
+def _ensembling(text: str) -> list[bool]:
+    choices = {"off": [False], "on": [True], "both": [False, True]}
+    if text not in choices:
+        raise argparse.ArgumentTypeError("expected off, on or both")
+    return choices[text]
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        file.write(text)
+    os.replace(temporary, path)
+
+
+def _data_fingerprint(data: str) -> str:
+    path = builtin_path(data) if data in BUILTIN_SETS else Path(data)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _claim_out_dir(out: Path, settings: dict) -> None:
+    """Create ``out`` or check that the run already there used the same fixed settings."""
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "run.json"
+    if record.exists():
+        previous = json.loads(record.read_text())
+        changed = {k: (previous.get(k), v) for k, v in settings.items() if previous.get(k) != v}
+        if changed:
+            details = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+            raise ValueError(f"{out} holds a run with other settings ({details}); use another --out")
+        return
+    _write_atomic(record, json.dumps(settings, indent=2) + "\n")
+
+
+def _quiet_transformers() -> None:
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+def _sweep_log(out: Path, metrics: list[str]) -> ResultsLog:
+    from .experiments import CELL_KEYS, RESULT_COLUMNS
+
+    return ResultsLog(out / "results.csv", RESULT_COLUMNS, CELL_KEYS, rows_per_unit=len(metrics),
+                      types={"seed": int, "temperature": float, "ensemble": bool, "consistency": float})
+
+
+def command_run(args: argparse.Namespace) -> Path:
+    from .experiments import check_sweep, consistency_by_temperature, consistency_figure, summary_table, sweep
+    from .models import load_model
+
+    groups = load_groups(args.data)[: args.limit]
+    checked = check_sweep(groups, args.temperatures, args.methods, args.seeds, args.metrics, args.max_new_tokens,
+                          args.top_k, args.top_p, args.ensembling, args.rewordings)
+    groups, temperatures, methods, seeds, metrics, ensembling = checked
+    model = load_model(args.model)
+    out = Path(args.out)
+    _claim_out_dir(out, {
+        "command": "run", "model": model.name, "metrics": metrics, "max_new_tokens": args.max_new_tokens,
+        "top_k": args.top_k, "top_p": args.top_p, "rewordings": args.rewordings, "data": _data_fingerprint(args.data),
+    })
+    log = _sweep_log(out, metrics)
+    sweep(groups, temperatures, methods, seeds, metrics, model, args.max_new_tokens, args.top_k, args.top_p,
+          ensembling, args.rewordings, batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,
+          show_progress=not args.quiet)
+    results = log.load()
+    summary = [f"# Consistency sweep\n\nModel `{model.name}`, data `{args.data}` ({len(groups)} groups), "
+               f"max_new_tokens={args.max_new_tokens}, top_k={args.top_k}, top_p={args.top_p}; "
+               f"{len(results) // len(metrics)} cells.\n"]
+    for metric in metrics:
+        part = results[results["metric"] == metric]
+        summary.append(f"\n## {metric}: Table 1 layout\n\n{summary_table(part, metric).to_markdown()}\n")
+        by_temperature = consistency_by_temperature(part).drop(columns="metric")
+        summary.append(f"\n## {metric}: consistency vs temperature\n\n"
+                       f"{by_temperature.to_markdown(index=False, floatfmt='.4f')}\n")
+    _write_atomic(out / "summary.md", "".join(summary))
+    _write_atomic(out / "figure.html", consistency_figure(results, metrics[0]).to_html(include_plotlyjs="cdn"))
+    return out
+
+
+def command_style(args: argparse.Namespace) -> Path:
+    from .experiments import check_methods, check_seed_list
+    from .generation import check_max_new_tokens
+    from .models import load_model
+    from .processor import check_sampling_settings
+    from .style import (STYLE_KEYS, STYLE_SETS, check_classifiers, label_responses, style_consistency, style_figure,
+                        style_responses, style_table)
+
+    questions = load_groups(args.data)[: args.limit]
+    names = args.classifiers or list(STYLE_SETS.get(args.data, ()))
+    if not names:
+        raise ValueError("name the style dimensions with --classifiers (built-in sets coding/lists have defaults)")
+    classifiers = check_classifiers(names)
+    methods, seeds = check_methods(args.methods), check_seed_list(args.seeds)
+    check_sampling_settings(args.temperature, None, None)
+    check_max_new_tokens(args.max_new_tokens)
+    model = load_model(args.model)
+    out = Path(args.out)
+    _claim_out_dir(out, {
+        "command": "style", "model": model.name, "temperature": args.temperature,
+        "max_new_tokens": args.max_new_tokens, "data": _data_fingerprint(args.data),
+    })
+    log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
+    style_responses(questions, methods, seeds, args.temperature, args.max_new_tokens, model,
+                    batch_rows=args.batch_rows or 48, skip=log.done(), on_results=log.append,
+                    show_progress=not args.quiet)
+    responses = log.load()
+    labelled = label_responses(responses, classifiers)
+    consistency = style_consistency(labelled, classifiers)
+    _write_atomic(out / "labels.csv", labelled.to_csv(index=False))
+    summary = (f"# Stylistic consistency (p_repeat)\n\nModel `{model.name}`, data `{args.data}` "
+               f"({len(questions)} questions), temperature {args.temperature}, {responses['seed'].nunique()} seeds, "
+               f"max_new_tokens={args.max_new_tokens}.\n\n{style_table(consistency).to_markdown()}\n")
+    _write_atomic(out / "summary.md", summary)
+    _write_atomic(out / "figure.html", style_figure(consistency).to_html(include_plotlyjs="cdn"))
+    return out
+
+
+def command_compare(args: argparse.Namespace) -> None:
+    from .generation import compare
+    from .scoring import consistency
+
+    frame = compare(args.prompts, methods=args.methods, seeds=args.seed, temperature=args.temperature,
+                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=args.model)
+    for method, part in frame.groupby("method", sort=False):
+        score = consistency(list(part["response"]), "e5") if len(part) > 1 else float("nan")
+        print(f"== {method}  (E5 consistency {score:.3f})")
+        for prompt, response in zip(part["prompt"], part["response"]):
+            print(f"  > {prompt}\n    {response.strip()}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gcs", description="Gumbel Consistency Sampling experiments.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser, seeds_default: str, tokens_default: int) -> None:
+        sub.add_argument("--data", required=True, help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
+        sub.add_argument("--seeds", type=_seeds, default=_seeds(seeds_default), help="a count (0..n-1) or a list")
+        sub.add_argument("--model", default=None, help="transformers id or local path (default: embedded SmolLM2)")
+        sub.add_argument("--max-new-tokens", type=int, default=tokens_default)
+        sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
+        sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
+        sub.add_argument("--out", required=True, help="output folder (re-running resumes)")
+        sub.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
+    common(run, "3", 50)
+    run.add_argument("--methods", type=_csv_list, default=["is", "gcs", "gcswr"])
+    run.add_argument("--temperatures", type=_float_list, default=[0.0, 0.5, 1.0])
+    run.add_argument("--metrics", type=_csv_list, default=["e5"], help="e5, minilm, jaccard; e5:MODEL_ID names one")
+    run.add_argument("--top-k", type=int, default=None)
+    run.add_argument("--top-p", type=float, default=None)
+    run.add_argument("--ensembling", type=_ensembling, default=[False], help="off, on or both")
+    run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
+
+    style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
+    common(style, "20", 200)
+    style.add_argument("--methods", type=_csv_list, default=["is", "gcswr"])
+    style.add_argument("--temperature", type=float, default=1.0)
+    style.add_argument("--classifiers", type=_csv_list, default=None,
+                       help="rule classifiers (default for coding: code ones; for lists: list_style,is_terse)")
+
+    compare = commands.add_parser("compare", help="answer a few paraphrases with each method, side by side")
+    compare.add_argument("prompts", nargs="+")
+    compare.add_argument("--methods", type=_csv_list, default=["is", "gcs", "gcswr"])
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--temperature", type=float, default=1.0)
+    compare.add_argument("--top-p", type=float, default=None)
+    compare.add_argument("--max-new-tokens", type=int, default=50)
+    compare.add_argument("--model", default=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "limit", None) is not None and args.limit < 1:
+        print("gcs: error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    _quiet_transformers()
+    try:
+        if args.command == "compare":
+            command_compare(args)
+            return 0
+        out = command_run(args) if args.command == "run" else command_style(args)
+    except ValueError as error:
+        print(f"gcs: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gcs: interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+    print(f"wrote {out / 'results.csv'}, {out / 'summary.md'}, {out / 'figure.html'}")
+    return 0

