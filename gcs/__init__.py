@@ -12,7 +12,7 @@ experiments/style -> cli (and the Gradio app, outside this package).
 from .data import Group, load_groups, parse_groups
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
 from .generation import MAX_NEW_TOKENS, compare, generate, reword, stream, stream_compare
-from .experiments import consistency_by_temperature, consistency_figure, summary_table, sweep
+from .experiments import consistency_by_temperature, summary_table, sweep
 from .models import DEFAULT_MODEL, Model, load_model
 from .noise import gumbel
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor, check_sampling_settings
@@ -27,20 +27,31 @@ from .samplers import (
     Sampler,
     make_sampler,
 )
-from .scoring import METRICS, consistency, similarity
+from .coupling import coupling_curve, perturb, recycling_histogram
+from .scoring import METRICS, consistency, shared_tokens, similarity
 from .style import (
     RULE_CLASSIFIERS,
     Classifier,
     LLMJudge,
     label_responses,
     style_consistency,
-    style_figure,
     style_responses,
     style_table,
 )
 from .theory import agreement_probability, p_repeat
 
 __version__ = "0.1.0"
+
+_FIGURES = ("consistency_figure", "style_figure", "similarity_heatmap", "coupling_figure", "recycling_figure")
+
+
+def __getattr__(name: str):
+    # Figures need plotly (an optional dependency): import it on first use only.
+    if name in _FIGURES:
+        from . import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module 'gcs' has no attribute {name!r}")
 
 __all__ = [
     "METHODS",
@@ -80,6 +91,9 @@ __all__ = [
     "consistency_by_temperature",
     "summary_table",
     "consistency_figure",
+    "similarity_heatmap",
+    "coupling_figure",
+    "recycling_figure",
     "Classifier",
     "LLMJudge",
     "RULE_CLASSIFIERS",
@@ -88,4 +102,8 @@ __all__ = [
     "style_consistency",
     "style_table",
     "style_figure",
+    "coupling_curve",
+    "recycling_histogram",
+    "perturb",
+    "shared_tokens",
 ]

@@ -98,7 +98,8 @@ def _sweep_log(out: Path, metrics: list[str]) -> ResultsLog:
 
 
 def command_run(args: argparse.Namespace) -> Path:
-    from .experiments import check_sweep, consistency_by_temperature, consistency_figure, summary_table, sweep
+    from .experiments import check_sweep, consistency_by_temperature, summary_table, sweep
+    from .figures import consistency_figure
     from .models import load_model
 
     groups = load_groups(args.data)[: args.limit]
@@ -135,7 +136,8 @@ def command_style(args: argparse.Namespace) -> Path:
     from .generation import check_max_new_tokens
     from .models import load_model
     from .processor import check_sampling_settings
-    from .style import (STYLE_KEYS, STYLE_SETS, check_classifiers, label_responses, style_consistency, style_figure,
+    from .figures import style_figure
+    from .style import (STYLE_KEYS, STYLE_SETS, check_classifiers, label_responses, style_consistency,
                         style_responses, style_table)
 
     questions = load_groups(args.data)[: args.limit]

@@ -284,31 +284,19 @@ def summary_table(frame: pd.DataFrame, metric: str | None = None, temperature: f
     return table
 
 
-def consistency_figure(frame: pd.DataFrame, metric: str | None = None, title: str | None = None):
-    """Plotly figure: consistency vs temperature, one line per method (and ensembling),
-    error bars = standard error over groups x seeds (the paper's Fig. 2)."""
-    import plotly.graph_objects as go
+def score_compare(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokenizer=None):
+    """Score a ``gcs.compare`` frame: each (method, seed, ensemble) group of responses under each metric.
 
-    from .scoring import METRIC_NAMES, parse_metric
-
-    metric = metric if metric is not None else frame["metric"].iloc[0]
-    summary = consistency_by_temperature(frame[frame["metric"] == metric])
-    colors = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
-    figure = go.Figure()
-    for (method, ensemble), part in summary.groupby(["method", "ensemble"], sort=False):
-        name = METHOD_NAMES[method] + (" + ensembling" if ensemble else "")
-        figure.add_trace(
-            go.Scatter(
-                x=part["temperature"], y=part["mean"], name=name, mode="lines+markers",
-                error_y=dict(type="data", array=part["stderr"].fillna(0), visible=True),
-                line=dict(color=colors.get(method), dash="dash" if ensemble else "solid"),
-            )
-        )
-    kind, name = parse_metric(metric)
-    label = METRIC_NAMES[kind] + (f" ({name})" if name else "")
-    figure.update_layout(
-        title=title or f"Consistency vs temperature ({label})",
-        xaxis_title="temperature", yaxis_title=f"mean pairwise {label}",
-        template="plotly_white", legend_title="sampler",
-    )
-    return figure
+    Returns ``(scores, matrices)``: a DataFrame with columns method, seed, ensemble, metric,
+    consistency, and a dict mapping (method, seed, ensemble, metric) to the [n, n] matrix.
+    Each metric embeds all responses in one call.
+    """
+    metrics = check_metrics(metrics)
+    keys = ["method", "seed", "ensemble"]
+    parts = [(key, part.sort_values("prompt_index")) for key, part in frame.groupby(keys, sort=False)]
+    records, matrices = [], {}
+    for metric in metrics:
+        for (key, _), matrix in zip(parts, similarity_matrices([list(p["response"]) for _, p in parts], metric, tokenizer)):
+            records.append(dict(zip(keys, key), metric=metric, consistency=mean_off_diagonal(matrix)))
+            matrices[(*key, metric)] = matrix
+    return pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"]), matrices

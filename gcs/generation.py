@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 import torch
-from transformers import GenerationConfig, LogitsProcessorList
+from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
 from .models import Model, resolve_model
@@ -148,8 +148,11 @@ class Batch:
         return processors
 
     @torch.inference_mode()
-    def run(self, streamer: BaseStreamer | None = None) -> torch.Tensor:
-        """Generated token ids [texts, new tokens] (EOS then padding after a row finishes)."""
+    def run(self, streamer: BaseStreamer | None = None, stop: threading.Event | None = None) -> torch.Tensor:
+        """Generated token ids [texts, new tokens] (EOS then padding after a row finishes).
+
+        Setting ``stop`` ends generation after the current step (a cancelled stream).
+        """
         config = GenerationConfig(
             max_new_tokens=self.max_new_tokens,
             do_sample=False,
@@ -157,6 +160,8 @@ class Batch:
             pad_token_id=self.model.tokenizer.pad_token_id,
         )
         other_kwargs = config.update(**self.generate_kwargs)  # generation settings go into the config
+        if stop is not None:
+            other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
         output = self.model.model.generate(
             **self.inputs, generation_config=config, logits_processor=self.processors(), streamer=streamer, **other_kwargs
         )
@@ -190,25 +195,44 @@ class _TokenQueue(BaseStreamer):
         pass
 
 
+class _StopWhenSet(StoppingCriteria):
+    """Stops every row once ``event`` is set: how an abandoned stream frees the model."""
+
+    def __init__(self, event: threading.Event):
+        self.event = event
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
+
+
 def _stream(batch: Batch) -> Iterator[list[dict]]:
-    """Decoded rows after every step; the last item is the finished batch (same as ``batch.run``)."""
-    tokens, outcome, done = _TokenQueue(), {}, object()
+    """Decoded rows after every step; the last item is the finished batch (same as ``batch.run``).
+
+    Closing the iterator early (a consumer that stops reading) stops generation after
+    the current step and waits for the worker thread, so no generation outlives its stream.
+    """
+    tokens, outcome, done, stop = _TokenQueue(), {}, object(), threading.Event()
 
     def work():
         try:
-            outcome["tokens"] = batch.run(streamer=tokens)
+            outcome["tokens"] = batch.run(streamer=tokens, stop=stop)
         except BaseException as error:  # re-raised in the consumer's thread
             outcome["error"] = error
         tokens.steps.put(done)
 
-    threading.Thread(target=work, daemon=True, name="gcs-generate").start()
-    generated = []
-    while (step := tokens.steps.get()) is not done:
-        generated.append(step)
-        yield batch.decode(torch.stack(generated, dim=1))
-    if "error" in outcome:
-        raise outcome["error"]
-    yield batch.decode(outcome["tokens"])
+    worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
+    worker.start()
+    try:
+        generated = []
+        while (step := tokens.steps.get()) is not done:
+            generated.append(step)
+            yield batch.decode(torch.stack(generated, dim=1))
+        if "error" in outcome:
+            raise outcome["error"]
+        yield batch.decode(outcome["tokens"])
+    finally:
+        stop.set()
+        worker.join()
 
 
 # -- public API --------------------------------------------------------------------------------

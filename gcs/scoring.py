@@ -155,6 +155,36 @@ def jaccard_matrix(token_sets: Sequence[set]) -> np.ndarray:
     return matrix
 
 
+def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, bool]]]:
+    """Each text cut into its tokens, each marked True when every other text contains that token id.
+
+    The pieces of a text join back to the text. ``tokenizer`` is a transformers (fast)
+    tokenizer, by default the embedded model's; with fewer than two texts nothing is shared.
+    """
+    texts = _check_texts(texts)
+    if tokenizer is None:
+        from .models import load_model
+
+        tokenizer = load_model().tokenizer
+    encodings = [tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for text in texts]
+    sets = [set(e["input_ids"]) for e in encodings]
+    result = []
+    for i, (text, encoding) in enumerate(zip(texts, encodings)):
+        others = [s for j, s in enumerate(sets) if j != i]
+        pieces, end = [], 0
+        for token, (start, stop) in zip(encoding["input_ids"], encoding["offset_mapping"]):
+            if start > end:
+                pieces.append((text[end:start], False))
+            start = max(start, end)  # byte-level tokens of one character can share a span
+            if stop > start:
+                pieces.append((text[start:stop], bool(others) and all(token in s for s in others)))
+            end = max(end, stop)
+        if end < len(text):
+            pieces.append((text[end:], False))
+        result.append(pieces)
+    return result
+
+
 def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tokenizer=None) -> list[np.ndarray]:
     """One similarity matrix per group of texts; all texts of all groups are embedded in one call."""
     kind, _ = parse_metric(metric)

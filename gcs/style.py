@@ -297,17 +297,3 @@ def style_table(consistency: pd.DataFrame) -> pd.DataFrame:
     table = table[order]
     table.columns = [METHOD_NAMES[m] for m in order]
     return table
-
-
-def style_figure(consistency: pd.DataFrame, title: str = "Stylistic consistency (p_repeat)"):
-    """Plotly bar chart: p_repeat per dimension, one bar per method, error bars = std.err over seeds."""
-    import plotly.graph_objects as go
-
-    figure = go.Figure()
-    for method, part in consistency.groupby("method", sort=False):
-        figure.add_trace(
-            go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method],
-                   error_y=dict(type="data", array=part["stderr"].fillna(0)))
-        )
-    figure.update_layout(title=title, yaxis_title="p_repeat", yaxis_range=[0, 1], barmode="group", template="plotly_white")
-    return figure

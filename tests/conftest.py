@@ -7,10 +7,16 @@ p > 1e-3 (chi-square) or |z| < 4.5 (normal approximation), chosen before running
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 # No hub here: fail fast instead of retrying for a minute when a test names an unknown model.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import httpx
 import numpy as np
 import pytest
 import torch
@@ -68,3 +74,41 @@ def embedded_model():
     import gcs
 
     return gcs.load_model()
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory):
+    """The app in its own process on a free port; the time until it serves is checked against 15 s."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("app") / "app.log"
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "GCS_QUEUE_SIZE": "4"}
+    start = time.perf_counter()
+    with open(log, "w") as output:
+        server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        assert server.poll() is None, f"app exited: {log.read_text()[-2000:]}"
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.25)
+    else:
+        raise AssertionError(f"app did not start: {log.read_text()[-2000:]}")
+    ready = time.perf_counter() - start
+    assert ready < 60, f"app took {ready:.1f} s to serve (the <= 15 s figure is printed by bench/bench_app.py)"
+    yield url
+    server.terminate()
+    server.wait(timeout=30)
+
+

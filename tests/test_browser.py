@@ -1,0 +1,63 @@
+"""End to end in a real browser: headless Chromium (Debian's package) driven by Playwright.
+
+Needs /usr/bin/chromium (``.ci/run`` installs it). Screenshots go to assets/ for the README.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+TIMEOUT_MS = 180_000
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    if not Path(CHROMIUM).exists():
+        pytest.fail("the browser test needs Debian's chromium package: apt-get install -y chromium")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.goto(app_url)
+        yield page
+        browser.close()
+
+
+def test_side_by_side_streams_responses_and_plots(page):
+    box = page.locator("#paraphrases textarea")
+    box.fill("Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky.")
+    page.locator("#run-compare").click()
+    for method in ("is", "gcs", "gcswr"):  # responses arrive in every column, then the heatmaps
+        expect(page.locator(f"#responses-{method}")).to_contain_text("[3]", timeout=TIMEOUT_MS)
+        expect(page.locator(f"#heatmap-{method} .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    scores = page.locator("#scores")
+    expect(scores).to_contain_text("GCSwR")
+    expect(scores).to_contain_text("E5")
+    page.screenshot(path=str(ROOT / "assets" / "screenshot-compare.png"), full_page=True)
+
+
+def test_bad_input_shows_an_error_and_the_page_keeps_working(page):
+    page.locator("#paraphrases textarea").fill("Only one question?")
+    page.locator("#run-compare").click()
+    expect(page.get_by_text("enter 2 to 8 paraphrases").first).to_be_visible(timeout=30_000)
+
+
+def test_coupling_explorer_plots(page):
+    page.get_by_role("tab", name="Coupling explorer").click()
+    expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=60_000)
+    expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=60_000)
+    page.screenshot(path=str(ROOT / "assets" / "screenshot-coupling.png"), full_page=True)
+
+
+def test_sweep_tab_plots_curves(page):
+    page.get_by_role("tab", name="Consistency vs temperature").click()
+    page.get_by_label("seeds").first.fill("1")
+    page.locator("#run-sweep").click()
+    expect(page.locator("#sweep-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    page.screenshot(path=str(ROOT / "assets" / "screenshot-sweep.png"), full_page=True)

@@ -1,0 +1,89 @@
+"""The coupling explorer's computations and the dashboard's helpers (figures, shared tokens, scores)."""
+
+import numpy as np
+import pytest
+import torch
+
+import gcs
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p
+from gcs.experiments import score_compare
+
+P = [0.5, 0.3, 0.15, 0.05]
+
+
+def test_coupling_curve_matches_theorem1_by_monte_carlo():
+    curve = gcs.coupling_curve(P, epsilons=[0.0, 0.5, 1.0, 2.0], trials=20_000, seed=3)
+    assert curve.loc[0, "theorem1"] == pytest.approx(1.0) and curve.loc[0, "monte_carlo_shared"] == 1.0
+    for row in curve.itertuples():
+        q = gcs.perturb(P, row.epsilon, seed=3)
+        assert row.theorem1 == pytest.approx(gcs.agreement_probability(torch.tensor(P), q, "gcs"))
+        assert row.independent == pytest.approx(float((torch.tensor(P, dtype=torch.float64) * q).sum()))
+        if row.epsilon > 0:
+            assert abs(row.monte_carlo_shared - row.theorem1) / row.stderr_shared < Z_THRESHOLD
+        assert abs(row.monte_carlo_independent - row.independent) / row.stderr_independent < Z_THRESHOLD
+        assert row.theorem1 >= row.independent  # sharing noise never lowers agreement
+
+
+def test_given_q_is_the_last_point():
+    q = [0.1, 0.2, 0.3, 0.4]
+    curve = gcs.coupling_curve(P, q, epsilons=[0, 1, 2], trials=500)
+    assert curve.iloc[-1]["theorem1"] == pytest.approx(gcs.agreement_probability(torch.tensor(P), torch.tensor(q)))
+    assert curve.iloc[0]["theorem1"] == pytest.approx(1.0)
+
+
+def test_recycling_histogram_is_exact_and_reuse_is_not():
+    histogram, p_value = gcs.recycling_histogram(P, steps=20_000, seed=5)
+    assert p_value > P_VALUE_THRESHOLD
+    assert chi_square_p(histogram["gcswr"] * 20_000, P) == pytest.approx(p_value, rel=1e-6)  # our p-value = scipy's
+    assert sorted(histogram["reuse"]) == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [(lambda: gcs.coupling_curve([1.0]), "2 to 64"), (lambda: gcs.coupling_curve([0.5, -1]), "non-negative"),
+     (lambda: gcs.coupling_curve([0, 0]), "positive entry"), (lambda: gcs.coupling_curve(P, trials=0), "trials"),
+     (lambda: gcs.coupling_curve(P, [0.5, 0.5]), "same number"), (lambda: gcs.perturb(P, -1), "epsilon"),
+     (lambda: gcs.recycling_histogram(P, steps=10**9), "steps"), (lambda: gcs.coupling_curve("abc"), "numbers")],
+)
+def test_bad_coupling_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_figures_carry_the_numbers():
+    curve = gcs.coupling_curve(P, epsilons=[0, 1], trials=500)
+    figure = gcs.coupling_figure(curve)
+    assert len(figure.data) == 4 and list(figure.data[0].y) == list(curve["theorem1"])
+    histogram, _ = gcs.recycling_histogram(P, steps=500)
+    assert len(gcs.recycling_figure(histogram).data) == 3
+    heatmap = gcs.similarity_heatmap(np.eye(2), ["a", "b" * 40])
+    assert heatmap.data[0].x[1].endswith("…") and heatmap.data[0].z[0][0] == 1
+
+
+def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
+    texts = ["DNA is a molecule.", "DNA is genetic code 🧬.", "DNA is what genes are made of."]
+    marked = gcs.shared_tokens(texts, embedded_model.tokenizer)
+    for text, pieces in zip(texts, marked):
+        assert "".join(piece for piece, _ in pieces) == text  # the pieces rebuild the text
+    shared = {piece.strip() for piece, is_shared in marked[0] if is_shared}
+    assert shared == {"DNA", "is", "."}
+    assert all(not s for _, s in gcs.shared_tokens(["alone"], embedded_model.tokenizer)[0])
+
+
+def test_score_compare_groups_by_method(embedded_model):
+    frame = gcs.compare(["What is DNA?", "Explain DNA."], seeds=[0], temperature=0, max_new_tokens=6,
+                        model=embedded_model)
+    scores, matrices = score_compare(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+    assert list(scores["method"]) == ["is", "gcs", "gcswr"] and scores["consistency"].nunique() == 1  # greedy
+    assert matrices[("gcswr", 0, False, "jaccard")].shape == (2, 2)
+
+
+def test_closing_a_stream_stops_generation(embedded_model):
+    import threading
+
+    stream = gcs.stream(["What is DNA?"], max_new_tokens=500, min_new_tokens=500, model=embedded_model)
+    for step, _ in enumerate(stream):
+        if step == 2:
+            break
+    stream.close()  # an abandoned UI request: generation must not run on for 500 tokens
+    assert not any(t.name == "gcs-generate" for t in threading.enumerate())
