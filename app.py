@@ -38,6 +38,18 @@ import gcs
 from gcs.experiments import score_compare
 
 logger = logging.getLogger("gcs.app")
+_SECRET = re.compile(r"hf_[A-Za-z0-9]{16,}|\b(?:token|api[_-]?key|password|secret)\s*[=:]\s*\S+", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Hide anything that looks like a token or password before it reaches a log."""
+    return _SECRET.sub("[redacted]", text)
+
+
+class RedactSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), ()
+        return True
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 # -- limits of the public demo (the library itself allows more) ---------------------------------
@@ -535,5 +547,7 @@ demo = build()
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(RedactSecrets())
     warm_up()
     demo.launch(theme=gr.themes.Soft(), css=CSS, max_file_size="1mb", show_error=True)

@@ -1,0 +1,113 @@
+"""Load: concurrent clients on ``/compare`` over loopback; every request must be served or told the queue is full.
+
+    python bench/bench_load.py [--clients 8] [--requests 3] [--queue-size 4] [--tokens 16]
+
+Starts the app in a fresh process with a bounded queue (GCS_QUEUE_SIZE), then each of
+--clients threads sends --requests /compare calls (3 paraphrases x 3 methods x --tokens
+tokens) back to back and stops. Prints outcomes (served / queue full / other error),
+latency percentiles of served requests, the server's peak resident memory, and checks
+that the server still answers afterwards. Exit status 1 if any request failed in another way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+from gradio_client import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
+
+
+def start_app(queue_size: int) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
+           "GCS_QUEUE_SIZE": str(queue_size)}
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    while True:
+        if server.poll() is not None:
+            raise SystemExit("the app exited before serving")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return server, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+
+
+def classify(error: Exception) -> str:
+    return "queue full" if "queue is full" in str(error).lower() else f"error: {type(error).__name__}: {error}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--requests", type=int, default=3)
+    parser.add_argument("--queue-size", type=int, default=4)
+    parser.add_argument("--tokens", type=int, default=16)
+    args = parser.parse_args()
+    server, url = start_app(args.queue_size)
+    process, peak, watching = psutil.Process(server.pid), [0], threading.Event()
+
+    def watch_memory():
+        while not watching.is_set():
+            peak[0] = max(peak[0], process.memory_info().rss)
+            time.sleep(0.05)
+
+    outcomes, latencies, lock = Counter(), [], threading.Lock()
+
+    def client_loop():
+        client = Client(url, verbose=False)
+        for _ in range(args.requests):  # bounded: each client stops after --requests calls
+            start = time.perf_counter()
+            try:
+                client.predict(PARAPHRASES, 1.0, args.tokens, 0, api_name="/compare")
+                outcome = "served"
+            except Exception as error:  # every failure is classified and reported below
+                outcome = classify(error)
+            with lock:
+                outcomes[outcome] += 1
+                if outcome == "served":
+                    latencies.append(time.perf_counter() - start)
+
+    watcher = threading.Thread(target=watch_memory, daemon=True)
+    watcher.start()
+    started = time.perf_counter()
+    threads = [threading.Thread(target=client_loop) for _ in range(args.clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    still_serving = Client(url, verbose=False).predict(api_name="/coupling", trials=500, steps=500) is not None
+    watching.set()
+    server.terminate()
+    server.wait()
+
+    print(f"{args.clients} clients x {args.requests} /compare requests ({args.tokens} tokens, 3 paraphrases x 3 "
+          f"methods), queue size {args.queue_size}: {elapsed:.1f} s in all")
+    for outcome, count in sorted(outcomes.items()):
+        print(f"  {outcome}: {count}")
+    if latencies:
+        p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
+        print(f"  latency of served requests: p50 {p50:.2f} s, p90 {p90:.2f} s, p99 {p99:.2f} s, max {max(latencies):.2f} s")
+    print(f"  server peak RSS {peak[0] / 2**20:.0f} MiB; still serving afterwards: {still_serving}")
+    sys.exit(1 if any(o.startswith("error") for o in outcomes) or not still_serving else 0)
+
+
+if __name__ == "__main__":
+    main()

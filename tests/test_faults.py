@@ -1,0 +1,147 @@
+"""Faults and security: failures injected into the real model, remote code, secrets in logs, a full queue.
+
+Faults are injected with a forward hook on the real embedded model (it raises on a chosen
+call), then removed: the app function must answer with a clear gr.Error and the next
+request must work.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import gradio as gr
+import pytest
+import torch
+from gradio_client import Client
+
+import gcs
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import app  # noqa: E402  (the app module, in-process)
+
+PARAPHRASES = "What is DNA?\nExplain what DNA is."
+
+
+@contextmanager
+def failing_forward(model: gcs.Model, error: Exception, on_call: int):
+    """The model's forward raises ``error`` on its ``on_call``-th call (1 = the prompt)."""
+    calls = [0]
+
+    def hook(module, inputs):
+        calls[0] += 1
+        if calls[0] == on_call:
+            raise error
+
+    handle = model.model.model.layers[0].register_forward_pre_hook(hook)
+    try:
+        yield calls
+    finally:
+        handle.remove()
+
+
+def compare_ui(**changes):
+    arguments = dict(paraphrases=PARAPHRASES, temperature=1.0, max_new_tokens=8, seed=0, top_p=1.0,
+                     methods=["gcswr"], ensembling=False, model_name=gcs.DEFAULT_MODEL)
+    arguments.update(changes)
+    return list(app.compare_stream(*arguments.values()))
+
+
+def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(embedded_model):
+    out_of_memory = torch.OutOfMemoryError("CUDA out of memory (simulated)")
+    with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory for"):
+        compare_ui()
+    with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
+        app.api_compare(PARAPHRASES, 1.0, 8, 0)
+    updates = compare_ui()
+    assert updates[-1][-1] == "Done."
+
+
+def test_exception_inside_a_streamed_generation(embedded_model, caplog):
+    with failing_forward(embedded_model, RuntimeError("kernel exploded"), on_call=4) as calls:
+        with caplog.at_level(logging.ERROR, logger="gcs.app"), pytest.raises(gr.Error, match="generation failed"):
+            compare_ui()
+    assert calls[0] == 4  # it failed mid-stream, after tokens had been streamed
+    assert "kernel exploded" in caplog.text  # the details go to the log, not to the user
+    assert not any(t.name == "gcs-generate" for t in threading.enumerate())
+    assert compare_ui()[-1][-1] == "Done."
+
+
+def test_model_load_failure_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(app, "ALLOWED_MODELS", [*app.ALLOWED_MODELS, "no-such-org/no-such-model"])
+    with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
+        app.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model")
+    assert app.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr")["responses"]["gcswr"]
+
+
+def test_a_model_that_needs_remote_code_is_refused(tmp_path):
+    folder = tmp_path / "remote-code-model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "model_type": "my_custom_arch", "architectures": ["MyCustomModel"],
+        "auto_map": {"AutoConfig": "configuration_custom.MyConfig", "AutoModelForCausalLM": "modeling_custom.MyModel"},
+    }))
+    (folder / "modeling_custom.py").write_text("raise SystemExit('remote code ran')\n")
+    (folder / "configuration_custom.py").write_text("raise SystemExit('remote code ran')\n")
+    with pytest.raises(ValueError, match="could not load model"):
+        gcs.load_model(str(folder))
+    with pytest.raises(gr.Error, match="is not offered here"):  # and the app never even tries
+        app.api_compare(PARAPHRASES, 1.0, 8, 0, model=str(folder))
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [("bad.jsonl", b'{"id": "a", "prompts": ["x", "y"]}\n{not json\n', "line 2: not valid JSON"),
+     ("columns.csv", b"group,text\na,x\n", "missing column"),
+     ("empty.jsonl", b"", "no groups"),
+     ("binary.jsonl", bytes(range(256)), "not UTF-8"),
+     ("big.jsonl", b'{"id": "a", "prompts": ["x", "y"]}\n' + b" " * 1_100_000, "over 1,000 kB")],
+)
+def test_bad_uploads_in_the_sweep_tab(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(gr.Error, match=message):
+        app.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8, gcs.DEFAULT_MODEL)
+
+
+def test_a_good_upload_runs_a_sweep(tmp_path):
+    path = tmp_path / "mine.csv"
+    path.write_text("id,prompt\nsky,Why is the sky blue?\nsky,What makes the sky blue?\n")
+    figure, table, csv_path = app.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"], "jaccard", 8,
+                                           gcs.DEFAULT_MODEL)
+    assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
+
+
+def test_secrets_never_reach_the_log(caplog):
+    record = logging.LogRecord("gcs.app", logging.INFO, __file__, 1, "loading with %s and token=%s",
+                               ("hf_abcdefghijklmnopqrstuvwxyz123456", "s3cr3t"), None)
+    assert app.RedactSecrets().filter(record)
+    assert record.getMessage() == "loading with [redacted] and [redacted]"
+
+
+def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url):
+    """8 clients at once against a queue of 4 (the fixture's GCS_QUEUE_SIZE): each is served or told the queue is full."""
+    outcomes, lock = [], threading.Lock()
+
+    def one_client():
+        try:
+            Client(app_url, verbose=False).predict(PARAPHRASES, 1.0, 8, 0, api_name="/compare")
+            outcome = "served"
+        except Exception as error:
+            outcome = "queue full" if "queue is full" in str(error).lower() else f"other: {error}"
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=one_client) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    assert len(outcomes) == 8 and set(outcomes) <= {"served", "queue full"}, outcomes
+    assert "served" in outcomes
+    assert Client(app_url, verbose=False).predict(api_name="/coupling", trials=500, steps=500)["curve"]
