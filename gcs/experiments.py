@@ -163,7 +163,7 @@ def sweep(
     batch_rows: int | None = None,
     skip: Iterable[tuple] = (),
     on_results: Callable[[pd.DataFrame], None] | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress=None,
     show_progress: bool = False,
     **generate_kwargs,
 ) -> pd.DataFrame:
@@ -178,8 +178,9 @@ def sweep(
     with True each prompt is answered from the geometric mean over itself and
     ``rewordings`` rewordings the model writes (section 5). ``skip``: cell keys
     ``(group, method, seed, temperature, ensemble)`` already done. ``on_results`` gets
-    each finished batch's rows; ``progress(done, total)`` counts cells, and a tqdm bar
-    shows when ``show_progress`` (gradio's ``Progress(track_tqdm=True)`` follows it).
+    each finished batch's rows; ``progress`` is a tqdm-like bar (its ``update(n)`` gets the
+    cells done) or a callback ``progress(done, total)``; a tqdm bar of its own shows when
+    ``show_progress`` (gradio's ``Progress(track_tqdm=True)`` follows it).
     Extra keyword arguments go to transformers' ``generate``.
     """
     groups, temperatures, methods, seeds, metrics, ensembling = check_sweep(
@@ -210,7 +211,9 @@ def sweep(
                 on_results(frame)
             done += len(chunk)
             bar.update(len(chunk))
-            if progress is not None:
+            if hasattr(progress, "update"):  # a tqdm-like bar (tqdm, gr.Progress().tqdm, ...)
+                progress.update(len(chunk))
+            elif progress is not None:
                 progress(done, len(cells))
     if not frames:
         return pd.DataFrame(columns=list(RESULT_COLUMNS))

@@ -55,6 +55,15 @@ def test_sweep_skips_finished_cells(small_sweep, embedded_model):
     np.testing.assert_allclose(rest["consistency"], expected["consistency"], atol=1e-6)
 
 
+def test_sweep_drives_a_tqdm_bar(embedded_model):
+    from tqdm import tqdm
+
+    with tqdm(total=2, disable=True) as bar:
+        gcs.sweep(GROUPS, temperatures=[0], methods=["gcswr"], seeds=1, metrics=["jaccard"], model=embedded_model,
+                  max_new_tokens=2, batch_rows=3, progress=bar)
+        assert bar.n == 2  # one cell per batch of at most 3 rows
+
+
 def test_sweep_with_ensembling(embedded_model):
     frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["gcswr"], seeds=1, metrics=["jaccard"],
                       model=embedded_model, max_new_tokens=FEW, ensembling=[False, True], rewordings=1)
