@@ -56,9 +56,11 @@ def test_sweep_skips_finished_cells(small_sweep, embedded_model):
 
 
 def test_sweep_drives_a_tqdm_bar(embedded_model):
+    import io
+
     from tqdm import tqdm
 
-    with tqdm(total=2, disable=True) as bar:
+    with tqdm(total=2, file=io.StringIO()) as bar:
         gcs.sweep(GROUPS, temperatures=[0], methods=["gcswr"], seeds=1, metrics=["jaccard"], model=embedded_model,
                   max_new_tokens=2, batch_rows=3, progress=bar)
         assert bar.n == 2  # one cell per batch of at most 3 rows
