@@ -20,12 +20,14 @@ except ImportError:
         return function if function is not None else (lambda f: f)
 
 
+import collections
 import importlib.util
 import json
 import logging
 import math
 import os
 import re
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -173,8 +175,21 @@ def _scores_table(scores: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(names="method")
 
 
+_DOWNLOADS: collections.deque[Path] = collections.deque()
+KEPT_DOWNLOADS = 64
+
+
+def _download_folder(prefix: str) -> Path:
+    """A fresh temporary folder for one run's files; only the newest 64 are kept (a public app must not fill the disk)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    _DOWNLOADS.append(folder)
+    while len(_DOWNLOADS) > KEPT_DOWNLOADS:
+        shutil.rmtree(_DOWNLOADS.popleft(), ignore_errors=True)
+    return folder
+
+
 def _save_run(frame: pd.DataFrame, scores: pd.DataFrame) -> list[str]:
-    folder = Path(tempfile.mkdtemp(prefix="gcs-run-"))
+    folder = _download_folder("gcs-run-")
     frame.to_csv(folder / "gcs_responses.csv", index=False)
     run = {"responses": frame.to_dict(orient="records"), "scores": scores.to_dict(orient="records")}
     (folder / "gcs_run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False, default=str))
@@ -304,7 +319,7 @@ def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, me
                            metric, max_new_tokens, model_name)
         table = gcs.consistency_by_temperature(frame).drop(columns=["metric"]).round(4)
         table["method"] = table["method"].map(gcs.METHOD_NAMES)
-        path = Path(tempfile.mkdtemp(prefix="gcs-sweep-")) / "gcs_sweep.csv"
+        path = _download_folder("gcs-sweep-") / "gcs_sweep.csv"
         frame.to_csv(path, index=False)
         return gcs.consistency_figure(frame, metric), table, str(path)
     except Exception as error:
@@ -427,7 +442,8 @@ CSS = """
 def build() -> gr.Blocks:
     model_choice = dict(choices=ALLOWED_MODELS, value=DEFAULT_MODEL, label="model",
                         info="embedded SmolLM2-135M-Instruct works offline")
-    with gr.Blocks(title="Gumbel Consistency Sampling") as demo:
+    # delete_cache: gradio's copies of downloads and uploads go after an hour.
+    with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
                     "more — while each one is still an exact sample from the model.")

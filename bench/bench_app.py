@@ -64,7 +64,7 @@ def main() -> None:
         server.terminate()
         server.wait()
     print(f"app ready (fresh process, cached model): {ready:.2f} s (target <= 15 s)")
-    print(f"/compare, 4 paraphrases x 3 methods x 64 tokens + E5/Jaccard/MiniLM scoring:")
+    print("/compare, 4 paraphrases x 3 methods x 64 tokens + E5/Jaccard/MiniLM scoring:")
     print(f"  first call {first:.2f} s; warm best {min(warm):.2f} s, median {statistics.median(warm):.2f} s "
           f"over {args.repeats} (target <= 10 s)")
 

@@ -9,9 +9,9 @@
 finish), ``summary.md`` (Table 1 / Table 2 layout), ``figure.html`` (plotly) and
 ``run.json`` (the settings). Re-running the same command resumes: finished rows are
 skipped, and a run killed at any moment loses no finished row and duplicates none.
-Adding seeds, temperatures, methods or metrics to a finished run computes only the new
-cells; changing a setting that the existing rows depend on (model, max new tokens,
-top-k/top-p, data) is refused.
+Adding seeds, temperatures, methods (or ensembling) to a finished run computes only the
+new cells; changing a setting that the existing rows depend on (model, metrics, max new
+tokens, top-k/top-p, data) is refused. The figure embeds plotly.js, so it opens offline.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def command_run(args: argparse.Namespace) -> Path:
         summary.append(f"\n## {metric}: consistency vs temperature\n\n"
                        f"{by_temperature.to_markdown(index=False, floatfmt='.4f')}\n")
     _write_atomic(out / "summary.md", "".join(summary))
-    _write_atomic(out / "figure.html", consistency_figure(results, metrics[0]).to_html(include_plotlyjs="cdn"))
+    _write_atomic(out / "figure.html", consistency_figure(results, metrics[0]).to_html(include_plotlyjs=True))
     return out
 
 
@@ -166,7 +166,7 @@ def command_style(args: argparse.Namespace) -> Path:
                f"({len(questions)} questions), temperature {args.temperature}, {responses['seed'].nunique()} seeds, "
                f"max_new_tokens={args.max_new_tokens}.\n\n{style_table(consistency).to_markdown()}\n")
     _write_atomic(out / "summary.md", summary)
-    _write_atomic(out / "figure.html", style_figure(consistency).to_html(include_plotlyjs="cdn"))
+    _write_atomic(out / "figure.html", style_figure(consistency).to_html(include_plotlyjs=True))
     return out
 
 

@@ -145,3 +145,9 @@ def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url):
     assert len(outcomes) == 8 and set(outcomes) <= {"served", "queue full"}, outcomes
     assert "served" in outcomes
     assert Client(app_url, verbose=False).predict(api_name="/coupling", trials=500, steps=500)["curve"]
+
+
+def test_download_folders_are_bounded():
+    folders = [app._download_folder("gcs-test-") for _ in range(app.KEPT_DOWNLOADS + 6)]
+    assert sum(folder.exists() for folder in folders) == app.KEPT_DOWNLOADS
+    assert not folders[0].exists() and folders[-1].exists()
