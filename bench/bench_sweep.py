@@ -11,21 +11,12 @@ scoring of every cell. Target (issue "Consistency scoring ..."): sweep >= 0.9x p
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 import gcs
+from bench_generation import best_of  # bench/ is on sys.path when run as a script
 from gcs.experiments import MAX_BATCH_ROWS_CPU
-
-
-def best_of(repeats: int, run) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
