@@ -37,7 +37,7 @@ import pandas as pd
 import torch
 
 import gcs
-from gcs.experiments import score_compare
+from gcs.experiments import check_methods, score_compare
 
 logger = logging.getLogger("gcs.app")
 _SECRET = re.compile(r"hf_[A-Za-z0-9]{16,}|\b(?:token|api[_-]?key|password|secret)\s*[=:]\s*\S+", re.IGNORECASE)
@@ -134,13 +134,6 @@ def check_settings(temperature, max_new_tokens, seed, top_p) -> tuple[float, int
     return float(temperature), int(max_new_tokens), int(seed), (None if top_p == 1 else float(top_p))
 
 
-def check_methods(methods) -> list[str]:
-    methods = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else list(methods or [])
-    if not methods:
-        raise ValueError("choose at least one sampling method")
-    return [gcs.samplers.check_method(m) for m in methods]
-
-
 def _user_error(error: Exception) -> gr.Error:
     """The message a user sees; internal failures are logged, not shown in full."""
     if isinstance(error, ValueError):
@@ -199,7 +192,7 @@ def _save_run(frame: pd.DataFrame, scores: pd.DataFrame) -> list[str]:
 def _compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods, model_name):
     prompts = parse_paraphrases(paraphrases)
     temperature, max_new_tokens, seed, top_p = check_settings(temperature, max_new_tokens, seed, top_p)
-    return prompts, temperature, max_new_tokens, seed, top_p, check_methods(methods), _model(model_name)
+    return prompts, temperature, max_new_tokens, seed, top_p, check_methods(methods or []), _model(model_name)
 
 
 @gpu
@@ -299,7 +292,7 @@ def _parse_temperatures(text: str) -> list[float]:
 
 def _run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model_name):
     temperatures = _parse_temperatures(temperatures)
-    methods = check_methods(methods)
+    methods = check_methods(methods or [])
     _, max_new_tokens, _, _ = check_settings(1.0, max_new_tokens, 0, 1.0)
     if isinstance(seeds, bool) or not isinstance(seeds, (int, float)) or seeds != int(seeds) or not 1 <= seeds <= 10:
         raise ValueError(f"seeds must be a whole number from 1 to 10, got {seeds!r}")
@@ -443,6 +436,7 @@ def build() -> gr.Blocks:
     model_choice = dict(choices=ALLOWED_MODELS, value=DEFAULT_MODEL, label="model",
                         info="embedded SmolLM2-135M-Instruct works offline")
     # delete_cache: gradio's copies of downloads and uploads go after an hour.
+    examples = _examples()
     with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
@@ -451,8 +445,8 @@ def build() -> gr.Blocks:
             with gr.Row():
                 with gr.Column(scale=3):
                     paraphrases = gr.Textbox(label=f"paraphrases ({MIN_PARAPHRASES}–{MAX_PARAPHRASES}, one per line)",
-                                             lines=4, value=_examples()[0][0], elem_id="paraphrases")
-                    gr.Examples(_examples(), inputs=[paraphrases], label="examples")
+                                             lines=4, value=examples[0][0], elem_id="paraphrases")
+                    gr.Examples(examples, inputs=[paraphrases], label="examples")
                 with gr.Column(scale=2):
                     temperature = gr.Slider(0, MAX_TEMPERATURE, value=0.7, step=0.05, label="temperature",
                                             info="1 = the model's own distribution; 0 = greedy")

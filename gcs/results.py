@@ -51,11 +51,12 @@ class ResultsLog:
         self.path, self.columns, self.keys, self.rows_per_unit = Path(path), list(columns), list(keys), rows_per_unit
         self.types = dict(types or {})
 
-    def _read(self) -> pd.DataFrame:
+    def _read(self) -> tuple[pd.DataFrame, bool]:
+        """The rows of complete lines, and whether the file ended cleanly (no partial last line)."""
         data = self.path.read_bytes() if self.path.exists() else b""
         complete = data[: data.rfind(b"\n") + 1]  # a partial last line is an interrupted write
         if not complete:
-            return pd.DataFrame(columns=self.columns)
+            return pd.DataFrame(columns=self.columns), not data
         frame = pd.read_csv(io.BytesIO(complete), dtype=str, keep_default_na=False)
         if list(frame.columns) != self.columns:
             raise ValueError(f"{self.path} has columns {list(frame.columns)}, expected {self.columns}: use another --out")
@@ -64,15 +65,14 @@ class ResultsLog:
         for column in LIST_COLUMNS:
             if column in frame:
                 frame[column] = [json.loads(v) for v in frame[column]]
-        return frame
+        return frame, len(complete) == len(data)
 
     def load(self) -> pd.DataFrame:
         """The finished rows, after dropping what an interrupted write left behind."""
-        frame = self._read()
+        frame, clean = self._read()
         sizes = frame.groupby(self.keys, sort=False, dropna=False)[self.keys[0]].transform("size")
         finished = frame[sizes == self.rows_per_unit] if len(frame) else frame
-        on_disk = self.path.read_bytes() if self.path.exists() else b""
-        if len(finished) != len(frame) or (on_disk and not on_disk.endswith(b"\n")):
+        if len(finished) != len(frame) or not clean:
             self._replace(finished)
         return finished.reset_index(drop=True)
 
