@@ -38,8 +38,9 @@ def main() -> None:
         port = probe.getsockname()[1]
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False"}
     start = time.perf_counter()
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}/"
     try:
         while True:
@@ -65,8 +66,10 @@ def main() -> None:
         server.wait()
     print(f"app ready (fresh process, cached model): {ready:.2f} s (target <= 15 s)")
     print("/compare, 4 paraphrases x 3 methods x 64 tokens + E5/Jaccard/MiniLM scoring:")
-    print(f"  first call {first:.2f} s; warm best {min(warm):.2f} s, median {statistics.median(warm):.2f} s "
-          f"over {args.repeats} (target <= 10 s)")
+    print(
+        f"  first call {first:.2f} s; warm best {min(warm):.2f} s, median {statistics.median(warm):.2f} s "
+        f"over {args.repeats} (target <= 10 s)"
+    )
 
 
 if __name__ == "__main__":

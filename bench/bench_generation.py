@@ -17,6 +17,7 @@ import sys
 import time
 
 import torch
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
 
@@ -26,15 +27,6 @@ PROMPTS = [
     "Name the capital city of France.",
     "Tell me what France's capital is.",
 ]
-
-
-def best_of(repeats: int, run) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -64,23 +56,30 @@ def main() -> None:
     def plain():
         with torch.inference_mode():
             torch.manual_seed(0)
-            model.model.generate(**inputs, do_sample=True, max_new_tokens=n, min_new_tokens=n,
-                                 pad_token_id=tokenizer.pad_token_id)
+            model.model.generate(
+                **inputs, do_sample=True, max_new_tokens=n, min_new_tokens=n, pad_token_id=tokenizer.pad_token_id
+            )
 
     contenders = {
         "plain generate(do_sample=True)": plain,
         "gcs.compare (is+gcs+gcswr)": lambda: gcs.compare(PROMPTS, max_new_tokens=n, min_new_tokens=n, model=model),
-        "is only, 3 seeds": lambda: gcs.compare(PROMPTS, methods=["is"], seeds=[0, 1, 2], max_new_tokens=n, min_new_tokens=n, model=model),
-        "gcswr only, 3 seeds": lambda: gcs.compare(PROMPTS, methods=["gcswr"], seeds=[0, 1, 2], max_new_tokens=n, min_new_tokens=n, model=model),
+        "is only, 3 seeds": lambda: gcs.compare(
+            PROMPTS, methods=["is"], seeds=[0, 1, 2], max_new_tokens=n, min_new_tokens=n, model=model
+        ),
+        "gcswr only, 3 seeds": lambda: gcs.compare(
+            PROMPTS, methods=["gcswr"], seeds=[0, 1, 2], max_new_tokens=n, min_new_tokens=n, model=model
+        ),
     }
     contenders["plain generate(do_sample=True)"]()  # warm-up
-    seconds = {name: best_of(args.repeats, run) for name, run in contenders.items()}
-    print(f"12 rows x {n} tokens, {torch.get_num_threads()} threads, best of {args.repeats}")
+    seconds = best_in_turns(contenders, rounds=args.repeats)
+    print(f"12 rows x {n} tokens, {torch.get_num_threads()} threads, best of {args.repeats} turns each")
     for name, value in seconds.items():
         print(f"  {name:<32} {value:6.2f} s")
     plain_s = seconds["plain generate(do_sample=True)"]
     print(f"ratio compare / plain = {seconds['gcs.compare (is+gcs+gcswr)'] / plain_s:.3f} (target <= 1.10)")
-    print(f"ratio gcswr / is      = {seconds['gcswr only, 3 seeds'] / seconds['is only, 3 seeds']:.3f} (target <= 1.03)")
+    print(
+        f"ratio gcswr / is      = {seconds['gcswr only, 3 seeds'] / seconds['is only, 3 seeds']:.3f} (target <= 1.03)"
+    )
 
 
 if __name__ == "__main__":

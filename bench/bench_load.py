@@ -34,10 +34,15 @@ def start_app(queue_size: int) -> tuple[subprocess.Popen, str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
-           "GCS_QUEUE_SIZE": str(queue_size)}
-    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "GRADIO_SERVER_PORT": str(port),
+        "GRADIO_ANALYTICS_ENABLED": "False",
+        "GCS_QUEUE_SIZE": str(queue_size),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     url = f"http://127.0.0.1:{port}/"
     while True:
         if server.poll() is not None:
@@ -98,13 +103,17 @@ def main() -> None:
     server.terminate()
     server.wait()
 
-    print(f"{args.clients} clients x {args.requests} /compare requests ({args.tokens} tokens, 3 paraphrases x 3 "
-          f"methods), queue size {args.queue_size}: {elapsed:.1f} s in all")
+    print(
+        f"{args.clients} clients x {args.requests} /compare requests ({args.tokens} tokens, 3 paraphrases x 3 "
+        f"methods), queue size {args.queue_size}: {elapsed:.1f} s in all"
+    )
     for outcome, count in sorted(outcomes.items()):
         print(f"  {outcome}: {count}")
     if latencies:
         p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
-        print(f"  latency of served requests: p50 {p50:.2f} s, p90 {p90:.2f} s, p99 {p99:.2f} s, max {max(latencies):.2f} s")
+        print(
+            f"  latency of served requests: p50 {p50:.2f} s, p90 {p90:.2f} s, p99 {p99:.2f} s, max {max(latencies):.2f} s"
+        )
     print(f"  server peak RSS {peak[0] / 2**20:.0f} MiB; still serving afterwards: {still_serving}")
     sys.exit(1 if any(o.startswith("error") for o in outcomes) or not still_serving else 0)
 

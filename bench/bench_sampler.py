@@ -4,7 +4,13 @@ Prints, for each vocabulary size, the cost of one token for one row (batch of 12
 rows, 64-token responses, state set-up included and spread over the 64 tokens) and the
 ratios measured side by side in this one run:
 
-    python bench/bench_sampler.py [--tokens 64] [--batch 12] [--repeats 3]
+    python bench/bench_sampler.py [--tokens 64] [--batch 12] [--rounds 5]
+
+Contenders take turns, one run each per round, and each keeps its best round (see
+bench/timing.py: this machine's speed drifts over minutes). Two seed layouts of the
+batch: every row its own seed (the worst case for the Gumbel methods: every row hashes
+its own noise), and 3 paraphrases per seed (how sweeps batch: rows that share a seed
+share one hash).
 
 Targets (issue "Core library"): gcswr <= 1.5x is; gcswr >= 50x faster than per-sequence.
 """
@@ -12,10 +18,11 @@ Targets (issue "Core library"): gcswr <= 1.5x is; gcswr >= 50x faster than per-s
 from __future__ import annotations
 
 import argparse
-import time
+import functools
 
 import numpy as np
 import torch
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
 
@@ -39,47 +46,56 @@ class PerSequenceRecycler:
         return k
 
 
-def time_batched(method: str, logits: list[torch.Tensor], batch: int) -> float:
-    """Seconds for one response of len(logits) tokens for the whole batch (state set-up included)."""
-    sampler = gcs.make_sampler(method, seed=list(range(batch)))
-    start = time.perf_counter()
+def run_batched(method: str, logits: list[torch.Tensor], seeds: list[int]) -> None:
+    """One response of len(logits) tokens for the whole batch, state set-up included."""
+    sampler = gcs.make_sampler(method, seed=seeds)
     for step in logits:
         sampler.sample(step)
-    return time.perf_counter() - start
 
 
-def time_per_sequence(logits: list[torch.Tensor], batch: int) -> float:
-    start = time.perf_counter()
-    for row in range(batch):
-        recycler = PerSequenceRecycler(seed=row, vocab=logits[0].shape[1])
+def run_per_sequence(logits: list[torch.Tensor], seeds: list[int]) -> None:
+    for row, seed in enumerate(seeds):
+        recycler = PerSequenceRecycler(seed=seed, vocab=logits[0].shape[1])
         for step in logits:
             recycler.sample(step[row])
-    return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--batch", type=int, default=12)
-    parser.add_argument("--repeats", type=int, default=3, help="best of this many runs per measurement")
+    parser.add_argument("--paraphrases", type=int, default=3, help="rows per seed in the shared-seed layout")
+    parser.add_argument("--rounds", type=int, default=5, help="each contender keeps its best of this many turns")
     parser.add_argument("--vocab", type=int, nargs="+", default=[49_152, 128_256])
     args = parser.parse_args()
+    layouts = {
+        "own seeds": list(range(args.batch)),
+        f"{args.paraphrases} per seed": [row // args.paraphrases for row in range(args.batch)],
+    }
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.tokens} tokens")
-    print(f"{'vocab':>8} {'method':>14} {'us/token/row':>13}")
+    print(f"{'vocab':>8} {'layout':>12} {'method':>13} {'us/token/row':>13}")
     for vocab in args.vocab:
         generator = torch.Generator().manual_seed(vocab)
-        logits = [torch.log_softmax(torch.randn(args.batch, vocab, generator=generator) * 3, -1) for _ in range(args.tokens)]
-        per_token = {}
-        for method in gcs.METHODS:
-            best = min(time_batched(method, logits, args.batch) for _ in range(args.repeats))
-            per_token[method] = best / (args.tokens * args.batch)
-        per_token["per-sequence"] = time_per_sequence(logits, args.batch) / (args.tokens * args.batch)
-        for name, seconds in per_token.items():
-            print(f"{vocab:>8} {name:>14} {seconds * 1e6:>13.1f}")
-        print(
-            f"{vocab:>8} ratios: gcswr/is = {per_token['gcswr'] / per_token['is']:.2f} (target <= 1.5), "
-            f"per-sequence/gcswr = {per_token['per-sequence'] / per_token['gcswr']:.0f}x (target >= 50)"
-        )
+        logits = [
+            torch.log_softmax(torch.randn(args.batch, vocab, generator=generator) * 3, -1) for _ in range(args.tokens)
+        ]
+        contenders = {
+            (layout, method): functools.partial(run_batched, method, logits, seeds)
+            for layout, seeds in layouts.items()
+            for method in gcs.METHODS
+        }
+        contenders["own seeds", "per-sequence"] = functools.partial(run_per_sequence, logits, layouts["own seeds"])
+        best = best_in_turns(contenders, rounds=args.rounds)
+        per_token = {name: seconds / (args.tokens * args.batch) for name, seconds in best.items()}
+        for (layout, method), seconds in per_token.items():
+            print(f"{vocab:>8} {layout:>12} {method:>13} {seconds * 1e6:>13.1f}")
+        per_sequence = per_token["own seeds", "per-sequence"]
+        for layout in layouts:
+            gcswr, independent = per_token[layout, "gcswr"], per_token[layout, "is"]
+            print(
+                f"{vocab:>8} {layout:>12} ratios: gcswr/is = {gcswr / independent:.2f} (target <= 1.5), "
+                f"per-sequence/gcswr = {per_sequence / gcswr:.0f}x (target >= 50)"
+            )
 
 
 if __name__ == "__main__":

@@ -13,9 +13,9 @@ from __future__ import annotations
 import argparse
 
 import torch
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-from bench_generation import best_of  # bench/ is on sys.path when run as a script
 from gcs.experiments import MAX_BATCH_ROWS_CPU
 
 
@@ -32,8 +32,13 @@ def main() -> None:
     prompts = [p for g in groups for p in g.prompts]
     texts = [gcs.format_prompt(p, tokenizer, model.is_chat) for p in prompts] * (3 * 2)  # methods x seeds
     batches = [
-        tokenizer(texts[i : i + MAX_BATCH_ROWS_CPU], return_tensors="pt", padding=True, padding_side="left",
-                  add_special_tokens=False)
+        tokenizer(
+            texts[i : i + MAX_BATCH_ROWS_CPU],
+            return_tensors="pt",
+            padding=True,
+            padding_side="left",
+            add_special_tokens=False,
+        )
         for i in range(0, len(texts), MAX_BATCH_ROWS_CPU)
     ]
 
@@ -41,18 +46,31 @@ def main() -> None:
         torch.manual_seed(0)
         with torch.inference_mode():
             for inputs in batches:
-                model.model.generate(**inputs, do_sample=True, max_new_tokens=n, min_new_tokens=n,
-                                     pad_token_id=tokenizer.pad_token_id)
+                model.model.generate(
+                    **inputs, do_sample=True, max_new_tokens=n, min_new_tokens=n, pad_token_id=tokenizer.pad_token_id
+                )
 
     def sweep():
-        gcs.sweep(groups, temperatures=[1.0], seeds=2, metrics=["e5"], model=model, max_new_tokens=n,
-                  batch_rows=MAX_BATCH_ROWS_CPU, min_new_tokens=n)
+        gcs.sweep(
+            groups,
+            temperatures=[1.0],
+            seeds=2,
+            metrics=["e5"],
+            model=model,
+            max_new_tokens=n,
+            batch_rows=MAX_BATCH_ROWS_CPU,
+            min_new_tokens=n,
+        )
 
     sweep()  # warm-up: loads E5, first-call overheads
-    seconds = {"plain generate(do_sample=True)": best_of(args.repeats, plain), "gcs.sweep (+E5 scoring)": best_of(args.repeats, sweep)}
+    seconds = best_in_turns(
+        {"plain generate(do_sample=True)": plain, "gcs.sweep (+E5 scoring)": sweep}, rounds=args.repeats
+    )
     work = len(texts) * n
-    print(f"{len(texts)} rows x {n} tokens in {len(batches)} generate calls, {torch.get_num_threads()} threads, "
-          f"best of {args.repeats}")
+    print(
+        f"{len(texts)} rows x {n} tokens in {len(batches)} generate calls, {torch.get_num_threads()} threads, "
+        f"best of {args.repeats} turns each"
+    )
     for name, value in seconds.items():
         print(f"  {name:<32} {value:6.2f} s   {work / value:8.1f} rows*tokens/s")
     ratio = seconds["plain generate(do_sample=True)"] / seconds["gcs.sweep (+E5 scoring)"]

@@ -26,12 +26,13 @@ is exact for masked tokens (``p_i = 0`` leaves ``E_i`` untouched) and cannot ove
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Sequence
 
 import torch
 
-from .noise import DOMAIN_GUMBEL, DOMAIN_INDEPENDENT, exponential_noise, row_keys, splitmix64, uniform
+from .noise import DOMAIN_GUMBEL, DOMAIN_INDEPENDENT, exponential_noise, row_keys, splitmix64, uniform, vocabulary_noise
 
 METHODS = ("is", "gcs", "gcswr")
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}
@@ -90,9 +91,18 @@ def _row_tensor(values: int | list[int] | None, default: torch.Tensor, batch: in
 
 
 def _block_size(vocab: int, preferred: int = 512) -> int:
-    """A block length for per-row block reductions: a divisor of ``vocab`` near ``preferred`` when one exists."""
-    divisors = [d for d in range(preferred // 2, preferred * 4 + 1) if vocab % d == 0]
-    return min(divisors, key=lambda d: abs(d - preferred)) if divisors else preferred
+    """A block length for per-row block reductions: a divisor of ``vocab`` near ``preferred`` when one exists.
+
+    Multiples of 16 come first: torch's CPU reductions over blocks of 501 floats (a
+    divisor of Llama 3's 128,256) run at half the speed of blocks of 384.
+
+    >>> _block_size(49_152), _block_size(128_256), _block_size(1_000_003)
+    (512, 384, 512)
+    """
+    divisors = [d for d in range(preferred // 4, preferred * 4 + 1) if vocab % d == 0]
+    aligned = [d for d in divisors if d % 16 == 0]
+    candidates = aligned or [d for d in divisors if d >= preferred // 2]
+    return min(candidates, key=lambda d: abs(d - preferred)) if candidates else preferred
 
 
 def _blocked(x: torch.Tensor, block: int, fill: float) -> torch.Tensor:
@@ -115,6 +125,24 @@ def _first_argmin(x: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tens
     best_block = blocks.amin(dim=-1).argmin(dim=-1)
     value, within = blocks[rows, best_block].min(dim=-1)
     return value, best_block * block + within
+
+
+LOG2_E = 1.0 / math.log(2.0)
+
+
+def relative_rates(logits: torch.Tensor, row_max: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``p_i / p_max`` per row, that is ``exp(logits - row_max)``: 1 for the top token, 0 where masked.
+
+    Computed as ``exp2(logits * log2 e - row_max * log2 e)`` in one fused add and an
+    ``exp2``: on CPU torch's ``exp2`` is about twice as fast as ``exp``. The extra rounding
+    is relative 2**-24 of the exponent, the size of the rounding already in a float32 logit
+    (tested: within 1e-5 relative of float64 ``exp`` down to 85 below the top logit, where
+    float32 turns subnormal; the top token's rate may be 1 - 2**-22).
+
+    >>> relative_rates(torch.tensor([[0.0, -1.0, float("-inf")]]), torch.tensor([0.0]))
+    tensor([[1.0000, 0.3679, 0.0000]])
+    """
+    return torch.add((row_max * -LOG2_E)[:, None], logits, alpha=LOG2_E, out=out).exp2_()
 
 
 class Sampler:
@@ -220,7 +248,7 @@ class IndependentSampler(Sampler):
         u = uniform(splitmix64(self.stream_keys + self.steps))
         # Inverse CDF in two levels: float64 cumulative sums over blocks, then inside one
         # block (a float64 cumsum over the whole vocabulary is 4x slower on CPU).
-        weights = _blocked((logits - row_max[:, None]).exp_(), self.block, 0.0)
+        weights = _blocked(relative_rates(logits, row_max), self.block, 0.0)
         block_cdf = weights.sum(dim=-1).double().cumsum(dim=-1)
         block, offset = _inverse_cdf(block_cdf, u * block_cdf[:, -1])
         token_cdf = weights[self.rows, block].cumsum(dim=-1, dtype=torch.float64)
@@ -247,15 +275,14 @@ class _GumbelSamplerBase(Sampler):
 
     def _start(self, seeds, streams):
         self.keys = row_keys(seeds, DOMAIN_GUMBEL)
-        self.token_ids = torch.arange(self.vocab_size, device=self.device)
         self.block = _block_size(self.vocab_size)
 
     def _shared_noise(self, draws: torch.Tensor) -> torch.Tensor:
         """Exp(1) noise [batch, vocab] at one draw index per row, hashed once per distinct (seed, draw)."""
         pairs, rows = torch.unique(torch.stack([self.keys, draws], dim=1), dim=0, return_inverse=True)
         if len(pairs) == len(rows):
-            return exponential_noise(self.keys[:, None], draws[:, None], self.token_ids[None, :])
-        return exponential_noise(pairs[:, :1], pairs[:, 1:], self.token_ids[None, :])[rows]
+            return vocabulary_noise(self.keys, draws, self.vocab_size)
+        return vocabulary_noise(pairs[:, 0], pairs[:, 1], self.vocab_size)[rows]
 
 
 class GumbelSampler(_GumbelSamplerBase):
@@ -285,14 +312,15 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
 
     def _start(self, seeds, streams):
         super()._start(seeds, streams)
-        self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int64, device=self.device)
-        self.residual = self._shared_noise(self.steps).clone()
+        # int32 halves the largest piece of state (no response picks one token 2**31 times).
+        self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int32, device=self.device)
+        self.residual = self._shared_noise(self.steps)
         # Reused every step: fresh multi-megabyte temporaries cost page faults on CPU.
         self._rates, self._arrival = torch.empty_like(self.residual), torch.empty_like(self.residual)
         self.rows = torch.arange(self.batch_size, device=self.device)
 
     def _draw(self, logits, row_max, active):
-        rates = torch.sub(logits, row_max[:, None], out=self._rates).exp_()  # p_i / p_max; 0 when masked
+        rates = relative_rates(logits, row_max, out=self._rates)
         arrival, tokens = _first_argmin(torch.div(self.residual, rates, out=self._arrival), self.block)
         residual = self.residual if active is None else self.residual.clone()
         # Memoryless race: each loser keeps E_i - T_k * p_i (the paper's recycling update).
@@ -369,4 +397,3 @@ def make_sampler(
     if len(set(methods)) == 1:  # one method after all: skip the per-method dispatch
         return _SAMPLERS[methods[0]](seed=seed, streams=streams)
     return MixedSampler(methods, seed=seed, streams=streams)
-

@@ -49,6 +49,15 @@ def test_noise_bits_match_reference(seed):
         assert got == [reference_exponential_bits(seed, draw, t) for t in tokens.tolist()]
 
 
+@pytest.mark.parametrize("rows, vocab", [(1, 1), (1, 300_000), (3, 50_257), (12, 128_256), (200_000, 3)])
+def test_vocabulary_noise_tiles_equal_one_call(rows, vocab):
+    # Tiles of columns, a ragged last tile, and more rows than a tile holds entries.
+    keys = noise.row_keys(torch.arange(rows) % 5, noise.DOMAIN_GUMBEL)
+    draws = torch.arange(rows) % 3
+    whole = noise.exponential_noise(keys[:, None], draws[:, None], torch.arange(vocab)[None, :])
+    assert torch.equal(noise.vocabulary_noise(keys, draws, vocab), whole)
+
+
 def test_uniform_is_open_interval_and_uniform():
     u = noise.uniform(noise.hash_keys(torch.arange(200_000)))
     assert 0 < u.min() and u.max() < 1

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import gcs
+from gcs import samplers
 from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, z_score
 
 METHODS = gcs.METHODS
@@ -140,6 +141,31 @@ def test_extreme_logits_stay_finite(method):
         assert tokens[0] != 2
     if method == "gcswr":
         assert torch.isfinite(sampler.residual).all() and (sampler.residual > 0).all()
+
+
+def test_relative_rates_match_float64_exp():
+    # exp2(x * log2 e) adds a rounding of relative 2**-24 to the exponent: < 1e-5 down to 85 nats below
+    # the top (further down float32 itself turns subnormal and loses relative precision).
+    generator = torch.Generator().manual_seed(3)
+    logits = torch.cat([torch.rand(4, 10_000, generator=generator) * -85, torch.zeros(4, 1)], dim=1) + 7.0
+    logits[:, :10] = -math.inf
+    rates = samplers.relative_rates(logits, logits.amax(dim=-1)).double()
+    exact = (logits.double() - logits.amax(dim=-1, keepdim=True).double()).exp()
+    assert torch.equal(rates[:, :10], torch.zeros(4, 10))
+    assert ((rates[:, 10:] - exact[:, 10:]).abs() / exact[:, 10:]).max() < 1e-5
+    assert (rates <= 1 + 1e-6).all()
+
+
+@pytest.mark.parametrize("vocab", [1, 7, 512, 1000, 49_152, 50_257, 128_256, 151_936])
+def test_block_argmin_is_first_argmin(vocab):
+    # Block sizes from divisors (aligned or not) or padding; ties must resolve to the first index like min().
+    generator = torch.Generator().manual_seed(vocab)
+    x = torch.randint(0, 50, (5, vocab), generator=generator).float()  # many exact ties
+    x[1] = float("inf")
+    x[2, -1] = -1.0
+    value, index = samplers._first_argmin(x, samplers._block_size(vocab))
+    expected = x.min(dim=-1)
+    assert torch.equal(value, expected.values) and torch.equal(index, expected.indices)
 
 
 @pytest.mark.parametrize("method", METHODS)
