@@ -322,16 +322,18 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
     def _draw(self, logits, row_max, active):
         rates = relative_rates(logits, row_max, out=self._rates)
         arrival, tokens = _first_argmin(torch.div(self.residual, rates, out=self._arrival), self.block)
-        residual = self.residual if active is None else self.residual.clone()
+        # Finished rows keep their state: copy out just those rows and put them back after
+        # the in-place update (a copy of the whole state every step would cost more than the step).
+        frozen = None if active is None else (~active).nonzero().squeeze(1)
+        saved = self.residual[frozen] if frozen is not None and len(frozen) else None
         # Memoryless race: each loser keeps E_i - T_k * p_i (the paper's recycling update).
-        residual.addcmul_(rates, arrival[:, None], value=-1.0).clamp_(min=self.MIN_RESIDUAL)
+        self.residual.addcmul_(rates, arrival[:, None], value=-1.0).clamp_(min=self.MIN_RESIDUAL)
         picked_draws = self.draws[self.rows, tokens] + 1
-        residual[self.rows, tokens] = exponential_noise(self.keys, picked_draws, tokens)
-        if active is None:
-            self.draws[self.rows, tokens] = picked_draws
-        else:
-            self.residual = torch.where(active[:, None], residual, self.residual)
-            self.draws[self.rows, tokens] = torch.where(active, picked_draws, picked_draws - 1)
+        self.residual[self.rows, tokens] = exponential_noise(self.keys, picked_draws, tokens)
+        if saved is not None:
+            self.residual[frozen] = saved
+            picked_draws[frozen] -= 1
+        self.draws[self.rows, tokens] = picked_draws
         self._advance(active)
         return tokens
 
