@@ -131,7 +131,7 @@ LOG2_E = 1.0 / math.log(2.0)
 
 
 def relative_rates(logits: torch.Tensor, row_max: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``p_i / p_max`` per row, that is ``exp(logits - row_max)``: 1 for the top token, 0 where masked.
+    """``p_i / p_max`` per row, that is ``exp(logits - row_max)``: ~1 for the top token, 0 where masked.
 
     Computed as ``exp2(logits * log2 e - row_max * log2 e)`` in one fused add and an
     ``exp2``: on CPU torch's ``exp2`` is about twice as fast as ``exp``. The extra rounding

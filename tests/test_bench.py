@@ -26,20 +26,8 @@ def test_rounds_must_be_positive():
 
 
 def test_sampler_benchmark_prints_every_contender_and_both_ratios():
-    command = [
-        sys.executable,
-        str(BENCH / "bench_sampler.py"),
-        "--tokens",
-        "3",
-        "--batch",
-        "4",
-        "--paraphrases",
-        "2",
-        "--rounds",
-        "1",
-        "--vocab",
-        "1000",
-    ]
+    arguments = "--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split()
+    command = [sys.executable, str(BENCH / "bench_sampler.py"), *arguments]
     out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=120).stdout
     for layout in ("own seeds", "2 per seed"):
         for method in ("is", "gcs", "gcswr"):
