@@ -20,8 +20,11 @@ Recycling, in the form used here. Write the Gumbel noise as ``g = -log E`` with
 exponential race with rate ``p_i`` and the first arrival ``k`` wins. The paper's
 update ``g_i <- Q(Q^-1(g_i) / Q^-1(g_k + log p_k - log p_i))`` is, in this form,
 ``E_i <- E_i - E_k * p_i / p_k``: every loser keeps the residual of its race, which
-by memorylessness is again Exp(1) given the history. This form needs no logarithm,
-is exact for masked tokens (``p_i = 0`` leaves ``E_i`` untouched) and cannot overflow.
+by memorylessness is again Exp(1) given the history. With arrival times ``T_i = E_i / p_i``
+this is ``E_i <- E_i * (1 - T_k / T_i)``: each loser keeps the part of its race it has not
+run yet. Computed that way it needs no logarithm and only the arrivals (the rates can be
+overwritten), is exact for masked tokens (``T_i = inf`` leaves ``E_i`` untouched), cannot
+overflow, and is never negative (``T_k <= T_i``, so ``T_k / T_i <= 1`` after rounding too).
 """
 
 from __future__ import annotations
@@ -315,19 +318,22 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         # int32 halves the largest piece of state (no response picks one token 2**31 times).
         self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int32, device=self.device)
         self.residual = self._shared_noise(self.steps)
-        # Reused every step: fresh multi-megabyte temporaries cost page faults on CPU.
-        self._rates, self._arrival = torch.empty_like(self.residual), torch.empty_like(self.residual)
+        # One reused buffer for the rates and then the arrivals: fresh multi-megabyte temporaries
+        # cost page faults on CPU, and at 128,256 tokens a third [batch, vocab] buffer no longer fits in cache.
+        self._scratch = torch.empty_like(self.residual)
         self.rows = torch.arange(self.batch_size, device=self.device)
 
     def _draw(self, logits, row_max, active):
-        rates = relative_rates(logits, row_max, out=self._rates)
-        arrival, tokens = _first_argmin(torch.div(self.residual, rates, out=self._arrival), self.block)
+        rates = relative_rates(logits, row_max, out=self._scratch)
+        arrivals = torch.div(self.residual, rates, out=self._scratch)  # T_i = E_i / p_i; inf where masked
+        first_arrival, tokens = _first_argmin(arrivals, self.block)
         # Finished rows keep their state: copy out just those rows and put them back after
         # the in-place update (a copy of the whole state every step would cost more than the step).
         frozen = None if active is None else (~active).nonzero().squeeze(1)
         saved = self.residual[frozen] if frozen is not None and len(frozen) else None
-        # Memoryless race: each loser keeps E_i - T_k * p_i (the paper's recycling update).
-        self.residual.addcmul_(rates, arrival[:, None], value=-1.0).clamp_(min=self.MIN_RESIDUAL)
+        # Memoryless race: each loser keeps E_i * (1 - T_k / T_i) = E_i - T_k * p_i (the paper's recycling update).
+        elapsed_fraction = torch.div(first_arrival[:, None], arrivals, out=self._scratch)
+        self.residual.addcmul_(self.residual, elapsed_fraction, value=-1.0).clamp_(min=self.MIN_RESIDUAL)
         picked_draws = self.draws[self.rows, tokens] + 1
         self.residual[self.rows, tokens] = exponential_noise(self.keys, picked_draws, tokens)
         if saved is not None:

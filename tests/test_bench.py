@@ -10,6 +10,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
+from bench_sampler import Cost  # noqa: E402
 from timing import best_in_turns  # noqa: E402
 
 
@@ -29,9 +30,29 @@ def test_sampler_benchmark_prints_every_contender_and_both_ratios():
     arguments = "--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split()
     command = [sys.executable, str(BENCH / "bench_sampler.py"), *arguments]
     out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=120).stdout
+    number = r"-?\d+\.\d+"
     for layout in ("own seeds", "2 per seed"):
         for method in ("is", "gcs", "gcswr"):
-            assert re.search(rf"1000 +{layout} +{method} +\d+\.\d", out), out
-        assert re.search(rf"{layout} ratios: gcswr/is = \d+\.\d\d .*per-sequence/gcswr = \d+x", out), out
+            assert re.search(rf"1000 +{layout} +{method} +{number} +{number} +{number}\n", out), out
+        ratio = r"(\d+\.\d\d|n/a)"
+        times = r"(\d+x|n/a)"
+        assert re.search(
+            rf"{layout} ratios: gcswr/is = {ratio} \(per token {ratio}; .*per-sequence/gcswr = {times} "
+            rf"\(per token {times}, set-up {times};",
+            out,
+        ), out
     for contender in ("per-sequence", r"gcswr\+1 done"):
-        assert re.search(rf"own seeds +{contender} +\d+\.\d", out), out
+        assert re.search(rf"own seeds +{contender} +{number} +{number} +{number}\n", out), out
+
+
+def test_sampler_benchmark_needs_two_tokens_to_split_the_cost():
+    command = [sys.executable, str(BENCH / "bench_sampler.py"), "--tokens", "1", "--vocab", "100"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "--tokens must be >= 2" in result.stderr
+
+
+def test_cost_split_recovers_per_token_and_set_up():
+    # 4 rows, 1 ms set-up per row and 0.1 ms per token per row: 1 token takes 4.4 ms, 10 tokens 8 ms.
+    cost = Cost.split(one_token=4.4e-3, whole=8e-3, tokens=10, batch=4)
+    assert cost.per_token == pytest.approx(1e-4) and cost.set_up == pytest.approx(1e-3)
+    assert cost.amortised == pytest.approx(8e-3 / 40)

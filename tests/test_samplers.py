@@ -84,6 +84,49 @@ def _sequences(vocab, length):
         yield [(code // vocab**i) % vocab for i in range(length)]
 
 
+def paper_recycling_reference(seed: int, steps: int, vocab: int) -> tuple[list[int], np.ndarray]:
+    """Theorem 2 written literally in float64, with gumbel values and the quantile Q.
+
+    ``g_i <- Q(Q^-1(g_i) / Q^-1(g_k + log h_k - log h_i))`` for every loser, a fresh draw
+    for the winner, drawn from gcs's counter-based noise so the two can be compared token
+    for token. Returns the tokens and the final gumbel vector.
+    """
+
+    def quantile(u):  # Q: the Gumbel(0, 1) quantile function
+        return -np.log(-np.log(u))
+
+    def cdf(g):  # Q^-1
+        return np.exp(-np.exp(-g))
+
+    key = gcs.noise.row_keys(torch.tensor([seed]), gcs.noise.DOMAIN_GUMBEL)
+    g = -np.log(gcs.noise.vocabulary_noise(key, torch.tensor([0]), vocab)[0].double().numpy())
+    draws = np.zeros(vocab, dtype=np.int64)
+    history, tokens = torch.zeros(1, 0, dtype=torch.long), []
+    for _ in range(steps):
+        log_h = torch.log_softmax(history_model(history, vocab).double(), dim=-1)[0].numpy()
+        k = int(np.argmax(g + log_h))
+        losers = np.arange(vocab) != k
+        g[losers] = quantile(cdf(g[losers]) / cdf(g[k] + log_h[k] - log_h[losers]))
+        draws[k] += 1
+        g[k] = -np.log(gcs.noise.exponential_noise(key, torch.tensor([int(draws[k])]), torch.tensor([k])).item())
+        tokens.append(k)
+        history = torch.cat([history, torch.tensor([[k]])], dim=1)
+    return tokens, g
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gcswr_matches_the_papers_update_token_for_token(seed):
+    """Our race form (float32, E_i <- E_i * (1 - T_k / T_i)) against Theorem 2's update (float64, literal)."""
+    steps, vocab = 200, 12
+    expected_tokens, expected_gumbel = paper_recycling_reference(seed, steps, vocab)
+    sampler = gcs.make_sampler("gcswr", seed=seed)
+    history = torch.zeros(1, 0, dtype=torch.long)
+    for _ in range(steps):
+        history = torch.cat([history, sampler.sample(history_model(history, vocab))[:, None]], dim=1)
+    assert history[0].tolist() == expected_tokens
+    np.testing.assert_allclose(-np.log(sampler.residual[0].double().numpy()), expected_gumbel, rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_theorem1_agreement_by_monte_carlo(method):
     p = torch.tensor([0.05, 0.15, 0.3, 0.5])
