@@ -77,7 +77,7 @@ def contenders_for(logits: list[torch.Tensor], layouts: dict[str, list[int]]) ->
         for method in gcs.METHODS
     }
     # As generate calls it: GumbelLogitsProcessor passes which rows are still running.
-    own_seeds = next(iter(layouts.values()))
+    own_seeds = layouts["own seeds"]
     one_finished = torch.arange(len(own_seeds)) > 0
     contenders["own seeds", "gcswr+1 done"] = functools.partial(run_batched, "gcswr", logits, own_seeds, one_finished)
     contenders["own seeds", "per-sequence"] = functools.partial(run_per_sequence, logits, own_seeds)
