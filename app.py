@@ -540,17 +540,22 @@ def build() -> gr.Blocks:
 
 
 def warm_up() -> None:
-    """Load the default model now and the embedding models in the background, so first requests are quick."""
+    """Load the default model now; the embedding models and GCSwR's CPU kernel in the background."""
     _model(DEFAULT_MODEL)
 
-    def embedders():
+    def in_background():
+        try:
+            gcs.kernels.cpu_kernel()  # compiled once (~30 s) unless cached; GCSwR requests meanwhile wait for it
+            logger.info(gcs.kernel_status())
+        except Exception:  # GCS_CPU_KERNEL=on without a compiler: GCSwR requests will show the error
+            logger.exception("GCSwR's fused CPU kernel is not available")
         try:
             for metric in ("e5", "minilm"):
                 gcs.scoring.embedder(metric)
         except Exception:  # a missing optional model shows up later, as that request's error
             logger.exception("could not preload an embedding model")
 
-    threading.Thread(target=embedders, daemon=True, name="gcs-warm-up").start()
+    threading.Thread(target=in_background, daemon=True, name="gcs-warm-up").start()
 
 
 demo = build()

@@ -12,8 +12,10 @@ batch: every row its own seed (the worst case for the Gumbel methods: every row 
 its own noise), and 3 paraphrases per seed (how sweeps batch: rows that share a seed
 share one hash).
 
-"gcswr+1 done" is GCSwR with one row finished, as ``generate`` calls it (the processor
-passes which rows are still running).
+"gcswr" is what the library runs by default: on CPU the fused kernel of ``gcs.kernels``
+(compiled before timing starts). "gcswr eager" is the same sampler in eager torch
+(``GCS_CPU_KERNEL=off``, the path without a C++ compiler). "gcswr+1 done" is GCSwR with one
+row finished, as ``generate`` calls it (the processor passes which rows are still running).
 
 Each contender also runs a 1-token response, which splits its cost the way the issue
 quotes the per-sequence version's: a cost per token (the 64-token run minus the 1-token
@@ -28,6 +30,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import os
+from unittest import mock
 
 import numpy as np
 import torch
@@ -55,11 +59,14 @@ class PerSequenceRecycler:
         return k
 
 
-def run_batched(method: str, logits: list[torch.Tensor], seeds: list[int], active: torch.Tensor | None = None) -> None:
+def run_batched(
+    method: str, logits: list[torch.Tensor], seeds: list[int], active: torch.Tensor | None = None, kernel: str = "auto"
+) -> None:
     """One response of len(logits) tokens for the whole batch, state set-up included."""
-    sampler = gcs.make_sampler(method, seed=seeds)
-    for step in logits:
-        sampler.sample(step, active=active)
+    with mock.patch.dict(os.environ, {gcs.kernels.KERNEL_ENV: kernel}):
+        sampler = gcs.make_sampler(method, seed=seeds)
+        for step in logits:
+            sampler.sample(step, active=active)
 
 
 def run_per_sequence(logits: list[torch.Tensor], seeds: list[int]) -> None:
@@ -80,6 +87,7 @@ def contenders_for(logits: list[torch.Tensor], layouts: dict[str, list[int]]) ->
     own_seeds = layouts["own seeds"]
     one_finished = torch.arange(len(own_seeds)) > 0
     contenders["own seeds", "gcswr+1 done"] = functools.partial(run_batched, "gcswr", logits, own_seeds, one_finished)
+    contenders["own seeds", "gcswr eager"] = functools.partial(run_batched, "gcswr", logits, own_seeds, kernel="off")
     contenders["own seeds", "per-sequence"] = functools.partial(run_per_sequence, logits, own_seeds)
     return contenders
 
@@ -118,7 +126,9 @@ def main() -> None:
         "own seeds": list(range(args.batch)),
         f"{args.paraphrases} per seed": [row // args.paraphrases for row in range(args.batch)],
     }
+    gcs.kernels.cpu_kernel()  # compile (or load) the fused kernel now, not inside a timed run
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.tokens} tokens")
+    print(gcs.kernels.kernel_status())
     print("us/token/row: amortised over the response; per token: one more token; set-up: per response and row")
     print(f"{'vocab':>8} {'layout':>12} {'contender':>13} {'us/token/row':>13} {'per token':>10} {'set-up ms':>10}")
     for vocab in args.vocab:
@@ -134,7 +144,12 @@ def main() -> None:
                 f"{vocab:>8} {layout:>12} {contender:>13} {cost.amortised * 1e6:>13.1f} "
                 f"{cost.per_token * 1e6:>10.1f} {cost.set_up * 1e3:>10.3f}"
             )
-        per_sequence = costs["own seeds", "per-sequence"]
+        per_sequence, eager = costs["own seeds", "per-sequence"], costs["own seeds", "gcswr eager"]
+        own_is, own_gcswr = costs["own seeds", "is"], costs["own seeds", "gcswr"]
+        print(
+            f"{vocab:>8} {'own seeds':>12} gcswr eager/is = {ratio(eager.amortised, own_is.amortised)}, "
+            f"gcswr eager/gcswr = {ratio(eager.amortised, own_gcswr.amortised)}"
+        )
         for layout in layouts:
             gcswr, independent = costs[layout, "gcswr"], costs[layout, "is"]
             print(

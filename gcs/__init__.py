@@ -1,6 +1,6 @@
 """gcs: Gumbel Consistency Sampling.
 
-Data flow: noise -> samplers -> processor -> models/prompts -> generation -> scoring ->
+Data flow: noise -> samplers (on CPU, GCSwR's fused kernel) -> processor -> models/prompts -> generation -> scoring ->
 experiments/style -> cli (and the Gradio app, outside this package).
 
 >>> import gcs, torch
@@ -11,6 +11,7 @@ experiments/style -> cli (and the Gradio app, outside this package).
 
 from .data import Group, load_groups, parse_groups
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
+from .kernels import kernel_status
 from .generation import MAX_NEW_TOKENS, compare, generate, reword, stream, stream_compare
 from .experiments import consistency_by_temperature, summary_table, sweep
 from .models import DEFAULT_MODEL, Model, load_model
@@ -62,6 +63,7 @@ __all__ = [
     "RecyclingGumbelSampler",
     "MixedSampler",
     "make_sampler",
+    "kernel_status",
     "gumbel",
     "GumbelLogitsProcessor",
     "EnsembleLogitsProcessor",

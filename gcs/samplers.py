@@ -21,10 +21,11 @@ exponential race with rate ``p_i`` and the first arrival ``k`` wins. The paper's
 update ``g_i <- Q(Q^-1(g_i) / Q^-1(g_k + log p_k - log p_i))`` is, in this form,
 ``E_i <- E_i - E_k * p_i / p_k``: every loser keeps the residual of its race, which
 by memorylessness is again Exp(1) given the history. With arrival times ``T_i = E_i / p_i``
-this is ``E_i <- E_i * (1 - T_k / T_i)``: each loser keeps the part of its race it has not
-run yet. Computed that way it needs no logarithm and only the arrivals (the rates can be
-overwritten), is exact for masked tokens (``T_i = inf`` leaves ``E_i`` untouched), cannot
-overflow, and is never negative (``T_k <= T_i``, so ``T_k / T_i <= 1`` after rounding too).
+this is ``E_i <- E_i - T_k * p_i``: the race ran for time ``T_k``, and each loser has used up
+that much of its clock at its rate. It needs no logarithm, is exact for masked tokens (``p_i = 0``
+leaves ``E_i`` untouched) and cannot overflow; a near-tie can round it to ``<= 0``, which is
+clamped to the smallest positive float. On CPU one fused kernel computes the whole step
+(``gcs.kernels``; bit for bit the same as the eager code below).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .kernels import cpu_kernel
 from .noise import DOMAIN_GUMBEL, DOMAIN_INDEPENDENT, exponential_noise, row_keys, splitmix64, uniform, vocabulary_noise
 
 METHODS = ("is", "gcs", "gcswr")
@@ -306,11 +308,15 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
     State per row: ``residual`` [vocab], the Exp(1) form of the current Gumbel noise,
     and ``draws`` [vocab], how often each token has been picked (the draw index of its
     current noise). Nothing is pre-drawn, so responses can be arbitrarily long.
+
+    On CPU the step runs in the fused kernel of ``gcs.kernels`` when it is available
+    (same tokens and state, bit for bit); elsewhere, and without it, in eager torch.
     """
 
     method = "gcswr"
-    # A loser whose arrival ties the winner's in float32 keeps a tiny positive residual
-    # (the race says it is next in line), never 0, which would divide as 0/0 when masked.
+    # A loser whose arrival ties the winner's in float32 can round to E_i - T_k p_i <= 0; it keeps
+    # a tiny positive residual instead (the race says it is next in line), never 0, which would
+    # divide as 0/0 when masked.
     MIN_RESIDUAL = torch.finfo(torch.float32).tiny
 
     def _start(self, seeds, streams):
@@ -318,22 +324,36 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         # int32 halves the largest piece of state (no response picks one token 2**31 times).
         self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int32, device=self.device)
         self.residual = self._shared_noise(self.steps)
-        # One reused buffer for the rates and then the arrivals: fresh multi-megabyte temporaries
-        # cost page faults on CPU, and at 128,256 tokens a third [batch, vocab] buffer no longer fits in cache.
-        self._scratch = torch.empty_like(self.residual)
+        # Reused buffers for the rates and the arrivals: fresh multi-megabyte temporaries cost page faults on CPU.
+        self._rates = torch.empty_like(self.residual)
+        self._kernel = cpu_kernel() if self.device.type == "cpu" else None
+        self._arrivals = torch.empty_like(self.residual) if self._kernel is None else None
         self.rows = torch.arange(self.batch_size, device=self.device)
 
     def _draw(self, logits, row_max, active):
-        rates = relative_rates(logits, row_max, out=self._scratch)
-        arrivals = torch.div(self.residual, rates, out=self._scratch)  # T_i = E_i / p_i; inf where masked
+        if self._kernel is not None:
+            tokens = self._kernel.race_and_recycle(
+                logits.contiguous(),
+                row_max.contiguous(),
+                self.residual,
+                self._rates,
+                self.draws,
+                self.keys,
+                _ALL_ROWS if active is None else active.contiguous(),
+                LOG2_E,
+                self.MIN_RESIDUAL,
+            )
+            self._advance(active)
+            return tokens
+        rates = relative_rates(logits, row_max, out=self._rates)
+        arrivals = torch.div(self.residual, rates, out=self._arrivals)  # T_i = E_i / p_i; inf where masked
         first_arrival, tokens = _first_argmin(arrivals, self.block)
         # Finished rows keep their state: copy out just those rows and put them back after
         # the in-place update (a copy of the whole state every step would cost more than the step).
         frozen = None if active is None else (~active).nonzero().squeeze(1)
         saved = self.residual[frozen] if frozen is not None and len(frozen) else None
-        # Memoryless race: each loser keeps E_i * (1 - T_k / T_i) = E_i - T_k * p_i (the paper's recycling update).
-        elapsed_fraction = torch.div(first_arrival[:, None], arrivals, out=self._scratch)
-        self.residual.addcmul_(self.residual, elapsed_fraction, value=-1.0).clamp_(min=self.MIN_RESIDUAL)
+        # Memoryless race: each loser keeps E_i - T_k * p_i (the paper's recycling update).
+        self.residual.addcmul_(rates, first_arrival[:, None], value=-1.0).clamp_(min=self.MIN_RESIDUAL)
         picked_draws = self.draws[self.rows, tokens] + 1
         self.residual[self.rows, tokens] = exponential_noise(self.keys, picked_draws, tokens)
         if saved is not None:
@@ -342,6 +362,9 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         self.draws[self.rows, tokens] = picked_draws
         self._advance(active)
         return tokens
+
+
+_ALL_ROWS = torch.empty(0, dtype=torch.bool)  # the kernel's "no active mask"
 
 
 _SAMPLERS = {cls.method: cls for cls in (IndependentSampler, GumbelSampler, RecyclingGumbelSampler)}

@@ -26,6 +26,16 @@ P_VALUE_THRESHOLD = 1e-3
 Z_THRESHOLD = 4.5
 
 
+def pytest_report_header(config):
+    """Build GCSwR's fused CPU kernel before any test (once, ~30 s uncached), so that no timed
+    start-up (the app, the CLI's subprocesses) pays for it; the header says whether it is on."""
+    import gcs
+
+    if gcs.kernels.kernel_mode() != "off":
+        gcs.kernels.cpu_kernel()
+    return gcs.kernel_status()
+
+
 def chi_square_p(counts, probabilities) -> float:
     """p-value of observed ``counts`` against ``probabilities`` (cells with zero probability must be empty)."""
     counts = np.asarray(counts, dtype=np.float64)
@@ -63,6 +73,24 @@ def tiny_llama(vocab_size: int = 64, seed: int = 0, **overrides):
     return LlamaForCausalLM(config).eval()
 
 
+@pytest.fixture(params=["fused-kernel", "eager-torch"])
+def gcswr_cpu_path(request, monkeypatch):
+    """Run the test once per CPU implementation of GCSwR (IS and GCS have one; they ignore this).
+
+    "fused-kernel" requires the compiled kernel: it fails, naming the reason, when it cannot be
+    built here, and skips (reason shown) only when GCS_CPU_KERNEL=off was set on purpose.
+    """
+    import gcs
+
+    if request.param == "eager-torch":
+        monkeypatch.setenv(gcs.kernels.KERNEL_ENV, "off")
+    elif gcs.kernels.kernel_mode() == "off":
+        pytest.skip(f"{gcs.kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
+    else:
+        assert gcs.kernels.cpu_kernel() is not None, gcs.kernels.kernel_status()
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def tiny_model():
     return tiny_llama()
@@ -93,7 +121,9 @@ def app_url(tmp_path_factory):
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "GCS_QUEUE_SIZE": "4"}
     start = time.perf_counter()
     with open(log, "w") as output:
-        server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -110,5 +140,3 @@ def app_url(tmp_path_factory):
     yield url
     server.terminate()
     server.wait(timeout=30)
-
-

@@ -41,8 +41,10 @@ def test_sampler_benchmark_prints_every_contender_and_both_ratios():
             rf"\(per token {times}, set-up {times};",
             out,
         ), out
-    for contender in ("per-sequence", r"gcswr\+1 done"):
+    for contender in ("per-sequence", r"gcswr\+1 done", "gcswr eager"):
         assert re.search(rf"own seeds +{contender} +{number} +{number} +{number}\n", out), out
+    assert re.search(r"own seeds gcswr eager/is = (\d+\.\d\d|n/a), gcswr eager/gcswr = (\d+\.\d\d|n/a)\n", out), out
+    assert "fused GCSwR CPU kernel: on" in out, out
 
 
 def test_sampler_benchmark_needs_two_tokens_to_split_the_cost():

@@ -1,4 +1,7 @@
-"""Samplers: exactness (marginals, Theorems 1-2), coupling, determinism, numerics, validation."""
+"""Samplers: exactness (marginals, Theorems 1-2), coupling, determinism, numerics, validation.
+
+Every test runs once per CPU implementation of GCSwR (the fused kernel and eager torch).
+"""
 
 import itertools
 import math
@@ -12,6 +15,8 @@ from gcs import samplers
 from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, z_score
 
 METHODS = gcs.METHODS
+pytestmark = pytest.mark.usefixtures("gcswr_cpu_path")
+
 DISTRIBUTIONS = {
     "uniform": [0.25, 0.25, 0.25, 0.25],
     "skewed": [0.02, 0.08, 0.2, 0.7],
@@ -116,7 +121,7 @@ def paper_recycling_reference(seed: int, steps: int, vocab: int) -> tuple[list[i
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_gcswr_matches_the_papers_update_token_for_token(seed):
-    """Our race form (float32, E_i <- E_i * (1 - T_k / T_i)) against Theorem 2's update (float64, literal)."""
+    """Our race form (float32, E_i <- E_i - T_k p_i) against Theorem 2's update (float64, literal)."""
     steps, vocab = 200, 12
     expected_tokens, expected_gumbel = paper_recycling_reference(seed, steps, vocab)
     sampler = gcs.make_sampler("gcswr", seed=seed)
