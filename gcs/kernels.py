@@ -42,7 +42,6 @@ _CAPABILITY_FLAGS = {
     "AVX512": ["-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq", "-mfma", "-DCPU_CAPABILITY_AVX512"],
     "AVX2": ["-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY_AVX2"],
 }
-_ISA_NAMESPACES = {"AVX512": "AVX512", "AVX2": "AVX2"}  # ATen's vec namespace; DEFAULT everywhere else
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
@@ -61,7 +60,9 @@ def _build():
     from torch.utils import cpp_extension  # imported late: it pulls in setuptools
 
     capability = torch.backends.cpu.get_cpu_capability()
-    flags = [*_CAPABILITY_FLAGS.get(capability, []), f"-DCPU_CAPABILITY={_ISA_NAMESPACES.get(capability, 'DEFAULT')}"]
+    # ATen's vec headers name their namespace after the capability: AVX512, AVX2, or DEFAULT (generic code).
+    namespace = capability if capability in _CAPABILITY_FLAGS else "DEFAULT"
+    flags = [*_CAPABILITY_FLAGS.get(capability, []), f"-DCPU_CAPABILITY={namespace}"]
     logger.info("compiling gcs's fused GCSwR kernel for %s (once, about 30 s)", capability)
     return cpp_extension.load(
         name=f"gcs_recycling_{capability.lower().replace(' ', '_')}",
