@@ -3,8 +3,8 @@
 In eager torch a GCSwR step is seven passes over the ``[batch, vocab]`` state (rates,
 arrivals, their minimum, the update, the clamp, ...), each streaming megabytes through
 memory. ``recycling_kernel.cpp`` makes two passes per row while the row sits in cache,
-and redraws the winner's noise in the same call: sampler-only it is ~1.3x (49,152 tokens)
-to ~1.5x (128,256) faster than the eager path (``python bench/bench_sampler.py``).
+and redraws the winner's noise in the same call: sampler-only it is ~1.8x (49,152 tokens)
+and ~1.5x (128,256) faster than the eager path (``python bench/bench_sampler.py``).
 
 It uses torch's own vectorised functions (Sleef's ``exp2``), so it picks the same tokens
 and leaves the same state, bit for bit, as the eager path wherever torch's kernels take
@@ -13,7 +13,7 @@ their vectorised path, which is every vocabulary that is a multiple of 32 (teste
 
 Whether it is used is set by the environment variable ``GCS_CPU_KERNEL``:
 
-- ``auto`` (default): compile it the first time GCSwR runs on CPU (once, ~30 s, cached
+- ``auto`` (default): compile it the first time GCSwR runs on CPU (once, ~25 s, cached
   by torch under ``TORCH_EXTENSIONS_DIR``); without a C++ compiler, warn once and use eager torch.
 - ``on``: the same, but an error if it cannot be built.
 - ``off``: always eager torch.
@@ -63,7 +63,7 @@ def _build():
     # ATen's vec headers name their namespace after the capability: AVX512, AVX2, or DEFAULT (generic code).
     namespace = capability if capability in _CAPABILITY_FLAGS else "DEFAULT"
     flags = [*_CAPABILITY_FLAGS.get(capability, []), f"-DCPU_CAPABILITY={namespace}"]
-    logger.info("compiling gcs's fused GCSwR kernel for %s (once, about 30 s)", capability)
+    logger.info("compiling gcs's fused GCSwR kernel for %s (once, about 25 s)", capability)
     return cpp_extension.load(
         name=f"gcs_recycling_{capability.lower().replace(' ', '_')}",
         sources=[str(SOURCE)],

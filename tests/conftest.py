@@ -27,7 +27,7 @@ Z_THRESHOLD = 4.5
 
 
 def pytest_report_header(config):
-    """Build GCSwR's fused CPU kernel before any test (once, ~30 s uncached), so that no timed
+    """Build GCSwR's fused CPU kernel before any test (once, ~25 s uncached), so that no timed
     start-up (the app, the CLI's subprocesses) pays for it; the header says whether it is on."""
     import gcs
 
@@ -73,21 +73,25 @@ def tiny_llama(vocab_size: int = 64, seed: int = 0, **overrides):
     return LlamaForCausalLM(config).eval()
 
 
+def require_fused_kernel():
+    """Fail, naming the reason, when the fused GCSwR kernel cannot be built here; skip (reason
+    shown) only when GCS_CPU_KERNEL=off was set on purpose."""
+    import gcs
+
+    if gcs.kernels.kernel_mode() == "off":
+        pytest.skip(f"{gcs.kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
+    assert gcs.kernels.cpu_kernel() is not None, gcs.kernels.kernel_status()
+
+
 @pytest.fixture(params=["fused-kernel", "eager-torch"])
 def gcswr_cpu_path(request, monkeypatch):
-    """Run the test once per CPU implementation of GCSwR (IS and GCS have one; they ignore this).
-
-    "fused-kernel" requires the compiled kernel: it fails, naming the reason, when it cannot be
-    built here, and skips (reason shown) only when GCS_CPU_KERNEL=off was set on purpose.
-    """
+    """Run the test once per CPU implementation of GCSwR (IS and GCS have one; they ignore this)."""
     import gcs
 
     if request.param == "eager-torch":
         monkeypatch.setenv(gcs.kernels.KERNEL_ENV, "off")
-    elif gcs.kernels.kernel_mode() == "off":
-        pytest.skip(f"{gcs.kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
     else:
-        assert gcs.kernels.cpu_kernel() is not None, gcs.kernels.kernel_status()
+        require_fused_kernel()
     return request.param
 
 

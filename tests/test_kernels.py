@@ -9,7 +9,7 @@ import torch
 
 import gcs
 from gcs import kernels
-from conftest import ROOT
+from conftest import ROOT, require_fused_kernel
 
 
 def run_gcswr(steps, seeds, path, monkeypatch, active_every=None):
@@ -42,9 +42,7 @@ def awkward_logits(batch, vocab, steps, seed):
 
 @pytest.fixture(autouse=True)
 def kernel_available():
-    if kernels.kernel_mode() == "off":
-        pytest.skip(f"{kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
-    assert kernels.cpu_kernel() is not None, kernels.kernel_status()
+    require_fused_kernel()
 
 
 @pytest.mark.parametrize("batch, vocab", [(12, 49_152), (5, 128_256), (3, 4096), (4, 96), (1, 32)])
