@@ -1,6 +1,7 @@
 """gcs: Gumbel Consistency Sampling.
 
-Data flow: noise -> samplers (on CPU, GCSwR's fused kernel) -> processor -> models/prompts -> generation -> scoring ->
+Data flow: checks/settings -> noise -> samplers (reference: the literal algorithm; on CPU, GCSwR's fused kernel) ->
+processor -> models/prompts -> batch (one generate call; the runner) -> generation/reword -> scoring ->
 experiments/style -> cli (and the Gradio app, outside this package).
 
 >>> import gcs, torch
@@ -9,14 +10,17 @@ experiments/style -> cli (and the Gradio app, outside this package).
 [0, 0]
 """
 
+from .checks import MAX_NEW_TOKENS, check_methods, check_sampling_settings, check_seeds
 from .data import Group, load_groups, parse_groups
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
 from .kernels import kernel_status
-from .generation import MAX_NEW_TOKENS, compare, generate, reword, stream, stream_compare
-from .experiments import consistency_by_temperature, summary_table, sweep
+from .generation import compare, generate, stream, stream_compare
+from .rewording import RewordReport, reword, reword_report
+from .settings import SamplingSettings
+from .experiments import CompareReport, compare_report, consistency_by_temperature, summary_table, sweep
 from .models import DEFAULT_MODEL, Model, load_model
 from .noise import gumbel
-from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor, check_sampling_settings
+from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
 from .samplers import (
     METHOD_NAMES,
@@ -29,7 +33,7 @@ from .samplers import (
     make_sampler,
 )
 from .coupling import coupling_curve, perturb, recycling_histogram
-from .scoring import METRICS, consistency, shared_tokens, similarity
+from .scoring import METRICS, consistency, shared_tokens, similarity, similarity_to
 from .style import (
     RULE_CLASSIFIERS,
     Classifier,
@@ -68,6 +72,9 @@ __all__ = [
     "GumbelLogitsProcessor",
     "EnsembleLogitsProcessor",
     "check_sampling_settings",
+    "check_methods",
+    "check_seeds",
+    "SamplingSettings",
     "DEFAULT_MODEL",
     "Model",
     "load_model",
@@ -79,12 +86,15 @@ __all__ = [
     "compare",
     "stream_compare",
     "reword",
+    "reword_report",
+    "RewordReport",
     "agreement_probability",
     "p_repeat",
     "geometric_ensemble",
     "grouped_geometric_ensemble",
     "METRICS",
     "similarity",
+    "similarity_to",
     "consistency",
     "Group",
     "load_groups",
@@ -92,6 +102,8 @@ __all__ = [
     "sweep",
     "consistency_by_temperature",
     "summary_table",
+    "compare_report",
+    "CompareReport",
     "consistency_figure",
     "similarity_heatmap",
     "coupling_figure",

@@ -103,9 +103,9 @@ def command_run(args: argparse.Namespace) -> Path:
     from .models import load_model
 
     groups = load_groups(args.data)[: args.limit]
-    checked = check_sweep(groups, args.temperatures, args.methods, args.seeds, args.metrics, args.max_new_tokens,
-                          args.top_k, args.top_p, args.ensembling, args.rewordings)
-    groups, temperatures, methods, seeds, metrics, ensembling = checked
+    plan = check_sweep(groups, args.temperatures, args.methods, args.seeds, args.metrics, args.max_new_tokens,
+                       args.top_k, args.top_p, args.ensembling, args.rewordings)
+    metrics = list(plan.metrics)
     model = load_model(args.model)
     out = Path(args.out)
     _claim_out_dir(out, {
@@ -113,9 +113,9 @@ def command_run(args: argparse.Namespace) -> Path:
         "top_k": args.top_k, "top_p": args.top_p, "rewordings": args.rewordings, "data": _data_fingerprint(args.data),
     })
     log = _sweep_log(out, metrics)
-    sweep(groups, temperatures, methods, seeds, metrics, model, args.max_new_tokens, args.top_k, args.top_p,
-          ensembling, args.rewordings, batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,
-          show_progress=not args.quiet)
+    sweep(plan.groups, plan.temperatures, plan.settings.methods, plan.settings.seeds, metrics, model,
+          args.max_new_tokens, args.top_k, args.top_p, plan.ensembling, args.rewordings, batch_rows=args.batch_rows,
+          skip=log.done(), on_results=log.append, show_progress=not args.quiet)
     results = log.load()
     summary = [f"# Consistency sweep\n\nModel `{model.name}`, data `{args.data}` ({len(groups)} groups), "
                f"max_new_tokens={args.max_new_tokens}, top_k={args.top_k}, top_p={args.top_p}; "
@@ -132,10 +132,9 @@ def command_run(args: argparse.Namespace) -> Path:
 
 
 def command_style(args: argparse.Namespace) -> Path:
-    from .experiments import check_methods, check_seed_list
-    from .generation import check_max_new_tokens
+    from .checks import check_methods, check_seed_list
     from .models import load_model
-    from .processor import check_sampling_settings
+    from .settings import SamplingSettings
     from .figures import style_figure
     from .style import (STYLE_KEYS, STYLE_SETS, check_classifiers, label_responses, style_consistency,
                         style_responses, style_table)
@@ -145,9 +144,8 @@ def command_style(args: argparse.Namespace) -> Path:
     if not names:
         raise ValueError("name the style dimensions with --classifiers (built-in sets coding/lists have defaults)")
     classifiers = check_classifiers(names)
-    methods, seeds = check_methods(args.methods), check_seed_list(args.seeds)
-    check_sampling_settings(args.temperature, None, None)
-    check_max_new_tokens(args.max_new_tokens)
+    settings = SamplingSettings(check_methods(args.methods), check_seed_list(args.seeds), args.temperature,
+                                max_new_tokens=args.max_new_tokens)
     model = load_model(args.model)
     out = Path(args.out)
     _claim_out_dir(out, {
@@ -155,8 +153,8 @@ def command_style(args: argparse.Namespace) -> Path:
         "max_new_tokens": args.max_new_tokens, "data": _data_fingerprint(args.data),
     })
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
-    style_responses(questions, methods, seeds, args.temperature, args.max_new_tokens, model,
-                    batch_rows=args.batch_rows or 48, skip=log.done(), on_results=log.append,
+    style_responses(questions, settings.methods, settings.seeds, settings.temperature, settings.max_new_tokens, model,
+                    batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,
                     show_progress=not args.quiet)
     responses = log.load()
     labelled = label_responses(responses, classifiers)

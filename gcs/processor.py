@@ -27,27 +27,9 @@ from collections.abc import Sequence
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
+from .checks import check_sampling_settings
 from .ensemble import grouped_geometric_ensemble
 from .samplers import SeedLike, make_sampler
-
-
-def check_sampling_settings(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise ValueError with a clear message for an invalid temperature, top_k or top_p.
-
-    >>> check_sampling_settings(0.7, 50, 0.9)
-    >>> check_sampling_settings(-1, None, None)
-    Traceback (most recent call last):
-    ...
-    ValueError: temperature must be a finite number >= 0 (0 means greedy), got -1
-    """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
-    if top_p is not None and (
-        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p) or not 0 < top_p <= 1
-    ):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
 
 
 def make_warpers(temperature: float, top_k: int | None, top_p: float | None) -> LogitsProcessorList:

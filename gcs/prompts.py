@@ -1,54 +1,65 @@
 """Prompt formatting (appendix E) and removal of hallucinated follow-up turns.
 
 Chat/instruct models get their own chat template; base models get a plain template with
-one in-context example, which keeps them on topic. Before scoring, anything the model
-invents after its answer (a new "User:" turn, another "Question:", a new chat-template
-turn, ...) is cut off.
+one in-context example, which keeps them on topic. Appendix E scores "responses ...
+with any follow-up questions or answers hallucinated by the language model removed":
+
+- a new *chat* turn is a special token (``<|im_start|>``, ...): generation stops on it
+  (``gcs.batch.stop_token_ids``), so it never reaches the text;
+- a new *textual* turn is a line that starts with a turn label of the prompt formats
+  (``Question:``, ``Answer:``, ``User:``, ``Assistant:``, ``Human:``, or ``### Instruction``)
+  after some answer text: ``strip_followups`` cuts there. Other labels (``Q:``, ``A:``,
+  ``Input:``, ``Output:``) are left alone: answers use them legitimately.
 
 >>> strip_followups("Paris is the capital.\\nUser: And of Spain?")
 'Paris is the capital.'
+>>> strip_followups("The options are:\\nA: red\\nB: blue")
+'The options are:\\nA: red\\nB: blue'
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-BASE_TEMPLATE = (
-    "Question: What is the boiling point of water at sea level?\n"
-    "Answer: Water boils at 100 degrees Celsius (212 degrees Fahrenheit) at sea level.\n\n"
-    "Question: {question}\n"
-    "Answer:"
-)
+EXAMPLE = ("What is the boiling point of water at sea level?",
+           "Water boils at 100 degrees Celsius (212 degrees Fahrenheit) at sea level.")
+BASE_TURN = "Question: {question}\nAnswer:"
 
-# A follow-up starts on a new line (or right after the answer, for template tokens).
+# A follow-up turn: one of the prompt formats' own turn labels, at the start of a line.
 _FOLLOWUP = re.compile(
-    r"(\n\s*(User|Human|Question|Q|Instruction|Assistant|A|Answer|Input|Response)\s*:"
-    r"|\n\s*#{2,}\s*(Instruction|Input|Response|Question)"
-    r"|<\|im_start\|>|<\|im_end\|>|<\|eot_id\|>|<\|start_header_id\|>|<\|user\|>|<\|assistant\|>|\[INST\]|</s>|<\|endoftext\|>)",
-    re.IGNORECASE,
+    r"^[ \t]*(?:(?:Question|Answer|User|Assistant|Human)[ \t]*:|#{2,}[ \t]*(?:Instruction|Input|Response|Question)\b)",
+    re.MULTILINE,
 )
 
 
-def format_prompt(question: str, tokenizer, is_chat: bool) -> str:
-    """The text fed to the model for one user question.
+def format_prompt(question: str, tokenizer, is_chat: bool, examples: Sequence[tuple[str, str]] = ()) -> str:
+    """The text fed to the model for one user question, after optional (question, answer) examples.
+
+    Base models always see one example (the paper's in-context example) unless given others.
 
     >>> format_prompt("Why is the sky blue?", None, is_chat=False).splitlines()[-2:]
     ['Question: Why is the sky blue?', 'Answer:']
     """
     if is_chat:
+        turns = [turn for q, a in examples for turn in ({"role": "user", "content": q},
+                                                          {"role": "assistant", "content": a})]
         return tokenizer.apply_chat_template(
-            [{"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+            [*turns, {"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
         )
-    return BASE_TEMPLATE.format(question=question)
+    shots = "".join(f"{BASE_TURN.format(question=q)} {a}\n\n" for q, a in (examples or [EXAMPLE]))
+    return shots + BASE_TURN.format(question=question)
 
 
 def strip_followups(text: str) -> str:
-    """The answer alone: cut at the first hallucinated follow-up turn, trim whitespace.
+    """The answer alone: cut at the first follow-up turn label that starts a line after the answer, trim.
 
     >>> strip_followups("DNA is a molecule.\\n\\n### Instruction: Explain RNA")
     'DNA is a molecule.'
-    >>> strip_followups("  Five: 1. Paris 2. Rome  ")
-    'Five: 1. Paris 2. Rome'
+    >>> strip_followups("FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.")
+    'FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.'
     """
-    match = _FOLLOWUP.search(text)
-    return (text[: match.start()] if match else text).strip()
+    for match in _FOLLOWUP.finditer(text):
+        if text[: match.start()].strip():  # a label before any answer text is part of the answer
+            return text[: match.start()].strip()
+    return text.strip()

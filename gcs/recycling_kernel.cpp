@@ -36,7 +36,7 @@ float exponential_noise(int64_t key, int64_t draw, int64_t token) {
 
 }  // namespace
 
-// For each row b: rates p_i = exp2(logits_i * log2e - max_b * log2e) (into `rates`), the first
+// For each row b: rates p_i = exp2((logits_i - max_b) * log2e) (into `rates`), the first
 // token k with the smallest arrival T_i = E_i / p_i, then, if the row is active, the recycling
 // update E_i <- max(E_i - T_k p_i, min_residual) and a fresh draw for the winner k. Returns k.
 torch::Tensor race_and_recycle(torch::Tensor logits, torch::Tensor row_max, torch::Tensor residual,
@@ -70,16 +70,15 @@ torch::Tensor race_and_recycle(torch::Tensor logits, torch::Tensor row_max, torc
       const float* l = all_logits + b * vocab;
       float* e = all_residual + b * vocab;
       float* p = all_rates + b * vocab;
-      // samplers.relative_rates: torch.add(-max * log2e, logits, alpha=log2e), a fused multiply-add, then exp2.
-      const float shift = maxima[b] * -scale;
-      const Vec shift_vec(shift), scale_vec(scale);
+      // samplers.relative_rates: the gap to the row's maximum (exactly 0 for the top token), times log2e, then exp2.
+      const Vec max_vec(maxima[b]), scale_vec(scale);
 
       // Pass 1: rates, and per lane the smallest arrival with its first index (indices as floats: exact below 2**24).
       Vec best_arrival(infinity), best_index(0.0f), index = Vec::arange(0.0f, 1.0f);
       const Vec step = Vec(static_cast<float>(width));
       int64_t i = 0;
       for (; i + width <= vocab; i += width) {
-        const Vec rate = at::vec::fmadd(Vec::loadu(l + i), scale_vec, shift_vec).exp2();
+        const Vec rate = ((Vec::loadu(l + i) - max_vec) * scale_vec).exp2();
         rate.store(p + i);
         const Vec arrival = Vec::loadu(e + i) / rate;
         const Vec earlier = arrival < best_arrival;  // strict: a lane keeps its first minimum
@@ -101,7 +100,7 @@ torch::Tensor race_and_recycle(torch::Tensor logits, torch::Tensor row_max, torc
       }
       for (; i < vocab; ++i) {  // the tail, shorter than one vector
         const int64_t rest = vocab - i;
-        const Vec rate = at::vec::fmadd(Vec::loadu(l + i, rest), scale_vec, shift_vec).exp2();
+        const Vec rate = ((Vec::loadu(l + i, rest) - max_vec) * scale_vec).exp2();
         rate.store(p + i, rest);
         const Vec arrival = Vec::loadu(e + i, rest) / rate;
         float tail[width];

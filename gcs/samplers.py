@@ -31,47 +31,17 @@ clamped to the smallest positive float. On CPU one fused kernel computes the who
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
 
 import torch
 
+from .checks import METHODS, check_method, check_seed
 from .kernels import cpu_kernel
 from .noise import DOMAIN_GUMBEL, DOMAIN_INDEPENDENT, exponential_noise, row_keys, splitmix64, uniform, vocabulary_noise
 
-METHODS = ("is", "gcs", "gcswr")
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}
-MAX_SEED = 2**63 - 1
 
 SeedLike = int | Sequence[int]
-
-
-def check_method(method: str) -> str:
-    """Return ``method`` lower-cased, or raise ValueError naming the valid methods.
-
-    >>> check_method("GCSwR")
-    'gcswr'
-    """
-    if not isinstance(method, str) or method.lower() not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
-    return method.lower()
-
-
-def check_seed(seed, name: str = "seed") -> int:
-    """Return ``seed`` as an int in [0, 2**63 - 1], or raise ValueError.
-
-    >>> check_seed(5)
-    5
-    """
-    if isinstance(seed, bool):
-        raise ValueError(f"{name} must be an integer, got a bool")
-    try:
-        value = operator.index(seed)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {type(seed).__name__} {seed!r}") from None
-    if not 0 <= value <= MAX_SEED:
-        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {value}")
-    return value
 
 
 def _seed_list(seed: SeedLike | None, name: str) -> int | list[int] | None:
@@ -136,18 +106,22 @@ LOG2_E = 1.0 / math.log(2.0)
 
 
 def relative_rates(logits: torch.Tensor, row_max: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """``p_i / p_max`` per row, that is ``exp(logits - row_max)``: ~1 for the top token, 0 where masked.
+    """``p_i / p_max`` per row, that is ``exp(logits - row_max)``: exactly 1 for the top token, 0 where masked.
 
-    Computed as ``exp2(logits * log2 e - row_max * log2 e)`` in one fused add and an
-    ``exp2``: on CPU torch's ``exp2`` is about twice as fast as ``exp``. The extra rounding
-    is relative 2**-24 of the exponent, the size of the rounding already in a float32 logit
-    (tested: within 1e-5 relative of float64 ``exp`` down to 85 below the top logit, where
-    float32 turns subnormal; the top token's rate may be 1 - 2**-22).
+    Computed as ``exp2((logits - row_max) * log2 e)``: on CPU torch's ``exp2`` is about twice
+    as fast as ``exp``. The gap is taken first, so the top token's exponent is exactly 0
+    whatever the logits' magnitude (scaling first would round ``1e11 * log2 e`` by
+    thousands, and the top rate would become 0 or inf: temperatures near 0 then broke
+    sampling). The extra rounding is relative 2**-24 of the exponent, the size of the
+    rounding already in a float32 logit (tested: within 1e-5 relative of float64 ``exp``
+    down to 85 below the top logit, where float32 turns subnormal).
 
     >>> relative_rates(torch.tensor([[0.0, -1.0, float("-inf")]]), torch.tensor([0.0]))
     tensor([[1.0000, 0.3679, 0.0000]])
+    >>> relative_rates(torch.tensor([[3e11, -2e11]]), torch.tensor([3e11]))
+    tensor([[1., 0.]])
     """
-    return torch.add((row_max * -LOG2_E)[:, None], logits, alpha=LOG2_E, out=out).exp2_()
+    return torch.sub(logits, row_max[:, None], out=out).mul_(LOG2_E).exp2_()
 
 
 class Sampler:
@@ -254,7 +228,7 @@ class IndependentSampler(Sampler):
         # Inverse CDF in two levels: float64 cumulative sums over blocks, then inside one
         # block (a float64 cumsum over the whole vocabulary is 4x slower on CPU).
         weights = _blocked(relative_rates(logits, row_max), self.block, 0.0)
-        block_cdf = weights.sum(dim=-1).double().cumsum(dim=-1)
+        block_cdf = weights.sum(dim=-1, dtype=torch.float64).cumsum(dim=-1)
         block, offset = _inverse_cdf(block_cdf, u * block_cdf[:, -1])
         token_cdf = weights[self.rows, block].cumsum(dim=-1, dtype=torch.float64)
         within, _ = _inverse_cdf(token_cdf, offset)

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .checks import check_texts
+
 METRICS = ("e5", "minilm", "jaccard")
 METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard"}
 E5_PREFIX = "query: "
@@ -123,15 +125,6 @@ def embedder(metric: str) -> Callable[[list[str]], np.ndarray]:
 
 
 # -- similarity --------------------------------------------------------------------------------
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise ValueError(f"texts must be a list of strings, got {type(texts).__name__}")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise ValueError(f"texts[{i}] must be a string, got {type(text).__name__}")
-    return list(texts)
-
-
 def _token_sets(texts: list[str], tokenizer) -> list[set]:
     if tokenizer is None:
         from .models import load_model
@@ -161,7 +154,7 @@ def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, 
     The pieces of a text join back to the text. ``tokenizer`` is a transformers (fast)
     tokenizer, by default the embedded model's; with fewer than two texts nothing is shared.
     """
-    texts = _check_texts(texts)
+    texts = check_texts(texts)
     if tokenizer is None:
         from .models import load_model
 
@@ -188,7 +181,7 @@ def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, 
 def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tokenizer=None) -> list[np.ndarray]:
     """One similarity matrix per group of texts; all texts of all groups are embedded in one call."""
     kind, _ = parse_metric(metric)
-    groups = [_check_texts(group) for group in groups]
+    groups = [check_texts(group) for group in groups]
     texts = [text for group in groups for text in group]
     if kind == "jaccard":
         sets = _token_sets(texts, tokenizer)
@@ -212,6 +205,11 @@ def similarity(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> np.n
     return similarity_matrices([texts], metric, tokenizer)[0]
 
 
+def similarity_to(text: str, others: Sequence[str], metric: str = "e5", tokenizer=None) -> np.ndarray:
+    """Similarity of ``text`` to each of ``others`` under ``metric`` (all embedded in one call)."""
+    return similarity([text, *check_texts(others, "others")], metric, tokenizer)[0, 1:]
+
+
 def mean_off_diagonal(matrix: np.ndarray) -> float:
     """The mean pairwise similarity; NaN for fewer than two texts."""
     n = matrix.shape[0]
@@ -222,7 +220,7 @@ def mean_off_diagonal(matrix: np.ndarray) -> float:
 
 def consistency(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> float:
     """Mean pairwise (off-diagonal) similarity of one group of responses; needs two or more texts."""
-    texts = _check_texts(texts)
+    texts = check_texts(texts)
     if len(texts) < 2:
         raise ValueError(f"consistency needs at least two texts, got {len(texts)}")
     return mean_off_diagonal(similarity(texts, metric, tokenizer))

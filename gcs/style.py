@@ -27,14 +27,15 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
-from tqdm.auto import tqdm
 
+from .batch import Row, run_batches
+from .checks import check_methods, check_seed_list
 from .data import Group
-from .experiments import as_groups, check_methods, check_seed_list
-from .generation import Batch, Row, check_max_new_tokens, generate
+from .experiments import as_groups
+from .generation import generate
 from .models import Model, resolve_model
-from .processor import check_sampling_settings
 from .samplers import METHOD_NAMES
+from .settings import SamplingSettings
 from .theory import p_repeat
 
 TERSE_WORDS = 40  # a response of fewer words is terse: a list of five names fits, an explanation does not
@@ -210,7 +211,7 @@ def style_responses(
     temperature: float = 1.0,
     max_new_tokens: int = 200,
     model: Model | str | None = None,
-    batch_rows: int = 48,
+    batch_rows: int | None = None,
     skip: Iterable[tuple] = (),
     on_results: Callable[[pd.DataFrame], None] | None = None,
     show_progress: bool = False,
@@ -219,35 +220,30 @@ def style_responses(
 
     Each question is the first prompt of its group. All questions answered with one seed
     share its noise (gcs/gcswr). ``skip`` holds (question, method, seed) keys already done;
-    ``on_results`` receives each finished batch.
+    ``on_results`` receives each finished batch; ``batch_rows`` defaults to the automatic size.
     """
     if questions and all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (q,)) for i, q in enumerate(questions)]
     questions = as_groups(questions)
-    methods, seeds = check_methods(methods), check_seed_list(seeds)
-    check_sampling_settings(temperature, None, None)
-    check_max_new_tokens(max_new_tokens)
+    settings = SamplingSettings(check_methods(methods), check_seed_list(seeds), temperature,
+                                max_new_tokens=max_new_tokens)
     model = resolve_model(model)
     skip = {tuple(key) for key in skip}
-    todo = [(q, m, s) for m in methods for s in seeds for q in questions if (q.id, m, s) not in skip]
+    todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in skip]
+    columns = [*STYLE_KEYS, "prompt", "response"]
     frames = []
-    with tqdm(total=len(todo), desc="style", unit="response", disable=not show_progress) as bar:
-        for start in range(0, len(todo), batch_rows):
-            chunk = todo[start : start + batch_rows]
-            batch = Batch([Row(q.prompts[0], m, s) for q, m, s in chunk], model, temperature, None, None, max_new_tokens)
-            decoded = batch.decode(batch.run())
-            frame = pd.DataFrame.from_records(
-                [
-                    {"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
-                    for (q, m, s), row in zip(chunk, decoded)
-                ],
-                columns=[*STYLE_KEYS, "prompt", "response"],
-            )
-            frames.append(frame)
-            if on_results is not None:
-                on_results(frame)
-            bar.update(len(chunk))
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*STYLE_KEYS, "prompt", "response"])
+    for chunk, decoded in run_batches(todo, lambda unit: [Row(unit[0].prompts[0], unit[1], unit[2])],
+                                      lambda unit: settings, model, batch_rows, show_progress=show_progress,
+                                      description="style"):
+        frame = pd.DataFrame.from_records(
+            [{"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
+             for (q, m, s), (row,) in zip(chunk, decoded)],
+            columns=columns,
+        )
+        frames.append(frame)
+        if on_results is not None:
+            on_results(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
 def label_responses(responses: pd.DataFrame, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .samplers import check_method
+from .checks import check_method
 
 PROBABILITY_TOLERANCE = 1e-4
 

@@ -73,6 +73,26 @@ def tiny_llama(vocab_size: int = 64, seed: int = 0, **overrides):
     return LlamaForCausalLM(config).eval()
 
 
+def tiny_gcs_model(vocab_size: int = 64, seed: int = 0, **generation_defaults):
+    """A ``gcs.Model`` of ``tiny_llama`` with a word-level tokenizer (words w3..w63) built here, no download.
+
+    ``generation_defaults`` go into the model's ``generation_config``, as a checkpoint's would.
+    """
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    import gcs
+
+    vocab = {"<pad>": 0, "</s>": 1, "<s>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="w3"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="</s>", bos_token="<s>")
+    model = tiny_llama(vocab_size, seed)
+    for name, value in generation_defaults.items():
+        setattr(model.generation_config, name, value)
+    return gcs.Model(name=f"tiny-{seed}", model=model, tokenizer=tokenizer)
+
+
 def require_fused_kernel():
     """Fail, naming the reason, when the fused GCSwR kernel cannot be built here; skip (reason
     shown) only when GCS_CPU_KERNEL=off was set on purpose."""

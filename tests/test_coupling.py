@@ -6,7 +6,6 @@ import torch
 
 import gcs
 from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p
-from gcs.experiments import score_compare
 
 P = [0.5, 0.3, 0.15, 0.05]
 
@@ -70,12 +69,30 @@ def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
     assert all(not s for _, s in gcs.shared_tokens(["alone"], embedded_model.tokenizer)[0])
 
 
-def test_score_compare_groups_by_method(embedded_model):
+def test_compare_report_groups_by_method_and_seed(embedded_model):
     frame = gcs.compare(["What is DNA?", "Explain DNA."], seeds=[0], temperature=0, max_new_tokens=6,
                         model=embedded_model)
-    scores, matrices = score_compare(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
-    assert list(scores["method"]) == ["is", "gcs", "gcswr"] and scores["consistency"].nunique() == 1  # greedy
-    assert matrices[("gcswr", 0, False, "jaccard")].shape == (2, 2)
+    report = gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+    assert list(report.scores["method"]) == ["is", "gcs", "gcswr"] and report.scores["consistency"].nunique() == 1
+    assert report.matrices[("gcswr", 0, "jaccard")].shape == (2, 2)
+    assert list(report.table["method"]) == ["is", "gcs", "gcswr"] and list(report.table.columns) == ["method", "jaccard"]
+
+
+@pytest.mark.parametrize("rewordings", [[["Describe DNA."], []], [[], []]])
+def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings):
+    """Ensembling requested, but only some prompts (or none) got rewordings: one group per method and seed.
+
+    The frame used to record "this row had rewordings", which split one method's responses into two groups (a
+    2x2 heatmap under 3 labels, a NaN averaged into the table) or, with none, made the app's lookup a KeyError.
+    """
+    prompts = ["What is DNA?", "Explain DNA.", "Tell me about DNA."]
+    rewordings = rewordings + [[]]
+    frame = gcs.compare(prompts, seeds=[0, 1], max_new_tokens=4, model=embedded_model, ensemble=rewordings)
+    assert frame["ensemble"].all()  # what was requested, for every row
+    report = gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+    assert len(report.scores) == 3 * 2 and report.scores["consistency"].notna().all()
+    assert all(matrix.shape == (3, 3) for matrix in report.matrices.values())
+    assert report.table["jaccard"].notna().all()
 
 
 def test_closing_a_stream_stops_generation(embedded_model):

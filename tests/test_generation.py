@@ -7,6 +7,7 @@ import sys
 import time
 
 import pytest
+import torch
 
 import gcs
 from gcs import generation
@@ -98,15 +99,40 @@ def test_ensembling(embedded_model):
         ("Paris.\nUser: And Spain?", "Paris."),
         ("Paris.\n\nQuestion: What about Italy?\nAnswer: Rome", "Paris."),
         ("Paris.\n### Instruction:\nName a river", "Paris."),
-        ("Paris.<|im_start|>user\nmore", "Paris."),
-        ("Paris.<|im_end|>", "Paris."),
         ("Paris.\nHuman: thanks", "Paris."),
+        ("Paris.\n  Assistant: anything else?", "Paris."),
         ("Steps:\n1. Preheat\n2. Bake", "Steps:\n1. Preheat\n2. Bake"),
         ("The answer: Paris", "The answer: Paris"),
+        # legitimate text that merely looks like a label stays (the stripper used to cut all of these)
+        ("Reverse it:\n```\nExample:\nInput: [1, 2, 3]\nOutput: [3, 2, 1]\n```",
+         "Reverse it:\n```\nExample:\nInput: [1, 2, 3]\nOutput: [3, 2, 1]\n```"),
+        ("The options are:\nA: red\nB: blue", "The options are:\nA: red\nB: blue"),
+        ("FAQ about DNA\nQ: What is DNA?\nA: A molecule.", "FAQ about DNA\nQ: What is DNA?\nA: A molecule."),
+        ("Answer: Paris is the capital.", "Answer: Paris is the capital."),  # a label before any answer is kept
+        ("It is 5.User: no newline, no turn", "It is 5.User: no newline, no turn"),
     ],
 )
 def test_strip_followups(text, expected):
     assert gcs.strip_followups(text) == expected
+
+
+def test_a_hallucinated_chat_turn_ends_the_response(embedded_model):
+    """A special turn-start token (<|im_start|>) ends a response, before decoding drops special tokens.
+
+    It used to be decoded with skip_special_tokens=True, so "Paris is the capital.<|im_start|>user\nAnd of
+    Spain?" reached the stripper as "Paris is the capital.user\nAnd of Spain?" and stayed.
+    """
+    tokenizer = embedded_model.tokenizer
+    batch = gcs.batch.Batch([gcs.batch.Row("Capital of France?", "gcswr", 0)], embedded_model, gcs.SamplingSettings())
+    turn = tokenizer.convert_tokens_to_ids("<|im_start|>")
+    assert turn in batch.stop_ids
+    ids = tokenizer.encode("Paris is the capital.") + [turn] + tokenizer.encode("user\nAnd of Spain?")
+    (row,) = batch.decode(torch.tensor([ids]))
+    assert row["response"] == "Paris is the capital." and row["finished"]
+    streamed = gcs.batch.IncrementalText(tokenizer)
+    for token in tokenizer.encode("Paris is the capital. Ça va? 東京"):
+        streamed.append(token)
+    assert streamed.text == "Paris is the capital. Ça va? 東京"
 
 
 @pytest.mark.parametrize(
@@ -148,7 +174,7 @@ def test_compare_bad_input():
         gcs.compare(["a"], methods=[], model="no/such-model")
     with pytest.raises(ValueError, match="seeds must not be empty"):
         gcs.compare(["a"], seeds=[], model="no/such-model")
-    assert generation.prompt_stream("a") != generation.prompt_stream("b")
+    assert gcs.batch.prompt_stream("a") != gcs.batch.prompt_stream("b")
 
 
 def test_local_path_loads_like_a_hub_id(embedded_model):

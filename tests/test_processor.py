@@ -125,3 +125,44 @@ def test_finished_rows_are_frozen():
 def test_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         gcs.GumbelLogitsProcessor(**kwargs)
+
+
+PHRASES = ["w5 w6 w7", "w9 w10", "w12 w13 w14 w15"]
+
+
+def test_model_generation_defaults_do_not_change_the_distribution():
+    """A checkpoint's generation_config (repetition_penalty, no_repeat_ngram_size, min_p, ...) is not applied.
+
+    transformers fills every unset generation field from the model's defaults and runs those processors before
+    ours; gcs pins them, so a model carrying such defaults samples exactly as the same model without them.
+    """
+    from conftest import tiny_gcs_model
+
+    clean = tiny_gcs_model()
+    carrying = tiny_gcs_model(repetition_penalty=1.5, no_repeat_ngram_size=1, encoder_repetition_penalty=1.2,
+                              min_length=30, min_new_tokens=10, typical_p=0.2, min_p=0.3, epsilon_cutoff=0.05,
+                              top_k=2, temperature=0.1, do_sample=True, renormalize_logits=True)
+    for method in gcs.METHODS:
+        for seed in (0, 1):
+            expected = gcs.generate(PHRASES, method, seed, max_new_tokens=24, model=clean)
+            assert gcs.generate(PHRASES, method, seed, max_new_tokens=24, model=carrying) == expected
+
+
+@pytest.mark.parametrize("field, value", [("bad_words_ids", [[5]]), ("sequence_bias", {(5,): -3.0}),
+                                          ("forced_eos_token_id", 1)])
+def test_model_defaults_that_cannot_be_pinned_are_refused(field, value):
+    from conftest import tiny_gcs_model
+
+    with pytest.raises(ValueError, match=f"{field}=.*exact sample"):
+        gcs.generate(PHRASES, max_new_tokens=4, model=tiny_gcs_model(**{field: value}))
+
+
+@pytest.mark.parametrize("method", gcs.METHODS)
+def test_tiny_temperatures_are_greedy(method):
+    """As T -> 0 every method equals greedy (logits / 1e-9 used to break IS and GCSwR)."""
+    from conftest import tiny_gcs_model
+
+    model = tiny_gcs_model(seed=3)
+    greedy = gcs.generate(PHRASES, method, 0, temperature=0, max_new_tokens=16, model=model)
+    for temperature in (1e-9, 1e-30):
+        assert gcs.generate(PHRASES, method, 7, temperature=temperature, max_new_tokens=16, model=model) == greedy

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import gcs
-from gcs import samplers
+from gcs import reference, samplers
 from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, z_score
 
 METHODS = gcs.METHODS
@@ -90,33 +90,14 @@ def _sequences(vocab, length):
 
 
 def paper_recycling_reference(seed: int, steps: int, vocab: int) -> tuple[list[int], np.ndarray]:
-    """Theorem 2 written literally in float64, with gumbel values and the quantile Q.
-
-    ``g_i <- Q(Q^-1(g_i) / Q^-1(g_k + log h_k - log h_i))`` for every loser, a fresh draw
-    for the winner, drawn from gcs's counter-based noise so the two can be compared token
-    for token. Returns the tokens and the final gumbel vector.
-    """
-
-    def quantile(u):  # Q: the Gumbel(0, 1) quantile function
-        return -np.log(-np.log(u))
-
-    def cdf(g):  # Q^-1
-        return np.exp(-np.exp(-g))
-
-    key = gcs.noise.row_keys(torch.tensor([seed]), gcs.noise.DOMAIN_GUMBEL)
-    g = -np.log(gcs.noise.vocabulary_noise(key, torch.tensor([0]), vocab)[0].double().numpy())
-    draws = np.zeros(vocab, dtype=np.int64)
+    """``gcs.reference``'s literal float64 Theorem 2 step, run on the history-dependent model."""
+    state = reference.RecyclingState.start(seed, vocab)
     history, tokens = torch.zeros(1, 0, dtype=torch.long), []
     for _ in range(steps):
         log_h = torch.log_softmax(history_model(history, vocab).double(), dim=-1)[0].numpy()
-        k = int(np.argmax(g + log_h))
-        losers = np.arange(vocab) != k
-        g[losers] = quantile(cdf(g[losers]) / cdf(g[k] + log_h[k] - log_h[losers]))
-        draws[k] += 1
-        g[k] = -np.log(gcs.noise.exponential_noise(key, torch.tensor([int(draws[k])]), torch.tensor([k])).item())
-        tokens.append(k)
-        history = torch.cat([history, torch.tensor([[k]])], dim=1)
-    return tokens, g
+        tokens.append(reference.recycling_step(state, log_h))
+        history = torch.cat([history, torch.tensor([[tokens[-1]]])], dim=1)
+    return tokens, state.g
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -189,6 +170,22 @@ def test_extreme_logits_stay_finite(method):
         assert tokens[0] != 2
     if method == "gcswr":
         assert torch.isfinite(sampler.residual).all() and (sampler.residual > 0).all()
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("scale", [1e6, 1e11, 1e30])
+def test_huge_gaps_pick_the_argmax(method, scale):
+    """Temperatures near 0 scale logits by 1/T: every method must then equal greedy, exactly.
+
+    With the gap taken after scaling by log2 e, 1e11 * log2 e rounds by thousands and the top
+    token's rate became 0 or inf (IS: index errors; GCSwR: token 0 on half the rows).
+    """
+    generator = torch.Generator().manual_seed(5)
+    logits = torch.randn(200, 50, generator=generator) * scale
+    sampler = gcs.make_sampler(method, seed=list(range(200)))
+    for _ in range(3):  # GCSwR: the recycled state stays valid after such steps too
+        assert torch.equal(sampler.sample(logits), logits.argmax(dim=-1))
+    assert torch.equal(samplers.relative_rates(logits, logits.amax(dim=-1)).amax(dim=-1), torch.ones(200))
 
 
 def test_relative_rates_match_float64_exp():

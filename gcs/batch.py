@@ -1,0 +1,354 @@
+"""Rows of responses as one batched ``model.generate`` call, and the runner that packs many rows into batches.
+
+A ``Row`` is one response to produce (a prompt under a method and seed, optionally with
+rewordings for ensembling). A ``Batch`` lays rows out as left-padded model inputs,
+decodes them with the KV cache through transformers, and draws every token with a
+``GumbelLogitsProcessor``: each row with its own method and seed, so a row's response
+does not depend on the batch it is in (IS rows take their stream from a hash of their
+prompt). ``run_batches`` feeds any number of rows through as few batches as a row
+budget allows: sweeps, style experiments and rewording all use it.
+
+Generation settings are pinned: transformers fills every generation field left unset
+from the model's own ``generation_config`` and runs the resulting processors *before*
+ours, so a checkpoint's ``repetition_penalty=1.1`` would silently change the sampled
+distribution. ``generation_config`` sets every such field to its neutral value, and
+refuses a model whose defaults carry one that only ``None`` can neutralise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from tqdm.auto import tqdm
+from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from .models import Model
+from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
+from .prompts import format_prompt, strip_followups
+from .settings import SamplingSettings
+
+# Neutral values of every generation field that would add a logits processor before ours
+# (min_new_tokens also replaces a model's min_length; do_sample=False drops every sampling warper).
+NEUTRAL_GENERATION = dict(
+    do_sample=False, num_beams=1, num_return_sequences=1, repetition_penalty=1.0, encoder_repetition_penalty=1.0,
+    no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0, min_new_tokens=0, guidance_scale=1.0,
+    renormalize_logits=False, remove_invalid_values=False, suppress_tokens=[], begin_suppress_tokens=[],
+    token_healing=False,
+)
+# Fields whose only neutral value is None, which transformers replaces by the model's default.
+UNSETTABLE_GENERATION = ("bad_words_ids", "sequence_bias", "forced_bos_token_id", "forced_eos_token_id",
+                         "exponential_decay_length_penalty", "watermarking_config", "dola_layers", "penalty_alpha")
+# Special tokens that open a new chat turn: a response that emits one has ended (the model is inventing the next turn).
+TURN_START_TOKENS = ("<|im_start|>", "<|start_header_id|>", "<|user|>", "<|assistant|>", "<|system|>",
+                     "<start_of_turn>", "[INST]", "<|endoftext|>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>")
+
+
+def generation_config(model: Model, max_new_tokens: int, stop_ids: Sequence[int], generate_kwargs: dict):
+    """A ``GenerationConfig`` under which transformers adds no processor of its own, and the leftover kwargs.
+
+    Raises ValueError if the model's ``generation_config`` sets a distribution-changing
+    field that cannot be pinned (say ``bad_words_ids``); passing it explicitly in
+    ``generate_kwargs`` is the caller's choice and is kept.
+    """
+    defaults = model.model.generation_config
+    carried = [name for name in UNSETTABLE_GENERATION
+               if getattr(defaults, name, None) is not None and name not in generate_kwargs]
+    if carried:
+        raise ValueError(
+            f"model {model.name!r} has generation defaults that change the sampled distribution before gcs samples: "
+            f"{', '.join(f'{n}={getattr(defaults, n)!r}' for n in carried)}; clear them "
+            f"(model.model.generation_config.{carried[0]} = None) so each response is an exact sample"
+        )
+    config = GenerationConfig(**NEUTRAL_GENERATION, max_new_tokens=max_new_tokens, eos_token_id=list(stop_ids),
+                              pad_token_id=model.tokenizer.pad_token_id)
+    return config, config.update(**generate_kwargs)
+
+
+def stop_token_ids(model: Model) -> list[int]:
+    """EOS ids plus, for chat models, the special tokens that open or close a turn (a hallucinated next turn)."""
+    tokenizer = model.tokenizer
+    eos = model.model.generation_config.eos_token_id
+    ids = {*([eos] if isinstance(eos, int) else list(eos or [])), tokenizer.eos_token_id}
+    if model.is_chat:
+        vocab = tokenizer.get_vocab()
+        ids |= {vocab[token] for token in TURN_START_TOKENS if token in vocab}
+    return sorted(ids - {None})
+
+
+def prompt_stream(prompt: str) -> int:
+    """A stable 63-bit id of a prompt: the IS stream of its rows (batch-position independent)."""
+    return int.from_bytes(hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+
+
+@dataclass(frozen=True)
+class Row:
+    """One response to produce: a prompt under a method and seed, optionally with rewordings.
+
+    ``examples`` are (question, answer) pairs shown to the model before the prompt (few-shot).
+    """
+
+    prompt: str
+    method: str
+    seed: int
+    rewordings: tuple[str, ...] = ()
+    examples: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass
+class Batch:
+    """Rows laid out as model inputs: each row's prompt and rewordings, group ids and sampling keys."""
+
+    rows: list[Row]
+    model: Model
+    settings: SamplingSettings
+    generate_kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        questions, texts, self.groups, methods, seeds, streams, self.main = [], [], [], [], [], [], []
+        tokenizer = self.model.tokenizer
+        for group, row in enumerate(self.rows):
+            self.main.append(len(texts))
+            for question in (row.prompt, *row.rewordings):
+                questions.append(question)
+                texts.append(format_prompt(question, tokenizer, self.model.is_chat, row.examples))
+                self.groups.append(group)
+                methods.append(row.method)
+                seeds.append(row.seed)
+                streams.append(prompt_stream(row.prompt))
+        inputs = tokenizer(
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=not self.model.is_chat
+        )
+        limit = self.model.context_window - self.settings.max_new_tokens
+        for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist()):
+            if length > limit:
+                raise ValueError(
+                    f"a prompt is too long: {length} tokens (it starts {question[:60]!r}); the model's context window "
+                    f"of {self.model.context_window} tokens leaves {limit} for the prompt with max_new_tokens="
+                    f"{self.settings.max_new_tokens}"
+                )
+        self.inputs = inputs.to(self.model.device)
+        self.methods, self.seeds, self.streams = methods, seeds, streams
+        self.stop_ids = stop_token_ids(self.model)
+
+    def processors(self) -> LogitsProcessorList:
+        processors = LogitsProcessorList()
+        if len(self.groups) > len(self.rows):
+            processors.append(EnsembleLogitsProcessor(self.groups))
+        processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams))
+        return processors
+
+    @torch.inference_mode()
+    def run(self, streamer: BaseStreamer | None = None, stop: threading.Event | None = None) -> torch.Tensor:
+        """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
+
+        Setting ``stop`` ends generation after the current step (a cancelled stream).
+        """
+        config, other_kwargs = generation_config(self.model, self.settings.max_new_tokens, self.stop_ids,
+                                                 self.generate_kwargs)
+        if stop is not None:
+            other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
+        output = self.model.model.generate(
+            **self.inputs, generation_config=config, logits_processor=self.processors(), streamer=streamer, **other_kwargs
+        )
+        return output[:, self.inputs["input_ids"].shape[1] :].cpu()
+
+    def _response(self, ids: list[int]) -> tuple[list[int], bool]:
+        """The ids before the first stop token, and whether there was one."""
+        for i, token in enumerate(ids):
+            if token in self.stop_ids:
+                return ids[:i], True
+        return ids, False
+
+    def decode(self, new_tokens: torch.Tensor) -> list[dict]:
+        """Per row: raw text, stripped response, number of tokens and whether it ended with a stop token."""
+        results = []
+        for index in self.main:
+            ids, finished = self._response(new_tokens[index].tolist())
+            raw = self.model.tokenizer.decode(ids, skip_special_tokens=True)
+            results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
+                            "finished": finished})
+        return results
+
+    def stream(self) -> Iterator[list[dict]]:
+        """Decoded rows after every step (as ``decode``); the last item is the finished batch.
+
+        Each step decodes only the new tokens of each row (``IncrementalText``), so streaming
+        costs the same per token however long the responses grow. Closing the iterator early
+        (a consumer that stops reading) stops generation after the current step and waits
+        for the worker thread, so no generation outlives its stream.
+        """
+        tokens, outcome, done, stop = _TokenQueue(), {}, object(), threading.Event()
+
+        def work():
+            try:
+                outcome["tokens"] = self.run(streamer=tokens, stop=stop)
+            except BaseException as error:  # re-raised in the consumer's thread
+                outcome["error"] = error
+            tokens.steps.put(done)
+
+        worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
+        worker.start()
+        try:
+            texts = [IncrementalText(self.model.tokenizer) for _ in self.main]
+            ended = [False] * len(self.main)
+            while (step := tokens.steps.get()) is not done:
+                for i, index in enumerate(self.main):
+                    token = int(step[index])
+                    ended[i] = ended[i] or token in self.stop_ids
+                    if not ended[i]:
+                        texts[i].append(token)
+                yield [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
+                        "finished": e} for t, e in zip(texts, ended)]
+            if "error" in outcome:
+                raise outcome["error"]
+            yield self.decode(outcome["tokens"])
+        finally:
+            stop.set()
+            worker.join()
+
+
+class IncrementalText:
+    """Text of a growing token sequence, decoding only a few tokens per step.
+
+    Decodes the tokens since the previous step together with the ones before them (so a
+    tokenizer that drops a word's leading space at the start of a text, or a character
+    split over several byte tokens, decodes as it would in the whole text) and appends the
+    difference; an unfinished character (U+FFFD) waits for its next byte.
+
+    >>> from types import SimpleNamespace
+    >>> words = SimpleNamespace(decode=lambda ids, skip_special_tokens: " ".join(map(str, ids)))
+    >>> text = IncrementalText(words)
+    >>> for token in (1, 22, 333):
+    ...     text.append(token)
+    >>> text.text
+    '1 22 333'
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.ids, self.text = tokenizer, [], ""
+        self._prefix_offset = self._read_offset = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    def append(self, token: int) -> None:
+        self.ids.append(token)
+        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+        before = decode(self.ids[self._prefix_offset : self._read_offset])
+        after = decode(self.ids[self._prefix_offset :])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.text += after[len(before) :]
+            self._prefix_offset, self._read_offset = self._read_offset, len(self.ids)
+
+
+class _TokenQueue(BaseStreamer):
+    """Receives each step's tokens from transformers (the first put is the prompt) into a queue."""
+
+    def __init__(self):
+        self.steps: queue.Queue = queue.Queue()
+        self._prompt_seen = False
+
+    def put(self, value):
+        if self._prompt_seen:
+            self.steps.put(value.reshape(-1).clone())
+        self._prompt_seen = True
+
+    def end(self):
+        pass
+
+
+class _StopWhenSet(StoppingCriteria):
+    """Stops every row once ``event`` is set: how an abandoned stream frees the model."""
+
+    def __init__(self, event: threading.Event):
+        self.event = event
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
+
+
+# -- the runner ----------------------------------------------------------------------------------
+MAX_BATCH_ROWS_CPU = 48
+
+
+def auto_batch_rows(model: Model, tokens_per_row: int) -> int:
+    """Rows per ``generate`` call: a fixed 48 on CPU (larger batches gain nothing there);
+    on CUDA as many as half the free memory holds in KV cache."""
+    if model.device.type != "cuda":
+        return MAX_BATCH_ROWS_CPU
+    config = model.model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    bytes_per_token = 2 * config.num_hidden_layers * heads * head_dim * next(model.model.parameters()).element_size()
+    free, _ = torch.cuda.mem_get_info(model.device)
+    return max(1, min(1024, int(0.5 * free / (bytes_per_token * tokens_per_row))))
+
+
+def pack(units: Sequence, rows_of: Callable, settings_of: Callable, batch_rows: int) -> list[list]:
+    """Consecutive units with equal settings, chunked so each chunk has at most ``batch_rows`` rows.
+
+    >>> settings = {0: "T=0", 1: "T=1"}
+    >>> pack([(0, "a"), (0, "b"), (0, "c"), (1, "d")], lambda u: ["row"] * 2, lambda u: settings[u[0]], 4)
+    [[(0, 'a'), (0, 'b')], [(0, 'c')], [(1, 'd')]]
+    """
+    chunks, current, size = [], [], 0
+    for unit in units:
+        rows = len(rows_of(unit))
+        if current and (size + rows > batch_rows or settings_of(unit) != settings_of(current[0])):
+            chunks.append(current)
+            current, size = [], 0
+        current.append(unit)
+        size += rows
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def run_batches(
+    units: Sequence,
+    rows_of: Callable[[object], list[Row]],
+    settings_of: Callable[[object], SamplingSettings],
+    model: Model,
+    batch_rows: int | None = None,
+    generate_kwargs: dict | None = None,
+    progress=None,
+    show_progress: bool = False,
+    description: str = "generate",
+) -> Iterator[tuple[list, list[list[dict]]]]:
+    """Generate the rows of every unit in as few batches as ``batch_rows`` allows; yield per batch.
+
+    A unit is whatever the caller counts (a sweep cell, one style response, a set of
+    rewordings): ``rows_of(unit)`` gives its rows, ``settings_of(unit)`` its sampling
+    settings (units with different settings never share a batch). Yields ``(units,
+    decoded)`` for each batch, ``decoded[i]`` being ``Batch.decode``'s records of
+    ``units[i]``'s rows. ``progress`` is a tqdm-like bar (``update(n)`` gets the units done)
+    or a callback ``progress(done, total)``; ``show_progress`` shows a tqdm bar of its own.
+    ``batch_rows`` defaults to ``auto_batch_rows``.
+    """
+    tokens = max((settings_of(u).max_new_tokens for u in units), default=1)
+    chunks = pack(units, rows_of, settings_of, batch_rows or auto_batch_rows(model, tokens + 128))
+    done = 0
+    with tqdm(total=len(units), desc=description, unit="unit", disable=not show_progress) as bar:
+        for chunk in chunks:
+            rows = [row for unit in chunk for row in rows_of(unit)]
+            batch = Batch(rows, model, settings_of(chunk[0]), dict(generate_kwargs or {}))
+            decoded, start = batch.decode(batch.run()), 0
+            per_unit = []
+            for unit in chunk:
+                count = len(rows_of(unit))
+                per_unit.append(decoded[start : start + count])
+                start += count
+            yield chunk, per_unit
+            done += len(chunk)
+            bar.update(len(chunk))
+            if hasattr(progress, "update"):  # a tqdm-like bar (tqdm, gr.Progress().tqdm, ...)
+                progress.update(len(chunk))
+            elif progress is not None:
+                progress(done, len(units))

@@ -1,0 +1,161 @@
+"""Argument checks shared by the whole library: each raises ValueError naming the problem.
+
+Every public entry point validates its arguments here, before any model work, so one
+rule has one wording wherever it applies.
+
+>>> check_methods("GCSwR, is, gcswr")
+['gcswr', 'is']
+>>> check_seeds(7), check_seed_list(3)
+([7], [0, 1, 2])
+>>> check_sampling_settings(-1, None, None)
+Traceback (most recent call last):
+...
+ValueError: temperature must be a finite number >= 0 (0 means greedy), got -1
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Iterable, Sequence
+
+METHODS = ("is", "gcs", "gcswr")
+MAX_SEED = 2**63 - 1
+MAX_NEW_TOKENS = 1024
+MAX_REWORDINGS = 8
+MAX_SEED_COUNT = 10_000
+
+
+def is_integer(value) -> bool:
+    """A true integer (bools and integral floats are not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def check_count(value, name: str, low: int, high: int) -> int:
+    """An integer in [low, high].
+
+    >>> check_count(3, "n", 1, 8)
+    3
+    """
+    if not is_integer(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low:,}, {high:,}], got {value!r}")
+    return value
+
+
+def check_method(method: str) -> str:
+    """Return ``method`` lower-cased, or raise ValueError naming the valid methods.
+
+    >>> check_method("GCSwR")
+    'gcswr'
+    """
+    if not isinstance(method, str) or method.strip().lower() not in METHODS:
+        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+    return method.strip().lower()
+
+
+def check_methods(methods: Sequence[str] | str) -> list[str]:
+    """Methods from a list or a comma-separated string, checked, each once (first occurrence kept)."""
+    if isinstance(methods, str):
+        methods = methods.split(",")
+    elif not isinstance(methods, Iterable):
+        raise ValueError(f"methods must be a list of method names or a comma-separated string, got {methods!r}")
+    methods = [check_method(m) for m in methods]
+    if not methods:
+        raise ValueError("methods must not be empty")
+    return list(dict.fromkeys(methods))
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """Return ``seed`` as an int in [0, 2**63 - 1], or raise ValueError.
+
+    >>> check_seed(5)
+    5
+    """
+    if isinstance(seed, bool):
+        raise ValueError(f"{name} must be an integer, got a bool")
+    try:
+        value = operator.index(seed)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, got {type(seed).__name__} {seed!r}") from None
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {value}")
+    return value
+
+
+def check_seeds(seeds) -> list[int]:
+    """Explicit seeds: one int, or a non-empty list of them, each once (order kept)."""
+    if isinstance(seeds, str) or not isinstance(seeds, Iterable):
+        seeds = [seeds]
+    seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+    if not seeds:
+        raise ValueError("seeds must not be empty")
+    return list(dict.fromkeys(seeds))
+
+
+def check_seed_list(seeds: int | Iterable[int]) -> list[int]:
+    """A sweep's seeds: a count ``n`` means 0..n-1; a list of seeds is checked and kept."""
+    if is_integer(seeds):
+        return list(range(check_count(seeds, "a number of seeds", 1, MAX_SEED_COUNT)))
+    return check_seeds(seeds)
+
+
+def check_temperature(temperature) -> float:
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+            or temperature < 0:
+        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+    return float(temperature)
+
+
+def check_sampling_settings(temperature: float, top_k: int | None, top_p: float | None) -> None:
+    """Raise ValueError with a clear message for an invalid temperature, top_k or top_p.
+
+    >>> check_sampling_settings(0.7, 50, 0.9)
+    """
+    check_temperature(temperature)
+    if top_k is not None and (not is_integer(top_k) or top_k < 1):
+        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
+    if top_p is not None and (
+        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p) or not 0 < top_p <= 1
+    ):
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+
+
+def check_temperatures(temperatures) -> list[float]:
+    """One temperature or a non-empty list of them, each once."""
+    temperatures = [temperatures] if isinstance(temperatures, (int, float)) else list(temperatures)
+    if not temperatures:
+        raise ValueError("temperatures must not be empty")
+    return list(dict.fromkeys(check_temperature(t) for t in temperatures))
+
+
+def check_max_new_tokens(max_new_tokens: int) -> int:
+    return check_count(max_new_tokens, "max_new_tokens", 1, MAX_NEW_TOKENS)
+
+
+def check_prompts(prompts: Sequence[str], name: str = "prompts") -> list[str]:
+    """A non-empty list of non-blank strings, or ValueError naming the offending entry."""
+    if isinstance(prompts, str) or not isinstance(prompts, Sequence):
+        raise ValueError(f"{name} must be a list of strings, got {type(prompts).__name__}")
+    if len(prompts) == 0:
+        raise ValueError(f"{name} must not be empty")
+    for i, prompt in enumerate(prompts):
+        if not isinstance(prompt, str):
+            raise ValueError(f"{name}[{i}] must be a string, got {type(prompt).__name__}")
+        if not prompt.strip():
+            raise ValueError(f"{name}[{i}] is blank")
+    return list(prompts)
+
+
+def check_texts(texts: Sequence[str], name: str = "texts") -> list[str]:
+    """A list of strings (empty strings allowed: an empty response is still a response)."""
+    if isinstance(texts, str) or not isinstance(texts, Sequence):
+        raise ValueError(f"{name} must be a list of strings, got {type(texts).__name__}")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise ValueError(f"{name}[{i}] must be a string, got {type(text).__name__}")
+    return list(texts)
+
+
+def check_rewordings(rewordings) -> int:
+    """How many rewordings the model writes per prompt for ensembling: 0 (off) to 8."""
+    return check_count(rewordings, "rewordings", 0, MAX_REWORDINGS)

@@ -1,0 +1,72 @@
+"""``SamplingSettings``: what to sample, validated once where it is built.
+
+    >>> settings = SamplingSettings(methods="is,gcswr", seeds=[3, 3, 4], temperature=0.7, max_new_tokens=32)
+    >>> settings.methods, settings.seeds, settings.ensemble
+    (('is', 'gcswr'), (3, 4), 0)
+    >>> settings.replace(temperature=0.0).temperature
+    0.0
+    >>> SamplingSettings(top_p=1.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p must be None or a number in (0, 1], got 1.5
+
+Everything downstream (batches, the runner, sweeps, the app) takes one of these instead
+of a long list of keyword arguments, and trusts it: a frozen object cannot become invalid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from .checks import (
+    METHODS,
+    check_max_new_tokens,
+    check_methods,
+    check_rewordings,
+    check_sampling_settings,
+    check_seeds,
+    check_temperature,
+)
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Methods x seeds to run, and how each response is sampled.
+
+    Args:
+        methods: "is", "gcs", "gcswr" (a list or a comma-separated string); duplicates dropped.
+        seeds: one seed or a list; responses generated with one seed share their noise.
+        temperature: softmax temperature; 0 is greedy (all methods agree).
+        top_k, top_p: optional truncation after temperature, as in transformers.
+        max_new_tokens: at most 1024.
+        ensemble: rewordings the model writes per prompt for distributional ensembling
+            (section 5); 0 is off.
+    """
+
+    methods: tuple[str, ...] = METHODS
+    seeds: tuple[int, ...] = (0,)
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    max_new_tokens: int = 50
+    ensemble: int = 0
+
+    def __post_init__(self):
+        check_sampling_settings(self.temperature, self.top_k, self.top_p)
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
+        set_("methods", tuple(check_methods(self.methods)))
+        set_("seeds", tuple(check_seeds(self.seeds)))
+        set_("temperature", check_temperature(self.temperature))
+        set_("top_p", None if self.top_p is None else float(self.top_p))
+        set_("max_new_tokens", check_max_new_tokens(self.max_new_tokens))
+        set_("ensemble", check_rewordings(self.ensemble))
+
+    def replace(self, **changes) -> SamplingSettings:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def warping(self) -> tuple[float, int | None, float | None]:
+        """(temperature, top_k, top_p): all that a sampler's warpers need."""
+        return self.temperature, self.top_k, self.top_p
