@@ -10,21 +10,20 @@ experiments/style -> cli (and the Gradio app, outside this package).
 [0, 0]
 """
 
-from .checks import MAX_NEW_TOKENS, check_methods, check_sampling_settings, check_seeds
+from .checks import MAX_NEW_TOKENS, MAX_SEED, METHODS, check_methods, check_sampling_settings, check_seeds
 from .data import Group, load_groups, parse_groups
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
-from .kernels import kernel_status
+from .kernels import cpu_kernel, kernel_status
 from .generation import compare, generate, stream, stream_compare
 from .rewording import RewordReport, reword, reword_report
 from .settings import SamplingSettings
 from .experiments import CompareReport, compare_report, consistency_by_temperature, summary_table, sweep
-from .models import DEFAULT_MODEL, Model, load_model
+from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
 from .noise import gumbel
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
 from .samplers import (
     METHOD_NAMES,
-    METHODS,
     GumbelSampler,
     IndependentSampler,
     MixedSampler,
@@ -33,7 +32,7 @@ from .samplers import (
     make_sampler,
 )
 from .coupling import coupling_curve, perturb, recycling_histogram
-from .scoring import METRICS, consistency, shared_tokens, similarity, similarity_to
+from .scoring import METRICS, METRIC_NAMES, consistency, embedder, shared_tokens, similarity, similarity_to
 from .style import (
     RULE_CLASSIFIERS,
     Classifier,
@@ -68,6 +67,7 @@ __all__ = [
     "MixedSampler",
     "make_sampler",
     "kernel_status",
+    "cpu_kernel",
     "gumbel",
     "GumbelLogitsProcessor",
     "EnsembleLogitsProcessor",
@@ -78,9 +78,11 @@ __all__ = [
     "DEFAULT_MODEL",
     "Model",
     "load_model",
+    "embedded_model_installed",
     "format_prompt",
     "strip_followups",
     "MAX_NEW_TOKENS",
+    "MAX_SEED",
     "generate",
     "stream",
     "compare",
@@ -93,6 +95,8 @@ __all__ = [
     "geometric_ensemble",
     "grouped_geometric_ensemble",
     "METRICS",
+    "METRIC_NAMES",
+    "embedder",
     "similarity",
     "similarity_to",
     "consistency",

@@ -122,7 +122,8 @@ class Batch:
                 seeds.append(row.seed)
                 streams.append(prompt_stream(row.prompt))
         inputs = tokenizer(
-            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=not self.model.is_chat
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=not self.model.is_chat,
+            return_token_type_ids=False,  # generate() takes ids and mask only (some tokenizers add type ids)
         )
         limit = self.model.context_window - self.settings.max_new_tokens
         for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist()):

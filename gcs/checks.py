@@ -38,7 +38,7 @@ def check_count(value, name: str, low: int, high: int) -> int:
     3
     """
     if not is_integer(value) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low:,}, {high:,}], got {value!r}")
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
     return value
 
 

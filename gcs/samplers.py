@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import torch
 
-from .checks import METHODS, check_method, check_seed
+from .checks import check_method, check_seed
 from .kernels import cpu_kernel
 from .noise import DOMAIN_GUMBEL, DOMAIN_INDEPENDENT, exponential_noise, row_keys, splitmix64, uniform, vocabulary_noise
 

@@ -92,12 +92,12 @@ def test_bad_compare_input_is_a_clear_error_and_the_app_keeps_serving(client, ca
 def test_nan_temperature_is_refused_by_the_app_itself():
     """JSON cannot carry NaN (gradio_client refuses to send it), so check the app's own validation."""
     sys.path.insert(0, str(ROOT))
-    import app
+    from ui import compare
 
     with pytest.raises(ValueError, match="temperature must be a number"):
-        app.check_settings(math.nan, 8, 0, 1.0)
+        compare.compare_inputs("a\nb", math.nan, 8, 0, 1.0, "gcswr", False, "x")
     with pytest.raises(ValueError, match="top_p must be a number"):
-        app.check_settings(1.0, 8, 0, math.inf * 0)
+        compare.compare_inputs("a\nb", 1.0, 8, 0, math.inf * 0, "gcswr", False, "x")
 
 
 def test_emoji_and_right_to_left_text_work(client):
@@ -124,7 +124,7 @@ def test_bad_sweep_input(client, arguments, message):
      (("0.5, abc", "", 3.0, 1000, 1000, 0), "p must be numbers"),
      (("1", "", 3.0, 1000, 1000, 0), "2 to 64"),
      (("0.5, 0.5", "0.2, 0.3, 0.5", 3.0, 1000, 1000, 0), "same number of categories"),
-     (("0.5, 0.5", "", 3.0, 10**7, 1000, 0), "trials must be between")],
+     (("0.5, 0.5", "", 3.0, 10**7, 1000, 0), "trials must be a whole number from 100 to 20,000")],
 )
 def test_bad_coupling_input(client, arguments, message):
     with pytest.raises(Exception, match=message):

@@ -20,7 +20,7 @@ from gcs import cli, generation
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import app  # noqa: E402
+from ui import compare  # noqa: E402
 
 GOOD = ["What is DNA?", "Explain what DNA is."]
 
@@ -57,7 +57,7 @@ HEAVY = {"100 paraphrases", "20,000 characters"}  # accepted; generating them on
 def test_python_api(case, embedded_model):
     prompts, settings, message, _ = CASES[case]
     if message is None and case in HEAVY:  # validation and batching accept it (nothing generated)
-        batch = generation._prepare(prompts, gcs.METHODS, [0], 1.0, None, None, 1, embedded_model, None, {})
+        batch, _ = generation.prepare(prompts, gcs.SamplingSettings(max_new_tokens=1), embedded_model)
         assert len(batch.rows) == 3 * len(prompts)
     elif message is None:
         frame = _python(prompts, settings, embedded_model)
@@ -74,10 +74,10 @@ def test_ui_handler(case):
                  "methods": ["gcswr"], "ensembling": False, "model_name": gcs.DEFAULT_MODEL}
     arguments.update({("model_name" if k == "model" else k): v for k, v in settings.items()})
     if message is None:
-        assert list(app.compare_stream(*arguments.values()))[-1][-1] == "Done."
+        assert list(compare.compare_stream(*arguments.values()))[-1][-1] == "Done."
     else:
         with pytest.raises(gr.Error, match=re.escape(message)):
-            list(app.compare_stream(*arguments.values()))
+            list(compare.compare_stream(*arguments.values()))
 
 
 CLI_CASES = {
@@ -86,7 +86,7 @@ CLI_CASES = {
     "top_p 0": (["--top-p", "0"], "top_p"),
     "seed negative": (["--seeds=-1,2"], "seed"),
     "seed above 2^63": (["--seeds", f"{2**63},1"], "seed"),
-    "no seeds": (["--seeds", "0"], "a number of seeds must be in [1, 10000]"),
+    "no seeds": (["--seeds", "0"], "a number of seeds must be an integer in [1, 10000]"),
     "max_new_tokens 0": (["--max-new-tokens", "0"], "max_new_tokens"),
     "max_new_tokens 10^6": (["--max-new-tokens", "1000000"], "max_new_tokens"),
     "unknown model": (["--model", "no-such-org/no-such-model"], "could not load model"),

@@ -1,10 +1,13 @@
 """End to end in a real browser: headless Chromium (Debian's package) driven by Playwright.
 
-Needs /usr/bin/chromium (``.ci/run`` installs it). Screenshots go to assets/ for the README.
+Needs Debian's chromium (the README's test command installs it). Screenshots go to a temporary
+folder; ``GCS_UPDATE_SCREENSHOTS=1 python -m pytest tests/test_browser.py`` writes them to assets/
+for the README instead (look at them before committing).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -13,7 +16,12 @@ from playwright.sync_api import expect, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-TIMEOUT_MS = 180_000
+TIMEOUT_MS = 900_000  # generous: a busy machine is slow, not broken
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory) -> Path:
+    return ROOT / "assets" if os.environ.get("GCS_UPDATE_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("shots")
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +36,7 @@ def page(app_url):
         browser.close()
 
 
-def test_side_by_side_streams_responses_and_plots(page):
+def test_side_by_side_streams_responses_and_plots(page, screenshots):
     box = page.locator("#paraphrases textarea")
     box.fill("Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky.")
     page.locator("#run-compare").click()
@@ -39,25 +47,25 @@ def test_side_by_side_streams_responses_and_plots(page):
     scores = page.locator("#scores")
     expect(scores).to_contain_text("GCSwR")
     expect(scores).to_contain_text("E5")
-    page.screenshot(path=str(ROOT / "assets" / "screenshot-compare.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "screenshot-compare.png"), full_page=True)
 
 
 def test_bad_input_shows_an_error_and_the_page_keeps_working(page):
     page.locator("#paraphrases textarea").fill("Only one question?")
     page.locator("#run-compare").click()
-    expect(page.get_by_text("enter 2 to 8 paraphrases").first).to_be_visible(timeout=30_000)
+    expect(page.get_by_text("enter 2 to 8 paraphrases").first).to_be_visible(timeout=TIMEOUT_MS)
 
 
-def test_coupling_explorer_plots(page):
+def test_coupling_explorer_plots(page, screenshots):
     page.get_by_role("tab", name="Coupling explorer").click()
-    expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=60_000)
-    expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=60_000)
-    page.screenshot(path=str(ROOT / "assets" / "screenshot-coupling.png"), full_page=True)
+    expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    page.screenshot(path=str(screenshots / "screenshot-coupling.png"), full_page=True)
 
 
-def test_sweep_tab_plots_curves(page):
+def test_sweep_tab_plots_curves(page, screenshots):
     page.get_by_role("tab", name="Consistency vs temperature").click()
     page.get_by_label("seeds").first.fill("1")
     page.locator("#run-sweep").click()
     expect(page.locator("#sweep-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
-    page.screenshot(path=str(ROOT / "assets" / "screenshot-sweep.png"), full_page=True)
+    page.screenshot(path=str(screenshots / "screenshot-sweep.png"), full_page=True)

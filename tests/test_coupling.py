@@ -23,6 +23,14 @@ def test_coupling_curve_matches_theorem1_by_monte_carlo():
         assert row.theorem1 >= row.independent  # sharing noise never lowers agreement
 
 
+def test_largest_seed_is_accepted():
+    """Sub-seeds are hashed: the explorer used seed * 200,000 + t, past 2**63 - 1 for large seeds."""
+    curve = gcs.coupling_curve(P, epsilons=[0.0, 1.0], trials=200, seed=gcs.MAX_SEED)
+    assert curve.loc[0, "monte_carlo_shared"] == 1.0
+    other = gcs.coupling_curve(P, epsilons=[0.0, 1.0], trials=200, seed=gcs.MAX_SEED - 1)
+    assert not other.equals(curve)  # neighbouring seeds do not share their draws
+
+
 def test_given_q_is_the_last_point():
     q = [0.1, 0.2, 0.3, 0.4]
     curve = gcs.coupling_curve(P, q, epsilons=[0, 1, 2], trials=500)

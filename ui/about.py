@@ -1,0 +1,36 @@
+"""The About tab's text: what the demo shows and how to read it."""
+
+ABOUT = """
+### What you are looking at
+
+A language model answers two rewordings of one question differently — partly because of *what*
+was asked, partly by pure **sampling luck**. Gumbel Consistency Sampling removes the luck that
+the rewordings need not have:
+
+- **IS — independent sampling** (the usual way): every response draws its own randomness.
+- **GCS — Gumbel consistency sampling**: each token is picked by the Gumbel-max trick,
+  `argmax(log p + g)`, and the responses to all rewordings share the Gumbel noise `g` of each position.
+- **GCSwR — GCS with recycling** (Algorithm 1): after each token the noise is *recycled* instead of
+  redrawn, so the same preferences carry across positions even when responses drift out of step.
+- **Ensembling** (section 5): the model also writes rewordings of each prompt, and every token is
+  drawn from the geometric mean of the next-token distributions over them.
+
+Every single response is still an **exact sample from the model** (Theorems 1–2): only the *joint*
+distribution of the responses changes. Same quality, more agreement.
+
+### How to read the plots
+
+- **Side by side**: one column per method; `[n]` is the response to paraphrase n. Highlighted tokens
+  appear in *every* response of that column (common words too: a bag-of-tokens view). The heatmap shows pairwise E5 similarity; the table
+  gives each method's mean pairwise similarity (E5, token Jaccard, MiniLM). Same seed = same noise.
+- **Consistency vs temperature**: mean consistency over groups × seeds with standard-error bars
+  (the paper's Fig. 2), clustered by seed: responses with one seed share their noise across groups, so
+  the seeds, not the cells, are the independent runs. At temperature 0 (greedy) all methods coincide.
+- **Coupling explorer**: for two distributions p and q, the chance that one draw from each picks the
+  same category — with shared noise (Theorem 1, exact line; Monte Carlo points) versus independent
+  draws (Σ p·q). Below, GCSwR draws thousands of tokens from one distribution while recycling its
+  noise: the histogram matches the target.
+
+Paper: *Waste Not, Want Not: Recycled Gumbel Noise Improves Consistency in Natural Language
+Generation* (de Mijolla, Saddiq & Moore). Library, CLI and tests: the `gcs` package in this repository.
+"""

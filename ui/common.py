@@ -1,0 +1,211 @@
+"""What every tab shares: the demo's limits, input parsing, the model allowlist, errors, downloads, logging.
+
+The public demo is stricter than the library: ``LIMITS`` is the one table of its bounds,
+and ``check(name, value)`` the one place they are enforced (so the UI, the API and the
+README's bad-input table say the same thing).
+"""
+
+from __future__ import annotations
+
+# ZeroGPU Spaces: `spaces` must be imported before anything initialises CUDA. Elsewhere its
+# decorator is a no-op, so the same code runs on CPU, a GPU and ZeroGPU.
+try:
+    import spaces
+
+    gpu = spaces.GPU
+except ImportError:
+
+    def gpu(function=None, **_):
+        return function if function is not None else (lambda f: f)
+
+
+import collections
+import logging
+import math
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import torch
+
+import gcs
+
+logger = logging.getLogger("gcs.app")
+
+
+# -- limits of the public demo (the library itself allows more) ---------------------------------
+@dataclass(frozen=True)
+class Limit:
+    """A number the demo accepts: ``low`` to ``high`` (``low`` excluded when ``open_low``), whole or not."""
+
+    low: float
+    high: float
+    whole: bool = False
+    open_low: bool = False
+    high_text: str = ""  # how to write ``high`` in a message, when its digits would not help
+
+    def describe(self) -> str:
+        high = self.high_text or (f"{int(self.high):,}" if self.whole else f"{self.high:g}")
+        if self.whole:
+            return f"a whole number from {int(self.low):,} to {high}"
+        return f"in ({self.low:g}, {high}]" if self.open_low else f"between {self.low:g} and {high}"
+
+
+LIMITS = {
+    "paraphrases": Limit(2, 8, whole=True),
+    "paraphrase characters": Limit(1, 1000, whole=True),
+    "temperature": Limit(0, 2),
+    "top_p": Limit(0, 1, open_low=True),
+    "max_new_tokens": Limit(1, 256, whole=True),
+    "seed": Limit(0, gcs.MAX_SEED, whole=True, high_text="2^63 - 1"),
+    "seeds": Limit(1, 10, whole=True),
+    "sweep max_new_tokens": Limit(1, 128, whole=True),
+    "temperatures": Limit(1, 8, whole=True),
+    "groups": Limit(1, 50, whole=True),
+    "sweep cells": Limit(1, 240, whole=True),
+    "upload bytes": Limit(1, 1_000_000, whole=True),
+    "max ε": Limit(0, 10),
+    "trials": Limit(100, 20_000, whole=True),
+    "steps": Limit(100, 20_000, whole=True),
+    "coupling seed": Limit(0, 2**31, whole=True),
+}
+
+
+def check(name: str, value) -> float | int:
+    """``value`` if it is within ``LIMITS[name]`` (as int for whole numbers), else ValueError naming the limit.
+
+    >>> check("temperature", 0.7), check("seeds", 4.0)
+    (0.7, 4)
+    >>> check("top_p", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p must be in (0, 1], got 0
+    """
+    limit = LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    inside = (limit.low < value if limit.open_low else limit.low <= value) and value <= limit.high
+    if not inside or (limit.whole and value != int(value)):
+        raise ValueError(f"{name} must be {limit.describe()}, got {value:g}" if isinstance(value, float)
+                         else f"{name} must be {limit.describe()}, got {value}")
+    return int(value) if limit.whole else float(value)
+
+
+def check_count_of(name: str, items: list) -> list:
+    """``items`` if their number is within ``LIMITS[name]``."""
+    limit = LIMITS[name]
+    if not limit.low <= len(items) <= limit.high:
+        raise ValueError(f"give {int(limit.low)} to {int(limit.high)} {name}, got {len(items)}")
+    return items
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def parse_paraphrases(text: str) -> list[str]:
+    """Paraphrases typed one per line: 2 to 8 of them, each up to 1,000 characters, no control characters."""
+    if not isinstance(text, str):
+        raise ValueError("paraphrases must be text, one per line")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    limit, chars = LIMITS["paraphrases"], int(LIMITS["paraphrase characters"].high)
+    if len(lines) < limit.low:
+        raise ValueError(f"enter {int(limit.low)} to {int(limit.high)} paraphrases, one per line (got {len(lines)})")
+    if len(lines) > limit.high:
+        raise ValueError(f"at most {int(limit.high)} paraphrases here, got {len(lines)}")
+    for i, line in enumerate(lines, start=1):
+        if len(line) > chars:
+            raise ValueError(f"paraphrase {i} has {len(line):,} characters; the limit here is {chars:,}")
+        if _CONTROL.search(line):
+            raise ValueError(f"paraphrase {i} contains control characters")
+    return lines
+
+
+def parse_numbers(text: str, name: str, separators: str = r"[,;\s]+") -> list[float]:
+    """Numbers separated by commas (or spaces), or ValueError naming the field."""
+    try:
+        return [float(x) for x in re.split(separators, str(text or "").strip()) if x]
+    except ValueError:
+        raise ValueError(f"{name} must be numbers separated by commas, got {text!r}") from None
+
+
+# -- models: an allowlist, widened by GCS_ALLOWED_MODELS for self-hosting ----------------------
+def _hub_reachable() -> bool:
+    return bool(os.environ.get("SPACE_ID")) and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
+
+
+HUB_MODELS = ["HuggingFaceTB/SmolLM2-360M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct"]
+GPU_MODELS = ["meta-llama/Meta-Llama-3-8B-Instruct"]
+
+
+def allowed_models() -> list[str]:
+    models = [gcs.DEFAULT_MODEL] if gcs.embedded_model_installed() or not _hub_reachable() else []
+    if _hub_reachable():
+        models += HUB_MODELS + (GPU_MODELS if torch.cuda.is_available() else [])
+    extra = [m.strip() for m in os.environ.get("GCS_ALLOWED_MODELS", "").split(",") if m.strip()]
+    return list(dict.fromkeys(models + extra))
+
+
+ALLOWED_MODELS = allowed_models()
+DEFAULT_MODEL = os.environ.get("GCS_DEFAULT_MODEL") or (HUB_MODELS[0] if _hub_reachable() else gcs.DEFAULT_MODEL)
+if DEFAULT_MODEL not in ALLOWED_MODELS:
+    ALLOWED_MODELS.insert(0, DEFAULT_MODEL)
+
+
+def load_allowed_model(name: str) -> gcs.Model:
+    if name not in ALLOWED_MODELS:
+        raise ValueError(f"model {name!r} is not offered here; choose one of: {', '.join(ALLOWED_MODELS)}")
+    return gcs.load_model(name)
+
+
+def model_dropdown() -> gr.Dropdown:
+    return gr.Dropdown(choices=ALLOWED_MODELS, value=DEFAULT_MODEL, label="model",
+                       info="embedded SmolLM2-135M-Instruct works offline")
+
+
+def method_choices() -> list[tuple[str, str]]:
+    return [(gcs.METHOD_NAMES[m], m) for m in gcs.METHODS]
+
+
+# -- errors ---------------------------------------------------------------------------------------
+def user_error(error: Exception) -> gr.Error:
+    """The message a user sees; internal failures are logged, not shown in full."""
+    if isinstance(error, ValueError):
+        return gr.Error(str(error))
+    if isinstance(error, torch.OutOfMemoryError):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        return gr.Error("out of memory for this request: use fewer paraphrases or fewer new tokens")
+    logger.exception("request failed")
+    return gr.Error(f"generation failed ({type(error).__name__}); please try again")
+
+
+_SECRET = re.compile(r"hf_[A-Za-z0-9]{16,}|\b(?:token|api[_-]?key|password|secret)\s*[=:]\s*\S+", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Hide anything that looks like a token or password before it reaches a log."""
+    return _SECRET.sub("[redacted]", text)
+
+
+class RedactSecrets(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = redact(record.getMessage()), ()
+        return True
+
+
+# -- downloads ------------------------------------------------------------------------------------
+_DOWNLOADS: collections.deque[Path] = collections.deque()
+KEPT_DOWNLOADS = 64
+
+
+def download_folder(prefix: str) -> Path:
+    """A fresh temporary folder for one run's files; only the newest 64 are kept (a public app must not fill the disk)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    _DOWNLOADS.append(folder)
+    while len(_DOWNLOADS) > KEPT_DOWNLOADS:
+        shutil.rmtree(_DOWNLOADS.popleft(), ignore_errors=True)
+    return folder

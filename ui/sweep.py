@@ -1,0 +1,127 @@
+"""Consistency vs temperature: sweeps over paraphrase groups (the paper's Fig. 2)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import gradio as gr
+
+import gcs
+
+from .common import (
+    DEFAULT_MODEL, LIMITS, check, check_count_of, download_folder, gpu, load_allowed_model, method_choices,
+    model_dropdown, parse_numbers, parse_paraphrases, user_error,
+)
+
+SOURCES = ("built-in set", "my paraphrases", "uploaded file")
+
+
+def sweep_groups(source: str, groups_text: str, builtin_count, upload) -> list[gcs.Group]:
+    """The groups of the chosen source: built-in, typed (blank line between groups) or an uploaded file."""
+    if source == "uploaded file":
+        if upload is None:
+            raise ValueError("upload a .jsonl or .csv file first")
+        path = Path(upload if isinstance(upload, str) else upload.name)
+        if path.stat().st_size > LIMITS["upload bytes"].high:
+            raise ValueError(f"the uploaded file is over {int(LIMITS['upload bytes'].high) // 1000:,} kB")
+        groups = gcs.load_groups(path)
+    elif source == "built-in set":
+        groups = gcs.load_groups("general")[: check("groups", builtin_count)]
+    else:
+        blocks = [b for b in re.split(r"\n\s*\n", groups_text or "") if b.strip()]
+        if not blocks:
+            raise ValueError("enter groups of paraphrases: one per line, a blank line between groups")
+        groups = [gcs.Group(str(i + 1), tuple(parse_paraphrases(b))) for i, b in enumerate(blocks)]
+    if len(groups) > LIMITS["groups"].high:
+        raise ValueError(f"at most {int(LIMITS['groups'].high)} groups here, got {len(groups)}")
+    return groups
+
+
+def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model_name):
+    temperatures = check_count_of("temperatures", parse_numbers(temperatures, "temperatures"))
+    temperatures = [check("temperature", t) for t in temperatures]
+    methods, seeds = gcs.check_methods(methods if methods is not None else []), check("seeds", seeds)
+    cells = len(groups) * len(temperatures) * len(methods) * seeds
+    if cells > LIMITS["sweep cells"].high:
+        raise ValueError(f"this sweep has {cells} cells (groups x temperatures x methods x seeds); the limit here "
+                         f"is {int(LIMITS['sweep cells'].high)}: run larger sweeps with `gcs run`")
+    return gcs.sweep(groups, temperatures, methods, seeds, [metric], load_allowed_model(model_name),
+                     check("sweep max_new_tokens", max_new_tokens), show_progress=True)
+
+
+def curve_table(frame):
+    table = gcs.consistency_by_temperature(frame).drop(columns=["metric"]).round(4)
+    table["method"] = table["method"].map(gcs.METHOD_NAMES)
+    return table
+
+
+@gpu
+def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, max_new_tokens,
+             model_name, progress=gr.Progress(track_tqdm=True)):
+    try:
+        frame = run_sweep(sweep_groups(source, groups_text, builtin_count, upload), temperatures, seeds, methods,
+                          metric, max_new_tokens, model_name)
+        path = download_folder("gcs-sweep-") / "gcs_sweep.csv"
+        frame.to_csv(path, index=False)
+        return gcs.consistency_figure(frame, metric), curve_table(frame), str(path)
+    except Exception as error:
+        raise user_error(error) from error
+
+
+@gpu
+def api_sweep(
+    paraphrases: str,
+    temperatures: str = "0, 0.5, 1",
+    seeds: int = 2,
+    methods: str = "is,gcswr",
+    metric: str = "e5",
+    max_new_tokens: int = 32,
+    model: str = DEFAULT_MODEL,
+) -> dict:
+    """Consistency vs temperature. paraphrases: groups of rewordings, one per line, groups separated by a
+    blank line (or "builtin:N" for the first N built-in groups). Returns the tidy rows and the curve."""
+    try:
+        if isinstance(paraphrases, str) and paraphrases.strip().startswith("builtin:"):
+            count = paraphrases.split(":", 1)[1].strip()
+            if not count.isdigit():
+                raise ValueError(f"builtin:N needs a whole number N, got {count!r}")
+            groups = sweep_groups("built-in set", "", int(count), None)
+        else:
+            groups = sweep_groups("my paraphrases", paraphrases, 0, None)
+        frame = run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model)
+    except Exception as error:
+        raise user_error(error) from error
+    return {"rows": json.loads(frame.to_json(orient="records")),
+            "curve": json.loads(gcs.consistency_by_temperature(frame).to_json(orient="records"))}
+
+
+def build() -> None:
+    """The "Consistency vs temperature" tab, inside the caller's ``gr.Blocks``."""
+    with gr.Tab("Consistency vs temperature", id="sweep"):
+        with gr.Row():
+            with gr.Column():
+                source = gr.Radio(list(SOURCES), value=SOURCES[0], label="paraphrase groups")
+                builtin_count = gr.Slider(2, 20, value=4, step=1, label="built-in groups to use")
+                groups_text = gr.Textbox(lines=6, label="my paraphrases: one per line, a blank line between groups",
+                                         value="What is DNA?\nExplain what DNA is.\n\nWhy is the sky blue?\n"
+                                               "What makes the sky look blue?")
+                upload = gr.File(label="or upload .jsonl / .csv (see README for the schema; ≤ 1 MB)",
+                                 file_types=[".jsonl", ".csv"], type="filepath")
+            with gr.Column():
+                temperatures = gr.Textbox(value="0, 0.5, 1", label="temperatures")
+                seeds = gr.Slider(1, LIMITS["seeds"].high, value=2, step=1, label="seeds")
+                methods = gr.CheckboxGroup(method_choices(), value=["is", "gcswr"], label="methods")
+                metric = gr.Dropdown([("E5", "e5"), ("MiniLM", "minilm"), ("token Jaccard", "jaccard")],
+                                     value="e5", label="metric")
+                tokens = gr.Slider(8, LIMITS["sweep max_new_tokens"].high, value=32, step=8, label="max new tokens")
+                model = model_dropdown()
+        run = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
+        curve = gr.Plot(label="consistency vs temperature", elem_id="sweep-plot")
+        table = gr.Dataframe(label="mean ± std.err (clustered by seed: one seed's groups share noise)",
+                             interactive=False)
+        csv = gr.File(label="download all rows (CSV)", interactive=False)
+        run.click(sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, tokens,
+                             model], [curve, table, csv], api_visibility="private", concurrency_id="model",
+                  concurrency_limit=1)
