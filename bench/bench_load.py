@@ -2,11 +2,15 @@
 
     python bench/bench_load.py [--clients 8] [--requests 3] [--queue-size 4] [--tokens 16]
 
-Starts the app in a fresh process with a bounded queue (GCS_QUEUE_SIZE), then each of
+Starts the app in a fresh process with a bounded model lane (GCS_QUEUE_SIZE), then each of
 --clients threads sends --requests /compare calls (3 paraphrases x 3 methods x --tokens
-tokens) back to back and stops. Prints outcomes (served / queue full / other error),
-latency percentiles of served requests, the server's peak resident memory, and checks
-that the server still answers afterwards. Exit status 1 if any request failed in another way.
+tokens) back to back and stops, while a prober calls the light /coupling endpoint once a
+second. Prints outcomes (served / queue full / other error), latency percentiles of served
+requests, how /coupling fared under the full model lane, the server's peak resident memory,
+and checks that the server still answers afterwards. Then: an abandoned long /compare (its
+client killed after 3 s) and how soon a short /compare is served after the kill; hostile
+/sweep metric strings (all refused); an over-the-cap request (refused). Exit status 1 if any
+request failed in an unexpected way.
 """
 
 from __future__ import annotations
@@ -89,16 +93,37 @@ def main() -> None:
                 if outcome == "served":
                     latencies.append(time.perf_counter() - start)
 
+    light, flooding = Counter(), threading.Event()
+    light_latencies = []
+
+    def coupling_prober():
+        client = Client(url, verbose=False)
+        while flooding.is_set():
+            start = time.perf_counter()
+            try:
+                client.predict(api_name="/coupling", trials=500, steps=500)
+                light["served"] += 1
+                light_latencies.append(time.perf_counter() - start)
+            except Exception as error:
+                light[classify(error)] += 1
+            time.sleep(1)
+
     watcher = threading.Thread(target=watch_memory, daemon=True)
     watcher.start()
     started = time.perf_counter()
+    flooding.set()
     threads = [threading.Thread(target=client_loop) for _ in range(args.clients)]
-    for thread in threads:
+    prober = threading.Thread(target=coupling_prober)
+    for thread in [*threads, prober]:
         thread.start()
     for thread in threads:
         thread.join()
+    flooding.clear()
+    prober.join()
     elapsed = time.perf_counter() - started
     still_serving = Client(url, verbose=False).predict(api_name="/coupling", trials=500, steps=500) is not None
+    freed_after = abandoned_call(url)
+    refusals = hostile_requests(url)
     watching.set()
     server.terminate()
     server.wait()
@@ -114,8 +139,46 @@ def main() -> None:
         print(
             f"  latency of served requests: p50 {p50:.2f} s, p90 {p90:.2f} s, p99 {p99:.2f} s, max {max(latencies):.2f} s"
         )
+    worst = f", max {max(light_latencies):.2f} s" if light_latencies else ""
+    print(f"  /coupling during the flood: {dict(light)}{worst}")
     print(f"  server peak RSS {peak[0] / 2**20:.0f} MiB; still serving afterwards: {still_serving}")
-    sys.exit(1 if any(o.startswith("error") for o in outcomes) or not still_serving else 0)
+    print(f"  abandoned long /compare (client killed after 3 s): a short /compare served {freed_after:.1f} s after the kill")
+    print(f"  hostile requests refused: {refusals}")
+    unexpected = any(o.startswith("error") for o in [*outcomes, *light]) or not still_serving
+    sys.exit(1 if unexpected or not all(refusals.values()) else 0)
+
+
+def abandoned_call(url: str) -> float:
+    """Seconds from killing a client mid-way through a long /compare until a short /compare is served."""
+    script = ("import sys; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
+              "job = c.submit('\\n'.join(f'Tell me a long story about dragon number {i}.' for i in range(8)), 1.0, "
+              "256, 0, api_name='/compare'); print('submitted', flush=True); job.result()")
+    abandoned = subprocess.Popen([sys.executable, "-c", script, url], stdout=subprocess.PIPE, text=True)
+    abandoned.stdout.readline()
+    time.sleep(3)
+    abandoned.kill()
+    abandoned.wait()
+    killed = time.perf_counter()
+    Client(url, verbose=False).predict("What is DNA?\nExplain DNA.", 0.0, 4, 0, 1.0, "gcswr", api_name="/compare")
+    return time.perf_counter() - killed
+
+
+def hostile_requests(url: str) -> dict[str, bool]:
+    """Requests that must be refused (True) before any work: server paths as metrics, work over the cap."""
+    client, refused = Client(url, verbose=False), {}
+    for metric in (f"minilm:{Path.home()}", f"e5:{ROOT}", "minilm:/nonexistent", "e5:intfloat/e5-large-v2"):
+        try:
+            client.predict("What is DNA?\nExplain DNA.", "1", 1, "is", metric, 4, api_name="/sweep")
+            refused[metric] = False
+        except Exception as error:
+            refused[metric] = "not offered here" in str(error)
+    eight = "\n".join(f"Question {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
+    try:
+        client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True, api_name="/compare")
+        refused["work over the cap"] = False
+    except Exception as error:
+        refused["work over the cap"] = "tokens of work" in str(error)
+    return refused
 
 
 if __name__ == "__main__":

@@ -12,8 +12,10 @@ experiments/style -> cli (and the Gradio app, outside this package).
 
 from .checks import MAX_NEW_TOKENS, MAX_SEED, METHODS, check_methods, check_sampling_settings, check_seeds
 from .data import Group, load_groups, parse_groups
+from .export import csv_safe, write_csv
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
 from .kernels import cpu_kernel, kernel_status
+from .batch import Cancelled, prompt_lengths
 from .generation import compare, generate, stream, stream_compare
 from .rewording import RewordReport, reword, reword_report
 from .settings import SamplingSettings
@@ -84,6 +86,8 @@ __all__ = [
     "MAX_NEW_TOKENS",
     "MAX_SEED",
     "generate",
+    "prompt_lengths",
+    "Cancelled",
     "stream",
     "compare",
     "stream_compare",
@@ -101,6 +105,8 @@ __all__ = [
     "similarity_to",
     "consistency",
     "Group",
+    "csv_safe",
+    "write_csv",
     "load_groups",
     "parse_groups",
     "sweep",

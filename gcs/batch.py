@@ -8,18 +8,21 @@ does not depend on the batch it is in (IS rows take their stream from a hash of 
 prompt). ``run_batches`` feeds any number of rows through as few batches as a row
 budget allows: sweeps, style experiments and rewording all use it.
 
-Generation settings are pinned: transformers fills every generation field left unset
-from the model's own ``generation_config`` and runs the resulting processors *before*
-ours, so a checkpoint's ``repetition_penalty=1.1`` would silently change the sampled
-distribution. ``generation_config`` sets every such field to its neutral value, and
-refuses a model whose defaults carry one that only ``None`` can neutralise.
+Generation settings are pinned: transformers fills generation fields from the model's own
+``generation_config`` and runs the resulting processors *before* ours, so a checkpoint's
+``repetition_penalty=1.1`` would silently change the sampled distribution. Every call runs
+with every such field neutral (``neutral_generation_defaults``).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import logging
 import queue
 import threading
+import weakref
+from contextlib import contextmanager
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -33,38 +36,55 @@ from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
 from .settings import SamplingSettings
 
+logger = logging.getLogger(__name__)
+
 # Neutral values of every generation field that would add a logits processor before ours
 # (min_new_tokens also replaces a model's min_length; do_sample=False drops every sampling warper).
 NEUTRAL_GENERATION = dict(
     do_sample=False, num_beams=1, num_return_sequences=1, repetition_penalty=1.0, encoder_repetition_penalty=1.0,
     no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0, min_new_tokens=0, guidance_scale=1.0,
-    renormalize_logits=False, remove_invalid_values=False, suppress_tokens=[], begin_suppress_tokens=[],
-    token_healing=False,
+    renormalize_logits=False, remove_invalid_values=False, suppress_tokens=None, begin_suppress_tokens=None,
+    bad_words_ids=None, sequence_bias=None, forced_bos_token_id=None, forced_eos_token_id=None,
+    exponential_decay_length_penalty=None, watermarking_config=None, dola_layers=None, penalty_alpha=None,
+    min_length=0, token_healing=False,
 )
-# Fields whose only neutral value is None, which transformers replaces by the model's default.
-UNSETTABLE_GENERATION = ("bad_words_ids", "sequence_bias", "forced_bos_token_id", "forced_eos_token_id",
-                         "exponential_decay_length_penalty", "watermarking_config", "dola_layers", "penalty_alpha")
 # Special tokens that open a new chat turn: a response that emits one has ended (the model is inventing the next turn).
 TURN_START_TOKENS = ("<|im_start|>", "<|start_header_id|>", "<|user|>", "<|assistant|>", "<|system|>",
                      "<start_of_turn>", "[INST]", "<|endoftext|>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>")
+_GENERATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> lock around the swap below
+_GENERATING_LOCK = threading.Lock()
+
+
+@contextmanager
+def neutral_generation_defaults(model: Model):
+    """While generating, the model's own ``generation_config`` holds no distribution-changing default.
+
+    transformers fills generation fields from the model's defaults (5.x: every field left
+    None; 4.x: every field *equal to the global default*, so even an explicit
+    ``repetition_penalty=1.0`` is replaced by the checkpoint's 1.1). Swapping in a copy with
+    the neutral values makes both behave; a lock per model keeps concurrent calls apart.
+    """
+    with _GENERATING_LOCK:
+        lock = _GENERATING.setdefault(model.model, threading.Lock())
+    with lock:
+        original = model.model.generation_config
+        neutral = copy.deepcopy(original)
+        for name, value in NEUTRAL_GENERATION.items():
+            if hasattr(neutral, name):
+                setattr(neutral, name, copy.copy(value))
+        model.model.generation_config = neutral
+        try:
+            yield
+        finally:
+            model.model.generation_config = original
 
 
 def generation_config(model: Model, max_new_tokens: int, stop_ids: Sequence[int], generate_kwargs: dict):
     """A ``GenerationConfig`` under which transformers adds no processor of its own, and the leftover kwargs.
 
-    Raises ValueError if the model's ``generation_config`` sets a distribution-changing
-    field that cannot be pinned (say ``bad_words_ids``); passing it explicitly in
-    ``generate_kwargs`` is the caller's choice and is kept.
+    Use it inside ``neutral_generation_defaults(model)``. Keywords in ``generate_kwargs``
+    (say ``min_new_tokens``) are the caller's explicit choice and are kept.
     """
-    defaults = model.model.generation_config
-    carried = [name for name in UNSETTABLE_GENERATION
-               if getattr(defaults, name, None) is not None and name not in generate_kwargs]
-    if carried:
-        raise ValueError(
-            f"model {model.name!r} has generation defaults that change the sampled distribution before gcs samples: "
-            f"{', '.join(f'{n}={getattr(defaults, n)!r}' for n in carried)}; clear them "
-            f"(model.model.generation_config.{carried[0]} = None) so each response is an exact sample"
-        )
     config = GenerationConfig(**NEUTRAL_GENERATION, max_new_tokens=max_new_tokens, eos_token_id=list(stop_ids),
                               pad_token_id=model.tokenizer.pad_token_id)
     return config, config.update(**generate_kwargs)
@@ -79,6 +99,12 @@ def stop_token_ids(model: Model) -> list[int]:
         vocab = tokenizer.get_vocab()
         ids |= {vocab[token] for token in TURN_START_TOKENS if token in vocab}
     return sorted(ids - {None})
+
+
+def prompt_lengths(prompts: Sequence[str], model: Model) -> list[int]:
+    """Tokens each prompt takes as the model sees it (chat template or base template included)."""
+    texts = [format_prompt(p, model.tokenizer, model.is_chat) for p in prompts]
+    return [len(ids) for ids in model.tokenizer(texts, add_special_tokens=not model.is_chat)["input_ids"]]
 
 
 def prompt_stream(prompt: str) -> int:
@@ -154,9 +180,9 @@ class Batch:
                                                  self.generate_kwargs)
         if stop is not None:
             other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
-        output = self.model.model.generate(
-            **self.inputs, generation_config=config, logits_processor=self.processors(), streamer=streamer, **other_kwargs
-        )
+        with neutral_generation_defaults(self.model):
+            output = self.model.model.generate(**self.inputs, generation_config=config,
+                                               logits_processor=self.processors(), streamer=streamer, **other_kwargs)
         return output[:, self.inputs["input_ids"].shape[1] :].cpu()
 
     def _response(self, ids: list[int]) -> tuple[list[int], bool]:
@@ -210,6 +236,8 @@ class Batch:
                 raise outcome["error"]
             yield self.decode(outcome["tokens"])
         finally:
+            if worker.is_alive():
+                logger.info("generation stopped early: its consumer went away")
             stop.set()
             worker.join()
 
@@ -279,6 +307,10 @@ class _StopWhenSet(StoppingCriteria):
 MAX_BATCH_ROWS_CPU = 48
 
 
+class Cancelled(Exception):
+    """Work stopped on request (its ``stop`` event was set) before it finished."""
+
+
 def auto_batch_rows(model: Model, tokens_per_row: int) -> int:
     """Rows per ``generate`` call: a fixed 48 on CPU (larger batches gain nothing there);
     on CUDA as many as half the free memory holds in KV cache."""
@@ -322,6 +354,7 @@ def run_batches(
     progress=None,
     show_progress: bool = False,
     description: str = "generate",
+    stop: threading.Event | None = None,
 ) -> Iterator[tuple[list, list[list[dict]]]]:
     """Generate the rows of every unit in as few batches as ``batch_rows`` allows; yield per batch.
 
@@ -331,7 +364,8 @@ def run_batches(
     decoded)`` for each batch, ``decoded[i]`` being ``Batch.decode``'s records of
     ``units[i]``'s rows. ``progress`` is a tqdm-like bar (``update(n)`` gets the units done)
     or a callback ``progress(done, total)``; ``show_progress`` shows a tqdm bar of its own.
-    ``batch_rows`` defaults to ``auto_batch_rows``.
+    ``batch_rows`` defaults to ``auto_batch_rows``. Setting ``stop`` ends the running batch after
+    its current token and raises ``Cancelled`` (nothing partial is yielded).
     """
     tokens = max((settings_of(u).max_new_tokens for u in units), default=1)
     chunks = pack(units, rows_of, settings_of, batch_rows or auto_batch_rows(model, tokens + 128))
@@ -340,7 +374,10 @@ def run_batches(
         for chunk in chunks:
             rows = [row for unit in chunk for row in rows_of(unit)]
             batch = Batch(rows, model, settings_of(chunk[0]), dict(generate_kwargs or {}))
-            decoded, start = batch.decode(batch.run()), 0
+            tokens = batch.run(stop=stop)
+            if stop is not None and stop.is_set():
+                raise Cancelled(f"{description} stopped after {done} of {len(units)} units")
+            decoded, start = batch.decode(tokens), 0
             per_unit = []
             for unit in chunk:
                 count = len(rows_of(unit))

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from .data import BUILTIN_SETS, builtin_path, load_groups
+from .export import csv_safe
 from .results import ResultsLog
 
 
@@ -98,7 +99,7 @@ def _sweep_log(out: Path, metrics: list[str]) -> ResultsLog:
 
 
 def command_run(args: argparse.Namespace) -> Path:
-    from .experiments import check_sweep, consistency_by_temperature, summary_table, sweep
+    from .experiments import CELL_KEYS, check_sweep, consistency_by_temperature, summary_table, sweep
     from .figures import consistency_figure
     from .models import load_model
 
@@ -116,7 +117,9 @@ def command_run(args: argparse.Namespace) -> Path:
     sweep(plan.groups, plan.temperatures, plan.settings.methods, plan.settings.seeds, metrics, model,
           args.max_new_tokens, args.top_k, args.top_p, plan.ensembling, args.rewordings, batch_rows=args.batch_rows,
           skip=log.done(), on_results=log.append, show_progress=not args.quiet)
-    results = log.load()
+    requested = {cell.key for cell in plan.cells()}
+    results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
+    results = results[[key in requested for key in results[list(CELL_KEYS)].itertuples(index=False, name=None)]]
     summary = [f"# Consistency sweep\n\nModel `{model.name}`, data `{args.data}` ({len(groups)} groups), "
                f"max_new_tokens={args.max_new_tokens}, top_k={args.top_k}, top_p={args.top_p}; "
                f"{len(results) // len(metrics)} cells.\n"]
@@ -156,10 +159,12 @@ def command_style(args: argparse.Namespace) -> Path:
     style_responses(questions, settings.methods, settings.seeds, settings.temperature, settings.max_new_tokens, model,
                     batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,
                     show_progress=not args.quiet)
-    responses = log.load()
+    requested = {(q.id, m, s) for q in questions for m in settings.methods for s in settings.seeds}
+    responses = log.load()  # summarise the requested responses only, not others an earlier run left there
+    responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
     labelled = label_responses(responses, classifiers)
     consistency = style_consistency(labelled, classifiers)
-    _write_atomic(out / "labels.csv", labelled.to_csv(index=False))
+    _write_atomic(out / "labels.csv", csv_safe(labelled).to_csv(index=False))
     summary = (f"# Stylistic consistency (p_repeat)\n\nModel `{model.name}`, data `{args.data}` "
                f"({len(questions)} questions), temperature {args.temperature}, {responses['seed'].nunique()} seeds, "
                f"max_new_tokens={args.max_new_tokens}.\n\n{style_table(consistency).to_markdown()}\n")
@@ -236,6 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         out = command_run(args) if args.command == "run" else command_style(args)
     except ValueError as error:
         print(f"gcs: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a full disk, a read-only or vanished --out: say so, no traceback
+        print(f"gcs: error: {error.strerror or error} ({error.filename or 'writing results'})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("gcs: interrupted; re-run the same command to resume", file=sys.stderr)

@@ -75,6 +75,8 @@ def _jsonl_groups(text: str) -> list[Group]:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise ValueError(f"{where}: not valid JSON ({error.msg})") from None
+        except RecursionError:
+            raise ValueError(f"{where}: JSON nested too deeply") from None
         if not isinstance(record, dict):
             raise ValueError(f"{where}: expected a JSON object with 'id' and 'prompts'")
         if "id" not in record:

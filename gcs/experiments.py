@@ -14,6 +14,7 @@ results as they come (``on_results``) and skip cells it already has (``skip``).
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -120,6 +121,7 @@ def sweep(
     on_results: Callable[[pd.DataFrame], None] | None = None,
     progress=None,
     show_progress: bool = False,
+    stop: threading.Event | None = None,
     **generate_kwargs,
 ) -> pd.DataFrame:
     """Consistency of responses to each group of paraphrases, for every setting.
@@ -135,8 +137,9 @@ def sweep(
     ``(group, method, seed, temperature, ensemble)`` already done. ``on_results`` gets
     each finished batch's rows; ``progress`` is a tqdm-like bar (its ``update(n)`` gets the
     cells done) or a callback ``progress(done, total)``; a tqdm bar of its own shows when
-    ``show_progress`` (gradio's ``Progress(track_tqdm=True)`` follows it).
-    Extra keyword arguments go to transformers' ``generate``.
+    ``show_progress`` (gradio's ``Progress(track_tqdm=True)`` follows it). Setting ``stop`` (a
+    ``threading.Event``) ends the sweep after the current token with ``gcs.Cancelled``; batches
+    already passed to ``on_results`` stay there. Extra keyword arguments go to transformers' ``generate``.
     """
     plan = check_sweep(groups, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensembling,
                        rewordings)
@@ -148,7 +151,7 @@ def sweep(
                             for p in cell.group.prompts]
     frames = []
     for chunk, decoded in run_batches(cells, rows_of, lambda cell: at_temperature[cell.temperature], model,
-                                      batch_rows, generate_kwargs, progress, show_progress, "sweep"):
+                                      batch_rows, generate_kwargs, progress, show_progress, "sweep", stop):
         frame = _score_cells(chunk, [[r["response"] for r in rows] for rows in decoded], plan.metrics, model)
         frames.append(frame)
         if on_results is not None:

@@ -25,9 +25,11 @@ Whether it is used is set by the environment variable ``GCS_CPU_KERNEL``:
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -57,6 +59,21 @@ def kernel_mode(environ: Mapping[str, str] = os.environ) -> str:
     return mode
 
 
+STALE_LOCK_S = 600  # a build holding its lock this long was killed mid-way (a real one takes seconds to minutes)
+
+
+def _remove_stale_lock(cpp_extension, name: str) -> None:
+    """A build killed mid-way leaves torch's lock file behind, and every later build would wait for it forever."""
+    try:
+        lock = Path(cpp_extension._get_build_directory(name, verbose=False)) / "lock"
+        age = time.time() - lock.stat().st_mtime
+    except (AttributeError, OSError):  # no lock (the usual case), or a torch without this helper
+        return
+    if age > STALE_LOCK_S:
+        logger.warning("removing a stale build lock left by a killed compile (%.0f s old): %s", age, lock)
+        lock.unlink(missing_ok=True)
+
+
 def _build():
     from torch.utils import cpp_extension  # imported late: it pulls in setuptools
 
@@ -64,9 +81,14 @@ def _build():
     # ATen's vec headers name their namespace after the capability: AVX512, AVX2, or DEFAULT (generic code).
     namespace = capability if capability in _CAPABILITY_FLAGS else "DEFAULT"
     flags = [*_CAPABILITY_FLAGS.get(capability, []), f"-DCPU_CAPABILITY={namespace}"]
+    # One build per torch installation: two environments sharing TORCH_EXTENSIONS_DIR would otherwise
+    # overwrite each other's build (their include paths differ) and recompile on every switch.
+    installation = hashlib.sha256(f"{torch.__file__}|{torch.__version__}".encode()).hexdigest()[:8]
+    name = f"gcs_recycling_{capability.lower().replace(' ', '_')}_{installation}"
+    _remove_stale_lock(cpp_extension, name)
     logger.info("compiling gcs's fused GCSwR kernel for %s (once per machine; cached afterwards)", capability)
     return cpp_extension.load(
-        name=f"gcs_recycling_{capability.lower().replace(' ', '_')}",
+        name=name,
         sources=[str(SOURCE)],
         extra_cflags=["-O3", "-fopenmp", *flags],  # OpenMP: at::parallel_for spreads the rows over torch's threads
         extra_ldflags=["-fopenmp"],

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from .export import csv_safe, unescape_cell
+
 LIST_COLUMNS = ("responses",)  # stored as JSON text in the CSV
 
 
@@ -27,7 +29,7 @@ def _to_csv(frame: pd.DataFrame, header: bool) -> bytes:
         if column in frame:
             frame[column] = [json.dumps(list(v), ensure_ascii=False) for v in frame[column]]
     buffer = io.StringIO()
-    frame.to_csv(buffer, index=False, header=header, lineterminator="\n")
+    csv_safe(frame).to_csv(buffer, index=False, header=header, lineterminator="\n")  # user text never a formula
     return buffer.getvalue().encode("utf-8")
 
 
@@ -57,15 +59,39 @@ class ResultsLog:
         complete = data[: data.rfind(b"\n") + 1]  # a partial last line is an interrupted write
         if not complete:
             return pd.DataFrame(columns=self.columns), not data
-        frame = pd.read_csv(io.BytesIO(complete), dtype=str, keep_default_na=False)
+        try:
+            frame = pd.read_csv(io.BytesIO(complete), dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, UnicodeDecodeError) as error:
+            raise ValueError(f"{self.path} is damaged ({error}); fix or remove it, or use another --out") from None
         if list(frame.columns) != self.columns:
             raise ValueError(f"{self.path} has columns {list(frame.columns)}, expected {self.columns}: use another --out")
-        for column, kind in self.types.items():
-            frame[column] = _parse(frame[column], kind)
-        for column in LIST_COLUMNS:
-            if column in frame:
-                frame[column] = [json.loads(v) for v in frame[column]]
+        frame = frame.map(unescape_cell)
+        for column in self.columns:
+            frame[column] = self._parsed(frame[column])
         return frame, len(complete) == len(data)
+
+    def _parsed(self, values: pd.Series):
+        """A column read back as its type; a damaged value is a ValueError naming its line."""
+
+        def parse(series):
+            if values.name in LIST_COLUMNS:
+                return [json.loads(v) for v in series]
+            kind = self.types.get(values.name)
+            parsed = series if kind is None else _parse(series, kind)
+            if kind is bool and parsed.isna().any():
+                raise ValueError("not True/False")
+            return parsed
+
+        try:
+            return parse(values)
+        except (ValueError, TypeError):
+            for line, value in enumerate(values, start=2):  # line 1 is the header
+                try:
+                    parse(pd.Series([value], name=values.name))
+                except (ValueError, TypeError):
+                    raise ValueError(f"{self.path} line {line}: {values.name} {value[:60]!r} is damaged; fix or "
+                                     f"remove that line, or use another --out") from None
+            raise
 
     def load(self) -> pd.DataFrame:
         """The finished rows, after dropping what an interrupted write left behind."""

@@ -141,8 +141,19 @@ READY_LIMIT_S = 900  # generous: a busy 2-core machine is slow, not broken (the 
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory):
-    """The app in its own process on a free port, once it serves; stopped (never leaked) whatever happens.
+def app_url(app_server):
+    return app_server[0]
+
+
+@pytest.fixture(scope="session")
+def app_log(app_server) -> Path:
+    """The running app's log file (stdout and stderr)."""
+    return app_server[1]
+
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    """(url, log path) of the app in its own process on a free port, once it serves; stopped (never leaked).
 
     Fails fast only when the process exits or logs a traceback; how long start-up takes is
     ``bench/bench_app.py``'s business, not a test's.
@@ -167,7 +178,7 @@ def app_url(tmp_path_factory):
                 pass
             assert time.time() < deadline, f"app did not serve within {READY_LIMIT_S} s: {log.read_text()[-2000:]}"
             time.sleep(0.5)
-        yield url
+        yield url, log
     finally:
         server.terminate()
         try:

@@ -111,7 +111,7 @@ def test_emoji_and_right_to_left_text_work(client):
      (("builtin:2", "0,1", 0, "is", "e5", 8), "seeds must be a whole number"),
      (("builtin:50", "0,0.5,1", 10, "is,gcs,gcswr", "e5", 8), "the limit here is"),
      (("only one group line", "1", 1, "is", "e5", 8), "enter 2 to 8 paraphrases"),
-     (("builtin:2", "1", 1, "is", "bleu", 8), "unknown metric")],
+     (("builtin:2", "1", 1, "is", "bleu", 8), "metric 'bleu' is not offered here")],
 )
 def test_bad_sweep_input(client, arguments, message):
     with pytest.raises(Exception, match=message):

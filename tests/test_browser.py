@@ -63,6 +63,20 @@ def test_coupling_explorer_plots(page, screenshots):
     page.screenshot(path=str(screenshots / "screenshot-coupling.png"), full_page=True)
 
 
+def test_markup_in_an_error_shows_as_text(page):
+    """Text typed by a user never becomes a link, form or image (it used to, in the error toast)."""
+    page.get_by_role("tab", name="Coupling explorer").click()
+    hostile = '<a id="evil-link" href="http://evil.example/x">click</a><form id="evil-form"></form>' \
+              '<img id="evil-image" src="http://evil.example/x.png">, 0.5'
+    page.get_by_label("p (weights; normalised for you)").fill(hostile)
+    page.locator("#run-coupling").click()
+    expect(page.get_by_text("p must be numbers").first).to_be_visible(timeout=TIMEOUT_MS)
+    for element in ("a#evil-link", "form#evil-form", "img#evil-image"):
+        assert page.locator(element).count() == 0, element
+    expect(page.get_by_text('<a id="evil-link"').first).to_be_visible(timeout=TIMEOUT_MS)
+    page.get_by_label("p (weights; normalised for you)").fill("0.5, 0.3, 0.15, 0.05")
+
+
 def test_sweep_tab_plots_curves(page, screenshots):
     page.get_by_role("tab", name="Consistency vs temperature").click()
     page.get_by_label("seeds").first.fill("1")

@@ -28,6 +28,12 @@ from ui import common, compare, sweep  # noqa: E402  (the app's tabs, in-process
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
 
+def final(generator):
+    """The last value a streaming handler yields (its result), running it to the end as Gradio does."""
+    *_, last = generator
+    return last
+
+
 @contextmanager
 def failing_forward(model: gcs.Model, error: Exception, on_call: int):
     """The model's forward raises ``error`` on its ``on_call``-th call (1 = the prompt)."""
@@ -57,7 +63,7 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(embedd
     with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory for"):
         compare_ui()
     with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
-        compare.api_compare(PARAPHRASES, 1.0, 8, 0)
+        final(compare.api_compare(PARAPHRASES, 1.0, 8, 0))
     updates = compare_ui()
     assert updates[-1][-1] == "Done."
 
@@ -75,8 +81,8 @@ def test_exception_inside_a_streamed_generation(embedded_model, caplog):
 def test_model_load_failure_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(common, "ALLOWED_MODELS", [*common.ALLOWED_MODELS, "no-such-org/no-such-model"])
     with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
-        compare.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model")
-    assert compare.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr")["responses"]["gcswr"]
+        final(compare.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model"))
+    assert final(compare.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr"))["responses"]["gcswr"]
 
 
 def test_a_model_that_needs_remote_code_is_refused(tmp_path):
@@ -91,7 +97,7 @@ def test_a_model_that_needs_remote_code_is_refused(tmp_path):
     with pytest.raises(ValueError, match="could not load model"):
         gcs.load_model(str(folder))
     with pytest.raises(gr.Error, match="is not offered here"):  # and the app never even tries
-        compare.api_compare(PARAPHRASES, 1.0, 8, 0, model=str(folder))
+        final(compare.api_compare(PARAPHRASES, 1.0, 8, 0, model=str(folder)))
 
 
 @pytest.mark.parametrize(
@@ -106,14 +112,14 @@ def test_bad_uploads_in_the_sweep_tab(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_bytes(content)
     with pytest.raises(gr.Error, match=message):
-        sweep.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8, gcs.DEFAULT_MODEL)
+        final(sweep.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8, gcs.DEFAULT_MODEL))
 
 
 def test_a_good_upload_runs_a_sweep(tmp_path):
     path = tmp_path / "mine.csv"
     path.write_text("id,prompt\nsky,Why is the sky blue?\nsky,What makes the sky blue?\n")
-    figure, table, csv_path = sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"], "jaccard", 8,
-                                           gcs.DEFAULT_MODEL)
+    figure, table, csv_path = final(sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"],
+                                                   "jaccard", 8, gcs.DEFAULT_MODEL))
     assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
 
 

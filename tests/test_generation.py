@@ -128,11 +128,12 @@ def test_a_hallucinated_chat_turn_ends_the_response(embedded_model):
     batch = gcs.batch.Batch([gcs.batch.Row("Capital of France?", "gcswr", 0)], embedded_model, gcs.SamplingSettings())
     turn = tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert turn in batch.stop_ids
-    ids = tokenizer.encode("Paris is the capital.") + [turn] + tokenizer.encode("user\nAnd of Spain?")
+    encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    ids = encode("Paris is the capital.") + [turn] + encode("user\nAnd of Spain?")
     (row,) = batch.decode(torch.tensor([ids]))
     assert row["response"] == "Paris is the capital." and row["finished"]
     streamed = gcs.batch.IncrementalText(tokenizer)
-    for token in tokenizer.encode("Paris is the capital. Ça va? 東京"):
+    for token in encode("Paris is the capital. Ça va? 東京"):
         streamed.append(token)
     assert streamed.text == "Paris is the capital. Ça va? 東京"
 

@@ -1,6 +1,8 @@
 """The fused CPU kernel of GCSwR against the eager path, and how it is switched on, off, and fails."""
 
 import os
+import time
+from pathlib import Path
 import subprocess
 import sys
 
@@ -145,3 +147,19 @@ def test_on_without_a_compiler_is_an_error(tmp_path):
     result = run_without_a_compiler("on", tmp_path)
     assert result.returncode != 0
     assert "RuntimeError: GCS_CPU_KERNEL=on but the fused GCSwR kernel could not be built" in result.stderr
+
+
+def test_a_stale_build_lock_is_removed(tmp_path, monkeypatch):
+    """A compile killed mid-way leaves torch's lock file, and every later build would wait on it forever."""
+    from torch.utils import cpp_extension
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    folder = Path(cpp_extension._get_build_directory("gcs_probe", verbose=False))
+    lock = folder / "lock"
+    lock.touch()
+    gcs.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
+    assert lock.exists()  # a build may hold a fresh lock
+    old = time.time() - gcs.kernels.STALE_LOCK_S - 60
+    os.utime(lock, (old, old))
+    gcs.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
+    assert not lock.exists()

@@ -148,13 +148,15 @@ def test_model_generation_defaults_do_not_change_the_distribution():
             assert gcs.generate(PHRASES, method, seed, max_new_tokens=24, model=carrying) == expected
 
 
-@pytest.mark.parametrize("field, value", [("bad_words_ids", [[5]]), ("sequence_bias", {(5,): -3.0}),
-                                          ("forced_eos_token_id", 1)])
-def test_model_defaults_that_cannot_be_pinned_are_refused(field, value):
+@pytest.mark.parametrize("field, value", [("bad_words_ids", [[5], [6], [7]]), ("sequence_bias", {(5,): -30.0}),
+                                          ("forced_eos_token_id", 1), ("suppress_tokens", list(range(3, 40)))])
+def test_model_defaults_that_only_none_neutralises_are_not_applied(field, value):
     from conftest import tiny_gcs_model
 
-    with pytest.raises(ValueError, match=f"{field}=.*exact sample"):
-        gcs.generate(PHRASES, max_new_tokens=4, model=tiny_gcs_model(**{field: value}))
+    expected = gcs.generate(PHRASES, "gcswr", 2, max_new_tokens=24, model=tiny_gcs_model())
+    carrying = tiny_gcs_model(**{field: value})
+    assert gcs.generate(PHRASES, "gcswr", 2, max_new_tokens=24, model=carrying) == expected
+    assert getattr(carrying.model.generation_config, field) == value  # the model itself is left as it was
 
 
 @pytest.mark.parametrize("method", gcs.METHODS)

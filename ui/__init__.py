@@ -21,7 +21,7 @@ import gcs
 
 from . import compare, coupling, sweep
 from .about import ABOUT
-from .common import DEFAULT_MODEL, load_allowed_model, logger
+from .common import DEFAULT_MODEL, guard_lanes, load_allowed_model, logger
 
 __all__ = ["build", "warm_up", "gpu", "CSS"]
 
@@ -35,7 +35,11 @@ def _examples() -> list[list[str]]:
     return [["\n".join(g.prompts)] for g in gcs.load_groups("general")[:6]]
 
 
+COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each is small and capped)
+
+
 def build(queue_size: int = 16) -> gr.Blocks:
+    """The app. ``queue_size`` bounds the requests waiting for the model; the coupling explorer has its own lane."""
     # delete_cache: gradio's copies of downloads and uploads go after an hour.
     with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(3600, 3600)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
@@ -51,7 +55,9 @@ def build(queue_size: int = 16) -> gr.Blocks:
         gr.api(compare.api_compare, api_name="compare", concurrency_id="model", concurrency_limit=1)
         gr.api(sweep.api_sweep, api_name="sweep", concurrency_id="model", concurrency_limit=1)
         gr.api(coupling.api_coupling, api_name="coupling", concurrency_id="coupling", concurrency_limit=4)
-    demo.queue(max_size=queue_size, default_concurrency_limit=1)
+    # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
+    guard_lanes(demo, {"model": queue_size, "coupling": COUPLING_WAITING})
+    demo.queue(max_size=None, default_concurrency_limit=1)
     return demo
 
 

@@ -20,12 +20,15 @@ except ImportError:
 
 
 import collections
+import contextvars
+import html
 import logging
 import math
 import os
 import re
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,12 +64,15 @@ LIMITS = {
     "temperature": Limit(0, 2),
     "top_p": Limit(0, 1, open_low=True),
     "max_new_tokens": Limit(1, 256, whole=True),
+    "prompt tokens": Limit(1, 256, whole=True),  # one paraphrase as the model sees it (template included)
+    "work tokens": Limit(1, 24 * (256 + 256), whole=True),  # rows x (prompt + new tokens) of one side-by-side run
     "seed": Limit(0, gcs.MAX_SEED, whole=True, high_text="2^63 - 1"),
     "seeds": Limit(1, 10, whole=True),
     "sweep max_new_tokens": Limit(1, 128, whole=True),
     "temperatures": Limit(1, 8, whole=True),
     "groups": Limit(1, 50, whole=True),
     "sweep cells": Limit(1, 240, whole=True),
+    "sweep work tokens": Limit(1, 150_000, whole=True),
     "upload bytes": Limit(1, 1_000_000, whole=True),
     "max ε": Limit(0, 10),
     "trials": Limit(100, 20_000, whole=True),
@@ -101,6 +107,36 @@ def check_count_of(name: str, items: list) -> list:
     if not limit.low <= len(items) <= limit.high:
         raise ValueError(f"give {int(limit.low)} to {int(limit.high)} {name}, got {len(items)}")
     return items
+
+
+METRICS = ("e5", "minilm", "jaccard")  # the demo's metrics (the library also takes "e5:MODEL_ID"; the app never)
+
+
+def check_metric(metric) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"metric {str(metric)[:40]!r} is not offered here; choose one of: {', '.join(METRICS)}")
+    return metric
+
+
+def check_flag(value, name: str) -> bool:
+    """A true boolean (the API must not read "yes" or 1 as true)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_tokens: int, limit: str) -> None:
+    """Refuse a paraphrase over the prompt-token limit, or a request whose total work (every row's prompt and
+    new tokens) is over ``LIMITS[limit]``: each parameter within its range can still multiply into too much."""
+    lengths = gcs.prompt_lengths(prompts, model)
+    most = int(LIMITS["prompt tokens"].high)
+    for i, length in enumerate(lengths, start=1):
+        if length > most:
+            raise ValueError(f"paraphrase {i} is {length:,} tokens long as the model sees it; the limit here is {most:,}")
+    work = rows_per_prompt * sum(length + new_tokens for length in lengths)
+    if work > LIMITS[limit].high:
+        raise ValueError(f"this request is {work:,} tokens of work (every response's prompt and new tokens); the limit "
+                         f"here is {int(LIMITS[limit].high):,}: use fewer paraphrases, methods, seeds or new tokens")
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -172,9 +208,13 @@ def method_choices() -> list[tuple[str, str]]:
 
 # -- errors ---------------------------------------------------------------------------------------
 def user_error(error: Exception) -> gr.Error:
-    """The message a user sees; internal failures are logged, not shown in full."""
+    """The message a user sees, as text (markup in it is escaped); internal failures are logged, not shown in full.
+
+    A user error is logged in one line; a fault with its traceback.
+    """
     if isinstance(error, ValueError):
-        return gr.Error(str(error))
+        logger.info("refused: %s", str(error)[:300])
+        return gr.Error(html.escape(str(error), quote=False))
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -183,18 +223,101 @@ def user_error(error: Exception) -> gr.Error:
     return gr.Error(f"generation failed ({type(error).__name__}); please try again")
 
 
-_SECRET = re.compile(r"hf_[A-Za-z0-9]{16,}|\b(?:token|api[_-]?key|password|secret)\s*[=:]\s*\S+", re.IGNORECASE)
+_SECRET = re.compile(
+    r"hf_[A-Za-z0-9]{16,}"
+    r"|\bBearer\s+[^\s\"',;]+"
+    r"|[\"']?\b[\w-]*(?:token|api[_-]?key|password|passwd|secret|authorization)[\"']?\s*[=:]\s*"
+    r"(?:(?:Bearer|Basic|token)\s+)?(?:\"[^\"]*\"|'[^']*'|[^\s,;}]+)",
+    re.IGNORECASE,
+)
 
 
 def redact(text: str) -> str:
-    """Hide anything that looks like a token or password before it reaches a log."""
+    """Hide anything that looks like a token or password before it reaches a log.
+
+    >>> redact('HF_TOKEN=abc {"token": "x y"} Authorization: Bearer eyJ.z api_key=1')
+    '[redacted] {[redacted]} [redacted] [redacted]'
+    """
     return _SECRET.sub("[redacted]", text)
 
 
 class RedactSecrets(logging.Filter):
+    """Redacts the whole formatted record: message, arguments, traceback and stack."""
+
+    _formatter = logging.Formatter()
+
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg, record.args = redact(record.getMessage()), ()
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self._formatter.formatException(record.exc_info)
+        if record.exc_text:  # the handler's formatter prints exc_text as it is
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
         return True
+
+
+# -- capacity and cancellation --------------------------------------------------------------------
+def guard_lanes(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
+    """Bound how many requests may *wait* in each lane (``concurrency_id``), each lane on its own.
+
+    Gradio's ``queue(max_size=...)`` counts every waiting request of every lane, so a full
+    model lane would refuse the coupling explorer too. Instead the queue is unbounded and each
+    event of a guarded lane gets a validator (Gradio runs it before queueing) that refuses,
+    with a message the client sees, when its lane already holds its limit.
+    """
+
+    def guard_for(lane: str, limit: int, inputs: int):
+        def guard(*_, **__):  # a validator answers once per input: the verdict on the first, None for the rest
+            lanes = getattr(getattr(demo, "_queue", None), "event_queue_per_concurrency_id", {})
+            waiting = len(getattr(lanes.get(lane), "queue", ()))
+            verdict = None
+            if waiting >= limit:
+                verdict = gr.validate(False, f"the {lane} queue is full ({waiting} waiting); please try again shortly")
+            return (verdict,) + (None,) * (inputs - 1) if inputs > 1 else verdict
+
+        return guard
+
+    for function in demo.fns.values():
+        lane = function.concurrency_id
+        if lane in waiting_limits and function.inputs:
+            function.validator = guard_for(lane, waiting_limits[lane], len(function.inputs))
+
+
+HEARTBEAT_S = 0.5
+
+
+def run_cancellable(work, heartbeat=None):
+    """Run ``work(stop)`` in a thread, yielding ``heartbeat`` every half second; returns its result.
+
+    In a Gradio handler, ``result = yield from run_cancellable(...)`` makes a long job stoppable: when the
+    client goes away Gradio closes the generator, which sets ``stop``; ``work`` passes it on
+    (``gcs.sweep(stop=...)``) and the model is free again after the current token.
+    """
+    stop, outcome = threading.Event(), {}
+
+    def target():
+        try:
+            outcome["result"] = work(stop)
+        except BaseException as error:  # re-raised in the handler's thread
+            outcome["error"] = error
+
+    context = contextvars.copy_context()  # Gradio's progress tracking (track_tqdm) follows the request's context
+    worker = threading.Thread(target=context.run, args=(target,), daemon=True, name="gcs-cancellable")
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(HEARTBEAT_S)
+            if worker.is_alive():
+                yield heartbeat
+    finally:
+        if worker.is_alive():
+            logger.info("request abandoned by its client: stopping its work")
+        stop.set()
+        worker.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
 
 
 # -- downloads ------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 
 import gradio as gr
@@ -10,7 +11,7 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, download_folder, gpu, load_allowed_model, method_choices, model_dropdown,
+    DEFAULT_MODEL, LIMITS, check, check_flag, check_work, download_folder, gpu, load_allowed_model, method_choices, model_dropdown,
     parse_paraphrases, user_error,
 )
 
@@ -26,9 +27,13 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, method
     settings = gcs.SamplingSettings(
         methods=gcs.check_methods(methods if methods is not None else []), seeds=[check("seed", seed)],
         temperature=check("temperature", temperature), top_p=None if top_p == 1 else top_p,
-        max_new_tokens=check("max_new_tokens", max_new_tokens), ensemble=REWORDINGS if ensembling else 0,
+        max_new_tokens=check("max_new_tokens", max_new_tokens),
+        ensemble=REWORDINGS if check_flag(ensembling, "ensembling") else 0,
     )
-    return prompts, settings, load_allowed_model(model_name)
+    model = load_allowed_model(model_name)
+    rows_per_prompt = len(settings.methods) * len(settings.seeds) * (1 + settings.ensemble)
+    check_work(prompts, model, rows_per_prompt, settings.max_new_tokens, "work tokens")
+    return prompts, settings, model
 
 
 def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool):
@@ -58,7 +63,7 @@ def _table(report: gcs.CompareReport) -> pd.DataFrame:
 
 def _save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
     folder = download_folder("gcs-run-")
-    frame.to_csv(folder / "gcs_responses.csv", index=False)
+    gcs.write_csv(frame, folder / "gcs_responses.csv")  # spreadsheet-safe: user text never starts a formula
     run = {"responses": frame.to_dict(orient="records"), "scores": report.scores.to_dict(orient="records")}
     (folder / "gcs_run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False, default=str))
     return [str(folder / "gcs_responses.csv"), str(folder / "gcs_run.json")]
@@ -78,7 +83,7 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
                 yield *visible, *texts, *[None] * 3, None, None, f"Generating… {step + 1} tokens"
         report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
         texts, plots = [], []
-        labels = [f"[{i + 1}] {p}" for i, p in enumerate(prompts)]
+        labels = [f"[{i + 1}] {html.escape(p)}" for i, p in enumerate(prompts)]  # user text shown as text
         (seed,) = settings.seeds
         for method in gcs.METHODS:
             if method not in settings.methods:
@@ -109,16 +114,21 @@ def api_compare(
     """Responses to each paraphrase (one per line) by each method, and their consistency scores.
 
     Returns {"paraphrases": [...], "responses": {method: [...]}, "scores": {method: {metric: value}}, "settings": {...}}.
+    While it works it yields {"status": "generating", "tokens": n} (``client.predict`` returns only the
+    result): being a generator lets the server stop generating when the client goes away.
     """
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model)
-        frame = _run(prompts, settings, loaded, streaming=False)
+        frame = None
+        for step, frame in enumerate(_run(prompts, settings, loaded, streaming=True)):
+            if step % 8 == 0:
+                yield {"status": "generating", "tokens": step}
         report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
     except Exception as error:
         raise user_error(error) from error
     by_method = report.table.set_index("method")
-    return {
+    yield {
         "paraphrases": prompts,
         "responses": {m: list(frame[frame["method"] == m].sort_values("prompt_index")["response"])
                       for m in settings.methods},

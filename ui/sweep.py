@@ -11,8 +11,8 @@ import gradio as gr
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_count_of, download_folder, gpu, load_allowed_model, method_choices,
-    model_dropdown, parse_numbers, parse_paraphrases, user_error,
+    DEFAULT_MODEL, LIMITS, check, check_count_of, check_metric, check_work, download_folder, gpu, load_allowed_model,
+    method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable, user_error,
 )
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
@@ -39,16 +39,20 @@ def sweep_groups(source: str, groups_text: str, builtin_count, upload) -> list[g
     return groups
 
 
-def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model_name):
+def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model_name, stop=None):
     temperatures = check_count_of("temperatures", parse_numbers(temperatures, "temperatures"))
     temperatures = [check("temperature", t) for t in temperatures]
     methods, seeds = gcs.check_methods(methods if methods is not None else []), check("seeds", seeds)
+    metric, max_new_tokens = check_metric(metric), check("sweep max_new_tokens", max_new_tokens)
     cells = len(groups) * len(temperatures) * len(methods) * seeds
     if cells > LIMITS["sweep cells"].high:
         raise ValueError(f"this sweep has {cells} cells (groups x temperatures x methods x seeds); the limit here "
                          f"is {int(LIMITS['sweep cells'].high)}: run larger sweeps with `gcs run`")
-    return gcs.sweep(groups, temperatures, methods, seeds, [metric], load_allowed_model(model_name),
-                     check("sweep max_new_tokens", max_new_tokens), show_progress=True)
+    model = load_allowed_model(model_name)
+    prompts = [p for group in groups for p in group.prompts]
+    check_work(prompts, model, len(temperatures) * len(methods) * seeds, max_new_tokens, "sweep work tokens")
+    return gcs.sweep(groups, temperatures, methods, seeds, [metric], model, max_new_tokens, show_progress=True,
+                     stop=stop)
 
 
 def curve_table(frame):
@@ -60,12 +64,15 @@ def curve_table(frame):
 @gpu
 def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, max_new_tokens,
              model_name, progress=gr.Progress(track_tqdm=True)):
+    """UI: the curve, its table and the CSV; stops when the page goes away (a generator, see ``run_cancellable``)."""
     try:
-        frame = run_sweep(sweep_groups(source, groups_text, builtin_count, upload), temperatures, seeds, methods,
-                          metric, max_new_tokens, model_name)
+        groups = sweep_groups(source, groups_text, builtin_count, upload)
+        work = lambda stop: run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens,  # noqa: E731
+                                      model_name, stop)
+        frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * 3)
         path = download_folder("gcs-sweep-") / "gcs_sweep.csv"
-        frame.to_csv(path, index=False)
-        return gcs.consistency_figure(frame, metric), curve_table(frame), str(path)
+        gcs.write_csv(frame, path)  # spreadsheet-safe: user text never starts a formula
+        yield gcs.consistency_figure(frame, metric), curve_table(frame), str(path)
     except Exception as error:
         raise user_error(error) from error
 
@@ -81,7 +88,10 @@ def api_sweep(
     model: str = DEFAULT_MODEL,
 ) -> dict:
     """Consistency vs temperature. paraphrases: groups of rewordings, one per line, groups separated by a
-    blank line (or "builtin:N" for the first N built-in groups). Returns the tidy rows and the curve."""
+    blank line (or "builtin:N" for the first N built-in groups). Returns the tidy rows and the curve.
+
+    While it works it yields {"status": "running"} (``client.predict`` returns only the result), so the
+    server stops when the client goes away."""
     try:
         if isinstance(paraphrases, str) and paraphrases.strip().startswith("builtin:"):
             count = paraphrases.split(":", 1)[1].strip()
@@ -90,11 +100,13 @@ def api_sweep(
             groups = sweep_groups("built-in set", "", int(count), None)
         else:
             groups = sweep_groups("my paraphrases", paraphrases, 0, None)
-        frame = run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model)
+        work = lambda stop: run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens,  # noqa: E731
+                                      model, stop)
+        frame = yield from run_cancellable(work, heartbeat={"status": "running"})
     except Exception as error:
         raise user_error(error) from error
-    return {"rows": json.loads(frame.to_json(orient="records")),
-            "curve": json.loads(gcs.consistency_by_temperature(frame).to_json(orient="records"))}
+    yield {"rows": json.loads(frame.to_json(orient="records")),
+           "curve": json.loads(gcs.consistency_by_temperature(frame).to_json(orient="records"))}
 
 
 def build() -> None:

@@ -1,0 +1,222 @@
+"""Hardening II: allowlisted metrics, caps on total work, abandoned calls, lanes, CSV injection, redaction, markup.
+
+API cases go through gradio_client against the real app (``python app.py``); the rest run in-process.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from gradio_client import Client
+
+import gcs
+from gcs import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from ui import common, compare  # noqa: E402
+
+PARAPHRASES = "What is DNA?\nExplain what DNA is."
+WAIT_S = 600  # generous: a busy machine is slow, not broken
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def _error_text(call) -> str:
+    with pytest.raises(Exception) as caught:
+        call()
+    return str(caught.value)
+
+
+# 1. /sweep's metric is allowlisted; no error reveals the server's filesystem
+def test_sweep_metric_cannot_name_a_server_path(client, tmp_path):
+    existing, missing = str(Path.home()), str(tmp_path / "no-such-folder")
+    messages = [_error_text(lambda m=m: client.predict(PARAPHRASES, "1", 1, "is", m, 4, api_name="/sweep"))
+                for m in (f"minilm:{existing}", f"minilm:{missing}", f"e5:{existing}", "e5:intfloat/e5-large-v2")]
+    for message in messages:
+        assert "is not offered here" in message
+        for leak in ("Unrecognized model", "not a directory", "is a file", "not found", "No such file"):
+            assert leak not in message
+
+
+# 2. repeated methods run once; the total work and each paraphrase's tokens are capped
+def test_repeated_methods_run_once(client):
+    result = client.predict(PARAPHRASES, 0.0, 4, 0, 1.0, ",".join(["is"] * 150), api_name="/compare")
+    assert list(result["responses"]) == ["is"] and len(result["responses"]["is"]) == 2
+
+
+def test_total_work_is_capped(client):
+    eight = "\n".join(f"Question number {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
+    message = _error_text(lambda: client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True,
+                                                 api_name="/compare"))
+    assert "tokens of work" in message and "the limit here is 12,288" in message
+    long_one = "What is DNA?\n" + "1 2 3 4 5 6 7 8 9 " * 55  # under 1,000 characters, ~500 tokens
+    assert "tokens long as the model sees it" in _error_text(lambda: client.predict(long_one, 1.0, 8, 0,
+                                                                                    api_name="/compare"))
+
+
+# 3. an abandoned call stops generating and frees the model lane
+def test_abandoned_compare_stops_generating(client, app_url, app_log):
+    script = (
+        "import sys; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
+        "job = c.submit('\\n'.join(f'Tell me a long story about dragon number {i}.' for i in range(8)), 1.0, 256, 0,"
+        " api_name='/compare'); print('submitted', flush=True); job.result()"
+    )
+    before = app_log.read_text().count("stopped early")
+    abandoned = subprocess.Popen([sys.executable, "-c", script, app_url], stdout=subprocess.PIPE, text=True)
+    try:
+        assert abandoned.stdout.readline().strip() == "submitted"
+        time.sleep(5)  # generating by now: the lane was free
+    finally:
+        abandoned.kill()
+        abandoned.wait()
+    deadline = time.time() + WAIT_S
+    while app_log.read_text().count("stopped early") == before:
+        assert time.time() < deadline, f"the abandoned call kept generating: {app_log.read_text()[-1500:]}"
+        time.sleep(0.5)
+    assert client.predict(PARAPHRASES, 0.0, 4, 0, 1.0, "gcswr", api_name="/compare")["responses"]["gcswr"]
+
+
+# 4. light endpoints have their own capacity: a full model lane does not refuse them
+def test_coupling_answers_while_the_model_lane_is_full(app_url):
+    clients = [Client(app_url, verbose=False) for _ in range(8)]  # connected first, so the requests arrive together
+    jobs = [c.submit(PARAPHRASES, 1.0, 64, 0, api_name="/compare") for c in clients]  # the lane holds 4 waiting
+    light = Client(app_url, verbose=False)
+    for _ in range(5):
+        assert light.predict(api_name="/coupling", trials=500, steps=500)["curve"]
+    outcomes = []
+    for job in jobs:
+        try:
+            job.result(timeout=WAIT_S)
+            outcomes.append("served")
+        except Exception as error:
+            outcomes.append("queue full" if "queue is full" in str(error).lower() else f"other: {error}")
+    assert set(outcomes) <= {"served", "queue full"}, outcomes
+    assert "queue full" in outcomes and "served" in outcomes
+
+
+# 5. CSV formula injection
+@pytest.mark.parametrize("text", ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(A1)", "-2+3", "\tx", "'q"])
+def test_csv_cells_cannot_start_a_formula(tmp_path, text):
+    frame = pd.DataFrame({"prompt": [text], "consistency": [-0.5]})
+    path = gcs.write_csv(frame, tmp_path / "out.csv")
+    written = pd.read_csv(path, dtype=str, keep_default_na=False)
+    assert written.loc[0, "prompt"] == "'" + text and written.loc[0, "consistency"] == "-0.5"
+    log = gcs.results.ResultsLog(tmp_path / "log.csv", ["prompt", "seed"], ["prompt"], types={"seed": int})
+    log.append(pd.DataFrame({"prompt": [text], "seed": [3]}))
+    assert log.load().loc[0, "prompt"] == text  # the CLI reads its own files back exactly
+
+
+def test_side_by_side_downloads_are_spreadsheet_safe(embedded_model):
+    *_, files, status = list(compare.compare_stream('=HYPERLINK("http://x")\n@SUM(A1)', 0.0, 4, 0, 1.0, ["gcswr"],
+                                                    False, gcs.DEFAULT_MODEL))[-1]
+    assert status == "Done."
+    csv_path, json_path = files
+    prompts = pd.read_csv(csv_path, dtype=str)["prompt"].tolist()
+    assert prompts == ['\'=HYPERLINK("http://x")', "'@SUM(A1)"]
+    assert json.loads(Path(json_path).read_text())["responses"][0]["prompt"] == '=HYPERLINK("http://x")'  # exact
+
+
+# 6. the CLI summarises exactly the requested cells
+def test_cli_summary_covers_only_the_requested_cells(tmp_path, capsys):
+    out = str(tmp_path / "run")
+    common_args = ["run", "--data", "general", "--out", out, "--quiet", "--max-new-tokens", "4", "--metrics", "jaccard"]
+    assert cli.main([*common_args, "--limit", "2", "--methods", "is,gcswr", "--temperatures", "0,1",
+                     "--seeds", "2"]) == 0
+    results = Path(out) / "results.csv"
+    with open(results, "a") as file:  # a hand-added row for a group nobody asked for
+        file.write("stranger,is,0,1.0,False,jaccard,0.5,[]\n")
+    assert cli.main([*common_args, "--limit", "1", "--methods", "is", "--temperatures", "1", "--seeds", "1"]) == 0
+    summary = (Path(out) / "summary.md").read_text()
+    assert "(1 groups)" in summary and "1 cells." in summary and "GCSwR" not in summary
+    curve_rows = [line for line in summary.split("consistency vs temperature")[1].splitlines() if line.startswith("|")]
+    assert len(curve_rows) == 2 + 1  # header, separator and the one requested (method, temperature)
+
+
+# 7. log redaction covers tracebacks and more secret shapes
+def test_redaction_covers_tracebacks_and_headers():
+    handler_output = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            handler_output.append(self.format(record))
+
+    handler = Collect()
+    handler.addFilter(common.RedactSecrets())
+    logger = logging.getLogger("gcs.test-redaction")
+    logger.addHandler(handler)
+    try:
+        try:
+            raise RuntimeError('failed with token=abc123 HF_TOKEN=hf_abcdefghijklmnopqrstuvwx {"token": "s3cr3t"}')
+        except RuntimeError:
+            logger.exception("Authorization: Bearer eyJhbGciOi.payload.sig for user")
+    finally:
+        logger.removeHandler(handler)
+    (text,) = handler_output
+    assert "Traceback" in text
+    for secret in ("abc123", "hf_abcdefghijklmnopqrstuvwx", "s3cr3t", "eyJhbGciOi"):
+        assert secret not in text
+
+
+# 8. user text is shown as text (plot labels; error messages)
+def test_markup_in_user_text_is_escaped(embedded_model):
+    final = list(compare.compare_stream('<a href="http://evil.example">x</a>\n<b>bold</b>', 0.0, 4, 0, 1.0, ["gcswr"],
+                                        False, gcs.DEFAULT_MODEL))[-1]
+    heatmap = final[8]  # (3 column updates, 3 texts, 3 heatmaps: is, gcs, gcswr), table, files, status
+    labels = [str(label) for label in heatmap.data[0].y]
+    assert all("<a" not in label and "<b>" not in label for label in labels)
+    assert any("&lt;a href" in label for label in labels)
+    error = common.user_error(ValueError('p must be numbers, got \'<img src="http://evil.example/x.png">\''))
+    assert "<img" not in str(error.message) and "&lt;img" in str(error.message)
+
+
+# 9. smaller bad inputs
+@pytest.mark.parametrize(
+    "endpoint, arguments, message",
+    [("/coupling", ("0.5, 0.5", "", 3.0, 1000, 1000, 1.5), "coupling seed must be a whole number"),
+     ("/sweep", ("builtin:-1", "1", 1, "is", "e5", 8), "builtin:N needs a whole number"),
+     ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, "gcswr", "yes"), "ensembling must be true or false"),
+     ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, 5), "methods must be")],
+)
+def test_small_bad_inputs(client, endpoint, arguments, message):
+    assert message in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
+
+
+def test_deeply_nested_json_upload_is_a_clear_error():
+    with pytest.raises(ValueError, match="line 1: JSON nested too deeply"):
+        gcs.parse_groups("[" * 100_000 + "]" * 100_000, "jsonl")
+
+
+def test_damaged_results_file_names_the_line(tmp_path, capsys):
+    out = tmp_path / "run"
+    arguments = ["run", "--data", "general", "--limit", "1", "--methods", "is", "--temperatures", "1", "--seeds", "1",
+                 "--max-new-tokens", "4", "--metrics", "jaccard", "--out", str(out), "--quiet"]
+    assert cli.main(arguments) == 0
+    results = out / "results.csv"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join([lines[0], lines[1].replace(",is,0,", ",is,zero,")]) + "\n")
+    assert cli.main(arguments) == 2
+    assert "results.csv line 2: seed 'zero' is damaged" in capsys.readouterr().err
+
+
+def test_full_disk_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    def full(descriptor):  # every results write ends in an fsync: the disk fills there
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(gcs.results.os, "fsync", full)
+    status = cli.main(["run", "--data", "general", "--limit", "1", "--methods", "is", "--temperatures", "1",
+                       "--seeds", "1", "--max-new-tokens", "4", "--metrics", "jaccard", "--out", str(tmp_path / "r"),
+                       "--quiet"])
+    assert status == 2 and "gcs: error: No space left on device" in capsys.readouterr().err
