@@ -39,14 +39,15 @@ from .settings import SamplingSettings
 logger = logging.getLogger(__name__)
 
 # Neutral values of every generation field that would add a logits processor before ours
-# (min_new_tokens also replaces a model's min_length; do_sample=False drops every sampling warper).
+# (min_new_tokens also replaces a model's min_length, which is left unset: transformers warns when both are
+# given; do_sample=False drops every sampling warper).
 NEUTRAL_GENERATION = dict(
     do_sample=False, num_beams=1, num_return_sequences=1, repetition_penalty=1.0, encoder_repetition_penalty=1.0,
     no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0, min_new_tokens=0, guidance_scale=1.0,
     renormalize_logits=False, remove_invalid_values=False, suppress_tokens=None, begin_suppress_tokens=None,
     bad_words_ids=None, sequence_bias=None, forced_bos_token_id=None, forced_eos_token_id=None,
     exponential_decay_length_penalty=None, watermarking_config=None, dola_layers=None, penalty_alpha=None,
-    min_length=0, token_healing=False,
+    token_healing=False,
 )
 # Special tokens that open a new chat turn: a response that emits one has ended (the model is inventing the next turn).
 TURN_START_TOKENS = ("<|im_start|>", "<|start_header_id|>", "<|user|>", "<|assistant|>", "<|system|>",

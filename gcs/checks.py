@@ -19,6 +19,8 @@ import math
 import operator
 from collections.abc import Iterable, Sequence
 
+from .data import Group
+
 METHODS = ("is", "gcs", "gcswr")
 MAX_SEED = 2**63 - 1
 MAX_NEW_TOKENS = 1024
@@ -159,3 +161,22 @@ def check_texts(texts: Sequence[str], name: str = "texts") -> list[str]:
 def check_rewordings(rewordings) -> int:
     """How many rewordings the model writes per prompt for ensembling: 0 (off) to 8."""
     return check_count(rewordings, "rewordings", 0, MAX_REWORDINGS)
+
+
+def as_groups(groups: Sequence[Group] | Sequence[Sequence[str]], min_size: int = 1) -> list[Group]:
+    """Accept ``Group`` objects or plain lists of prompts (named "0", "1", ...)."""
+    if isinstance(groups, (str, Group)) or not isinstance(groups, Sequence) or not groups:
+        raise ValueError("groups must be a non-empty list of groups of prompts")
+    result = []
+    for i, group in enumerate(groups):
+        if not isinstance(group, Group):
+            if isinstance(group, str) or not isinstance(group, Sequence):
+                raise ValueError(f"groups[{i}] must be a list of prompts, got {type(group).__name__}")
+            group = Group(str(i), tuple(group))
+        if len(group.prompts) < min_size:
+            raise ValueError(f"group {group.id!r} has {len(group.prompts)} prompt(s); this needs at least {min_size}")
+        check_prompts(group.prompts, f"group {group.id!r} prompts")
+        result.append(group)
+    if len({g.id for g in result}) != len(result):
+        raise ValueError("group ids must be unique")
+    return result

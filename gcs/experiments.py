@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .batch import Row, run_batches
-from .checks import METHODS, check_count, check_methods, check_prompts, check_seed_list, check_temperatures
+from .checks import METHODS, as_groups, check_count, check_methods, check_seed_list, check_temperatures
 from .data import Group
 from .models import Model, resolve_model
 from .rewording import reword
@@ -47,25 +47,6 @@ class Cell:
     @property
     def key(self) -> tuple:
         return (self.group.id, self.method, self.seed, float(self.temperature), bool(self.ensemble))
-
-
-def as_groups(groups: Sequence[Group] | Sequence[Sequence[str]], min_size: int = 1) -> list[Group]:
-    """Accept ``Group`` objects or plain lists of prompts (named "0", "1", ...)."""
-    if isinstance(groups, (str, Group)) or not isinstance(groups, Sequence) or not groups:
-        raise ValueError("groups must be a non-empty list of groups of prompts")
-    result = []
-    for i, group in enumerate(groups):
-        if not isinstance(group, Group):
-            if isinstance(group, str) or not isinstance(group, Sequence):
-                raise ValueError(f"groups[{i}] must be a list of prompts, got {type(group).__name__}")
-            group = Group(str(i), tuple(group))
-        if len(group.prompts) < min_size:
-            raise ValueError(f"group {group.id!r} has {len(group.prompts)} prompt(s); this needs at least {min_size}")
-        check_prompts(group.prompts, f"group {group.id!r} prompts")
-        result.append(group)
-    if len({g.id for g in result}) != len(result):
-        raise ValueError("group ids must be unique")
-    return result
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
 
 
 def consistency_figure(frame: pd.DataFrame, metric: str | None = None, title: str | None = None):
-    """Plotly figure: consistency vs temperature, one line per method (and ensembling),
-    error bars = standard error over groups x seeds (the paper's Fig. 2)."""
+    """Plotly figure: consistency vs temperature, one line per method (and ensembling), error bars =
+    standard error clustered by seed (one seed's groups share noise; the paper's Fig. 2)."""
     metric = metric if metric is not None else frame["metric"].iloc[0]
     summary = consistency_by_temperature(frame[frame["metric"] == metric])
     figure = go.Figure()
@@ -38,7 +38,7 @@ def consistency_figure(frame: pd.DataFrame, metric: str | None = None, title: st
     label = METRIC_NAMES[kind] + (f" ({name})" if name else "")
     figure.update_layout(
         title=title or f"Consistency vs temperature ({label})",
-        xaxis_title="temperature", yaxis_title=f"mean pairwise {label}",
+        xaxis_title="temperature", yaxis_title=f"mean pairwise {label} (± std.err clustered by seed)",
         template="plotly_white", legend_title="sampler",
     )
     return figure

@@ -29,9 +29,8 @@ from collections.abc import Callable, Iterable, Sequence
 import pandas as pd
 
 from .batch import Row, run_batches
-from .checks import check_methods, check_seed_list
+from .checks import as_groups, check_methods, check_seed_list
 from .data import Group
-from .experiments import as_groups
 from .generation import generate
 from .models import Model, resolve_model
 from .samplers import METHOD_NAMES
