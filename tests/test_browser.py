@@ -36,6 +36,14 @@ def page(app_url):
         browser.close()
 
 
+def screenshot(page, path: Path) -> None:
+    """A full-page screenshot with no leftover toast (an earlier test's error must not appear in the README)."""
+    for button in page.locator(".toast-close").all():
+        button.click()
+    expect(page.locator(".toast-close")).to_have_count(0, timeout=TIMEOUT_MS)
+    page.screenshot(path=str(path), full_page=True)
+
+
 def test_side_by_side_streams_responses_and_plots(page, screenshots):
     box = page.locator("#paraphrases textarea")
     box.fill("Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky.")
@@ -47,7 +55,7 @@ def test_side_by_side_streams_responses_and_plots(page, screenshots):
     scores = page.locator("#scores")
     expect(scores).to_contain_text("GCSwR")
     expect(scores).to_contain_text("E5")
-    page.screenshot(path=str(screenshots / "screenshot-compare.png"), full_page=True)
+    screenshot(page, screenshots / "screenshot-compare.png")
 
 
 def test_bad_input_shows_an_error_and_the_page_keeps_working(page):
@@ -60,7 +68,7 @@ def test_coupling_explorer_plots(page, screenshots):
     page.get_by_role("tab", name="Coupling explorer").click()
     expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
-    page.screenshot(path=str(screenshots / "screenshot-coupling.png"), full_page=True)
+    screenshot(page, screenshots / "screenshot-coupling.png")
 
 
 def test_markup_in_an_error_shows_as_text(page):
@@ -82,4 +90,4 @@ def test_sweep_tab_plots_curves(page, screenshots):
     page.get_by_label("seeds").first.fill("1")
     page.locator("#run-sweep").click()
     expect(page.locator("#sweep-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
-    page.screenshot(path=str(screenshots / "screenshot-sweep.png"), full_page=True)
+    screenshot(page, screenshots / "screenshot-sweep.png")
