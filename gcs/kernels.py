@@ -81,9 +81,9 @@ def _build():
     # ATen's vec headers name their namespace after the capability: AVX512, AVX2, or DEFAULT (generic code).
     namespace = capability if capability in _CAPABILITY_FLAGS else "DEFAULT"
     flags = [*_CAPABILITY_FLAGS.get(capability, []), f"-DCPU_CAPABILITY={namespace}"]
-    # One build per torch installation: two environments sharing TORCH_EXTENSIONS_DIR would otherwise
-    # overwrite each other's build (their include paths differ) and recompile on every switch.
-    installation = hashlib.sha256(f"{torch.__file__}|{torch.__version__}".encode()).hexdigest()[:8]
+    # One build per torch installation and checkout: two environments (or clones) sharing TORCH_EXTENSIONS_DIR
+    # would otherwise overwrite each other's build (include paths, source path) and recompile on every switch.
+    installation = hashlib.sha256(f"{torch.__file__}|{torch.__version__}|{SOURCE}".encode()).hexdigest()[:8]
     name = f"gcs_recycling_{capability.lower().replace(' ', '_')}_{installation}"
     _remove_stale_lock(cpp_extension, name)
     logger.info("compiling gcs's fused GCSwR kernel for %s (once per machine; cached afterwards)", capability)

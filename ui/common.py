@@ -109,7 +109,7 @@ def check_count_of(name: str, items: list) -> list:
     return items
 
 
-METRICS = ("e5", "minilm", "jaccard")  # the demo's metrics (the library also takes "e5:MODEL_ID"; the app never)
+METRICS = gcs.METRICS  # the demo offers the bundled metrics only (the library also takes "e5:MODEL_ID")
 
 
 def check_metric(metric) -> str:
