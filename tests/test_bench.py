@@ -58,3 +58,13 @@ def test_cost_split_recovers_per_token_and_set_up():
     cost = Cost.split(one_token=4.4e-3, whole=8e-3, tokens=10, batch=4)
     assert cost.per_token == pytest.approx(1e-4) and cost.set_up == pytest.approx(1e-3)
     assert cost.amortised == pytest.approx(8e-3 / 40)
+
+
+def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak():
+    """A tiny run of bench/profile_compare.py: every part, the decode loop's GFLOP/s and both peak ratios."""
+    output = subprocess.run([sys.executable, str(BENCH / "profile_compare.py"), "--paraphrases", "2", "--tokens", "4"],
+                            capture_output=True, text=True, check=True).stdout
+    for part in ("prefill", "decode forward", "sampler", "streaming text", "scoring: e5", "scoring: minilm"):
+        assert re.search(rf"^  {re.escape(part)} +\d+\.\d+ s +\d+\.\d %$", output, re.M), part
+    assert re.search(r"decode loop: 3 steps x 6 rows, \d+ MFLOP per token and row: \d+\.\d GFLOP/s achieved", output)
+    assert re.search(r"ratio decode / fp32 peak = \d+\.\d\d .* decode / bf16 peak = \d+\.\d\d", output)
