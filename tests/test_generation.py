@@ -21,9 +21,10 @@ def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
     assert gcs.load_model() is embedded_model  # loaded once per process
     cached = gcs.models.embedded_model_path()
     assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import gcs; gcs.load_model()"], check=True, capture_output=True)
-    assert time.perf_counter() - start < 60  # sanity only; the <= 3 s figure is printed by bench/
+    # a fresh process loads the cached copy (how long it takes is bench/bench_generation.py's business)
+    loaded = subprocess.run([sys.executable, "-c", "import gcs; print(gcs.load_model().is_chat)"], check=True,
+                            capture_output=True, text=True)
+    assert loaded.stdout.strip().endswith("True")
 
 
 def test_cache_survives_a_crash_mid_write(tmp_path):
