@@ -369,22 +369,23 @@ def run_batches(
     its current token and raises ``Cancelled`` (nothing partial is yielded).
     """
     tokens = max((settings_of(u).max_new_tokens for u in units), default=1)
-    chunks = pack(units, rows_of, settings_of, batch_rows or auto_batch_rows(model, tokens + 128))
+    unit_rows = [rows_of(unit) for unit in units]  # each unit's rows, built once
+    chunks = pack(range(len(units)), lambda i: unit_rows[i], lambda i: settings_of(units[i]),
+                  batch_rows or auto_batch_rows(model, tokens + 128))
     done = 0
     with tqdm(total=len(units), desc=description, unit="unit", disable=not show_progress) as bar:
         for chunk in chunks:
-            rows = [row for unit in chunk for row in rows_of(unit)]
-            batch = Batch(rows, model, settings_of(chunk[0]), dict(generate_kwargs or {}))
+            batch = Batch([row for i in chunk for row in unit_rows[i]], model, settings_of(units[chunk[0]]),
+                          dict(generate_kwargs or {}))
             tokens = batch.run(stop=stop)
             if stop is not None and stop.is_set():
                 raise Cancelled(f"{description} stopped after {done} of {len(units)} units")
             decoded, start = batch.decode(tokens), 0
             per_unit = []
-            for unit in chunk:
-                count = len(rows_of(unit))
-                per_unit.append(decoded[start : start + count])
-                start += count
-            yield chunk, per_unit
+            for i in chunk:
+                per_unit.append(decoded[start : start + len(unit_rows[i])])
+                start += len(unit_rows[i])
+            yield [units[i] for i in chunk], per_unit
             done += len(chunk)
             bar.update(len(chunk))
             if hasattr(progress, "update"):  # a tqdm-like bar (tqdm, gr.Progress().tqdm, ...)
