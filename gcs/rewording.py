@@ -36,6 +36,7 @@ EXAMPLES = (
     ("Explain why the sky is blue.", "Why does the sky look blue?"),
     ("Name three famous painters.", "Can you list three well-known painters?"),
 )
+FEW_SHOT = tuple((REQUEST.format(question=q), a) for q, a in EXAMPLES)  # the examples as the model sees them
 MIN_SIMILARITY = 0.86
 QUESTION_START = re.compile(
     r"^(what|why|how|when|where|who|whom|whose|which|is|are|was|were|do|does|did|can|could|should|would|will|"
@@ -116,14 +117,13 @@ def reword_report(prompts: Sequence[str], n: int = 2, model: Model | str | None 
         # 2n candidates per pending prompt and round, each with its own hashed sub-seed (IS: independent samples)
         units = [(i, derive_seed(seed, attempt * 64 + j)) for i in pending for j in range(2 * n)]
         rows_of = lambda unit: [Row(REQUEST.format(question=prompts[unit[0]]), "is", unit[1],  # noqa: E731
-                                    examples=tuple((REQUEST.format(question=q), a) for q, a in EXAMPLES))]
+                                    examples=FEW_SHOT)]
         texts = {i: [] for i in pending}
         for chunk, decoded in run_batches(units, rows_of, lambda unit: settings, model):
             for (i, _), (record,) in zip(chunk, decoded):
                 texts[i].append(clean_candidate(record["response"]))
         candidates += sum(len(t) for t in texts.values())
-        kept = _accept(prompts, texts, accepted, min_similarity)
-        passed += kept
+        passed += _accept(prompts, texts, accepted, min_similarity)
     delivered = [found[:n] for found in accepted]
     short = tuple(p for p, found in zip(prompts, delivered) if len(found) < n)
     report = RewordReport(candidates, passed, n * len(prompts), sum(map(len, delivered)), short)
@@ -135,11 +135,13 @@ def _accept(prompts, texts: dict[int, list[str]], accepted: list[list[str]], min
     checked = {i: [t for t in found if is_question(t) and _normalised(t) != _normalised(prompts[i])
                    and len(t) <= 3 * len(prompts[i]) + 40]
                for i, found in texts.items()}
-    if min_similarity is not None:
-        from .scoring import similarity_to
+    if min_similarity is not None:  # every prompt with its candidates, all embedded in one call
+        from .scoring import similarity_matrices
 
-        checked = {i: [t for t, s in zip(found, similarity_to(prompts[i], found)) if s >= min_similarity]
-                   for i, found in checked.items() if found}
+        checked = {i: found for i, found in checked.items() if found}
+        matrices = similarity_matrices([[prompts[i], *found] for i, found in checked.items()], "e5")
+        checked = {i: [t for t, s in zip(found, matrix[0, 1:]) if s >= min_similarity]
+                   for (i, found), matrix in zip(checked.items(), matrices)}
     kept = 0
     for i, found in checked.items():
         kept += len(found)
