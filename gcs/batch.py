@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
+from .checks import check_engine
 from .models import Model
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
@@ -136,8 +137,13 @@ class Batch:
     model: Model
     settings: SamplingSettings
     generate_kwargs: dict = field(default_factory=dict)
+    engine: str = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm)
 
     def __post_init__(self):
+        self.engine = check_engine(self.engine)
+        if self.engine == "vllm" and self.generate_kwargs:
+            raise ValueError(f"extra generate arguments ({', '.join(self.generate_kwargs)}) are for transformers' "
+                             "generate; the vLLM engine takes none")
         questions, texts, self.groups, methods, seeds, streams, self.main = [], [], [], [], [], [], []
         tokenizer = self.model.tokenizer
         for group, row in enumerate(self.rows):
@@ -176,8 +182,13 @@ class Batch:
     def run(self, streamer: BaseStreamer | None = None, stop: threading.Event | None = None) -> torch.Tensor:
         """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
 
-        Setting ``stop`` ends generation after the current step (a cancelled stream).
+        Setting ``stop`` ends generation after the current step (a cancelled stream). On the
+        vLLM engine all rows go to vLLM as one request each, and ``streamer``/``stop`` are not used.
         """
+        if self.engine == "vllm":
+            from .vllm import run_batch
+
+            return run_batch(self)
         config, other_kwargs = generation_config(self.model, self.settings.max_new_tokens, self.stop_ids,
                                                  self.generate_kwargs)
         if stop is not None:
@@ -212,6 +223,9 @@ class Batch:
         (a consumer that stops reading) stops generation after the current step and waits
         for the worker thread, so no generation outlives its stream.
         """
+        if self.engine == "vllm":  # vLLM answers whole requests: one final item
+            yield self.decode(self.run())
+            return
         tokens, outcome, done, stop = _TokenQueue(), {}, object(), threading.Event()
 
         def work():
@@ -357,6 +371,7 @@ def run_batches(
     show_progress: bool = False,
     description: str = "generate",
     stop: threading.Event | None = None,
+    engine: str = "transformers",
 ) -> Iterator[tuple[list, list[list[dict]]]]:
     """Generate the rows of every unit in as few batches as ``batch_rows`` allows; yield per batch.
 
@@ -366,18 +381,19 @@ def run_batches(
     decoded)`` for each batch, ``decoded[i]`` being ``Batch.decode``'s records of
     ``units[i]``'s rows. ``progress`` is a tqdm-like bar (``update(n)`` gets the units done)
     or a callback ``progress(done, total)``; ``show_progress`` shows a tqdm bar of its own.
-    ``batch_rows`` defaults to ``auto_batch_rows``. Setting ``stop`` ends the running batch after
-    its current token and raises ``Cancelled`` (nothing partial is yielded).
+    ``batch_rows`` defaults to ``auto_batch_rows``; on the vLLM engine, to all rows (vLLM batches
+    them itself). Setting ``stop`` ends the running batch after its current token and raises
+    ``Cancelled`` (nothing partial is yielded).
     """
     tokens = max((settings_of(u).max_new_tokens for u in units), default=1)
     unit_rows = [rows_of(unit) for unit in units]  # each unit's rows, built once
     chunks = pack(range(len(units)), lambda i: unit_rows[i], lambda i: settings_of(units[i]),
-                  batch_rows or auto_batch_rows(model, tokens + 128))
+                  batch_rows or (sum(map(len, unit_rows)) or 1 if engine == "vllm" else auto_batch_rows(model, tokens + 128)))
     done = 0
     with tqdm(total=len(units), desc=description, unit="unit", disable=not show_progress) as bar:
         for chunk in chunks:
             batch = Batch([row for i in chunk for row in unit_rows[i]], model, settings_of(units[chunk[0]]),
-                          dict(generate_kwargs or {}))
+                          dict(generate_kwargs or {}), engine)
             tokens = batch.run(stop=stop)
             if stop is not None and stop.is_set():
                 raise Cancelled(f"{description} stopped after {done} of {len(units)} units")

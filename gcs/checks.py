@@ -44,6 +44,26 @@ def check_count(value, name: str, low: int, high: int) -> int:
     return value
 
 
+ENGINES = ("transformers", "vllm")
+
+
+def check_engine(engine: str) -> str:
+    """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed.
+
+    >>> check_engine("transformers")
+    'transformers'
+    """
+    if not isinstance(engine, str) or engine.strip().lower() not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    engine = engine.strip().lower()
+    if engine == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            raise ValueError("engine 'vllm' needs vLLM: pip install it (on CPU: see requirements-vllm.txt)")
+    return engine
+
+
 def check_method(method: str) -> str:
     """Return ``method`` lower-cased, or raise ValueError naming the valid methods.
 

@@ -116,7 +116,7 @@ def command_run(args: argparse.Namespace) -> Path:
     log = _sweep_log(out, metrics)
     sweep(plan.groups, plan.temperatures, plan.settings.methods, plan.settings.seeds, metrics, model,
           args.max_new_tokens, args.top_k, args.top_p, plan.ensembling, args.rewordings, batch_rows=args.batch_rows,
-          skip=log.done(), on_results=log.append, show_progress=not args.quiet)
+          skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
     requested = {cell.key for cell in plan.cells()}
     results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
     results = results[[key in requested for key in results[list(CELL_KEYS)].itertuples(index=False, name=None)]]
@@ -178,7 +178,7 @@ def command_compare(args: argparse.Namespace) -> None:
     from .scoring import consistency
 
     frame = compare(args.prompts, methods=args.methods, seeds=args.seed, temperature=args.temperature,
-                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=args.model)
+                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=args.model, engine=args.engine)
     for method, part in frame.groupby("method", sort=False):
         score = consistency(list(part["response"]), "e5") if len(part) > 1 else float("nan")
         print(f"== {method}  (E5 consistency {score:.3f})")
@@ -209,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--top-p", type=float, default=None)
     run.add_argument("--ensembling", type=_ensembling, default=[False], help="off, on or both")
     run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
+    run.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                     help="generate with transformers (default) or inside vLLM (gcs.vllm; needs vLLM installed)")
 
     style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
     common(style, "20", 200)
@@ -225,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--top-p", type=float, default=None)
     compare.add_argument("--max-new-tokens", type=int, default=50)
     compare.add_argument("--model", default=None)
+    compare.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                     help="generate with transformers (default) or inside vLLM (gcs.vllm; needs vLLM installed)")
     return parser
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .batch import Row, run_batches
-from .checks import METHODS, as_groups, check_count, check_methods, check_seed_list, check_temperatures
+from .checks import METHODS, as_groups, check_engine, check_count, check_methods, check_seed_list, check_temperatures
 from .data import Group
 from .models import Model, resolve_model
 from .rewording import reword
@@ -103,6 +103,7 @@ def sweep(
     progress=None,
     show_progress: bool = False,
     stop: threading.Event | None = None,
+    engine: str = "transformers",
     **generate_kwargs,
 ) -> pd.DataFrame:
     """Consistency of responses to each group of paraphrases, for every setting.
@@ -121,9 +122,14 @@ def sweep(
     ``show_progress`` (gradio's ``Progress(track_tqdm=True)`` follows it). Setting ``stop`` (a
     ``threading.Event``) ends the sweep after the current token with ``gcs.Cancelled``; batches
     already passed to ``on_results`` stay there. Extra keyword arguments go to transformers' ``generate``.
+    ``engine="vllm"`` submits all cells of a temperature to vLLM at once and lets it batch them
+    (no ensembling there; ``stop`` then takes effect between temperatures).
     """
     plan = check_sweep(groups, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensembling,
                        rewordings)
+    engine = check_engine(engine)
+    if engine == "vllm" and True in plan.ensembling:
+        raise ValueError("ensembling is not available on the vLLM engine; use engine='transformers'")
     model = resolve_model(model)
     cells = plan.cells(skip)
     rewritten = _rewordings(cells, plan.rewordings, model)
@@ -132,7 +138,7 @@ def sweep(
                             for p in cell.group.prompts]
     frames = []
     for chunk, decoded in run_batches(cells, rows_of, lambda cell: at_temperature[cell.temperature], model,
-                                      batch_rows, generate_kwargs, progress, show_progress, "sweep", stop):
+                                      batch_rows, generate_kwargs, progress, show_progress, "sweep", stop, engine):
         frame = _score_cells(chunk, [[r["response"] for r in rows] for rows in decoded], plan.metrics, model)
         frames.append(frame)
         if on_results is not None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 
 from .batch import Batch, Row
-from .checks import MAX_NEW_TOKENS, METHODS, check_method, check_prompts, check_seed, is_integer
+from .checks import MAX_NEW_TOKENS, METHODS, check_engine, check_method, check_prompts, check_seed, is_integer
 from .models import Model, resolve_model
 from .rewording import reword
 from .settings import SamplingSettings
@@ -40,13 +40,18 @@ def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | No
 
 
 def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
-            rewordings: Sequence[Sequence[str]] | None = None, **generate_kwargs) -> tuple[Batch, bool]:
+            rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
+            **generate_kwargs) -> tuple[Batch, bool]:
     """The batch of every method x seed x prompt, and whether ensembling was requested.
 
     ``rewordings`` (one list per prompt) replaces the ones the model would write for
-    ``settings.ensemble``.
+    ``settings.ensemble``. ``engine`` runs it on "transformers" or "vllm" (``gcs.vllm``).
     """
     prompts = check_prompts(prompts)
+    engine = check_engine(engine)
+    if engine == "vllm" and (settings.ensemble or (rewordings is not None and not is_integer(rewordings))):
+        raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
+                         "in each step); use engine='transformers'")
     explicit = _explicit_rewordings(rewordings, len(prompts))
     model = resolve_model(model)
     if explicit is None and settings.ensemble:
@@ -54,7 +59,7 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     ensembled = explicit is not None
     explicit = explicit or [()] * len(prompts)
     rows = [Row(p, m, s, r) for m in settings.methods for s in settings.seeds for p, r in zip(prompts, explicit)]
-    return Batch(rows, model, settings, dict(generate_kwargs)), ensembled
+    return Batch(rows, model, settings, dict(generate_kwargs), engine), ensembled
 
 
 def _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble,
@@ -79,6 +84,7 @@ def generate(
     max_new_tokens: int = 50,
     model: Model | str | None = None,
     ensemble: Ensemble = None,
+    engine: str = "transformers",
     **generate_kwargs,
 ) -> list[str]:
     """One response per prompt, all rows in one batched ``generate`` (KV cache, left padding).
@@ -91,20 +97,22 @@ def generate(
     Follow-up turns the model invents after its answer are removed (``compare`` keeps the
     raw text). Extra keyword arguments go to transformers' ``generate``. A prompt too
     long for the context window (after making room for ``max_new_tokens``) is refused.
+    ``engine="vllm"`` runs the same samplers inside vLLM (``gcs.vllm``; no ensembling there).
     """
     settings, rewordings = _settings([check_method(method)], [check_seed(seed)], temperature, top_k, top_p,
                                      max_new_tokens, ensemble)
-    batch, _ = prepare(prompts, settings, model, rewordings, **generate_kwargs)
+    batch, _ = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
     return [row["response"] for row in batch.decode(batch.run())]
 
 
 def stream(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
-           model: Model | str | None = None, ensemble: Ensemble = None, **generate_kwargs) -> Iterator[list[str]]:
+           model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
+           **generate_kwargs) -> Iterator[list[str]]:
     """Like ``generate`` (same arguments), but yields all partial responses after every token; the last is final."""
     settings, rewordings = _settings([check_method(method)], [check_seed(seed)], temperature, top_k, top_p,
                                      max_new_tokens, ensemble)
-    batch, _ = prepare(prompts, settings, model, rewordings, **generate_kwargs)
+    batch, _ = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
     for rows in batch.stream():
         yield [row["response"] for row in rows]
 
@@ -133,6 +141,7 @@ def compare(
     model: Model | str | None = None,
     ensemble: Ensemble = None,
     settings: SamplingSettings | None = None,
+    engine: str = "transformers",
     **generate_kwargs,
 ) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
@@ -141,9 +150,10 @@ def compare(
     (whether ensembling was requested), raw_response, response (follow-ups stripped),
     n_tokens, finished (ended with a stop token). Repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
+    ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``).
     """
     settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble, settings)
-    batch, ensembled = prepare(prompts, settings, model, rewordings, **generate_kwargs)
+    batch, ensembled = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
     return frame(batch, batch.decode(batch.run()), ensembled)
 
 
@@ -151,9 +161,9 @@ def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHOD
                    seeds: Sequence[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = 50, model: Model | str | None = None,
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
-                   **generate_kwargs) -> Iterator[pd.DataFrame]:
+                   engine: str = "transformers", **generate_kwargs) -> Iterator[pd.DataFrame]:
     """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is final."""
     settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble, settings)
-    batch, ensembled = prepare(prompts, settings, model, rewordings, **generate_kwargs)
+    batch, ensembled = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
     for decoded in batch.stream():
         yield frame(batch, decoded, ensembled)

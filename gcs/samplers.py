@@ -171,8 +171,33 @@ class Sampler:
             )
         return self._draw(logits, row_max, active)
 
+    def begin(self, batch: int, vocab: int, device: torch.device | str = "cpu",
+              steps: torch.Tensor | None = None, state: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sampler:
+        """Start ``batch`` responses over ``vocab`` tokens now (``sample`` does it on its first call).
+
+        ``steps`` [batch]: the output index each row is at (default 0), which picks the draw of
+        GCS and IS: a row resumed at index 5 draws what a row sampled from the start would at
+        its sixth token. ``state``: GCSwR's ``(residual, draws)`` rows to continue from (see
+        ``RecyclingGumbelSampler.initial_state``) instead of fresh noise. This is how an engine
+        that keeps per-request state (``gcs.vllm``) samples a changing set of requests.
+        """
+        self.reset()
+        for name, values in (("seed", self.seed), ("streams", self.streams)):
+            if isinstance(values, list) and len(values) != batch:
+                raise ValueError(f"{name} has {len(values)} entries but logits have {batch} rows")
+        device = torch.device(device)
+        self.batch_size, self.vocab_size, self.device = batch, vocab, device
+        self.steps = torch.zeros(batch, dtype=torch.int64, device=device) if steps is None \
+            else torch.as_tensor(steps, dtype=torch.int64, device=device).clone()
+        if self.steps.shape != (batch,):
+            raise ValueError(f"steps must have shape [{batch}], got {list(self.steps.shape)}")
+        seeds = _row_tensor(self.seed, torch.zeros(batch, dtype=torch.int64), batch, device)
+        streams = _row_tensor(self.streams, torch.arange(batch), batch, device)
+        self._start(seeds, streams, state)
+        return self
+
     # -- subclass hooks -------------------------------------------------------------------
-    def _start(self, seeds: torch.Tensor, streams: torch.Tensor) -> None:
+    def _start(self, seeds: torch.Tensor, streams: torch.Tensor, state=None) -> None:
         raise NotImplementedError
 
     def _draw(self, logits: torch.Tensor, row_max: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
@@ -188,14 +213,7 @@ class Sampler:
             raise ValueError(f"logits must have shape [batch, vocab] with both > 0, got {list(logits.shape)}")
         batch, vocab = logits.shape
         if self.batch_size is None:
-            for name, values in (("seed", self.seed), ("streams", self.streams)):
-                if isinstance(values, list) and len(values) != batch:
-                    raise ValueError(f"{name} has {len(values)} entries but logits have {batch} rows")
-            self.batch_size, self.vocab_size, self.device = batch, vocab, logits.device
-            self.steps = torch.zeros(batch, dtype=torch.int64, device=logits.device)
-            seeds = _row_tensor(self.seed, torch.zeros(batch, dtype=torch.int64), batch, logits.device)
-            streams = _row_tensor(self.streams, torch.arange(batch), batch, logits.device)
-            self._start(seeds, streams)
+            self.begin(batch, vocab, logits.device)
         elif (batch, vocab) != (self.batch_size, self.vocab_size) or logits.device != self.device:
             raise ValueError(
                 f"logits of shape {[batch, vocab]} on {logits.device} do not continue the current responses "
@@ -218,7 +236,7 @@ class IndependentSampler(Sampler):
 
     method = "is"
 
-    def _start(self, seeds, streams):
+    def _start(self, seeds, streams, state=None):
         self.stream_keys = splitmix64(row_keys(seeds, DOMAIN_INDEPENDENT) + streams)
         self.block = _block_size(self.vocab_size)
         self.rows = torch.arange(self.batch_size, device=self.device)
@@ -252,7 +270,9 @@ def _inverse_cdf(cdf: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor,
 class _GumbelSamplerBase(Sampler):
     """Shared set-up of the Gumbel methods: per-row keys and de-duplicated noise rows."""
 
-    def _start(self, seeds, streams):
+    def _start(self, seeds, streams, state=None):
+        if state is not None and self.method != "gcswr":
+            raise ValueError(f"only gcswr carries state; {self.method} draws depend on the step alone")
         self.keys = row_keys(seeds, DOMAIN_GUMBEL)
         self.block = _block_size(self.vocab_size)
 
@@ -293,11 +313,30 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
     # divide as 0/0 when masked.
     MIN_RESIDUAL = torch.finfo(torch.float32).tiny
 
-    def _start(self, seeds, streams):
+    @staticmethod
+    def initial_state(seed: int, vocab: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """One fresh row of state, ``(residual [vocab] float32, draws [vocab] int32)``: what a new response starts from.
+
+        >>> residual, draws = RecyclingGumbelSampler.initial_state(7, 4)
+        >>> s = RecyclingGumbelSampler(seed=[7]).begin(1, 4)
+        >>> torch.equal(s.residual[0], residual), int(draws.sum())
+        (True, 0)
+        """
+        keys = row_keys(torch.tensor([check_seed(seed)], device=device), DOMAIN_GUMBEL)
+        return vocabulary_noise(keys, torch.zeros_like(keys), vocab)[0], torch.zeros(vocab, dtype=torch.int32, device=device)
+
+    def _start(self, seeds, streams, state=None):
         super()._start(seeds, streams)
-        # int32 halves the largest piece of state (no response picks one token 2**31 times).
-        self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int32, device=self.device)
-        self.residual = self._shared_noise(self.steps)
+        if state is None:
+            # int32 halves the largest piece of state (no response picks one token 2**31 times).
+            self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int32, device=self.device)
+            self.residual = self._shared_noise(torch.zeros_like(self.keys))
+        else:
+            self.residual, self.draws = state
+            shape = (self.batch_size, self.vocab_size)
+            if self.residual.shape != shape or self.draws.shape != shape or self.residual.dtype != torch.float32 \
+                    or self.draws.dtype != torch.int32 or not self.residual.is_contiguous() or not self.draws.is_contiguous():
+                raise ValueError(f"state must be contiguous (float32 residual, int32 draws) of shape {list(shape)}")
         # Reused buffers for the rates and the arrivals: fresh multi-megabyte temporaries cost page faults on CPU.
         self._rates = torch.empty_like(self.residual)
         self._kernel = cpu_kernel() if self.device.type == "cpu" else None
@@ -361,13 +400,16 @@ class MixedSampler(Sampler):
         if isinstance(self.seed, list) and len(self.seed) != len(self.methods):
             raise ValueError(f"{len(self.methods)} methods but {len(self.seed)} seeds; give one per row")
 
-    def _start(self, seeds, streams):
+    def _start(self, seeds, streams, state=None):
+        if state is not None:
+            raise ValueError("a MixedSampler cannot continue from a state; begin one sampler per method")
         if self.batch_size != len(self.methods):
             raise ValueError(f"{len(self.methods)} methods but logits have {self.batch_size} rows")
         self.parts = []
         for method in dict.fromkeys(self.methods):
             rows = torch.tensor([i for i, m in enumerate(self.methods) if m == method], device=self.device)
-            self.parts.append((rows, _SAMPLERS[method](seed=seeds[rows].tolist(), streams=streams[rows].tolist())))
+            sampler = _SAMPLERS[method](seed=seeds[rows].tolist(), streams=streams[rows].tolist())
+            self.parts.append((rows, sampler.begin(len(rows), self.vocab_size, self.device, steps=self.steps[rows])))
 
     def _draw(self, logits, row_max, active):
         tokens = torch.empty(self.batch_size, dtype=torch.long, device=self.device)
