@@ -158,7 +158,7 @@ def command_style(args: argparse.Namespace) -> Path:
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
     style_responses(questions, settings.methods, settings.seeds, settings.temperature, settings.max_new_tokens, model,
                     batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,
-                    show_progress=not args.quiet)
+                    show_progress=not args.quiet, engine=args.engine)
     requested = {(q.id, m, s) for q in questions for m in settings.methods for s in settings.seeds}
     responses = log.load()  # summarise the requested responses only, not others an earlier run left there
     responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
@@ -186,6 +186,11 @@ def command_compare(args: argparse.Namespace) -> None:
             print(f"  > {prompt}\n    {response.strip()}\n")
 
 
+def engine_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                     help="generate with transformers (default) or inside vLLM (gcs.vllm; needs vLLM installed)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcs", description="Gumbel Consistency Sampling experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
         sub.add_argument("--out", required=True, help="output folder (re-running resumes)")
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
+        engine_option(sub)
 
     run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
     common(run, "3", 50)
@@ -209,8 +215,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--top-p", type=float, default=None)
     run.add_argument("--ensembling", type=_ensembling, default=[False], help="off, on or both")
     run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
-    run.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
-                     help="generate with transformers (default) or inside vLLM (gcs.vllm; needs vLLM installed)")
 
     style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
     common(style, "20", 200)
@@ -227,8 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--top-p", type=float, default=None)
     compare.add_argument("--max-new-tokens", type=int, default=50)
     compare.add_argument("--model", default=None)
-    compare.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
-                     help="generate with transformers (default) or inside vLLM (gcs.vllm; needs vLLM installed)")
+    engine_option(compare)
     return parser
 
 

@@ -214,12 +214,14 @@ def style_responses(
     skip: Iterable[tuple] = (),
     on_results: Callable[[pd.DataFrame], None] | None = None,
     show_progress: bool = False,
+    engine: str = "transformers",
 ) -> pd.DataFrame:
     """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
 
     Each question is the first prompt of its group. All questions answered with one seed
     share its noise (gcs/gcswr). ``skip`` holds (question, method, seed) keys already done;
     ``on_results`` receives each finished batch; ``batch_rows`` defaults to the automatic size.
+    ``engine``: "transformers" or "vllm" (``gcs.vllm``).
     """
     if questions and all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (q,)) for i, q in enumerate(questions)]
@@ -233,7 +235,7 @@ def style_responses(
     frames = []
     for chunk, decoded in run_batches(todo, lambda unit: [Row(unit[0].prompts[0], unit[1], unit[2])],
                                       lambda unit: settings, model, batch_rows, show_progress=show_progress,
-                                      description="style"):
+                                      description="style", engine=engine):
         frame = pd.DataFrame.from_records(
             [{"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
              for (q, m, s), (row,) in zip(chunk, decoded)],

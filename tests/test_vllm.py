@@ -180,3 +180,11 @@ def test_a_sweep_runs_on_the_vllm_engine(model):
     assert len(frame) == 2 * 2 * 2 and frame["consistency"].between(0, 1).all()
     greedy = frame[frame.temperature == 0.0]
     assert greedy["responses"].map(tuple).nunique() == 1  # temperature 0: every method and seed is greedy
+
+
+def test_the_cli_sweeps_on_the_vllm_engine(model, tmp_path):
+    out = tmp_path / "run"
+    argv = ["run", "--data", "general", "--limit", "1", "--seeds", "2", "--temperatures", "1", "--methods", "is,gcswr",
+            "--metrics", "jaccard", "--max-new-tokens", "8", "--out", str(out), "--quiet", "--engine", "vllm"]
+    assert cli_main(argv) == 0
+    assert (out / "results.csv").read_text().count("\n") == 1 + 2 * 2  # header + methods x seeds
