@@ -10,7 +10,7 @@ experiments/style -> cli (and the Gradio app, outside this package).
 [0, 0]
 """
 
-from .checks import MAX_NEW_TOKENS, MAX_SEED, METHODS, check_methods, check_sampling_settings, check_seeds
+from .checks import ENGINES, MAX_NEW_TOKENS, MAX_SEED, METHODS, check_engine, check_methods, check_sampling_settings, check_seeds
 from .data import Group, load_groups, parse_groups
 from .export import csv_safe, write_csv
 from .ensemble import geometric_ensemble, grouped_geometric_ensemble
@@ -74,6 +74,8 @@ __all__ = [
     "GumbelLogitsProcessor",
     "EnsembleLogitsProcessor",
     "check_sampling_settings",
+    "ENGINES",
+    "check_engine",
     "check_methods",
     "check_seeds",
     "SamplingSettings",

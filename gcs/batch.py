@@ -22,7 +22,7 @@ import logging
 import queue
 import threading
 import weakref
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -188,7 +188,7 @@ class Batch:
         if self.engine == "vllm":
             from .vllm import run_batch
 
-            return run_batch(self)
+            return run_batch(self, stop)
         config, other_kwargs = generation_config(self.model, self.settings.max_new_tokens, self.stop_ids,
                                                  self.generate_kwargs)
         if stop is not None:
@@ -215,6 +215,24 @@ class Batch:
                             "finished": finished})
         return results
 
+    def _stream_vllm(self) -> Iterator[list[dict]]:
+        """``stream`` on the vLLM engine: decoded rows after each engine step (new tokens only), then the final rows."""
+        from .vllm import padded, stream_batch
+
+        texts = [IncrementalText(self.model.tokenizer) for _ in self.main]
+        seen, ended, token_ids = [0] * len(self.main), [False] * len(self.main), []
+        with closing(stream_batch(self)) as steps:  # leaving early aborts the unfinished requests
+            for token_ids in steps:
+                for i, index in enumerate(self.main):
+                    new, seen[i] = token_ids[index][seen[i]:], len(token_ids[index])
+                    for token in new:
+                        ended[i] = ended[i] or token in self.stop_ids
+                        if not ended[i]:
+                            texts[i].append(token)
+                yield [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
+                        "finished": e} for t, e in zip(texts, ended)]
+        yield self.decode(padded(token_ids, self.stop_ids[0]))
+
     def stream(self) -> Iterator[list[dict]]:
         """Decoded rows after every step (as ``decode``); the last item is the finished batch.
 
@@ -223,8 +241,8 @@ class Batch:
         (a consumer that stops reading) stops generation after the current step and waits
         for the worker thread, so no generation outlives its stream.
         """
-        if self.engine == "vllm":  # vLLM answers whole requests: one final item
-            yield self.decode(self.run())
+        if self.engine == "vllm":
+            yield from self._stream_vllm()
             return
         tokens, outcome, done, stop = _TokenQueue(), {}, object(), threading.Event()
 

@@ -107,7 +107,7 @@ def command_run(args: argparse.Namespace) -> Path:
     plan = check_sweep(groups, args.temperatures, args.methods, args.seeds, args.metrics, args.max_new_tokens,
                        args.top_k, args.top_p, args.ensembling, args.rewordings)
     metrics = list(plan.metrics)
-    model = load_model(args.model)
+    model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
     _claim_out_dir(out, {
         "command": "run", "model": model.name, "metrics": metrics, "max_new_tokens": args.max_new_tokens,
@@ -149,7 +149,7 @@ def command_style(args: argparse.Namespace) -> Path:
     classifiers = check_classifiers(names)
     settings = SamplingSettings(check_methods(args.methods), check_seed_list(args.seeds), args.temperature,
                                 max_new_tokens=args.max_new_tokens)
-    model = load_model(args.model)
+    model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
     _claim_out_dir(out, {
         "command": "style", "model": model.name, "temperature": args.temperature,
@@ -175,10 +175,12 @@ def command_style(args: argparse.Namespace) -> Path:
 
 def command_compare(args: argparse.Namespace) -> None:
     from .generation import compare
+    from .models import load_model
     from .scoring import consistency
 
     frame = compare(args.prompts, methods=args.methods, seeds=args.seed, temperature=args.temperature,
-                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=args.model, engine=args.engine)
+                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=load_model(args.model, dtype=args.dtype),
+                    engine=args.engine)
     for method, part in frame.groupby("method", sort=False):
         score = consistency(list(part["response"]), "e5") if len(part) > 1 else float("nan")
         print(f"== {method}  (E5 consistency {score:.3f})")
@@ -186,9 +188,11 @@ def command_compare(args: argparse.Namespace) -> None:
             print(f"  > {prompt}\n    {response.strip()}\n")
 
 
-def engine_option(sub: argparse.ArgumentParser) -> None:
+def engine_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
                      help="generate with transformers (default) or inside vLLM (gcs.vllm; needs vLLM installed)")
+    sub.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
+                     help="model weights (auto: bf16 on CUDA and on CPUs with hardware bf16, else fp32)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -204,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
         sub.add_argument("--out", required=True, help="output folder (re-running resumes)")
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
-        engine_option(sub)
+        engine_options(sub)
 
     run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
     common(run, "3", 50)
@@ -231,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--top-p", type=float, default=None)
     compare.add_argument("--max-new-tokens", type=int, default=50)
     compare.add_argument("--model", default=None)
-    engine_option(compare)
+    engine_options(compare)
     return parser
 
 

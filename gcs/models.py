@@ -68,9 +68,48 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+          "float16": torch.float16, "fp16": torch.float16}
+
+
+def cpu_has_fast_bf16() -> bool:
+    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); there bf16 halves generation time."""
+    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
+        try:
+            if getattr(torch.cpu, probe)():
+                return True
+        except (AttributeError, RuntimeError):  # a torch without the probe: assume no
+            pass
+    return False
+
+
 def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on CUDA (as in the paper), fp32 on CPU (bf16 matmuls are slow there)."""
-    return torch.bfloat16 if torch.device(device).type == "cuda" else torch.float32
+    """``$GCS_DTYPE`` when set; else bf16 on CUDA (as in the paper) and on CPUs with hardware bf16, fp32 on other CPUs.
+
+    Only the model's weights and activations change: every sampler draws exactly from the
+    logits of whatever model runs (bf16 logits are a slightly different model).
+    """
+    if os.environ.get("GCS_DTYPE"):
+        return check_dtype(os.environ["GCS_DTYPE"], "GCS_DTYPE")
+    if torch.device(device).type == "cuda" or cpu_has_fast_bf16():
+        return torch.bfloat16
+    return torch.float32
+
+
+def check_dtype(dtype, name: str = "dtype") -> torch.dtype | None:
+    """A torch float dtype from a dtype or a name ("float32"/"fp32", "bfloat16"/"bf16", "float16"/"fp16");
+    None or "auto" stay None (the default).
+
+    >>> check_dtype("bf16"), check_dtype(None)
+    (torch.bfloat16, None)
+    """
+    if dtype is None or (isinstance(dtype, str) and dtype.strip().lower() == "auto"):
+        return None
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype.strip().lower().removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.strip().lower().removeprefix("torch.")]
+    raise ValueError(f"{name} must be one of float32, bfloat16, float16 or auto, got {dtype!r}")
 
 
 def embedded_model_installed() -> bool:
@@ -153,14 +192,15 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
 def load_model(name: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Model:
     """Load a causal LM once per process: ``None`` is the embedded SmolLM2-135M-Instruct.
 
-    ``device`` defaults to CUDA when available, else CPU; ``dtype`` to bf16 on CUDA and
-    fp32 on CPU. Raises ValueError saying what was tried when the name cannot be loaded.
+    ``device`` defaults to CUDA when available, else CPU; ``dtype`` (a torch dtype or its
+    name) to ``default_dtype``: bf16 on CUDA and on CPUs with hardware bf16, else fp32
+    (``$GCS_DTYPE`` overrides). Raises ValueError saying what was tried when the name cannot be loaded.
     """
     if name is not None and (not isinstance(name, str) or not name.strip()):
         raise ValueError(f"model name must be a non-empty string or None, got {name!r}")
     name = DEFAULT_MODEL if name is None or name.strip().lower() == DEFAULT_MODEL else name.strip()
     device = torch.device(device) if device is not None else default_device()
-    return _load(name, device, dtype or default_dtype(device))
+    return _load(name, device, check_dtype(dtype) or default_dtype(device))
 
 
 def resolve_model(model: Model | str | None) -> Model:

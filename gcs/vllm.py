@@ -44,9 +44,10 @@ import logging
 import math
 import os
 import threading
+import uuid
 import weakref
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -433,7 +434,6 @@ def engine(model, **llm_kwargs):
         "dtype": str(dtype).removeprefix("torch."),
         "max_model_len": min(model.context_window, 4096),
         "generation_config": "vllm",
-        "seed": 0,
         # On CPU: in-process, and eager (eager starts in about 30 s here; compiling the graphs had not finished
         # after 3 minutes).
         # and a fixed KV cache (vLLM's CPU default reserves 92 % of memory and refuses to start on a busy machine).
@@ -445,21 +445,26 @@ def engine(model, **llm_kwargs):
     key = tuple(sorted((k, repr(v)) for k, v in options.items()))
     with _ENGINES_LOCK:
         if key not in _ENGINES:
+            # vLLM logs ~150 lines while it starts (a warning per weight cast to bf16): errors only, unless chosen
+            os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
             _ENGINES[key] = (LLM(**options), threading.Lock())
         return _ENGINES[key]
 
 
-def run_batch(batch, **llm_kwargs) -> torch.Tensor:
-    """Generate a ``gcs.batch.Batch`` on vLLM: token ids [rows, new tokens], padded with a stop token like ``Batch.run``.
 
-    Every row is one request; all go to vLLM at once and it batches them. Ensembling
-    needs every rewording's logits in one step, which a per-request processor cannot see,
-    so it is refused here (use the transformers engine).
+
+def stream_batch(batch, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
+    """Run a ``gcs.batch.Batch`` on vLLM: every row's token ids so far, after each engine step.
+
+    Every row is one request; all are queued at once and vLLM batches them (continuous
+    batching). Ensembling needs every rewording's logits in one step, which a per-request
+    processor cannot see, so it is refused (use the transformers engine). Closing the
+    iterator early, or setting ``stop``, aborts the unfinished requests.
     """
     if len(batch.groups) > len(batch.rows):
         raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
                          "in each step); use engine='transformers'")
-    llm, lock = engine(batch.model, **llm_kwargs)
+    llm, lock = engine(batch.model)
     temperature, top_k, top_p = batch.settings.warping
     mask = batch.inputs["attention_mask"].bool().cpu()
     prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask)]
@@ -468,9 +473,38 @@ def run_batch(batch, **llm_kwargs) -> torch.Tensor:
                         max_tokens=batch.settings.max_new_tokens, stop_token_ids=list(batch.stop_ids))
         for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams)
     ]
-    with lock:  # one generate at a time per engine (vLLM's LLM is not thread-safe)
-        outputs = llm.generate(prompts, params, use_tqdm=False)
-    pad = batch.stop_ids[0]
-    token_ids = [list(output.outputs[0].token_ids) for output in outputs]
-    width = max(1, max(len(ids) for ids in token_ids))
+    names = [f"gcs-{uuid.uuid4().hex}-{i}" for i in range(len(prompts))]
+    row_of = {name: i for i, name in enumerate(names)}
+    tokens: list[list[int]] = [[] for _ in prompts]
+    with lock:  # one batch at a time per engine: vLLM's LLM is not thread-safe
+        core, running = llm.llm_engine, set(names)
+        try:
+            for name, prompt, request_params in zip(names, prompts, params):
+                core.add_request(name, prompt, request_params)
+            while running and not (stop is not None and stop.is_set()):
+                for output in core.step():
+                    tokens[row_of[output.request_id]] = list(output.outputs[0].token_ids)
+                    if output.finished:
+                        running.discard(output.request_id)
+                yield tokens
+        finally:
+            if running:
+                core.abort_request(sorted(running))
+
+
+def run_batch(batch, stop: threading.Event | None = None) -> torch.Tensor:
+    """``stream_batch`` to the end: token ids [rows, new tokens], padded with a stop token like ``Batch.run``."""
+    token_ids = []
+    for token_ids in stream_batch(batch, stop):
+        pass
+    return padded(token_ids, batch.stop_ids[0])
+
+
+def padded(token_ids: list[list[int]], pad: int) -> torch.Tensor:
+    """Rows of token ids as one long tensor, the short ones padded with ``pad``.
+
+    >>> padded([[5, 6], [7]], 0).tolist()
+    [[5, 6], [7, 0]]
+    """
+    width = max(1, max((len(ids) for ids in token_ids), default=1))
     return torch.tensor([ids + [pad] * (width - len(ids)) for ids in token_ids], dtype=torch.long)

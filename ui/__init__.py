@@ -21,7 +21,7 @@ import gcs
 
 from . import compare, coupling, sweep
 from .about import ABOUT
-from .common import DEFAULT_MODEL, guard_lanes, load_allowed_model, logger
+from .common import DEFAULT_MODEL, ENGINE, guard_lanes, load_allowed_model, logger
 
 __all__ = ["build", "warm_up", "gpu", "CSS"]
 
@@ -62,10 +62,19 @@ def build(queue_size: int = 16) -> gr.Blocks:
 
 
 def warm_up() -> None:
-    """Load the default model now; the embedding models and GCSwR's CPU kernel in the background."""
-    load_allowed_model(DEFAULT_MODEL)
+    """Load the default model now; its vLLM engine (when the demo uses vLLM), the embedding models and GCSwR's
+    CPU kernel in the background (requests meanwhile wait for what they need)."""
+    model = load_allowed_model(DEFAULT_MODEL)
 
     def in_background():
+        if ENGINE == "vllm":
+            try:
+                from gcs.vllm import engine
+
+                engine(model)
+                logger.info("generating with vLLM (GCS_ENGINE=transformers switches it off)")
+            except Exception:  # shows up again, as an error, on the first request that needs it
+                logger.exception("could not start the vLLM engine")
         try:
             gcs.cpu_kernel()  # compiled once unless cached; GCSwR requests meanwhile wait for it
             logger.info(gcs.kernel_status())

@@ -22,6 +22,7 @@ except ImportError:
 import collections
 import contextvars
 import html
+import importlib.util
 import logging
 import math
 import os
@@ -183,6 +184,23 @@ def allowed_models() -> list[str]:
         models += HUB_MODELS + (GPU_MODELS if torch.cuda.is_available() else [])
     extra = [m.strip() for m in os.environ.get("GCS_ALLOWED_MODELS", "").split(",") if m.strip()]
     return list(dict.fromkeys(models + extra))
+
+
+def app_engine() -> str:
+    """What the demo generates with: ``$GCS_ENGINE`` ("transformers" or "vllm"), else vLLM where it is installed
+    (2-2.5x faster here, bench/bench_vllm.py) and transformers elsewhere."""
+    choice = os.environ.get("GCS_ENGINE", "auto").strip().lower()
+    if choice == "auto":
+        return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
+    return gcs.check_engine(choice)
+
+
+ENGINE = app_engine()
+
+
+def engine_for(ensembling: bool) -> str:
+    """Ensembling mixes several rows' logits in each step, which only the transformers engine does."""
+    return "transformers" if ensembling else ENGINE
 
 
 ALLOWED_MODELS = allowed_models()

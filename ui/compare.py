@@ -11,8 +11,8 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_flag, check_work, download_folder, gpu, load_allowed_model, method_choices, model_dropdown,
-    parse_paraphrases, user_error,
+    DEFAULT_MODEL, LIMITS, check, check_flag, check_work, download_folder, engine_for, gpu, load_allowed_model,
+    method_choices, model_dropdown, parse_paraphrases, user_error,
 )
 
 METRICS = ("e5", "jaccard", "minilm")
@@ -38,7 +38,7 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, method
 
 def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool):
     run = gcs.stream_compare if streaming else gcs.compare
-    return run(prompts, model=model, settings=settings)
+    return run(prompts, model=model, settings=settings, engine=engine_for(bool(settings.ensemble)))
 
 
 def _pieces(frame: pd.DataFrame, method: str, shared: list | None = None) -> list[tuple[str, str | None]]:

@@ -11,8 +11,8 @@ import gradio as gr
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_count_of, check_metric, check_work, download_folder, gpu, load_allowed_model,
-    method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable, user_error,
+    DEFAULT_MODEL, ENGINE, LIMITS, check, check_count_of, check_metric, check_work, download_folder, gpu,
+    load_allowed_model, method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable, user_error,
 )
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
@@ -52,7 +52,7 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
     prompts = [p for group in groups for p in group.prompts]
     check_work(prompts, model, len(temperatures) * len(methods) * seeds, max_new_tokens, "sweep work tokens")
     return gcs.sweep(groups, temperatures, methods, seeds, [metric], model, max_new_tokens, show_progress=True,
-                     stop=stop)
+                     stop=stop, engine=ENGINE)
 
 
 def curve_table(frame):
