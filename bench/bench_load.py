@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
 
 
-def start_app(queue_size: int) -> tuple[subprocess.Popen, str]:
+def start_app(queue_size: int = 16, engine: str | None = None) -> tuple[subprocess.Popen, str]:
+    """A fresh ``python app.py`` on a free port, once it answers HTTP; ``engine`` sets its GCS_ENGINE."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -43,6 +44,7 @@ def start_app(queue_size: int) -> tuple[subprocess.Popen, str]:
         "GRADIO_SERVER_PORT": str(port),
         "GRADIO_ANALYTICS_ENABLED": "False",
         "GCS_QUEUE_SIZE": str(queue_size),
+        **({"GCS_ENGINE": engine} if engine else {}),
     }
     server = subprocess.Popen(
         [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -1,6 +1,7 @@
 """Where one warm side-by-side request spends its time, and how far its decode loop is from the machine's limit.
 
     python bench/profile_compare.py [--paraphrases 4] [--tokens 64] [--seeds 1] [--gradio]
+                                    [--engine transformers|vllm] [--dtype auto|float32|bfloat16]
 
 Runs what the app's /compare runs (``gcs.stream_compare`` of N paraphrases x 3 methods x
 seeds, then ``gcs.compare_report`` with E5, Jaccard and MiniLM) once to warm up, then once
@@ -12,7 +13,9 @@ and reports the difference as Gradio's share.
 
 The decode loop's achieved GFLOP/s (2 x the weights of every matmul, per token and row) is
 compared with this machine's matmul peak, measured in the same run with ``torch.mm`` of
-1024 x 1024 matrices in fp32 and bf16: the printed ratio is the distance to the limit.
+1024 x 1024 matrices in fp32 and bf16: the printed ratio is the distance to the limit. On
+``--engine vllm`` the split is vLLM's engine steps, the gcs plugin's sampling, streaming text
+and scoring, and the GFLOP/s count every generated token against all engine time.
 """
 
 from __future__ import annotations
@@ -90,25 +93,25 @@ class Split:
             undo()
 
 
-def one_request(prompts, model, settings) -> tuple[float, dict]:
-    """The app's /compare work in-process; returns (seconds for generation, seconds per metric)."""
+def one_request(prompts, model, settings, engine: str) -> tuple[float, dict, int]:
+    """The app's /compare work in-process; returns (seconds for generation, seconds per metric, tokens generated)."""
     start = time.perf_counter()
-    *_, frame = gcs.stream_compare(prompts, model=model, settings=settings)
+    *_, frame = gcs.stream_compare(prompts, model=model, settings=settings, engine=engine)
     generation = time.perf_counter() - start
     scoring = {}
     for metric in METRICS:
         start = time.perf_counter()
         gcs.compare_report(frame, [metric], tokenizer=model.tokenizer)
         scoring[metric] = time.perf_counter() - start
-    return generation, scoring
+    return generation, scoring, int(frame["n_tokens"].sum())
 
 
-def through_gradio(prompts, settings) -> float:
+def through_gradio(prompts, settings, engine: str) -> float:
     """Seconds of one warm /compare through a fresh app process (the same request)."""
     from bench_load import start_app  # bench/ is on sys.path when run as a script
     from gradio_client import Client
 
-    server, url = start_app(queue_size=4)
+    server, url = start_app(queue_size=4, engine=engine)
     try:
         client = Client(url, verbose=False)
         arguments = ("\n".join(prompts), settings.temperature, settings.max_new_tokens, settings.seeds[0])
@@ -127,44 +130,63 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--seeds", type=int, default=1)
     parser.add_argument("--gradio", action="store_true", help="also time the request through the real app")
+    parser.add_argument("--engine", default="transformers", choices=["transformers", "vllm"])
+    parser.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16"])
     args = parser.parse_args()
-    model = gcs.load_model()
+    model = gcs.load_model(dtype=args.dtype)
+    dtype = next(model.model.parameters()).dtype
     prompts = PARAPHRASES[: args.paraphrases]
     settings = gcs.SamplingSettings(seeds=list(range(args.seeds)), temperature=1.0, max_new_tokens=args.tokens)
     rows = len(prompts) * len(settings.methods) * len(settings.seeds)
-    one_request(prompts, model, settings)  # warm-up: kernel, embedders, allocator
+    one_request(prompts, model, settings, args.engine)  # warm-up: kernel, embedders, allocator, engine
 
     split = Split()
-    split.hook_forward(model.model)  # the whole causal LM: decoder and lm_head
-    split.wrap(gcs.processor.GumbelLogitsProcessor, "__call__", "sampler")
+    if args.engine == "transformers":
+        split.hook_forward(model.model)  # the whole causal LM: decoder and lm_head
+        split.wrap(gcs.processor.GumbelLogitsProcessor, "__call__", "sampler")
+    else:
+        from gcs import vllm as plugin
+
+        split.wrap(plugin, "draw", "sampler")
     split.wrap(gcs.batch.IncrementalText, "append", "streaming text")
     split.wrap(gcs.batch, "strip_followups", "streaming text")
     try:
-        generation, scoring = one_request(prompts, model, settings)
+        generation, scoring, tokens = one_request(prompts, model, settings, args.engine)
     finally:
         split.remove()
     total = generation + sum(scoring.values())
-    parts = {name: split.seconds[name] for name in ("prefill", "decode forward", "sampler", "streaming text")}
+    names = ("prefill", "decode forward", "sampler", "streaming text") if args.engine == "transformers" else (
+        "sampler", "streaming text")
+    parts = {name: split.seconds[name] for name in names}
     parts |= {f"scoring: {metric}": seconds for metric, seconds in scoring.items()}
-    parts["rest of generate (loop, threads, cache)"] = generation - sum(split.seconds.values())
+    rest = "rest of generate (loop, threads, cache)" if args.engine == "transformers" else \
+        "vLLM engine steps (forward passes, scheduling)"
+    parts[rest] = generation - sum(split.seconds.values())
     if args.gradio:
-        via_app = through_gradio(prompts, settings)
+        via_app = through_gradio(prompts, settings, args.engine)
         parts["gradio (app request minus in-process)"] = via_app - total
         total = via_app
 
-    print(f"one warm /compare: {len(prompts)} paraphrases x 3 methods x {len(settings.seeds)} seed(s) = {rows} rows, "
-          f"{args.tokens} new tokens, {torch.get_num_threads()} threads; {total:.2f} s in all")
+    print(f"one warm /compare on {args.engine} ({str(dtype).removeprefix('torch.')}): {len(prompts)} paraphrases x 3 "
+          f"methods x {len(settings.seeds)} seed(s) = {rows} rows, {args.tokens} new tokens, "
+          f"{torch.get_num_threads()} threads; {total:.2f} s in all")
     for name, seconds in parts.items():
-        print(f"  {name:42s} {seconds:7.3f} s  {100 * seconds / total:5.1f} %")
-    steps = split.calls["decode forward"]
-    flops = matmul_flops_per_token(model.model) * rows * steps
-    achieved = flops / split.seconds["decode forward"] / 1e9 if steps else float("nan")
+        print(f"  {name:46s} {seconds:7.3f} s  {100 * seconds / total:5.1f} %")
+    per_token = matmul_flops_per_token(model.model)
+    if args.engine == "transformers":
+        steps = split.calls["decode forward"]
+        achieved = per_token * rows * steps / split.seconds["decode forward"] / 1e9 if steps else float("nan")
+        print(f"decode loop: {steps} steps x {rows} rows, {per_token / 1e6:.0f} MFLOP per token and row: "
+              f"{achieved:.1f} GFLOP/s achieved")
+    else:  # vLLM's steps mix prefill and decode: count every generated token against all of its engine time
+        achieved = per_token * tokens / parts[rest] / 1e9
+        print(f"vLLM engine: {tokens} tokens generated, {per_token / 1e6:.0f} MFLOP per token: {achieved:.1f} GFLOP/s "
+              f"achieved (prefill and scheduling time included: a lower bound)")
     fp32, bf16 = matmul_peak(torch.float32), matmul_peak(torch.bfloat16)
-    print(f"decode loop: {steps} steps x {rows} rows, {matmul_flops_per_token(model.model) / 1e6:.0f} MFLOP per token "
-          f"and row: {achieved:.1f} GFLOP/s achieved")
+    own = bf16 if dtype == torch.bfloat16 else fp32
     print(f"matmul peak here (torch.mm 1024^3): fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
-    print(f"ratio decode / fp32 peak = {achieved / fp32:.2f} (issue target >= 0.3); decode / bf16 peak = "
-          f"{achieved / bf16:.2f}")
+    print(f"ratio decode / peak of the model's dtype = {achieved / own:.2f} (issue target >= 0.3); "
+          f"decode / fp32 peak = {achieved / fp32:.2f}, decode / bf16 peak = {achieved / bf16:.2f}")
 
 
 if __name__ == "__main__":

@@ -220,17 +220,22 @@ class Batch:
         from .vllm import padded, stream_batch
 
         texts = [IncrementalText(self.model.tokenizer) for _ in self.main]
-        seen, ended, token_ids = [0] * len(self.main), [False] * len(self.main), []
-        with closing(stream_batch(self)) as steps:  # leaving early aborts the unfinished requests
-            for token_ids in steps:
-                for i, index in enumerate(self.main):
-                    new, seen[i] = token_ids[index][seen[i]:], len(token_ids[index])
-                    for token in new:
-                        ended[i] = ended[i] or token in self.stop_ids
-                        if not ended[i]:
-                            texts[i].append(token)
-                yield [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
-                        "finished": e} for t, e in zip(texts, ended)]
+        seen, ended, token_ids, complete = [0] * len(self.main), [False] * len(self.main), [], False
+        try:
+            with closing(stream_batch(self)) as steps:  # leaving early aborts the unfinished requests
+                for token_ids in steps:
+                    for i, index in enumerate(self.main):
+                        new, seen[i] = token_ids[index][seen[i]:], len(token_ids[index])
+                        for token in new:
+                            ended[i] = ended[i] or token in self.stop_ids
+                            if not ended[i]:
+                                texts[i].append(token)
+                    yield [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
+                            "finished": e} for t, e in zip(texts, ended)]
+            complete = True
+        finally:
+            if not complete:
+                logger.info("generation stopped early: its consumer went away")
         yield self.decode(padded(token_ids, self.stop_ids[0]))
 
     def stream(self) -> Iterator[list[dict]]:

@@ -122,10 +122,17 @@ def tiny_model():
 
 @pytest.fixture(scope="session")
 def embedded_model():
-    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s)."""
+    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s), in fp32.
+
+    fp32, not the bf16 default of CPUs with hardware bf16: tests compare a row's tokens across
+    batch shapes (a sweep against a compare, a resumed sweep), and only fp32 logits are the same
+    to the bit whatever else is in the batch. The app's tests run the default dtype.
+    """
+    import torch
+
     import gcs
 
-    return gcs.load_model()
+    return gcs.load_model(dtype=torch.float32)
 
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -67,4 +67,15 @@ def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak():
     for part in ("prefill", "decode forward", "sampler", "streaming text", "scoring: e5", "scoring: minilm"):
         assert re.search(rf"^  {re.escape(part)} +\d+\.\d+ s +\d+\.\d %$", output, re.M), part
     assert re.search(r"decode loop: 3 steps x 6 rows, \d+ MFLOP per token and row: \d+\.\d GFLOP/s achieved", output)
-    assert re.search(r"ratio decode / fp32 peak = \d+\.\d\d .* decode / bf16 peak = \d+\.\d\d", output)
+    assert re.search(r"ratio decode / peak of the model's dtype = \d+\.\d\d .* decode / fp32 peak = \d+\.\d\d, "
+                     r"decode / bf16 peak = \d+\.\d\d", output)
+
+
+def test_compare_profile_on_the_vllm_engine():
+    """The same profile on vLLM: engine steps, the plugin's sampling, scoring, and the GFLOP/s bound."""
+    output = subprocess.run([sys.executable, str(BENCH / "profile_compare.py"), "--paraphrases", "2", "--tokens", "4",
+                             "--engine", "vllm"], capture_output=True, text=True, check=True).stdout
+    for part in ("sampler", "scoring: e5", "vLLM engine steps (forward passes, scheduling)"):
+        assert re.search(rf"^  {re.escape(part)} +\d+\.\d+ s +\d+\.\d %$", output, re.M), part
+    assert re.search(r"vLLM engine: \d+ tokens generated, \d+ MFLOP per token: \d+\.\d GFLOP/s", output), output
+    assert "one warm /compare on vllm" in output

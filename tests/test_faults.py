@@ -28,6 +28,19 @@ from ui import common, compare, sweep  # noqa: E402  (the app's tabs, in-process
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
 
+@pytest.fixture(autouse=True)
+def transformers_engine(monkeypatch):
+    """These faults are injected into the transformers model, so the app's tabs generate with it here
+    (where vLLM is installed the app would use vLLM)."""
+    monkeypatch.setattr(common, "ENGINE", "transformers")
+
+
+@pytest.fixture
+def app_model() -> gcs.Model:
+    """The model object the app's tabs use (its default dtype), to inject faults into."""
+    return common.load_allowed_model(gcs.DEFAULT_MODEL)
+
+
 def final(generator):
     """The last value a streaming handler yields (its result), running it to the end as Gradio does."""
     *_, last = generator
@@ -58,18 +71,18 @@ def compare_ui(**changes):
     return list(compare.compare_stream(*arguments.values()))
 
 
-def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(embedded_model):
+def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_model):
     out_of_memory = torch.OutOfMemoryError("CUDA out of memory (simulated)")
-    with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory for"):
+    with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory for"):
         compare_ui()
-    with failing_forward(embedded_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
+    with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
         final(compare.api_compare(PARAPHRASES, 1.0, 8, 0))
     updates = compare_ui()
     assert updates[-1][-1] == "Done."
 
 
-def test_exception_inside_a_streamed_generation(embedded_model, caplog):
-    with failing_forward(embedded_model, RuntimeError("kernel exploded"), on_call=4) as calls:
+def test_exception_inside_a_streamed_generation(app_model, caplog):
+    with failing_forward(app_model, RuntimeError("kernel exploded"), on_call=4) as calls:
         with caplog.at_level(logging.ERROR, logger="gcs.app"), pytest.raises(gr.Error, match="generation failed"):
             compare_ui()
     assert calls[0] == 4  # it failed mid-stream, after tokens had been streamed

@@ -28,7 +28,7 @@ PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain
 
 @pytest.fixture(scope="module")
 def model():
-    return load_model()
+    return load_model(dtype=torch.float32)  # fp32 in both engines: the replay compares their logits
 
 
 @pytest.fixture(scope="module")
