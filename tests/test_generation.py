@@ -18,7 +18,9 @@ FEW = 12  # tokens per response: enough to differ, cheap on 2 cores
 
 def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
     assert embedded_model.is_chat and embedded_model.context_window >= 2048
-    assert gcs.load_model() is embedded_model  # loaded once per process
+    assert gcs.load_model(dtype="float32") is embedded_model  # loaded once per process (per dtype)
+    default = gcs.load_model()  # bf16 on CPUs with hardware bf16, else fp32
+    assert next(default.model.parameters()).dtype == gcs.models.default_dtype(default.device)
     cached = gcs.models.embedded_model_path()
     assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
     # a fresh process loads the cached copy (how long it takes is bench/bench_generation.py's business)
@@ -182,7 +184,7 @@ def test_compare_bad_input():
 
 
 def test_local_path_loads_like_a_hub_id(embedded_model):
-    local = gcs.load_model(str(gcs.models.embedded_model_path()))
+    local = gcs.load_model(str(gcs.models.embedded_model_path()), dtype=torch.float32)
     assert local is not embedded_model and local.is_chat
     assert gcs.generate(["Hi!"], seed=2, max_new_tokens=4, model=local) == gcs.generate(
         ["Hi!"], seed=2, max_new_tokens=4, model=embedded_model

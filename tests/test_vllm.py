@@ -164,7 +164,9 @@ def test_the_library_and_the_cli_run_on_the_vllm_engine(model, capsys):
     assert gcs.generate(PARAPHRASES[:2], "gcswr", seed=0, max_new_tokens=12, model=model, engine="vllm") == list(
         frame[(frame.method == "gcswr") & (frame.seed == 0)]["response"])
     streamed = list(gcs.stream(PARAPHRASES[:1], "is", max_new_tokens=8, model=model, engine="vllm"))
-    assert len(streamed) == 1  # vLLM answers whole requests
+    assert len(streamed) > 2  # one item per engine step, then the final responses
+    assert all(streamed[-1][0].startswith(partial[0]) for partial in streamed)
+    assert streamed[-1] == gcs.generate(PARAPHRASES[:1], "is", max_new_tokens=8, model=model, engine="vllm")
     with pytest.raises(ValueError, match="ensembling is not available on the vLLM engine"):
         gcs.compare(PARAPHRASES[:1], max_new_tokens=4, model=model, ensemble=[["Why does the sky look blue?"]],
                     engine="vllm")
