@@ -47,6 +47,18 @@ def matmul_peak(dtype: torch.dtype, size: int = 1024, repeats: int = 20) -> floa
     return 2 * size**3 / best / 1e9
 
 
+def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Best GB/s of one tensor copy of ``megabytes`` (bytes read + bytes written)."""
+    source = torch.ones(megabytes * 2**20 // 4)
+    target = torch.empty_like(source)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        target.copy_(source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.numel() * 4 / best / 1e9
+
+
 def matmul_flops_per_token(model: torch.nn.Module) -> int:
     """2 x the weights of every linear layer (the lm_head included): a decode step's matmul FLOPs per row."""
     return 2 * sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Linear))
@@ -187,6 +199,13 @@ def main() -> None:
     print(f"matmul peak here (torch.mm 1024^3): fp32 {fp32:.1f} GFLOP/s, bf16 {bf16:.1f} GFLOP/s")
     print(f"ratio decode / peak of the model's dtype = {achieved / own:.2f} (issue target >= 0.3); "
           f"decode / fp32 peak = {achieved / fp32:.2f}, decode / bf16 peak = {achieved / bf16:.2f}")
+    # A decode step reads every weight once for all rows: rows x 2 FLOP per weight over its bytes.
+    bandwidth = memory_bandwidth()
+    intensity = 2 * rows / torch.finfo(dtype).bits * 8
+    roofline = min(own, bandwidth * intensity)
+    print(f"memory bandwidth here (tensor copy): {bandwidth:.1f} GB/s; a {rows}-row decode step does {intensity:.0f} "
+          f"FLOP per weight byte, so its roofline is {roofline:.1f} GFLOP/s: ratio decode / roofline = "
+          f"{achieved / roofline:.2f}")
 
 
 if __name__ == "__main__":

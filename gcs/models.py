@@ -19,6 +19,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -170,6 +171,9 @@ def embedded_model_path() -> Path:
     return target
 
 
+_LOADING = threading.RLock()
+
+
 @functools.lru_cache(maxsize=4)
 def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -200,7 +204,8 @@ def load_model(name: str | None = None, device: str | torch.device | None = None
         raise ValueError(f"model name must be a non-empty string or None, got {name!r}")
     name = DEFAULT_MODEL if name is None or name.strip().lower() == DEFAULT_MODEL else name.strip()
     device = torch.device(device) if device is not None else default_device()
-    return _load(name, device, check_dtype(dtype) or default_dtype(device))
+    with _LOADING:  # two threads asking at once (the app's warm-up and a first request) load it once
+        return _load(name, device, check_dtype(dtype) or default_dtype(device))
 
 
 def resolve_model(model: Model | str | None) -> Model:

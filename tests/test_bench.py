@@ -69,6 +69,8 @@ def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak():
     assert re.search(r"decode loop: 3 steps x 6 rows, \d+ MFLOP per token and row: \d+\.\d GFLOP/s achieved", output)
     assert re.search(r"ratio decode / peak of the model's dtype = \d+\.\d\d .* decode / fp32 peak = \d+\.\d\d, "
                      r"decode / bf16 peak = \d+\.\d\d", output)
+    assert re.search(r"memory bandwidth here \(tensor copy\): \d+\.\d GB/s; a 6-row decode step does \d+ FLOP per "
+                     r"weight byte, so its roofline is \d+\.\d GFLOP/s: ratio decode / roofline = \d+\.\d\d", output)
 
 
 def test_compare_profile_on_the_vllm_engine():

@@ -62,11 +62,15 @@ def build(queue_size: int = 16) -> gr.Blocks:
 
 
 def warm_up() -> None:
-    """Load the default model now; its vLLM engine (when the demo uses vLLM), the embedding models and GCSwR's
-    CPU kernel in the background (requests meanwhile wait for what they need)."""
-    model = load_allowed_model(DEFAULT_MODEL)
+    """Load the default model, its vLLM engine (when the demo uses vLLM), the embedding models and GCSwR's CPU
+    kernel in the background, so the page serves at once (requests meanwhile wait for what they need)."""
 
     def in_background():
+        try:
+            model = load_allowed_model(DEFAULT_MODEL)
+        except Exception:  # shows up again, as that request's error, when someone asks for it
+            logger.exception("could not load the default model %r", DEFAULT_MODEL)
+            return
         if ENGINE == "vllm":
             try:
                 from gcs.vllm import engine
