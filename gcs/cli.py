@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(run, "3", 50)
     run.add_argument("--methods", type=_csv_list, default=["is", "gcs", "gcswr"])
     run.add_argument("--temperatures", type=_float_list, default=[0.0, 0.5, 1.0])
-    run.add_argument("--metrics", type=_csv_list, default=["e5"], help="e5, minilm, jaccard; e5:MODEL_ID names one")
+    run.add_argument("--metrics", type=_csv_list, default=["e5"], help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
     run.add_argument("--top-k", type=int, default=None)
     run.add_argument("--top-p", type=float, default=None)
     run.add_argument("--ensembling", type=_ensembling, default=[False], help="off, on or both")

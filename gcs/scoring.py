@@ -19,21 +19,31 @@ Metrics (the paper's section 6 and appendix F):
   another (the paper used ``sentence-transformers/all-mpnet-base-v2``).
 - ``"jaccard"``: |A ∩ B| / |A ∪ B| of the sets of token ids of the generating model's
   tokenizer (two empty responses count as identical).
+- ``"aligned"``: aligned agreement, the fraction of the two responses' tokens that lie in
+  identical aligned runs of at least ``MIN_ALIGNED_RUN`` (3) tokens (``difflib`` matching
+  blocks of the token ids): the shared stretches that shared noise produces, which a bag of
+  words cannot tell from common words. ``common_prefix_length`` gives the tokens two
+  responses share before they first differ.
 
 Embedding models load once per process and embed all texts of a call in one batch.
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
+import itertools
+import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from .checks import check_texts
 
-METRICS = ("e5", "minilm", "jaccard")
-METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard"}
+METRICS = ("e5", "minilm", "jaccard", "aligned")
+METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard", "aligned": "aligned agreement"}
+TOKEN_METRICS = ("jaccard", "aligned")  # computed from the generating model's token ids, not an embedding model
+MIN_ALIGNED_RUN = 3
 E5_PREFIX = "query: "
 E5_INSTRUCT_PREFIX = "Instruct: Retrieve semantically similar text.\nQuery: "
 
@@ -46,8 +56,8 @@ def parse_metric(metric: str) -> tuple[str, str | None]:
     kind = kind.lower()
     if kind not in METRICS:
         raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)} (optionally 'e5:MODEL_ID')")
-    if kind == "jaccard" and name:
-        raise ValueError("metric 'jaccard' takes no model name: it uses the generating model's tokenizer")
+    if kind in TOKEN_METRICS and name:
+        raise ValueError(f"metric {kind!r} takes no model name: it uses the generating model's tokenizer")
     if ":" in metric and not name.strip():
         raise ValueError(f"metric {metric!r} names an empty model id")
     return kind, name.strip() or None
@@ -125,16 +135,54 @@ def embedder(metric: str) -> Callable[[list[str]], np.ndarray]:
 
 
 # -- similarity --------------------------------------------------------------------------------
-def _token_sets(texts: list[str], tokenizer) -> list[set]:
+def _token_lists(texts: list[str], tokenizer) -> list[list]:
     if tokenizer is None:
         from .models import load_model
 
         tokenizer = load_model().tokenizer  # the embedded default generated them, unless told otherwise
     if callable(getattr(tokenizer, "encode", None)):
-        return [set(tokenizer.encode(text, add_special_tokens=False)) for text in texts]
+        return [tokenizer.encode(text, add_special_tokens=False) for text in texts]
     if callable(tokenizer):
-        return [set(tokenizer(text)) for text in texts]
+        return [list(tokenizer(text)) for text in texts]
     raise ValueError("tokenizer must be a transformers tokenizer or a callable text -> tokens")
+
+
+def aligned_agreement(a: Sequence, b: Sequence, min_run: int = MIN_ALIGNED_RUN) -> float:
+    """Fraction of the tokens of ``a`` and ``b`` inside identical aligned runs of >= ``min_run`` tokens.
+
+    >>> aligned_agreement("a b c d e".split(), "a b c x y".split())  # "a b c": 2 x 3 of 10 tokens
+    0.6
+    >>> aligned_agreement("a b x c d".split(), "a b y c d".split())  # runs of 2 only
+    0.0
+    """
+    if not a and not b:
+        return 1.0
+    blocks = difflib.SequenceMatcher(None, list(a), list(b), autojunk=False).get_matching_blocks()
+    matched = sum(block.size for block in blocks if block.size >= min_run)
+    return 2 * matched / (len(a) + len(b))
+
+
+def aligned_matrix(token_lists: Sequence[Sequence]) -> np.ndarray:
+    """Pairwise ``aligned_agreement`` (computed once per pair, so the matrix is symmetric)."""
+    n = len(token_lists)
+    matrix = np.ones((n, n))
+    for i in range(n):
+        for j in range(i + 1, n):
+            matrix[i, j] = matrix[j, i] = aligned_agreement(token_lists[i], token_lists[j])
+    return matrix
+
+
+def common_prefix_length(texts: Sequence[str], tokenizer=None) -> float:
+    """Mean number of tokens two of ``texts`` share before they first differ (over all pairs).
+
+    >>> common_prefix_length(["a b c d", "a b x", "a y"], tokenizer=str.split)  # pairs: 2, 1, 1
+    1.333...
+    """
+    lists = _token_lists(check_texts(texts), tokenizer)
+    if len(lists) < 2:
+        raise ValueError(f"common_prefix_length needs at least two texts, got {len(lists)}")
+    lengths = [len(os.path.commonprefix([a, b])) for a, b in itertools.combinations(lists, 2)]
+    return float(np.mean(lengths))
 
 
 def jaccard_matrix(token_sets: Sequence[set]) -> np.ndarray:
@@ -183,10 +231,12 @@ def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tok
     kind, _ = parse_metric(metric)
     groups = [check_texts(group) for group in groups]
     texts = [text for group in groups for text in group]
-    if kind == "jaccard":
-        sets = _token_sets(texts, tokenizer)
+    if kind in TOKEN_METRICS:
+        lists = _token_lists(texts, tokenizer)
         pieces = np.cumsum([0] + [len(g) for g in groups])
-        return [jaccard_matrix(sets[a:b]) for a, b in zip(pieces[:-1], pieces[1:])]
+        if kind == "jaccard":
+            return [jaccard_matrix([set(t) for t in lists[a:b]]) for a, b in zip(pieces[:-1], pieces[1:])]
+        return [aligned_matrix(lists[a:b]) for a, b in zip(pieces[:-1], pieces[1:])]
     vectors = embedder(metric.strip())(texts) if texts else np.zeros((0, 1), np.float32)
     matrices, start = [], 0
     for group in groups:
@@ -199,8 +249,8 @@ def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tok
 def similarity(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> np.ndarray:
     """[n, n] pairwise similarity of ``texts`` under ``metric`` (1 on the diagonal, up to rounding).
 
-    ``tokenizer`` is the generating model's tokenizer, for ``"jaccard"`` only (default:
-    the embedded model's); a plain callable text -> tokens works too.
+    ``tokenizer`` is the generating model's tokenizer, for ``"jaccard"`` and ``"aligned"`` only
+    (default: the embedded model's); a plain callable text -> tokens works too.
     """
     return similarity_matrices([texts], metric, tokenizer)[0]
 

@@ -66,6 +66,15 @@ def test_sweep_drives_a_tqdm_bar(embedded_model):
         assert bar.n == 2  # one cell per batch of at most 3 rows
 
 
+def test_sweep_scores_aligned_agreement(embedded_model):
+    frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["is", "gcswr"], seeds=1, metrics=["aligned", "jaccard"],
+                      model=embedded_model, max_new_tokens=12)
+    for _, row in frame[frame.metric == "aligned"].iterrows():
+        expected = gcs.consistency(row["responses"], "aligned", tokenizer=embedded_model.tokenizer)
+        assert row["consistency"] == pytest.approx(expected) and 0 <= expected <= 1
+    assert "aligned agreement" in gcs.consistency_figure(frame, "aligned").to_json()
+
+
 def test_sweep_with_ensembling(embedded_model):
     frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["gcswr"], seeds=1, metrics=["jaccard"],
                       model=embedded_model, max_new_tokens=FEW, ensembling=[False, True], rewordings=1)

@@ -41,6 +41,68 @@ def test_jaccard_is_exact_on_crafted_token_sets():
     assert gcs.consistency(["a b", "a b", "a c"], "jaccard", tokenizer=split) == pytest.approx((1 + 1 / 3 + 1 / 3) / 3)
 
 
+def reference_aligned(a: list, b: list, min_run: int = 3) -> float:
+    """A slow reference: greedily take the longest common run (leftmost in a, then in b), recurse on both
+    sides of it, count runs of at least min_run tokens: what difflib's matching blocks compute."""
+    def matched(a_lo, a_hi, b_lo, b_hi):
+        best = (0, 0, 0)
+        for i in range(a_lo, a_hi):
+            for j in range(b_lo, b_hi):
+                k = 0
+                while i + k < a_hi and j + k < b_hi and a[i + k] == b[j + k]:
+                    k += 1
+                if k > best[2]:
+                    best = (i, j, k)
+        i, j, k = best
+        if k == 0:
+            return 0
+        return (k if k >= min_run else 0) + matched(a_lo, i, b_lo, j) + matched(i + k, a_hi, j + k, b_hi)
+
+    return 1.0 if not a and not b else 2 * matched(0, len(a), 0, len(b)) / (len(a) + len(b))
+
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("a b c d e", "a b c d e", 1.0),
+    ("a b c d e", "a b c x y", 0.6),           # one shared run of 3 at the start
+    ("a b x c d", "a b y c d", 0.0),           # shared words, but runs of 2 only: not counted
+    ("x a b c y", "z z a b c", 0.6),           # a shared run anywhere counts, not only a prefix
+    ("a b c q r s t", "a b c z r s t", 2 * 6 / 14),  # two runs, "a b c" and "r s t": 6 of 7 on each side
+    ("", "", 1.0),
+    ("a b c", "", 0.0),
+    ("the of the of the", "of the of the of", 2 * 4 / 10),  # one aligned run of 4 ("of the of the")
+])
+def test_aligned_agreement_on_crafted_strings(a, b, expected):
+    tokens_a, tokens_b = a.split(), b.split()
+    assert gcs.scoring.aligned_agreement(tokens_a, tokens_b) == pytest.approx(expected)
+    assert reference_aligned(tokens_a, tokens_b) == pytest.approx(expected)
+    matrix = gcs.similarity([a, b], "aligned", tokenizer=str.split) if a or b else None
+    if matrix is not None:
+        assert matrix[0, 1] == matrix[1, 0] == pytest.approx(expected) and matrix[0, 0] == 1.0
+
+
+def test_aligned_agreement_matches_the_reference_on_random_token_strings():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        a = list(rng.integers(0, 4, rng.integers(0, 12)))
+        b = list(rng.integers(0, 4, rng.integers(0, 12)))
+        assert gcs.scoring.aligned_agreement(a, b) == pytest.approx(reference_aligned(a, b))
+
+
+def test_aligned_agreement_scores_shared_runs_not_shared_words():
+    coupled = ["The leaves turn red because chlorophyll breaks down", "The leaves turn red because the days get short"]
+    shuffled = ["because red The down leaves chlorophyll turn breaks", "short red the get days turn The because leaves"]
+    assert gcs.consistency(coupled, "aligned", tokenizer=str.split) > 0.4
+    assert gcs.consistency(shuffled, "aligned", tokenizer=str.split) == 0.0
+    # Jaccard cannot tell them apart: the same words
+    assert gcs.consistency(shuffled, "jaccard", tokenizer=str.split) == pytest.approx(
+        gcs.consistency(coupled, "jaccard", tokenizer=str.split))
+    assert gcs.scoring.common_prefix_length(coupled, tokenizer=str.split) == 5
+    with pytest.raises(ValueError, match="at least two texts"):
+        gcs.scoring.common_prefix_length(["one"], tokenizer=str.split)
+    with pytest.raises(ValueError, match="takes no model name"):
+        gcs.similarity(["a", "b"], "aligned:some/model")
+
+
 def test_jaccard_uses_the_generating_models_token_ids(embedded_model):
     tokenizer = embedded_model.tokenizer
     a, b = "The cat sat on the mat.", "The dog sat on the rug."

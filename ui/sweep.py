@@ -125,7 +125,8 @@ def build() -> None:
                 temperatures = gr.Textbox(value="0, 0.5, 1", label="temperatures")
                 seeds = gr.Slider(1, LIMITS["seeds"].high, value=2, step=1, label="seeds")
                 methods = gr.CheckboxGroup(method_choices(), value=["is", "gcswr"], label="methods")
-                metric = gr.Dropdown([("E5", "e5"), ("MiniLM", "minilm"), ("token Jaccard", "jaccard")],
+                metric = gr.Dropdown([("E5", "e5"), ("MiniLM", "minilm"), ("token Jaccard", "jaccard"),
+                                      ("aligned agreement", "aligned")],
                                      value="e5", label="metric")
                 tokens = gr.Slider(8, LIMITS["sweep max_new_tokens"].high, value=32, step=8, label="max new tokens")
                 model = model_dropdown()
