@@ -183,7 +183,7 @@ class Batch:
         """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
 
         Setting ``stop`` ends generation after the current step (a cancelled stream). On the
-        vLLM engine all rows go to vLLM as one request each, and ``streamer``/``stop`` are not used.
+        vLLM engine every row is one vLLM request (``streamer`` is not used; ``stop`` aborts them).
         """
         if self.engine == "vllm":
             from .vllm import run_batch
@@ -219,19 +219,15 @@ class Batch:
         """``stream`` on the vLLM engine: decoded rows after each engine step (new tokens only), then the final rows."""
         from .vllm import padded, stream_batch
 
-        texts = [IncrementalText(self.model.tokenizer) for _ in self.main]
-        seen, ended, token_ids, complete = [0] * len(self.main), [False] * len(self.main), [], False
+        partial = _PartialRows(self)
+        seen, token_ids, complete = [0] * len(self.main), [], False
         try:
             with closing(stream_batch(self)) as steps:  # leaving early aborts the unfinished requests
                 for token_ids in steps:
                     for i, index in enumerate(self.main):
-                        new, seen[i] = token_ids[index][seen[i]:], len(token_ids[index])
-                        for token in new:
-                            ended[i] = ended[i] or token in self.stop_ids
-                            if not ended[i]:
-                                texts[i].append(token)
-                    yield [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
-                            "finished": e} for t, e in zip(texts, ended)]
+                        partial.extend(i, token_ids[index][seen[i]:])
+                        seen[i] = len(token_ids[index])
+                    yield partial.rows()
             complete = True
         finally:
             if not complete:
@@ -261,16 +257,11 @@ class Batch:
         worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
         worker.start()
         try:
-            texts = [IncrementalText(self.model.tokenizer) for _ in self.main]
-            ended = [False] * len(self.main)
+            partial = _PartialRows(self)
             while (step := tokens.steps.get()) is not done:
                 for i, index in enumerate(self.main):
-                    token = int(step[index])
-                    ended[i] = ended[i] or token in self.stop_ids
-                    if not ended[i]:
-                        texts[i].append(token)
-                yield [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
-                        "finished": e} for t, e in zip(texts, ended)]
+                    partial.extend(i, [int(step[index])])
+                yield partial.rows()
             if "error" in outcome:
                 raise outcome["error"]
             yield self.decode(outcome["tokens"])
@@ -279,6 +270,25 @@ class Batch:
                 logger.info("generation stopped early: its consumer went away")
             stop.set()
             worker.join()
+
+
+class _PartialRows:
+    """The streamed rows of a batch: each response's text so far, up to its first stop token."""
+
+    def __init__(self, batch: Batch):
+        self.stop_ids = batch.stop_ids
+        self.texts = [IncrementalText(batch.model.tokenizer) for _ in batch.main]
+        self.ended = [False] * len(batch.main)
+
+    def extend(self, row: int, tokens: Sequence[int]) -> None:
+        for token in tokens:
+            self.ended[row] = self.ended[row] or token in self.stop_ids
+            if not self.ended[row]:
+                self.texts[row].append(token)
+
+    def rows(self) -> list[dict]:
+        return [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens, "finished": e}
+                for t, e in zip(self.texts, self.ended)]
 
 
 class IncrementalText:
@@ -410,8 +420,9 @@ def run_batches(
     """
     tokens = max((settings_of(u).max_new_tokens for u in units), default=1)
     unit_rows = [rows_of(unit) for unit in units]  # each unit's rows, built once
-    chunks = pack(range(len(units)), lambda i: unit_rows[i], lambda i: settings_of(units[i]),
-                  batch_rows or (sum(map(len, unit_rows)) or 1 if engine == "vllm" else auto_batch_rows(model, tokens + 128)))
+    if not batch_rows:  # vLLM batches (and queues) requests itself: hand it all rows of a setting at once
+        batch_rows = max(1, sum(map(len, unit_rows))) if engine == "vllm" else auto_batch_rows(model, tokens + 128)
+    chunks = pack(range(len(units)), lambda i: unit_rows[i], lambda i: settings_of(units[i]), batch_rows)
     done = 0
     with tqdm(total=len(units), desc=description, unit="unit", disable=not show_progress) as bar:
         for chunk in chunks:
