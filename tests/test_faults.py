@@ -170,3 +170,19 @@ def test_download_folders_are_bounded():
     folders = [common.download_folder("gcs-test-") for _ in range(common.KEPT_DOWNLOADS + 6)]
     assert sum(folder.exists() for folder in folders) == common.KEPT_DOWNLOADS
     assert not folders[0].exists() and folders[-1].exists()
+
+
+def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch, app_model, caplog):
+    """Where vLLM is installed but its engine fails to start, the demo keeps answering, on transformers."""
+    import gcs.vllm
+
+    def broken(model, **kwargs):
+        raise RuntimeError("no engine today")
+
+    monkeypatch.setattr(common, "ENGINE", "vllm")
+    monkeypatch.setattr(gcs.vllm, "engine", broken)
+    with caplog.at_level(logging.ERROR, logger="gcs.app"):
+        common.start_engine(app_model)
+    assert common.ENGINE == "transformers" and common.engine_for(False) == "transformers"
+    assert "no engine today" in caplog.text
+    assert compare_ui()[-1][-1] == "Done."

@@ -21,7 +21,7 @@ import gcs
 
 from . import compare, coupling, sweep
 from .about import ABOUT
-from .common import DEFAULT_MODEL, ENGINE, guard_lanes, load_allowed_model, logger
+from .common import DEFAULT_MODEL, guard_lanes, load_allowed_model, logger, start_engine
 
 __all__ = ["build", "warm_up", "gpu", "CSS"]
 
@@ -71,14 +71,7 @@ def warm_up() -> None:
         except Exception:  # shows up again, as that request's error, when someone asks for it
             logger.exception("could not load the default model %r", DEFAULT_MODEL)
             return
-        if ENGINE == "vllm":
-            try:
-                from gcs.vllm import engine
-
-                engine(model)
-                logger.info("generating with vLLM (GCS_ENGINE=transformers switches it off)")
-            except Exception:  # shows up again, as an error, on the first request that needs it
-                logger.exception("could not start the vLLM engine")
+        start_engine(model)
         try:
             gcs.cpu_kernel()  # compiled once unless cached; GCSwR requests meanwhile wait for it
             logger.info(gcs.kernel_status())

@@ -203,6 +203,21 @@ def engine_for(ensembling: bool) -> str:
     return "transformers" if ensembling else ENGINE
 
 
+def start_engine(model: gcs.Model) -> None:
+    """Start the demo's vLLM engine for ``model``; if it cannot start, the demo generates with transformers."""
+    global ENGINE
+    if ENGINE != "vllm":
+        return
+    try:
+        from gcs.vllm import engine
+
+        engine(model)
+        logger.info("generating with vLLM (GCS_ENGINE=transformers switches it off)")
+    except Exception:
+        logger.exception("could not start the vLLM engine: generating with transformers instead")
+        ENGINE = "transformers"
+
+
 ALLOWED_MODELS = allowed_models()
 DEFAULT_MODEL = os.environ.get("GCS_DEFAULT_MODEL") or (HUB_MODELS[0] if _hub_reachable() else gcs.DEFAULT_MODEL)
 if DEFAULT_MODEL not in ALLOWED_MODELS:

@@ -11,7 +11,7 @@ import gradio as gr
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, ENGINE, LIMITS, check, check_count_of, check_metric, check_work, download_folder, gpu,
+    DEFAULT_MODEL, LIMITS, check, check_count_of, check_metric, check_work, download_folder, engine_for, gpu,
     load_allowed_model, method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable, user_error,
 )
 
@@ -52,7 +52,7 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
     prompts = [p for group in groups for p in group.prompts]
     check_work(prompts, model, len(temperatures) * len(methods) * seeds, max_new_tokens, "sweep work tokens")
     return gcs.sweep(groups, temperatures, methods, seeds, [metric], model, max_new_tokens, show_progress=True,
-                     stop=stop, engine=ENGINE)
+                     stop=stop, engine=engine_for(False))
 
 
 def curve_table(frame):
