@@ -134,6 +134,7 @@ def test_a_good_upload_runs_a_sweep(tmp_path):
     figure, table, csv_path = final(sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"],
                                                    "jaccard", 8, gcs.DEFAULT_MODEL))
     assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
+    assert list(table.columns) == ["method", "temperature", "mean", "stderr", "seeds", "n"]  # no constant columns
 
 
 def test_secrets_never_reach_the_log(caplog):

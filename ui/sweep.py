@@ -56,7 +56,8 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
 
 
 def curve_table(frame):
-    table = gcs.consistency_by_temperature(frame).drop(columns=["metric"]).round(4)
+    # one metric and no ensembling in this tab: those columns would only repeat one value
+    table = gcs.consistency_by_temperature(frame).drop(columns=["metric", "ensemble"]).round(4)
     table["method"] = table["method"].map(gcs.METHOD_NAMES)
     return table
 
