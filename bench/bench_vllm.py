@@ -17,20 +17,13 @@ import time
 os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process engine: fast start, no worker
 
 import torch  # noqa: E402
-from timing import best_in_turns  # noqa: E402  (bench/ is on sys.path when run as a script)
+from bench_generation import PROMPTS  # noqa: E402  (bench/ is on sys.path when run as a script)
+from timing import best_in_turns  # noqa: E402
 from vllm import SamplingParams  # noqa: E402
 
 import gcs  # noqa: E402
 from gcs.batch import Batch, Row  # noqa: E402
 from gcs.vllm import engine, sampling_params  # noqa: E402
-
-PROMPTS = [
-    "What is the capital of France?",
-    "Which city is the capital of France?",
-    "Name the capital city of France.",
-    "Tell me what France's capital is.",
-]
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -140,7 +140,7 @@ class Batch:
     engine: str = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm)
 
     def __post_init__(self):
-        self.engine = check_engine(self.engine)
+        self.engine = check_engine(self.engine, ensembling=any(row.rewordings for row in self.rows))
         if self.engine == "vllm" and self.generate_kwargs:
             raise ValueError(f"extra generate arguments ({', '.join(self.generate_kwargs)}) are for transformers' "
                              "generate; the vLLM engine takes none")

@@ -47,10 +47,11 @@ def check_count(value, name: str, low: int, high: int) -> int:
 ENGINES = ("transformers", "vllm")
 
 
-def check_engine(engine: str) -> str:
-    """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed.
+def check_engine(engine: str, ensembling: bool = False) -> str:
+    """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed and
+    cannot ensemble (ensembling mixes several rows' logits in each step, which a per-request processor never sees).
 
-    >>> check_engine("transformers")
+    >>> check_engine("transformers", ensembling=True)
     'transformers'
     """
     if not isinstance(engine, str) or engine.strip().lower() not in ENGINES:
@@ -61,6 +62,9 @@ def check_engine(engine: str) -> str:
 
         if importlib.util.find_spec("vllm") is None:
             raise ValueError("engine 'vllm' needs vLLM: pip install it (on CPU: see requirements-vllm.txt)")
+        if ensembling:
+            raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
+                             "in each step); use engine='transformers'")
     return engine
 
 

@@ -127,9 +127,7 @@ def sweep(
     """
     plan = check_sweep(groups, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensembling,
                        rewordings)
-    engine = check_engine(engine)
-    if engine == "vllm" and True in plan.ensembling:
-        raise ValueError("ensembling is not available on the vLLM engine; use engine='transformers'")
+    engine = check_engine(engine, ensembling=True in plan.ensembling)
     model = resolve_model(model)
     cells = plan.cells(skip)
     rewritten = _rewordings(cells, plan.rewordings, model)

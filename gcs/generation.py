@@ -48,10 +48,8 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     ``settings.ensemble``. ``engine`` runs it on "transformers" or "vllm" (``gcs.vllm``).
     """
     prompts = check_prompts(prompts)
-    engine = check_engine(engine)
-    if engine == "vllm" and (settings.ensemble or (rewordings is not None and not is_integer(rewordings))):
-        raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
-                         "in each step); use engine='transformers'")
+    # before any rewording is written: a refused request costs nothing
+    engine = check_engine(engine, bool(settings.ensemble) or (rewordings is not None and not is_integer(rewordings)))
     explicit = _explicit_rewordings(rewordings, len(prompts))
     model = resolve_model(model)
     if explicit is None and settings.ensemble:

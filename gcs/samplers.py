@@ -181,6 +181,8 @@ class Sampler:
         ``RecyclingGumbelSampler.initial_state``) instead of fresh noise. This is how an engine
         that keeps per-request state (``gcs.vllm``) samples a changing set of requests.
         """
+        if state is not None and self.method != "gcswr":
+            raise ValueError(f"only gcswr carries state; {self.method} draws depend on the step alone")
         self.reset()
         for name, values in (("seed", self.seed), ("streams", self.streams)):
             if isinstance(values, list) and len(values) != batch:
@@ -271,8 +273,6 @@ class _GumbelSamplerBase(Sampler):
     """Shared set-up of the Gumbel methods: per-row keys and de-duplicated noise rows."""
 
     def _start(self, seeds, streams, state=None):
-        if state is not None and self.method != "gcswr":
-            raise ValueError(f"only gcswr carries state; {self.method} draws depend on the step alone")
         self.keys = row_keys(seeds, DOMAIN_GUMBEL)
         self.block = _block_size(self.vocab_size)
 
@@ -401,8 +401,6 @@ class MixedSampler(Sampler):
             raise ValueError(f"{len(self.methods)} methods but {len(self.seed)} seeds; give one per row")
 
     def _start(self, seeds, streams, state=None):
-        if state is not None:
-            raise ValueError("a MixedSampler cannot continue from a state; begin one sampler per method")
         if self.batch_size != len(self.methods):
             raise ValueError(f"{len(self.methods)} methods but logits have {self.batch_size} rows")
         self.parts = []

@@ -457,13 +457,9 @@ def stream_batch(batch, stop: threading.Event | None = None) -> Iterator[list[li
     """Run a ``gcs.batch.Batch`` on vLLM: every row's token ids so far, after each engine step.
 
     Every row is one request; all are queued at once and vLLM batches them (continuous
-    batching). Ensembling needs every rewording's logits in one step, which a per-request
-    processor cannot see, so it is refused (use the transformers engine). Closing the
-    iterator early, or setting ``stop``, aborts the unfinished requests.
+    batching); a ``Batch`` on this engine has no rewordings (``check_engine`` refuses them).
+    Closing the iterator early, or setting ``stop``, aborts the unfinished requests.
     """
-    if len(batch.groups) > len(batch.rows):
-        raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
-                         "in each step); use engine='transformers'")
     llm, lock = engine(batch.model)
     temperature, top_k, top_p = batch.settings.warping
     mask = batch.inputs["attention_mask"].bool().cpu()
