@@ -19,7 +19,18 @@ from .batch import Cancelled, prompt_lengths
 from .generation import compare, generate, stream, stream_compare
 from .rewording import RewordReport, reword, reword_report
 from .settings import SamplingSettings
-from .experiments import CompareReport, compare_report, consistency_by_temperature, summary_table, sweep
+from .experiments import (
+    CompareReport,
+    compare_report,
+    consistency_by_temperature,
+    describe_difference,
+    mean_interval,
+    paired_summary,
+    summary_table,
+    sweep,
+)
+from .trace import Candidate, Trace, TraceStep, trace
+from .hindsight import Posterior, hindsight, posterior
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
 from .noise import gumbel
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
@@ -34,7 +45,17 @@ from .samplers import (
     make_sampler,
 )
 from .coupling import coupling_curve, perturb, recycling_histogram
-from .scoring import METRICS, METRIC_NAMES, consistency, embedder, shared_tokens, similarity, similarity_to
+from .scoring import (
+    METRICS,
+    METRIC_NAMES,
+    aligned_spans,
+    common_prefix_length,
+    consistency,
+    embedder,
+    shared_tokens,
+    similarity,
+    similarity_to,
+)
 from .style import (
     RULE_CLASSIFIERS,
     Classifier,
@@ -48,7 +69,8 @@ from .theory import agreement_probability, p_repeat
 
 __version__ = "0.1.0"
 
-_FIGURES = ("consistency_figure", "style_figure", "similarity_heatmap", "coupling_figure", "recycling_figure")
+_FIGURES = ("consistency_figure", "style_figure", "similarity_heatmap", "coupling_figure", "recycling_figure",
+            "paired_figure", "race_figure")
 
 
 def __getattr__(name: str):
@@ -132,4 +154,18 @@ __all__ = [
     "recycling_histogram",
     "perturb",
     "shared_tokens",
+    "aligned_spans",
+    "common_prefix_length",
+    "paired_summary",
+    "describe_difference",
+    "mean_interval",
+    "paired_figure",
+    "race_figure",
+    "trace",
+    "Trace",
+    "TraceStep",
+    "Candidate",
+    "hindsight",
+    "posterior",
+    "Posterior",
 ]

@@ -34,6 +34,7 @@ from transformers.generation.streamers import BaseStreamer
 from .checks import check_engine
 from .models import Model
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
+from .samplers import Sampler
 from .prompts import format_prompt, strip_followups
 from .settings import SamplingSettings
 
@@ -138,9 +139,13 @@ class Batch:
     settings: SamplingSettings
     generate_kwargs: dict = field(default_factory=dict)
     engine: str = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm)
+    sampler: Sampler | None = None  # replaces the rows' own samplers (gcs.hindsight's posterior noise)
+    observer: Callable | None = None  # sees every step's race (gcs.trace); see GumbelLogitsProcessor
 
     def __post_init__(self):
         self.engine = check_engine(self.engine, ensembling=any(row.rewordings for row in self.rows))
+        if self.engine == "vllm" and (self.sampler is not None or self.observer is not None):
+            raise ValueError("tracing and hindsight run on the transformers engine only")
         if self.engine == "vllm" and self.generate_kwargs:
             raise ValueError(f"extra generate arguments ({', '.join(self.generate_kwargs)}) are for transformers' "
                              "generate; the vLLM engine takes none")
@@ -175,7 +180,8 @@ class Batch:
         processors = LogitsProcessorList()
         if len(self.groups) > len(self.rows):
             processors.append(EnsembleLogitsProcessor(self.groups))
-        processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams))
+        processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams,
+                                                sampler=self.sampler, observer=self.observer))
         return processors
 
     @torch.inference_mode()

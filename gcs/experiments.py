@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import scipy.stats
 
 from .batch import Row, run_batches
 from .checks import METHODS, as_groups, check_engine, check_count, check_methods, check_seed_list, check_temperatures
@@ -27,7 +28,7 @@ from .data import Group
 from .models import Model, resolve_model
 from .rewording import reword
 from .samplers import METHOD_NAMES
-from .scoring import check_metrics, mean_off_diagonal, similarity_matrices
+from .scoring import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
 from .settings import SamplingSettings
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
@@ -217,11 +218,15 @@ class CompareReport:
     ``scores``: one row per method, seed and metric (columns method, seed, metric,
     consistency). ``table``: one row per method, one column per metric, the mean over
     seeds. ``matrices[(method, seed, metric)]``: the [prompts, prompts] similarity matrix.
+    ``per_seed``: one row per seed and method, one column per metric, plus ``prefix`` (the mean
+    common-prefix length in tokens; with a tokenizer only). ``summary``: ``paired_summary`` of the scores.
     """
 
     scores: pd.DataFrame
     table: pd.DataFrame
     matrices: dict
+    per_seed: pd.DataFrame
+    summary: pd.DataFrame
 
 
 def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokenizer=None) -> CompareReport:
@@ -241,4 +246,86 @@ def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokeni
     scores = pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"])
     table = scores.pivot_table(index="method", columns="metric", values="consistency", sort=False)[list(metrics)]
     table = table.reindex([m for m in METHODS if m in table.index]).reset_index()
-    return CompareReport(scores, table, matrices)
+    per_seed = scores.pivot_table(index=keys, columns="metric", values="consistency", sort=False)[list(metrics)]
+    per_seed = per_seed.reset_index()
+    if tokenizer is not None and frame["prompt_index"].nunique() > 1:
+        prefixes = {key: common_prefix_length(list(part["response"]), tokenizer) for key, part in parts}
+        per_seed["prefix"] = [prefixes[key] for key in zip(per_seed["method"], per_seed["seed"])]
+        table["prefix"] = table["method"].map(per_seed.groupby("method")["prefix"].mean())
+    per_seed.columns.name = None
+    return CompareReport(scores, table, matrices, per_seed, paired_summary(scores))
+
+
+# -- paired statistics over seeds ------------------------------------------------------------
+CONFIDENCE = 0.95
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+    """(mean, standard error, low, high): Student's t interval for the mean; NaN error and bounds for one value.
+
+    >>> [round(x, 3) for x in mean_interval([1.0, 2.0, 3.0])]
+    [2.0, 0.577, -0.484, 4.484]
+    """
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean()) if len(values) else float("nan")
+    if len(values) < 2:
+        return mean, float("nan"), float("nan"), float("nan")
+    error = float(values.std(ddof=1) / math.sqrt(len(values)))
+    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * error
+    return mean, error, mean - half, mean + half
+
+
+def paired_summary(scores: pd.DataFrame, baseline: str = "is", confidence: float = CONFIDENCE) -> pd.DataFrame:
+    """Per method and metric: consistency over seeds, and the paired difference from ``baseline``.
+
+    ``scores`` has columns method, seed, metric, consistency (``CompareReport.scores``). Each seed is
+    one paired observation: every method answered the same paraphrases with that seed. Columns: metric,
+    method, mean, stderr, n (seeds), then, for methods other than the baseline with the baseline
+    present: diff (mean of method - baseline over seeds), diff_stderr, diff_low, diff_high (the
+    ``confidence`` t interval) and wins (seeds where the method scored higher).
+    """
+    records = []
+    for (metric, method), part in scores.groupby(["metric", "method"], sort=False):
+        by_seed = part.set_index("seed")["consistency"]
+        mean, error, _, _ = mean_interval(by_seed.dropna())
+        record = {"metric": metric, "method": method, "mean": mean, "stderr": error, "n": int(by_seed.notna().sum())}
+        base = scores[(scores["metric"] == metric) & (scores["method"] == baseline)].set_index("seed")["consistency"]
+        if method != baseline and len(base):
+            paired = (by_seed - base).dropna()
+            diff, diff_error, low, high = mean_interval(paired, confidence)
+            record.update(diff=diff, diff_stderr=diff_error, diff_low=low, diff_high=high,
+                          wins=int((paired > 0).sum()), pairs=len(paired))
+        records.append(record)
+    columns = ["metric", "method", "mean", "stderr", "n", "diff", "diff_stderr", "diff_low", "diff_high", "wins",
+               "pairs"]
+    return pd.DataFrame.from_records(records, columns=columns)
+
+
+def describe_difference(summary: pd.DataFrame, method: str, metric: str = "e5", baseline: str = "is") -> str:
+    """The paired comparison in one plain sentence, saying "within noise" when the interval holds 0.
+
+    >>> scores = pd.DataFrame({"method": ["is"] * 3 + ["gcswr"] * 3, "seed": [0, 1, 2] * 2, "metric": "e5",
+    ...                        "consistency": [0.80, 0.82, 0.84, 0.83, 0.80, 0.88]})
+    >>> describe_difference(paired_summary(scores), "gcswr")
+    'GCSwR agreed more than IS in 2 of 3 seeds; mean difference +1.7 E5 points (95 % CI -6.3 to +9.7): within noise.'
+    """
+    rows = summary[(summary["method"] == method) & (summary["metric"] == metric)]
+    if rows.empty or pd.isna(rows["diff"].iloc[0]):
+        raise ValueError(f"no paired difference of {method!r} from {baseline!r} under {metric!r} in this summary")
+    row = rows.iloc[0]
+    name, base, points = METHOD_NAMES[method], METHOD_NAMES[baseline], METRIC_POINTS.get(metric, metric)
+    head = f"{name} agreed more than {base} in {int(row['wins'])} of {int(row['pairs'])} seeds"
+    if row["pairs"] < 2:
+        return f"{head}; difference {100 * row['diff']:+.1f} {points} points. One seed is an anecdote: use more seeds."
+    low, high = 100 * row["diff_low"], 100 * row["diff_high"]
+    interval = f"mean difference {100 * row['diff']:+.1f} {points} points ({100 * CONFIDENCE:g} % CI {low:+.1f} to {high:+.1f})"
+    if low <= 0 <= high:
+        verdict = "within noise"
+    elif low > 0:
+        verdict = f"{name} is more consistent, beyond noise"
+    else:
+        verdict = f"{base} is more consistent, beyond noise"
+    return f"{head}; {interval}: {verdict}."
+
+
+METRIC_POINTS = {"e5": "E5", "minilm": "MiniLM", "jaccard": "Jaccard", "aligned": "aligned-agreement"}

@@ -3,6 +3,8 @@
 - ``consistency_figure``: consistency vs temperature per method (the paper's Fig. 2);
 - ``style_figure``: p_repeat per style dimension and method (Table 2);
 - ``similarity_heatmap``: one method's pairwise similarities between responses;
+- ``paired_figure``: per-seed differences from IS with the mean and its 95 % interval;
+- ``race_figure``: one step of ``gcs.trace`` (probabilities and arrival times);
 - ``coupling_figure`` / ``recycling_figure``: the coupling explorer (Theorem 1, Theorem 2).
 """
 
@@ -57,14 +59,80 @@ def style_figure(consistency: pd.DataFrame, title: str = "Stylistic consistency 
 
 
 def similarity_heatmap(matrix: np.ndarray, labels: list[str], title: str = "", zmin: float = 0.0):
-    """Pairwise similarity of one method's responses (rows/columns = paraphrases)."""
-    short = [label if len(label) <= 28 else label[:27] + "…" for label in labels]
+    """Pairwise similarity of one method's responses: rows and columns are paraphrases 1..n, their text on hover."""
+    n = len(labels)
+    numbers = [str(i + 1) for i in range(n)]
+    hover = [[f"{i + 1}: {labels[i]}<br>{j + 1}: {labels[j]}" for j in range(n)] for i in range(n)]
     figure = go.Figure(
-        go.Heatmap(z=np.round(matrix, 3), x=short, y=short, zmin=zmin, zmax=1, colorscale="Blues",
-                   text=np.round(matrix, 2), texttemplate="%{text}", hovertemplate="%{y} / %{x}: %{z}<extra></extra>")
+        go.Heatmap(z=np.round(matrix, 3), x=numbers, y=numbers, zmin=zmin, zmax=1, colorscale="Blues",
+                   text=np.round(matrix, 2), texttemplate="%{text}", customdata=hover,
+                   hovertemplate="%{customdata}<br>similarity %{z}<extra></extra>")
     )
-    figure.update_layout(title=title, template="plotly_white", height=320, margin=dict(l=10, r=10, t=40, b=10),
-                         yaxis_autorange="reversed")
+    figure.update_layout(title=title, template="plotly_white", height=360, margin=dict(l=40, r=10, t=50, b=40),
+                         yaxis_autorange="reversed", xaxis_title="paraphrase", yaxis_title="paraphrase",
+                         xaxis_type="category", yaxis_type="category")
+    return figure
+
+
+def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, metric: str = "e5", baseline: str = "is"):
+    """Per seed, each method's consistency minus the baseline's (dots), and the mean with its 95 % interval.
+
+    ``per_seed`` and ``summary`` are a ``CompareReport``'s; differences are shown in points (x100).
+    """
+    figure = go.Figure()
+    base = per_seed[per_seed["method"] == baseline].set_index("seed")[metric]
+    for method in [m for m in METHOD_NAMES if m != baseline and m in set(per_seed["method"])]:
+        mine = per_seed[per_seed["method"] == method].set_index("seed")[metric]
+        paired = (mine - base).dropna()
+        label = f"{METHOD_NAMES[method]} − {METHOD_NAMES[baseline]}"
+        figure.add_trace(go.Scatter(x=[label] * len(paired), y=100 * paired.to_numpy(), mode="markers",
+                                    name=f"{label}, per seed", marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
+                                    customdata=paired.index.to_numpy(),
+                                    hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
+        row = summary[(summary["method"] == method) & (summary["metric"] == metric)].iloc[0]
+        if len(paired) > 1:
+            figure.add_trace(go.Scatter(
+                x=[label], y=[100 * row["diff"]], mode="markers", name=f"{label}, mean ± 95 % CI",
+                marker=dict(color=METHOD_COLORS[method], symbol="diamond", size=14, line=dict(width=1, color="black")),
+                error_y=dict(type="data", symmetric=False, array=[100 * (row["diff_high"] - row["diff"])],
+                             arrayminus=[100 * (row["diff"] - row["diff_low"])], thickness=2, width=12),
+                hovertemplate="mean %{y:+.1f} points<extra></extra>"))
+    figure.add_hline(y=0, line=dict(color="#555", dash="dot"))
+    kind, _ = parse_metric(metric)
+    figure.update_layout(title=f"Paired by seed: {METRIC_NAMES[kind]} consistency minus {METHOD_NAMES[baseline]}'s",
+                         yaxis_title="difference (points, x100)", template="plotly_white", height=380,
+                         showlegend=False, margin=dict(l=50, r=10, t=50, b=40))
+    return figure
+
+
+def race_figure(step, title: str = ""):
+    """One row's step of a ``gcs.trace``: each candidate's probability, and its arrival time E/p in the race.
+
+    The winner (the first arrival, or IS's inverse-CDF pick) is red; with GCSwR the hover shows each
+    candidate's noise before and after recycling.
+    """
+    from plotly.subplots import make_subplots
+
+    candidates = step.candidates
+    names = [f"{i + 1}. {c.text!r}" for i, c in enumerate(candidates)]
+    colors = [METHOD_COLORS["gcswr"] if c.token_id == step.winner else "#9ecae1" for c in candidates]
+    hover = [f"p = {c.probability:.4f}" + ("" if c.noise is None else
+                                           f"<br>E = {c.noise:.4g}, g = −log E = {c.gumbel:+.3f}<br>arrival E/p = {c.arrival:.4g}")
+             + ("" if c.noise_after is None else f"<br>after the draw: E = {c.noise_after:.4g}") for c in candidates]
+    race = step.uniform is None
+    figure = make_subplots(rows=1, cols=2 if race else 1, shared_yaxes=True, horizontal_spacing=0.04,
+                           subplot_titles=("probability", "arrival time E/p (first arrival wins)") if race
+                           else ("probability",))
+    figure.add_trace(go.Bar(y=names, x=[c.probability for c in candidates], orientation="h", marker_color=colors,
+                            hovertext=hover, hoverinfo="text"), row=1, col=1)
+    if race:
+        arrivals = [c.arrival if np.isfinite(c.arrival) else None for c in candidates]
+        figure.add_trace(go.Bar(y=names, x=arrivals, orientation="h", marker_color=colors, hovertext=hover,
+                                hoverinfo="text"), row=1, col=2)
+        figure.update_xaxes(type="log", row=1, col=2)
+    figure.update_yaxes(autorange="reversed")
+    figure.update_layout(title=title, template="plotly_white", height=60 + 28 * len(candidates), showlegend=False,
+                         margin=dict(l=10, r=10, t=60, b=30))
     return figure
 
 

@@ -22,14 +22,14 @@ which transformers pads) stop advancing their noise state.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from .checks import check_sampling_settings
 from .ensemble import grouped_geometric_ensemble
-from .samplers import SeedLike, make_sampler
+from .samplers import Sampler, SeedLike, make_sampler
 
 
 def make_warpers(temperature: float, top_k: int | None, top_p: float | None) -> LogitsProcessorList:
@@ -54,6 +54,11 @@ class GumbelLogitsProcessor(LogitsProcessor):
         temperature: softmax temperature; 0 means greedy (all methods agree).
         top_k, top_p: optional truncation, applied after temperature as in transformers.
         streams: optional per-row ints that make "is" draws independent of batch position.
+        sampler: a started-fresh ``gcs.Sampler`` to use instead of ``make_sampler(method, seed, streams)``
+            (``gcs.hindsight`` passes one that draws from posterior noise).
+        observer: optional ``observer(warped, tokens, before, after)`` called after each sampled step with
+            the warped scores, the chosen tokens and ``sampler.peek()`` before and after the draw
+            (``gcs.trace`` records the race with it; costs a copy of the noise per step).
 
     Each token is an exact draw from the warped distribution of its row.
     """
@@ -66,10 +71,17 @@ class GumbelLogitsProcessor(LogitsProcessor):
         top_k: int | None = None,
         top_p: float | None = None,
         streams: Sequence[int] | None = None,
+        sampler: Sampler | None = None,
+        observer: Callable | None = None,
     ):
         self.warpers = make_warpers(temperature, top_k, top_p)
         self.temperature = temperature
-        self.sampler = make_sampler(method, seed, streams=streams)
+        if sampler is not None and not isinstance(sampler, Sampler):
+            raise ValueError(f"sampler must be a gcs.Sampler, got {type(sampler).__name__}")
+        if observer is not None and not callable(observer):
+            raise ValueError("observer must be callable: observer(warped, tokens, before, after)")
+        self.sampler = sampler if sampler is not None else make_sampler(method, seed, streams=streams)
+        self.observer = observer
         self.reset()
 
     @property
@@ -98,8 +110,14 @@ class GumbelLogitsProcessor(LogitsProcessor):
         warped = self.warpers(input_ids, scores)
         if self.temperature == 0:
             tokens = warped.argmax(dim=-1)
-        else:
+        elif self.observer is None:
             tokens = self.sampler.sample(warped, active=~self.finished)
+        else:
+            if self.sampler.batch_size is None:
+                self.sampler.begin(*warped.shape, warped.device)
+            before = self.sampler.peek()
+            tokens = self.sampler.sample(warped, active=~self.finished)
+            self.observer(warped, tokens, before, self.sampler.peek())
         self._previous_ids, self._chosen = input_ids.clone(), tokens
         chosen_only = torch.full_like(scores, -math.inf)
         return chosen_only.scatter_(1, tokens[:, None], 0.0)

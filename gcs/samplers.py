@@ -198,8 +198,22 @@ class Sampler:
         self._start(seeds, streams, state)
         return self
 
+    def peek(self) -> torch.Tensor:
+        """The noise the next ``sample`` call will use, as a copy (for teaching and tracing; ``gcs.trace``).
+
+        IS: the uniform [batch] of the inverse-CDF draw. GCS: this position's Exp(1) vector
+        [batch, vocab] (Gumbel ``g = -log E``). GCSwR: the current residual state [batch, vocab].
+        Call it after ``begin`` (or a first ``sample``).
+        """
+        if self.batch_size is None:
+            raise ValueError("peek() needs started responses: call begin() or sample() first")
+        return self._peek()
+
     # -- subclass hooks -------------------------------------------------------------------
     def _start(self, seeds: torch.Tensor, streams: torch.Tensor, state=None) -> None:
+        raise NotImplementedError
+
+    def _peek(self) -> torch.Tensor:
         raise NotImplementedError
 
     def _draw(self, logits: torch.Tensor, row_max: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
@@ -243,8 +257,14 @@ class IndependentSampler(Sampler):
         self.block = _block_size(self.vocab_size)
         self.rows = torch.arange(self.batch_size, device=self.device)
 
+    def _peek(self):
+        return self._uniforms()
+
+    def _uniforms(self) -> torch.Tensor:
+        return uniform(splitmix64(self.stream_keys + self.steps))
+
     def _draw(self, logits, row_max, active):
-        u = uniform(splitmix64(self.stream_keys + self.steps))
+        u = self._uniforms()
         # Inverse CDF in two levels: float64 cumulative sums over blocks, then inside one
         # block (a float64 cumsum over the whole vocabulary is 4x slower on CPU).
         weights = _blocked(relative_rates(logits, row_max), self.block, 0.0)
@@ -288,6 +308,9 @@ class GumbelSampler(_GumbelSamplerBase):
     """GCS: ``argmax(logits + g)`` with the row's Gumbel vector for this position."""
 
     method = "gcs"
+
+    def _peek(self):
+        return self._shared_noise(self.steps)
 
     def _draw(self, logits, row_max, active):
         # argmax(logits + g) with g = -log E is argmin(log E - logits).
@@ -343,6 +366,13 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         self._arrivals = torch.empty_like(self.residual) if self._kernel is None else None
         self.rows = torch.arange(self.batch_size, device=self.device)
 
+    def _peek(self):
+        return self.residual.clone()
+
+    def _fresh_noise(self, draws: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """The new Exp(1) noise of each row's winner: its ``draws``-th value (the fused kernel computes the same)."""
+        return exponential_noise(self.keys, draws, tokens)
+
     def _draw(self, logits, row_max, active):
         if self._kernel is not None:
             tokens = self._kernel.race_and_recycle(
@@ -368,7 +398,7 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         # Memoryless race: each loser keeps E_i - T_k * p_i (the paper's recycling update).
         self.residual.addcmul_(rates, first_arrival[:, None], value=-1.0).clamp_(min=self.MIN_RESIDUAL)
         picked_draws = self.draws[self.rows, tokens] + 1
-        self.residual[self.rows, tokens] = exponential_noise(self.keys, picked_draws, tokens)
+        self.residual[self.rows, tokens] = self._fresh_noise(picked_draws, tokens)
         if saved is not None:
             self.residual[frozen] = saved
             picked_draws[frozen] -= 1
@@ -408,6 +438,9 @@ class MixedSampler(Sampler):
             rows = torch.tensor([i for i, m in enumerate(self.methods) if m == method], device=self.device)
             sampler = _SAMPLERS[method](seed=seeds[rows].tolist(), streams=streams[rows].tolist())
             self.parts.append((rows, sampler.begin(len(rows), self.vocab_size, self.device, steps=self.steps[rows])))
+
+    def _peek(self):
+        raise ValueError("a mixed batch has no single kind of noise to peek at: peek at one method's sampler")
 
     def _draw(self, logits, row_max, active):
         tokens = torch.empty(self.batch_size, dtype=torch.long, device=self.device)

@@ -196,34 +196,88 @@ def jaccard_matrix(token_sets: Sequence[set]) -> np.ndarray:
     return matrix
 
 
-def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, bool]]]:
-    """Each text cut into its tokens, each marked True when every other text contains that token id.
-
-    The pieces of a text join back to the text. ``tokenizer`` is a transformers (fast)
-    tokenizer, by default the embedded model's; with fewer than two texts nothing is shared.
-    """
-    texts = check_texts(texts)
+def _encodings(texts: list[str], tokenizer) -> list:
     if tokenizer is None:
         from .models import load_model
 
         tokenizer = load_model().tokenizer
-    encodings = [tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for text in texts]
+    return [tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for text in texts]
+
+
+def _cut(text: str, encoding, labels: Sequence) -> list[tuple[str, object]]:
+    """``text`` cut at its tokens' offsets, each piece with its token's label (gaps between tokens: None).
+    The pieces join back to the text."""
+    pieces, end = [], 0
+    for label, (start, stop) in zip(labels, encoding["offset_mapping"]):
+        if start > end:
+            pieces.append((text[end:start], None))
+        start = max(start, end)  # byte-level tokens of one character can share a span
+        if stop > start:
+            pieces.append((text[start:stop], label))
+        end = max(end, stop)
+    if end < len(text):
+        pieces.append((text[end:], None))
+    return pieces
+
+
+def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, bool]]]:
+    """Each text cut into its tokens, each marked True when every other text contains that token id.
+
+    A bag-of-words view: common words ("the", ",") count as shared wherever they are; ``aligned_spans``
+    shows the aligned stretches that shared noise produces. ``tokenizer`` is a transformers (fast)
+    tokenizer, by default the embedded model's; with fewer than two texts nothing is shared.
+    """
+    texts = check_texts(texts)
+    encodings = _encodings(texts, tokenizer)
     sets = [set(e["input_ids"]) for e in encodings]
     result = []
     for i, (text, encoding) in enumerate(zip(texts, encodings)):
         others = [s for j, s in enumerate(sets) if j != i]
-        pieces, end = [], 0
-        for token, (start, stop) in zip(encoding["input_ids"], encoding["offset_mapping"]):
-            if start > end:
-                pieces.append((text[end:start], False))
-            start = max(start, end)  # byte-level tokens of one character can share a span
-            if stop > start:
-                pieces.append((text[start:stop], bool(others) and all(token in s for s in others)))
-            end = max(end, stop)
-        if end < len(text):
-            pieces.append((text[end:], False))
-        result.append(pieces)
+        labels = [bool(others) and all(token in s for s in others) for token in encoding["input_ids"]]
+        result.append([(piece, bool(label)) for piece, label in _cut(text, encoding, labels)])
     return result
+
+
+def aligned_spans(texts: Sequence[str], tokenizer=None, min_run: int = MIN_ALIGNED_RUN) -> list[list[tuple[str, int | None]]]:
+    """Each text cut into its tokens, each labelled with the aligned span of the *first* text it repeats.
+
+    Every other text is aligned to the first (``difflib`` matching blocks of token ids, runs of at least
+    ``min_run`` tokens). The first text's matched stretches are numbered 1, 2, ... in order; a token
+    of another text that lies in a matched run gets the number of the stretch it repeats, so equal
+    numbers mark the same words in the same order. Unmatched tokens: None. Pieces join back to the text.
+
+    >>> spans = aligned_spans(["a b c d", "x a b c"], tokenizer=_WordTokenizer())
+    >>> [[(piece, label) for piece, label in text if piece.strip()] for text in spans]
+    [[('a', 1), ('b', 1), ('c', 1), ('d', None)], [('x', None), ('a', 1), ('b', 1), ('c', 1)]]
+    """
+    texts = check_texts(texts)
+    encodings = _encodings(texts, tokenizer)
+    ids = [list(e["input_ids"]) for e in encodings]
+    blocks = [[b for b in difflib.SequenceMatcher(None, ids[0], other, autojunk=False).get_matching_blocks()
+               if b.size >= min_run] for other in ids[1:]] if ids else []
+    covered = sorted({a + k for text_blocks in blocks for a, _, size in text_blocks for k in range(size)})
+    stretch, number = {}, 0
+    for position in covered:  # consecutive covered positions of the first text form one stretch
+        number += position - 1 not in stretch
+        stretch[position] = number
+    labels = [[stretch.get(i) for i in range(len(ids[0]))]] if ids else []
+    for other, text_blocks in zip(ids[1:], blocks):
+        row = [None] * len(other)
+        for a, b, size in text_blocks:
+            for k in range(size):
+                row[b + k] = stretch[a + k]
+        labels.append(row)
+    return [_cut(text, encoding, row) for text, encoding, row in zip(texts, encodings, labels)]
+
+
+class _WordTokenizer:
+    """A whitespace tokenizer with offsets, for the examples: each word is one token (its id: the word)."""
+
+    def __call__(self, text, add_special_tokens=False, return_offsets_mapping=True):
+        import re
+
+        words = list(re.finditer(r"\S+", text))
+        return {"input_ids": [w.group() for w in words], "offset_mapping": [w.span() for w in words]}
 
 
 def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tokenizer=None) -> list[np.ndarray]:

@@ -1,0 +1,169 @@
+"""Inside the sampler: every step of a generation, candidate by candidate (the app's step-through tab).
+
+    t = gcs.trace(["Why is the sky blue?", "What makes the sky blue?"], method="gcswr", seed=0, max_new_tokens=8)
+    step = t.steps[0][1]                  # position 0, second paraphrase
+    step.winner_text, step.candidates[0]  # the token it chose; the most likely candidate's race
+    t.frame()                             # one row per position x paraphrase x candidate
+
+The trace is recorded while ``generate``'s own batch runs, through the processor's observer
+hook, so its winners are ``gcs.generate``'s tokens for the same settings. In the race form
+of ``gcs.samplers`` every token ``i`` holds Exp(1) noise ``E_i`` (the Gumbel value is
+``g_i = -log E_i``) and arrives at ``E_i / p_i``; the first arrival wins:
+
+- IS draws with an inverse CDF instead: one fresh uniform per row and step, independent between rows.
+- GCS: ``E`` is the position's own noise vector, the same for every row with the seed.
+- GCSwR: ``E`` is the recycled state; after the race every loser keeps ``E_i - T p_i`` (``T`` the
+  winner's arrival) and the winner's noise is redrawn: ``noise_after``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+
+from .batch import Batch, Row
+from .checks import check_count, check_method, check_prompts, check_seed
+from .models import Model, resolve_model
+from .settings import SamplingSettings
+
+DEFAULT_TOP = 10
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One token in one step's race. ``noise``: its Exp(1) value ``E`` before the draw (None for IS);
+    ``noise_after``: GCSwR's value after recycling (None otherwise); ``arrival``: ``E / p`` (inf if p = 0)."""
+
+    token_id: int
+    text: str
+    probability: float
+    noise: float | None
+    noise_after: float | None
+    arrival: float | None
+
+    @property
+    def gumbel(self) -> float | None:
+        """The Gumbel form of the noise, ``g = -log E``."""
+        return None if self.noise is None else -math.log(self.noise)
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One position of one row: the candidates (most likely first, the winner always among them), the
+    winning token, IS's uniform (None for the Gumbel methods) and whether the row had already finished."""
+
+    position: int
+    row: int
+    candidates: tuple[Candidate, ...]
+    winner: int
+    winner_text: str
+    uniform: float | None
+    finished: bool
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What ``gcs.trace`` returns: ``steps[position][row]``, the responses and their token ids."""
+
+    prompts: tuple[str, ...]
+    method: str
+    seed: int
+    temperature: float
+    top_p: float | None
+    steps: tuple[tuple[TraceStep, ...], ...]
+    token_ids: tuple[tuple[int, ...], ...]  # per row, up to (not including) its stop token
+    responses: tuple[str, ...]
+
+    def frame(self) -> pd.DataFrame:
+        """One row per position x paraphrase x candidate; ``won`` marks the winner."""
+        records = [
+            {"position": step.position, "row": step.row, "token_id": c.token_id, "text": c.text,
+             "probability": c.probability, "noise": c.noise, "gumbel": c.gumbel, "noise_after": c.noise_after,
+             "arrival": c.arrival, "won": c.token_id == step.winner, "uniform": step.uniform,
+             "finished": step.finished}
+            for row_steps in self.steps for step in row_steps for c in step.candidates
+        ]
+        return pd.DataFrame.from_records(records)
+
+
+class _Recorder:
+    """The processor's observer: keeps each step's top candidates, their noise and the winners."""
+
+    def __init__(self, method: str, top: int, decode):
+        self.method, self.top, self.decode = method, top, decode
+        self.steps: list[tuple[TraceStep, ...]] = []
+
+    def __call__(self, warped: torch.Tensor, tokens: torch.Tensor, before: torch.Tensor, after: torch.Tensor):
+        probabilities = torch.softmax(warped.float(), dim=-1).cpu()
+        tokens, before, after = tokens.cpu(), before.cpu(), after.cpu()
+        top = probabilities.topk(min(self.top, probabilities.shape[1]), dim=-1).indices
+        row_steps = []
+        for row, winner in enumerate(tokens.tolist()):
+            ids = top[row].tolist()
+            if winner not in ids:  # an unlikely token won: it is part of the story
+                ids.append(winner)
+            row_steps.append(TraceStep(len(self.steps), row, tuple(self._candidate(row, i, probabilities, before, after)
+                                                                     for i in ids),
+                                       winner, self.decode(winner), float(before[row]) if self.method == "is" else None,
+                                       finished=False))  # set afterwards, from where each row stopped
+        self.steps.append(tuple(row_steps))
+
+    def _candidate(self, row: int, token: int, probabilities, before, after) -> Candidate:
+        p = float(probabilities[row, token])
+        if self.method == "is":
+            return Candidate(token, self.decode(token), p, None, None, None)
+        noise = float(before[row, token])
+        noise_after = float(after[row, token]) if self.method == "gcswr" else None
+        return Candidate(token, self.decode(token), p, noise, noise_after, noise / p if p > 0 else math.inf)
+
+
+def trace(
+    prompts: Sequence[str],
+    method: str = "gcswr",
+    seed: int = 0,
+    temperature: float = 1.0,
+    top_p: float | None = None,
+    max_new_tokens: int = 32,
+    top: int = DEFAULT_TOP,
+    model: Model | str | None = None,
+) -> Trace:
+    """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
+
+    Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
+    under the warped distribution, their noise before (and, for GCSwR, after) the draw, their
+    arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
+
+    >>> # t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
+    >>> # [s.winner_text for s in t.steps[0]]  -> the first token of each response
+    """
+    prompts = check_prompts(prompts)
+    method = check_method(method)
+    settings = SamplingSettings([method], [check_seed(seed)], temperature, None, top_p, max_new_tokens)
+    if settings.temperature == 0:
+        raise ValueError("temperature 0 is greedy decoding: there is no noise to trace; use a temperature above 0")
+    top = check_count(top, "top", 1, 100)
+    model = resolve_model(model)
+    recorder = _Recorder(method, top, lambda token: model.tokenizer.decode([token]))
+    batch = Batch([Row(p, method, settings.seeds[0]) for p in prompts], model, settings, observer=recorder)
+    new_tokens = batch.run()
+    token_ids, responses = [], []
+    for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens)):
+        ids, _ = batch._response(row)
+        token_ids.append(tuple(ids))
+        responses.append(record["response"])
+    steps = _mark_finished(recorder.steps, token_ids)
+    return Trace(tuple(prompts), method, settings.seeds[0], settings.temperature, settings.top_p, steps,
+                 tuple(token_ids), tuple(responses))
+
+
+def _mark_finished(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]]):
+    """Steps past a row's stop token are padding: mark them finished."""
+    return tuple(
+        tuple(TraceStep(s.position, s.row, s.candidates, s.winner, s.winner_text, s.uniform,
+                        s.position > len(token_ids[s.row])) for s in row_steps)
+        for row_steps in steps
+    )

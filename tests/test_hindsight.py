@@ -1,0 +1,170 @@
+"""Hindsight (gcs.hindsight): posterior noise given a response, checked against coupled forward sampling.
+
+The statistical tests use a small synthetic model whose next-token distribution depends on the prompt
+and on the token before (history-dependent, so GCSwR's recycling matters). "Sample Y for A, then
+answer B with posterior noise" must give the same joint distribution of (Y, V) as sampling A and B
+forward with one shared seed: a chi-square test of homogeneity on the (Y, V) counts. The same test
+rejects a wrong posterior (fresh noise for B), so it can fail.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+import gcs
+from gcs.hindsight import draw_indices, posterior, race_posterior, replay
+from gcs.noise import derive_seeds
+
+VOCAB, STEPS, SAMPLES = 3, 3, 30_000
+SIGNIFICANCE = 1e-3  # the chance that a correct sampler fails one test with these fixed seeds
+
+
+def synthetic_table(seed: int = 0) -> torch.Tensor:
+    """Logits [prompt (A, B), step, previous token, vocab]; B is A nudged, so coupling shows."""
+    generator = torch.Generator().manual_seed(seed)
+    a = 1.2 * torch.randn(STEPS, VOCAB, VOCAB, generator=generator)
+    b = a + 0.6 * torch.randn(STEPS, VOCAB, VOCAB, generator=generator)
+    return torch.stack([a, b])
+
+
+def step_logits(table: torch.Tensor, prompt: torch.Tensor, step: int, previous: torch.Tensor) -> torch.Tensor:
+    return table[prompt, step, previous]
+
+
+def run(table: torch.Tensor, sampler: gcs.Sampler, prompt: torch.Tensor) -> torch.Tensor:
+    """Tokens [rows, STEPS] from the synthetic model, rows of the given prompts (0 = A, 1 = B)."""
+    previous = torch.zeros(len(prompt), dtype=torch.long)
+    tokens = []
+    for step in range(STEPS):
+        previous = sampler.sample(step_logits(table, prompt, step, previous))
+        tokens.append(previous)
+    return torch.stack(tokens, dim=1)
+
+
+def along(table: torch.Tensor, prompt: int, response: torch.Tensor) -> torch.Tensor:
+    """Teacher-forced logits [rows, STEPS, vocab] of ``response`` under ``prompt``."""
+    previous = torch.cat([torch.zeros(len(response), 1, dtype=torch.long), response[:, :-1]], dim=1)
+    steps = torch.arange(STEPS).expand_as(previous)
+    return table[prompt, steps, previous]
+
+
+def cells(y: torch.Tensor, v: torch.Tensor) -> np.ndarray:
+    codes = torch.zeros(len(y), dtype=torch.long)
+    for column in torch.cat([y, v], dim=1).T:
+        codes = codes * VOCAB + column
+    return np.bincount(codes.numpy(), minlength=VOCAB ** (2 * STEPS))
+
+
+def homogeneity_p_value(first: np.ndarray, second: np.ndarray) -> float:
+    """Chi-square test that two count vectors come from one distribution (cells expected under 5 pooled)."""
+    table = np.stack([first, second]).astype(float)
+    expected = table.sum(axis=0) * table.sum(axis=1, keepdims=True) / table.sum()
+    small = (expected < 5).any(axis=0)
+    pooled = np.column_stack([table[:, ~small], table[:, small].sum(axis=1)]) if small.any() else table
+    pooled = pooled[:, pooled.sum(axis=0) > 0]
+    return float(scipy.stats.chi2_contingency(pooled)[1])
+
+
+def coupled_forward(table, method: str, seed: int) -> np.ndarray:
+    seeds = derive_seeds(seed, torch.arange(SAMPLES)).tolist()
+    prompts = torch.cat([torch.zeros(SAMPLES, dtype=torch.long), torch.ones(SAMPLES, dtype=torch.long)])
+    tokens = run(table, gcs.make_sampler(method, seed=seeds + seeds), prompts)
+    return cells(tokens[:SAMPLES], tokens[SAMPLES:])
+
+
+def hindsight_pairs(table, method: str, seed: int, fresh_for_b: bool = False) -> np.ndarray:
+    """Y forward for A (by independent sampling: any exact sampler will do), then V for B from posterior noise."""
+    y = run(table, gcs.make_sampler("is", seed=seed), torch.zeros(SAMPLES, dtype=torch.long))
+    noise = posterior(method, along(table, 0, y), y, seed=seed + 1)
+    if fresh_for_b:
+        sampler = gcs.make_sampler(method, seed=derive_seeds(seed + 2, torch.arange(SAMPLES)).tolist())
+    else:
+        sampler = noise.sampler()
+    v = run(table, sampler, torch.ones(SAMPLES, dtype=torch.long))
+    return cells(y, v)
+
+
+@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+def test_hindsight_pairs_match_coupled_forward_sampling(method):
+    table = synthetic_table()
+    forward = coupled_forward(table, method, seed=11)
+    backward = hindsight_pairs(table, method, seed=12)
+    assert homogeneity_p_value(forward, backward) > SIGNIFICANCE
+
+
+@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+def test_the_same_test_rejects_fresh_noise_for_the_paraphrase(method):
+    """The chi-square test has the power to see a missing coupling: independent noise for B fails it."""
+    table = synthetic_table()
+    forward = coupled_forward(table, method, seed=11)
+    wrong = hindsight_pairs(table, method, seed=12, fresh_for_b=True)
+    assert homogeneity_p_value(forward, wrong) < 1e-6
+
+
+@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+def test_replaying_the_prompt_with_posterior_noise_reproduces_the_response(method):
+    table = synthetic_table(1)
+    y = run(table, gcs.make_sampler("is", seed=4), torch.zeros(2000, dtype=torch.long))
+    noise = posterior(method, along(table, 0, y), y, seed=5)
+    assert torch.equal(replay(noise, along(table, 0, y)), y)
+    assert torch.equal(run(table, noise.sampler(), torch.zeros(2000, dtype=torch.long)), y)
+
+
+def test_race_posterior_gives_the_winner_and_exponential_residuals():
+    """Forward race over posterior noise: the winner wins; the losers' residuals are Exp(1) (KS test)."""
+    generator = torch.Generator().manual_seed(0)
+    p = torch.tensor([0.5, 0.3, 0.15, 0.05], dtype=torch.float64).expand(50_000, -1)
+    winners = torch.full((50_000,), 3)
+    after = torch.empty(50_000, 4, dtype=torch.float64).exponential_(generator=generator)
+    noise = race_posterior(p, winners, after, generator)
+    arrivals = noise / p
+    assert torch.equal(arrivals.argmin(dim=1), winners)
+    race_time = noise[:, 3] / p[:, 3]
+    assert scipy.stats.kstest(race_time.numpy(), "expon").pvalue > SIGNIFICANCE  # T ~ Exp(1)
+    residual = (noise[:, 0] - race_time * p[:, 0]).numpy()
+    assert scipy.stats.kstest(residual, "expon").pvalue > SIGNIFICANCE
+
+
+def test_draw_indices_count_each_tokens_wins():
+    assert draw_indices(torch.tensor([[2, 2, 1, 2], [0, 1, 0, 1]])).tolist() == [[1, 2, 1, 3], [1, 1, 2, 2]]
+
+
+def test_a_response_outside_the_support_is_refused():
+    logits = torch.tensor([[[0.0, 1.0, float("-inf")]]])
+    with pytest.raises(ValueError, match="impossible under these settings: its token 1"):
+        posterior("gcswr", logits, torch.tensor([[2]]))
+    with pytest.raises(ValueError, match="IS has no shared noise"):
+        posterior("is", logits, torch.tensor([[1]]))
+
+
+# -- the real model --------------------------------------------------------------------------------
+def test_hindsight_on_the_prompt_itself_continues_the_response(embedded_model):
+    prompt = "Name three fruits."
+    response = gcs.generate([prompt], method="gcswr", seed=3, max_new_tokens=12, model=embedded_model)[0]
+    observed = response[: len(response) // 2].rstrip()  # half a response: hindsight must continue it
+    (again,) = gcs.hindsight(prompt, observed, [prompt], seed=1, max_new_tokens=24, model=embedded_model)
+    assert again.startswith(observed) and len(again) > len(observed)
+
+
+def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):
+    prompt, paraphrases = "Name a colour.", ["Tell me one colour.", "Which colour comes to mind?"]
+    first = gcs.hindsight(prompt, "Blue is a calm colour", paraphrases, seed=0, max_new_tokens=8, model=embedded_model)
+    again = gcs.hindsight(prompt, "Blue is a calm colour", paraphrases, seed=0, max_new_tokens=8, model=embedded_model)
+    assert len(first) == 2 and all(first) and first == again
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(response=""), "response must be non-empty"),
+    (dict(response="x " * 1100), "at most 1,024"),
+    (dict(temperature=0.0), "no luck to share"),
+    (dict(paraphrases=[]), "paraphrases must not be empty"),
+    (dict(method="beam"), "unknown method"),
+    (dict(top_p=0.01, response="Zebra quantum marmalade"), "impossible under these settings"),
+])
+def test_hindsight_bad_input_names_the_problem(embedded_model, kwargs, message):
+    arguments = dict(prompt="Name a colour.", response="Blue", paraphrases=["Tell me a colour."], model=embedded_model)
+    with pytest.raises(ValueError, match=message):
+        gcs.hindsight(**{**arguments, **kwargs})
