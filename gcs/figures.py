@@ -136,8 +136,16 @@ def race_figure(step, title: str = ""):
     return figure
 
 
-def coupling_figure(curve: pd.DataFrame, title: str = "Agreement of two draws as q moves away from p"):
-    """Theorem 1 and independent sampling (lines) with Monte Carlo estimates (points, ± 2 std.err)."""
+def coupling_figure(curve: pd.DataFrame, title: str = "Agreement of two draws as q moves away from p",
+                    blended: bool = False):
+    """Theorem 1 and independent sampling (lines) with Monte Carlo estimates (points, ± 2 std.err).
+
+    ``blended``: the curve blends p into a given q (``coupling_curve(p, q)``), so the axis is the blend weight
+    ``w = ε / max ε`` (0 = p, 1 = q) rather than ε.
+    """
+    if blended:
+        largest = curve["epsilon"].max()
+        curve = curve.assign(epsilon=curve["epsilon"] / largest if largest > 0 else 1.0)
     figure = go.Figure()
     figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["theorem1"], name="shared noise: Theorem 1",
                                 mode="lines", line=dict(color=METHOD_COLORS["gcs"])))
@@ -149,7 +157,9 @@ def coupling_figure(curve: pd.DataFrame, title: str = "Agreement of two draws as
     figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["monte_carlo_independent"], name="independent: Monte Carlo",
                                 mode="markers", marker=dict(color=METHOD_COLORS["is"], symbol="square"),
                                 error_y=dict(type="data", array=2 * curve["stderr_independent"])))
-    figure.update_layout(title=title, xaxis_title="ε (how far q is from p)", yaxis_title="P(same category)",
+    x_title = ("blend weight w: q_w = (1 − w)·p + w·q (0 = p, 1 = your q)" if blended
+               else "ε: q = softmax(log p + ε·z) for a fixed random direction z")
+    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title="P(same category)",
                          yaxis_range=[0, 1.02], template="plotly_white")
     return figure
 

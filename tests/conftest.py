@@ -193,3 +193,18 @@ def app_server(tmp_path_factory):
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
+
+
+def refused_in_ui(updates, message: str) -> None:
+    """A UI handler's answer to an error: its last update keeps every output (``gr.skip()``) but the status,
+    which says the run failed with ``message``; ``updates`` is a callable returning the handler's updates
+    (a toast carries the message: outside a request it is a UserWarning)."""
+    import re
+
+    import gradio as gr
+
+    with pytest.warns(UserWarning, match=re.escape(message)):
+        answers = updates()
+    *kept, status = answers[-1] if isinstance(answers, list) else answers
+    assert status.startswith("**Failed:**") and message in status
+    assert all(output == gr.skip() for output in kept), "an error must not wipe earlier results"

@@ -19,22 +19,46 @@ def client(app_url):
     return Client(app_url, verbose=False)
 
 
-def test_api_lists_the_three_endpoints(client):
+def test_api_lists_the_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
-    assert {"/compare", "/sweep", "/coupling"} <= set(endpoints)
+    assert {"/compare", "/sweep", "/coupling", "/trace", "/hindsight"} <= set(endpoints)
     names = [p["parameter_name"] for p in endpoints["/compare"]["parameters"]]
-    assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"]
+    assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"] and names[-1] == "seeds"
 
 
 def test_compare_endpoint(client):
-    result = client.predict(PARAPHRASES, 1.0, 12, 3, api_name="/compare")
-    assert result["paraphrases"] == PARAPHRASES.splitlines()
+    result = client.predict(PARAPHRASES, 1.0, 12, 3, api_name="/compare")  # the default: 4 seeds on CPU
+    assert result["paraphrases"] == PARAPHRASES.splitlines() and result["settings"]["seeds"] == [3, 4, 5, 6]
     assert set(result["responses"]) == {"is", "gcs", "gcswr"}
     assert all(len(r) == 3 and all(isinstance(t, str) for t in r) for r in result["responses"].values())
     for scores in result["scores"].values():
-        assert set(scores) == {"e5", "jaccard", "minilm"} and all(-1 <= v <= 1 for v in scores.values())
-    again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", api_name="/compare")
+        assert set(scores) == {"e5", "jaccard", "minilm", "aligned"} and all(-1 <= v <= 1 for v in scores.values())
+    assert len(result["per_seed"]) == 3 * 4 and {r["seed"] for r in result["per_seed"]} == {3, 4, 5, 6}
+    assert all(len(r["responses"]) == 3 for r in result["per_seed"])
+    summary = {(r["method"], r["metric"]): r for r in result["summary"]}
+    gain = summary[("gcswr", "e5")]
+    assert gain["n"] == 4 and gain["diff_low"] <= gain["diff"] <= gain["diff_high"] and gain["pairs"] == 4
+    assert "seeds" in result["verdict"] and ("within noise" in result["verdict"] or "beyond noise" in result["verdict"])
+    again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", seeds=[3], api_name="/compare")
     assert again["responses"] == {"gcswr": result["responses"]["gcswr"]}  # same seed, same responses
+    assert again["settings"]["seeds"] == [3]
+
+
+def test_trace_and_hindsight_endpoints(client):
+    trace = client.predict("Why is the sky blue?\nWhat makes the sky blue?", "gcswr", 1, 1.0, 1.0, 6,
+                           api_name="/trace")
+    assert len(trace["responses"]) == 2
+    winners = [step for step in trace["steps"] if step["won"]]
+    assert {step["paraphrase"] for step in winners} == {0, 1} and all(step["noise_after"] is not None for step in winners)
+    answers = client.predict("Why is the sky blue?", "Because of Rayleigh scattering", "What makes the sky blue?",
+                             api_name="/hindsight")
+    assert len(answers["answers"]) == 1 and answers["method"] == "gcswr"
+    with pytest.raises(Exception, match="exactly 2 paraphrases"):
+        client.predict("just one", api_name="/trace")
+    with pytest.raises(Exception, match="enter the response"):
+        client.predict("Why?", "  ", "How come?", api_name="/hindsight")
+    with pytest.raises(Exception, match="seeds per run must be a whole number from 1 to 16"):
+        client.predict(PARAPHRASES, 1.0, 8, 0, seeds=17, api_name="/compare")
 
 
 def test_greedy_compare_agrees_across_methods(client):

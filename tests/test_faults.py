@@ -1,8 +1,8 @@
 """Faults and security: failures injected into the real model, remote code, secrets in logs, a full queue.
 
 Faults are injected with a forward hook on the real embedded model (it raises on a chosen
-call), then removed: the app function must answer with a clear gr.Error and the next
-request must work.
+call), then removed: the app function must answer with a clear message (an API's gr.Error; a UI
+handler's toast and status line, keeping earlier results) and the next request must work.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import torch
 from gradio_client import Client
 
 import gcs
+from conftest import refused_in_ui
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -73,8 +74,8 @@ def compare_ui(**changes):
 
 def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_model):
     out_of_memory = torch.OutOfMemoryError("CUDA out of memory (simulated)")
-    with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory for"):
-        compare_ui()
+    with failing_forward(app_model, out_of_memory, on_call=3):
+        refused_in_ui(compare_ui, "out of memory for this request")
     with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
         final(compare.api_compare(PARAPHRASES, 1.0, 8, 0))
     updates = compare_ui()
@@ -83,8 +84,8 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_mo
 
 def test_exception_inside_a_streamed_generation(app_model, caplog):
     with failing_forward(app_model, RuntimeError("kernel exploded"), on_call=4) as calls:
-        with caplog.at_level(logging.ERROR, logger="gcs.app"), pytest.raises(gr.Error, match="generation failed"):
-            compare_ui()
+        with caplog.at_level(logging.ERROR, logger="gcs.app"):
+            refused_in_ui(compare_ui, "generation failed (RuntimeError)")
     assert calls[0] == 4  # it failed mid-stream, after tokens had been streamed
     assert "kernel exploded" in caplog.text  # the details go to the log, not to the user
     assert not any(t.name == "gcs-generate" for t in threading.enumerate())
@@ -124,14 +125,14 @@ def test_a_model_that_needs_remote_code_is_refused(tmp_path):
 def test_bad_uploads_in_the_sweep_tab(tmp_path, name, content, message):
     path = tmp_path / name
     path.write_bytes(content)
-    with pytest.raises(gr.Error, match=message):
-        final(sweep.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8, gcs.DEFAULT_MODEL))
+    refused_in_ui(lambda: list(sweep.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8,
+                                              gcs.DEFAULT_MODEL)), message)
 
 
 def test_a_good_upload_runs_a_sweep(tmp_path):
     path = tmp_path / "mine.csv"
     path.write_text("id,prompt\nsky,Why is the sky blue?\nsky,What makes the sky blue?\n")
-    figure, table, csv_path = final(sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"],
+    figure, table, csv_path, status = final(sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"],
                                                    "jaccard", 8, gcs.DEFAULT_MODEL))
     assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
     assert list(table.columns) == ["method", "temperature", "mean", "stderr", "seeds", "n"]  # no constant columns

@@ -62,7 +62,7 @@ def test_total_work_is_capped(client):
     eight = "\n".join(f"Question number {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
     message = _error_text(lambda: client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True,
                                                  api_name="/compare"))
-    assert "tokens of work" in message and "the limit here is 12,288" in message
+    assert "tokens of work" in message and "the limit here is 32,768" in message
     long_one = "What is DNA?\n" + "1 2 3 4 5 6 7 8 9 " * 55  # under 1,000 characters, ~500 tokens
     assert "tokens long as the model sees it" in _error_text(lambda: client.predict(long_one, 1.0, 8, 0,
                                                                                     api_name="/compare"))
@@ -128,12 +128,13 @@ def test_csv_cells_cannot_start_a_formula(tmp_path, text):
 
 
 def test_side_by_side_downloads_are_spreadsheet_safe(embedded_model):
-    *_, files, status = list(compare.compare_stream('=HYPERLINK("http://x")\n@SUM(A1)', 0.0, 4, 0, 1.0, ["gcswr"],
-                                                    False, gcs.DEFAULT_MODEL))[-1]
+    final = list(compare.compare_stream('=HYPERLINK("http://x")\n@SUM(A1)', 0.0, 4, 0, 1.0, ["gcswr"], False,
+                                        gcs.DEFAULT_MODEL))[-1]
+    files, status = final[compare.OUTPUTS.index("downloads")], final[-1]
     assert status == "Done."
     csv_path, json_path = files
     prompts = pd.read_csv(csv_path, dtype=str)["prompt"].tolist()
-    assert prompts == ['\'=HYPERLINK("http://x")', "'@SUM(A1)"]
+    assert prompts == ['\'=HYPERLINK("http://x")', "'@SUM(A1)"] * compare.DEFAULT_SEEDS
     assert json.loads(Path(json_path).read_text())["responses"][0]["prompt"] == '=HYPERLINK("http://x")'  # exact
 
 
@@ -182,8 +183,8 @@ def test_redaction_covers_tracebacks_and_headers():
 def test_markup_in_user_text_is_escaped(embedded_model):
     final = list(compare.compare_stream('<a href="http://evil.example">x</a>\n<b>bold</b>', 0.0, 4, 0, 1.0, ["gcswr"],
                                         False, gcs.DEFAULT_MODEL))[-1]
-    heatmap = final[8]  # (3 column updates, 3 texts, 3 heatmaps: is, gcs, gcswr), table, files, status
-    labels = [str(label) for label in heatmap.data[0].y]
+    heatmap = final[compare.OUTPUTS.index("heatmap-gcswr")]
+    labels = [str(text) for row in heatmap.data[0].customdata for text in row]  # the paraphrases, on hover
     assert all("<a" not in label and "<b>" not in label for label in labels)
     assert any("&lt;a href" in label for label in labels)
     error = common.user_error(ValueError('p must be numbers, got \'<img src="http://evil.example/x.png">\''))

@@ -66,8 +66,12 @@ LIMITS = {
     "top_p": Limit(0, 1, open_low=True),
     "max_new_tokens": Limit(1, 256, whole=True),
     "prompt tokens": Limit(1, 256, whole=True),  # one paraphrase as the model sees it (template included)
-    "work tokens": Limit(1, 24 * (256 + 256), whole=True),  # rows x (prompt + new tokens) of one side-by-side run
+    "work tokens": Limit(1, 64 * (256 + 256), whole=True),  # rows x (prompt + new tokens) of one side-by-side run
     "seed": Limit(0, gcs.MAX_SEED, whole=True, high_text="2^63 - 1"),
+    "seeds per run": Limit(1, 16, whole=True),  # side by side: every method x seed x paraphrase in one batch
+    "trace tokens": Limit(1, 64, whole=True),
+    "hindsight paraphrases": Limit(1, 4, whole=True),
+    "hindsight response tokens": Limit(1, 256, whole=True),
     "seeds": Limit(1, 10, whole=True),
     "sweep max_new_tokens": Limit(1, 128, whole=True),
     "temperatures": Limit(1, 8, whole=True),
@@ -143,21 +147,27 @@ def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_t
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def parse_paraphrases(text: str) -> list[str]:
-    """Paraphrases typed one per line: 2 to 8 of them, each up to 1,000 characters, no control characters."""
+def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None = None,
+                      name: str = "paraphrases") -> list[str]:
+    """Paraphrases typed one per line: 2 to 8 of them (or ``minimum`` to ``maximum``), each up to 1,000 characters,
+    no control characters."""
     if not isinstance(text, str):
-        raise ValueError("paraphrases must be text, one per line")
+        raise ValueError(f"{name} must be text, one per line")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     limit, chars = LIMITS["paraphrases"], int(LIMITS["paraphrase characters"].high)
-    if len(lines) < limit.low:
-        raise ValueError(f"enter {int(limit.low)} to {int(limit.high)} paraphrases, one per line (got {len(lines)})")
-    if len(lines) > limit.high:
-        raise ValueError(f"at most {int(limit.high)} paraphrases here, got {len(lines)}")
+    low, high = int(limit.low if minimum is None else minimum), int(limit.high if maximum is None else maximum)
+    singular = name[:-1] if name.endswith("s") else name
+    if len(lines) > high > low:
+        raise ValueError(f"at most {high} {name} here, got {len(lines)}")
+    if not low <= len(lines) <= high:
+        what = f"one {singular}" if low == high == 1 else f"exactly {low} {name}" if low == high else \
+            f"{low} to {high} {name}"
+        raise ValueError(f"enter {what}, one per line (got {len(lines)})")
     for i, line in enumerate(lines, start=1):
         if len(line) > chars:
-            raise ValueError(f"paraphrase {i} has {len(line):,} characters; the limit here is {chars:,}")
+            raise ValueError(f"{singular} {i} has {len(line):,} characters; the limit here is {chars:,}")
         if _CONTROL.search(line):
-            raise ValueError(f"paraphrase {i} contains control characters")
+            raise ValueError(f"{singular} {i} contains control characters")
     return lines
 
 
@@ -240,20 +250,44 @@ def method_choices() -> list[tuple[str, str]]:
 
 
 # -- errors ---------------------------------------------------------------------------------------
-def user_error(error: Exception) -> gr.Error:
+def user_message(error: Exception) -> str:
     """The message a user sees, as text (markup in it is escaped); internal failures are logged, not shown in full.
 
-    A user error is logged in one line; a fault with its traceback.
+    A user error (ValueError) is logged in one line; a fault with its traceback.
     """
+    if isinstance(error, gr.Error):  # already a message for the user
+        return str(error.message)
     if isinstance(error, ValueError):
         logger.info("refused: %s", str(error)[:300])
-        return gr.Error(html.escape(str(error), quote=False))
+        return html.escape(str(error), quote=False)
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-        return gr.Error("out of memory for this request: use fewer paraphrases or fewer new tokens")
+        logger.warning("out of memory: %s", str(error)[:200])
+        return "out of memory for this request: use fewer paraphrases, seeds or new tokens"
     logger.exception("request failed")
-    return gr.Error(f"generation failed ({type(error).__name__}); please try again")
+    return f"generation failed ({type(error).__name__}); please try again"
+
+
+def user_error(error: Exception) -> gr.Error:
+    """``user_message`` as the ``gr.Error`` an API client receives (logged once, in one line for user errors)."""
+    return gr.Error(user_message(error), print_exception=False)
+
+
+TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor follow the user to other tabs
+
+
+def failed(error: Exception, outputs: int) -> tuple:
+    """A UI handler's answer to an error: a toast and "Failed: ..." in the status (the last output); every
+    other output keeps what it showed (an error must not wipe earlier results)."""
+    message = user_message(error)
+    gr.Warning(message, duration=TOAST_SECONDS)
+    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {message}")
+
+
+def caption(text: str) -> gr.Markdown:
+    """The one line under a plot that says what the viewer should see."""
+    return gr.Markdown(f"<small>{text}</small>", elem_classes="caption")
 
 
 _SECRET = re.compile(

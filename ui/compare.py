@@ -1,4 +1,10 @@
-"""Side by side: IS / GCS / GCSwR responses to the user's paraphrases, streamed, then scored and plotted."""
+"""Side by side: IS / GCS / GCSwR over several seeds, streamed, then scored with paired statistics.
+
+The headline is never one seed: every method answers the paraphrases under each of several seeds in
+one batch, each seed gives one paired observation (GCSwR's consistency minus IS's), and the verdict
+says "within noise" whenever the 95 % interval of the mean difference holds 0. A seed browser shows
+one seed's responses, heatmaps and aligned spans at a time.
+"""
 
 from __future__ import annotations
 
@@ -7,25 +13,53 @@ import json
 
 import gradio as gr
 import pandas as pd
+import torch
 
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_flag, check_work, download_folder, engine_for, gpu, load_allowed_model,
-    method_choices, model_dropdown, parse_paraphrases, user_error,
+    DEFAULT_MODEL, LIMITS, caption, check, check_flag, check_work, download_folder, engine_for, failed, gpu,
+    load_allowed_model, method_choices, model_dropdown, parse_paraphrases, user_error,
 )
 
-METRICS = ("e5", "jaccard", "minilm")
-METRIC_LABELS = {"e5": "E5", "jaccard": "Jaccard", "minilm": "MiniLM"}
+METRICS = ("e5", "jaccard", "minilm", "aligned")
+METRIC_LABELS = {"e5": "E5", "jaccard": "Jaccard", "minilm": "MiniLM", "aligned": "aligned",
+                 "prefix": "common prefix (tokens)"}
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on
+DEFAULT_SEEDS = 16 if torch.cuda.is_available() else 4
+HIGHLIGHTS = ("aligned spans", "words present in every response")
+SPAN_COLORS = ("#ffd54f", "#80deea", "#ef9a9a", "#a5d6a7", "#ce93d8", "#ffab91", "#90caf9", "#e6ee9c")
+SPAN_LABELS = [f"span {i + 1}" for i in range(len(SPAN_COLORS))]
+# The handler's outputs, in order: tests and the event wiring both use these names.
+OUTPUTS = (*(f"column-{m}" for m in gcs.METHODS), *(f"plot-column-{m}" for m in gcs.METHODS),
+           *(f"responses-{m}" for m in gcs.METHODS), *(f"heatmap-{m}" for m in gcs.METHODS),
+           "verdict", "paired", "scores", "downloads", "seed-shown", "run-state", "status")
 
 
-def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name):
+def seed_list(seed, seeds) -> list[int]:
+    """The seeds of a run: a count (``seed``, ``seed + 1``, ...) or an explicit list, within the demo's limits.
+
+    >>> seed_list(7, 3), seed_list(0, [5, 2, 5])
+    ([7, 8, 9], [5, 2])
+    """
+    seed = check("seed", seed)
+    if isinstance(seeds, (list, tuple)):
+        chosen = list(dict.fromkeys(check("seed", s) for s in seeds))
+        check("seeds per run", len(chosen))
+        return chosen
+    count = check("seeds per run", seeds)
+    if seed + count - 1 > gcs.MAX_SEED:
+        raise ValueError(f"seed {seed} with {count} seeds runs past the largest seed (2^63 - 1); use a smaller seed")
+    return [seed + i for i in range(count)]
+
+
+def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name,
+                   seeds=DEFAULT_SEEDS):
     """The request as (prompts, settings, model), checked against the demo's limits."""
     prompts = parse_paraphrases(paraphrases)
     top_p = check("top_p", top_p)
     settings = gcs.SamplingSettings(
-        methods=gcs.check_methods(methods if methods is not None else []), seeds=[check("seed", seed)],
+        methods=gcs.check_methods(methods if methods is not None else []), seeds=seed_list(seed, seeds),
         temperature=check("temperature", temperature), top_p=None if top_p == 1 else top_p,
         max_new_tokens=check("max_new_tokens", max_new_tokens),
         ensemble=REWORDINGS if check_flag(ensembling, "ensembling") else 0,
@@ -41,63 +75,131 @@ def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool):
     return run(prompts, model=model, settings=settings, engine=engine_for(bool(settings.ensemble)))
 
 
-def _pieces(frame: pd.DataFrame, method: str, shared: list | None = None) -> list[tuple[str, str | None]]:
-    """HighlightedText value: numbered responses, tokens shared by all of them marked "shared"."""
-    part = frame[frame["method"] == method].sort_values("prompt_index")
+# -- what one seed shows ---------------------------------------------------------------------------
+def _responses(frame: pd.DataFrame, method: str, seed: int) -> list[str]:
+    part = frame[(frame["method"] == method) & (frame["seed"] == seed)].sort_values("prompt_index")
+    return list(part["response"])
+
+
+def _pieces(responses: list[str], marked: list | None = None) -> list[tuple[str, str | None]]:
+    """HighlightedText value: numbered responses; ``marked`` (per response, (text, label) pieces) colours them."""
     value = []
-    for i, response in enumerate(part["response"]):
+    for i, response in enumerate(responses):
         value.append((f"[{i + 1}] ", "paraphrase"))
-        if shared is None:
+        if marked is None:
             value.append((response.strip() or "…", None))
         else:
-            value += [(text, "shared" if is_shared else None) for text, is_shared in shared[i]]
+            value += marked[i]
         value.append(("\n\n", None))
     return value
 
 
-def _table(report: gcs.CompareReport) -> pd.DataFrame:
-    table = report.table.rename(columns=METRIC_LABELS).round(3)
-    table["method"] = table["method"].map(gcs.METHOD_NAMES)
-    return table
+def highlighted(responses: list[str], highlight: str, tokenizer) -> list[tuple[str, str | None]]:
+    """The responses with the chosen highlight: aligned spans (one colour per span) or the bag-of-words view."""
+    if highlight == HIGHLIGHTS[1]:
+        marked = [[(text, "shared" if shared else None) for text, shared in pieces]
+                  for pieces in gcs.shared_tokens(responses, tokenizer)]
+    else:
+        marked = [[(text, None if span is None else SPAN_LABELS[(span - 1) % len(SPAN_LABELS)]) for text, span in pieces]
+                  for pieces in gcs.aligned_spans(responses, tokenizer)]
+    return _pieces(responses, marked)
+
+
+def seed_view(run: dict, seed, highlight: str) -> list:
+    """The seed browser: that seed's highlighted responses and E5 heatmaps, one per method."""
+    if not run:
+        return [gr.skip()] * (2 * len(gcs.METHODS))
+    frame, tokenizer = pd.DataFrame(run["frame"]), load_allowed_model(run["model"]).tokenizer
+    seed = int(seed) if seed is not None else run["seeds"][0]
+    labels = [html.escape(p) for p in run["prompts"]]  # user text shown as text
+    texts, plots = [], []
+    for method in gcs.METHODS:
+        if method not in run["methods"]:
+            texts.append([])
+            plots.append(None)
+            continue
+        texts.append(highlighted(_responses(frame, method, seed), highlight, tokenizer))
+        matrix = run["matrices"][f"{method}/{seed}"]
+        score = gcs.scoring.mean_off_diagonal(matrix)
+        plots.append(gcs.similarity_heatmap(matrix, labels, f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
+                                            zmin=0.5))
+    return texts + plots
+
+
+# -- what all seeds show -----------------------------------------------------------------------------
+def score_table(report: gcs.CompareReport) -> pd.DataFrame:
+    """Per method: each metric's mean ± standard error over seeds, and the mean common prefix."""
+    summary = report.summary.set_index(["method", "metric"])
+    rows = []
+    for method in report.table["method"]:
+        row = {"method": gcs.METHOD_NAMES[method]}
+        for metric in METRICS:
+            mean, error = summary.loc[(method, metric), ["mean", "stderr"]]
+            row[METRIC_LABELS[metric]] = f"{mean:.3f}" + ("" if pd.isna(error) else f" ± {error:.3f}")
+        if "prefix" in report.table:
+            row[METRIC_LABELS["prefix"]] = round(float(report.table.set_index("method").loc[method, "prefix"]), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def verdict(report: gcs.CompareReport, seeds: list[int]) -> str:
+    """The headline: E5 means over the seeds, and each shared-noise method's paired difference from IS."""
+    summary = report.summary[report.summary["metric"] == "e5"].set_index("method")
+    means = " · ".join(f"{gcs.METHOD_NAMES[m]} {summary.loc[m, 'mean']:.3f}"
+                       + ("" if pd.isna(summary.loc[m, "stderr"]) else f" ± {summary.loc[m, 'stderr']:.3f}")
+                       for m in gcs.METHODS if m in summary.index)
+    lines = [f"**E5 consistency, mean ± standard error over {len(seeds)} seed{'s' * (len(seeds) > 1)}:** {means}"]
+    if "is" not in summary.index:
+        lines.append("Select IS too, to compare against the baseline.")
+    else:
+        lines += [f"- {gcs.describe_difference(report.summary, m, 'e5')}" for m in ("gcs", "gcswr")
+                  if m in summary.index]
+    return "\n\n".join(lines)
 
 
 def _save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
     folder = download_folder("gcs-run-")
     gcs.write_csv(frame, folder / "gcs_responses.csv")  # spreadsheet-safe: user text never starts a formula
-    run = {"responses": frame.to_dict(orient="records"), "scores": report.scores.to_dict(orient="records")}
+    run = {"responses": frame.to_dict(orient="records"), "scores": report.scores.to_dict(orient="records"),
+           "summary": report.summary.to_dict(orient="records")}
     (folder / "gcs_run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False, default=str))
     return [str(folder / "gcs_responses.csv"), str(folder / "gcs_run.json")]
 
 
+def run_state(frame, report: gcs.CompareReport, prompts, settings, model) -> dict:
+    """What the seed browser needs to redraw any seed without generating again."""
+    return {"frame": frame.to_dict(orient="list"), "prompts": prompts, "methods": list(settings.methods),
+            "seeds": list(settings.seeds), "model": model.name,
+            "matrices": {f"{m}/{s}": report.matrices[(m, s, "e5")] for m in settings.methods for s in settings.seeds}}
+
+
 @gpu
-def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name):
-    """UI: responses stream into the method columns, then scores, heatmaps and shared tokens."""
+def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name,
+                   seeds=DEFAULT_SEEDS, highlight=HIGHLIGHTS[0]):
+    """UI: the first seed's responses stream into the method columns; then scores, the paired view, heatmaps.
+
+    A refused or failed run shows its message as a toast and in the status line; earlier results stay.
+    """
     try:
         prompts, settings, model = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
-                                                  ensembling, model_name)
-        visible = [gr.update(visible=m in settings.methods) for m in gcs.METHODS]
-        frame = None
+                                                  ensembling, model_name, seeds)
+        visible = [gr.update(visible=m in settings.methods) for m in gcs.METHODS] * 2
+        first, rows = settings.seeds[0], len(settings.methods) * len(settings.seeds) * len(prompts)
+        frame, skip = None, [gr.skip()] * 8
         for step, frame in enumerate(_run(prompts, settings, model, streaming=True)):
             if step % 4 == 0:  # a browser update per few tokens is smooth enough and keeps the queue light
-                texts = [_pieces(frame, m) for m in gcs.METHODS]
-                yield *visible, *texts, *[None] * 3, None, None, f"Generating… {step + 1} tokens"
+                texts = [_pieces(_responses(frame, m, first)) for m in gcs.METHODS]
+                yield (*visible, *texts, *[gr.skip()] * 3, *skip,
+                       f"Generating {rows} responses ({len(settings.methods)} methods × {len(settings.seeds)} seeds × "
+                       f"{len(prompts)} paraphrases)… {step + 1} tokens; showing seed {first}")
         report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
-        texts, plots = [], []
-        labels = [f"[{i + 1}] {html.escape(p)}" for i, p in enumerate(prompts)]  # user text shown as text
-        (seed,) = settings.seeds
-        for method in gcs.METHODS:
-            if method not in settings.methods:
-                texts.append([])
-                plots.append(None)
-                continue
-            responses = list(frame[frame["method"] == method].sort_values("prompt_index")["response"])
-            texts.append(_pieces(frame, method, gcs.shared_tokens(responses, model.tokenizer)))
-            e5 = report.table.set_index("method").loc[method, "e5"]
-            plots.append(gcs.similarity_heatmap(report.matrices[(method, seed, "e5")], labels,
-                                                f"{gcs.METHOD_NAMES[method]}: E5 consistency {e5:.3f}", zmin=0.5))
-        yield *visible, *texts, *plots, _table(report), _save_run(frame, report), "Done."
+        state = run_state(frame, report, prompts, settings, model)
+        paired = gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None
+        yield (*visible, *seed_view(state, first, highlight), verdict(report, list(settings.seeds)), paired,
+               score_table(report), _save_run(frame, report),
+               gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1), state, "Done.")
     except Exception as error:
-        raise user_error(error) from error
+        yield failed(error, len(OUTPUTS))
 
 
 @gpu
@@ -110,16 +212,21 @@ def api_compare(
     methods: str = "is,gcs,gcswr",
     ensembling: bool = False,
     model: str = DEFAULT_MODEL,
+    seeds: int | list[int] = DEFAULT_SEEDS,
 ) -> dict:
-    """Responses to each paraphrase (one per line) by each method, and their consistency scores.
+    """Responses to each paraphrase (one per line) by each method and seed, with paired statistics over seeds.
 
-    Returns {"paraphrases": [...], "responses": {method: [...]}, "scores": {method: {metric: value}}, "settings": {...}}.
-    While it works it yields {"status": "generating", "tokens": n} (``client.predict`` returns only the
-    result): being a generator lets the server stop generating when the client goes away.
+    ``seeds``: how many seeds (``seed``, ``seed + 1``, ...) or a list of seeds. Returns {"paraphrases",
+    "responses" (the first seed's, {method: [...]}), "scores" ({method: {metric: mean over seeds}}),
+    "per_seed" (one record per seed and method with each metric and its responses), "summary" (per
+    method and metric: mean, stderr, n and the paired difference from IS with its 95 % interval),
+    "verdict" (the same in words), "settings"}. While it works it yields {"status": "generating",
+    "tokens": n} (``client.predict`` returns only the result): being a generator lets the server stop
+    generating when the client goes away.
     """
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
-                                                   ensembling, model)
+                                                   ensembling, model, seeds)
         frame = None
         for step, frame in enumerate(_run(prompts, settings, loaded, streaming=True)):
             if step % 8 == 0:
@@ -128,19 +235,24 @@ def api_compare(
     except Exception as error:
         raise user_error(error) from error
     by_method = report.table.set_index("method")
+    per_seed = report.per_seed.copy()
+    per_seed["responses"] = [_responses(frame, m, s) for m, s in zip(per_seed["method"], per_seed["seed"])]
     yield {
         "paraphrases": prompts,
-        "responses": {m: list(frame[frame["method"] == m].sort_values("prompt_index")["response"])
-                      for m in settings.methods},
+        "responses": {m: _responses(frame, m, settings.seeds[0]) for m in settings.methods},
         "scores": {m: {metric: float(by_method.loc[m, metric]) for metric in METRICS} for m in settings.methods},
+        "per_seed": json.loads(per_seed.to_json(orient="records")),
+        "summary": json.loads(report.summary.to_json(orient="records")),
+        "verdict": verdict(report, list(settings.seeds)),
         "settings": {"temperature": settings.temperature, "max_new_tokens": settings.max_new_tokens,
-                     "seed": settings.seeds[0], "top_p": settings.top_p or 1.0, "ensembling": bool(settings.ensemble),
-                     "model": loaded.name},
+                     "seed": settings.seeds[0], "seeds": list(settings.seeds), "top_p": settings.top_p or 1.0,
+                     "ensembling": bool(settings.ensemble), "model": loaded.name},
     }
 
 
-def build(examples: list[list[str]]) -> None:
-    """The "Side by side" tab, inside the caller's ``gr.Blocks``."""
+def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
+    """The "Side by side" tab, inside the caller's ``gr.Blocks``; returns its inputs by query-parameter name and
+    the state holding its last run (the hindsight tab takes a response from it)."""
     with gr.Tab("Side by side", id="compare"):
         with gr.Row():
             with gr.Column(scale=3):
@@ -153,26 +265,60 @@ def build(examples: list[list[str]]) -> None:
                                         info="1 = the model's own distribution; 0 = greedy")
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
                 max_new_tokens = gr.Slider(8, LIMITS["max_new_tokens"].high, value=64, step=8, label="max new tokens")
-                seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+                with gr.Row():
+                    seed = gr.Number(value=0, precision=0, minimum=0, label="first seed", elem_id="compare-seed")
+                    seeds = gr.Slider(1, LIMITS["seeds per run"].high, value=DEFAULT_SEEDS, step=1, label="seeds",
+                                      info="one paired observation each", elem_id="compare-seeds")
                 methods = gr.CheckboxGroup(method_choices(), value=list(gcs.METHODS), label="methods")
                 ensembling = gr.Checkbox(value=False,
                                          label=f"ensembling (the model writes {REWORDINGS} rewordings per prompt)")
                 model = model_dropdown()
         run = gr.Button("Generate", variant="primary", elem_id="run-compare")
         status = gr.Markdown(elem_id="status")
-        columns, texts, plots = [], [], []
+        verdict_box = gr.Markdown(elem_id="verdict")
         with gr.Row(equal_height=False):
+            with gr.Column(scale=3):
+                paired = gr.Plot(label="paired by seed", elem_id="paired-plot")
+                caption("Each dot is one seed: that seed's consistency minus IS's, on the same paraphrases. "
+                        "Dots above the dotted line favour the shared-noise method; the diamond is the mean with "
+                        "its 95 % interval, and an interval that crosses 0 is within noise.")
+            with gr.Column(scale=2):
+                scores = gr.Dataframe(label="consistency over seeds (mean pairwise similarity, mean ± s.e.)",
+                                      elem_id="scores", interactive=False, wrap=True)
+        with gr.Row():
+            seed_shown = gr.Dropdown(choices=[], label="seed shown below", visible=False, elem_id="seed-shown",
+                                     interactive=True)
+            highlight = gr.Radio(list(HIGHLIGHTS), value=HIGHLIGHTS[0], label="highlight",
+                                 info="aligned spans: the same words in the same order as response [1] (runs of "
+                                      "≥ 3 tokens), one colour per stretch; the other view marks any token that "
+                                      "occurs in every response, common words included", elem_id="highlight")
+        columns, plot_columns, texts, plots = [], [], [], []
+        colors = {"paraphrase": "#e0e0e0", "shared": SPAN_COLORS[0], **dict(zip(SPAN_LABELS, SPAN_COLORS))}
+        with gr.Row(equal_height=True):
             for method in gcs.METHODS:
                 with gr.Column(elem_classes="method-column") as column:
                     gr.Markdown(f"### {gcs.METHOD_NAMES[method]}")
-                    texts.append(gr.HighlightedText(label="responses (tokens present in all responses highlighted)",
-                                                    color_map={"shared": "#ffd54f", "paraphrase": "#e0e0e0"},
-                                                    show_legend=False, show_inline_category=False,
-                                                    combine_adjacent=True, elem_id=f"responses-{method}"))
-                    plots.append(gr.Plot(label="E5 similarity", elem_id=f"heatmap-{method}"))
+                    texts.append(gr.HighlightedText(label="responses", color_map=colors, show_legend=False,
+                                                    show_inline_category=False, combine_adjacent=True,
+                                                    elem_id=f"responses-{method}", elem_classes="response-text"))
                 columns.append(column)
-        scores = gr.Dataframe(label="consistency (mean pairwise similarity)", elem_id="scores", interactive=False)
+        with gr.Row(equal_height=True):
+            for method in gcs.METHODS:
+                with gr.Column(elem_classes="method-column") as column:
+                    plots.append(gr.Plot(label=f"{gcs.METHOD_NAMES[method]}: E5 similarity", elem_id=f"heatmap-{method}"))
+                plot_columns.append(column)
+        caption("Heatmaps: similarity of each pair of responses (paraphrase numbers on the axes, their text on "
+                "hover). Darker off the diagonal means the answers to different wordings agree more.")
         downloads = gr.File(label="download this run (CSV, JSON)", file_count="multiple", interactive=False)
-        run.click(compare_stream, [paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model],
-                  [*columns, *texts, *plots, scores, downloads, status], api_visibility="private",
-                  concurrency_id="model", concurrency_limit=1)
+        state = gr.State(None)
+        inputs = [paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model, seeds, highlight]
+        outputs = [*columns, *plot_columns, *texts, *plots, verdict_box, paired, scores, downloads, seed_shown, state,
+                   status]
+        run.click(compare_stream, inputs, outputs, api_visibility="private", concurrency_id="model",
+                  concurrency_limit=1)
+        for control in (seed_shown, highlight):
+            control.change(seed_view, [state, seed_shown, highlight], [*texts, *plots], api_visibility="private",
+                           concurrency_id="browse", concurrency_limit=4)
+    links = {"q": paraphrases, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
+             "seed": seed, "seeds": seeds, "methods": methods, "model": model, "highlight": highlight}
+    return links, state

@@ -6,7 +6,7 @@ import gradio as gr
 
 import gcs
 
-from .common import check, parse_numbers, user_error
+from .common import caption, check, failed, parse_numbers, user_error
 
 
 def explore(p_text, q_text, max_epsilon, trials, steps, seed):
@@ -20,15 +20,34 @@ def explore(p_text, q_text, max_epsilon, trials, steps, seed):
     return curve, histogram, p_value
 
 
+OUTPUTS = ("plot", "plot-caption", "table", "recycling", "note", "status")
+
+
+def curve_caption(p_text, q_text, max_epsilon, seed) -> str:
+    """What the viewer should see in the agreement plot, for these inputs."""
+    shared = ("Blue (shared noise, Theorem 1) sits above grey (independent draws) everywhere: sharing the noise "
+              "never makes agreement less likely. Dots are Monte Carlo runs of the library's samplers (± 2 s.e.).")
+    if str(q_text or "").strip():
+        return shared + " Moving right blends p into your q; at w = 1 the lines give the agreement for your q itself."
+    p = gcs.coupling.check_distribution(parse_numbers(p_text, "p"))
+    far = gcs.perturb(p, float(max_epsilon), int(seed))
+    top = int(far.argmax())
+    return (shared + f" As ε grows, q piles onto one category (here category {top + 1}), so independent "
+            f"agreement Σ p·q tends to that category's p = {float(p[top]):.2f}, and shared noise agrees when both "
+            f"pick it.")
+
+
 def coupling_ui(p_text, q_text, max_epsilon, trials, steps, seed):
     try:
         curve, histogram, p_value = explore(p_text, q_text, max_epsilon, trials, steps, seed)
+        blended = bool(str(q_text or "").strip())
+        verdict = (f"GCSwR drew {int(steps):,} tokens from one fixed distribution, recycling its noise after every "
+                   f"draw. Chi-square against the target: **p = {p_value:.3f}** (a p-value far below 0.001 would "
+                   f"mean the draws are not exact). Reusing the noise *without* recycling picks one token forever.")
+        return (gcs.coupling_figure(curve, blended=blended), f"<small>{curve_caption(p_text, q_text, max_epsilon, seed)}"
+                f"</small>", curve.round(4), gcs.recycling_figure(histogram), verdict, "")
     except Exception as error:
-        raise user_error(error) from error
-    verdict = (f"GCSwR drew {int(steps):,} tokens from one fixed distribution, recycling its noise after every "
-               f"draw. Chi-square against the target: **p = {p_value:.3f}** (a p-value far below 0.001 would "
-               f"mean the draws are not exact). Reusing the noise *without* recycling picks one token forever.")
-    return gcs.coupling_figure(curve), curve.round(4), gcs.recycling_figure(histogram), verdict
+        return failed(error, len(OUTPUTS))
 
 
 def api_coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: float = 3.0, trials: int = 4000,
@@ -42,8 +61,9 @@ def api_coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: floa
             "recycling_chi_square_p": p_value}
 
 
-def build() -> tuple[list, list]:
-    """The "Coupling explorer" tab; returns its inputs and outputs (the page load fills them once)."""
+def build() -> tuple[list, list, dict]:
+    """The "Coupling explorer" tab; returns its inputs and outputs (the page load fills them once) and its inputs
+    by query-parameter name."""
     with gr.Tab("Coupling explorer", id="coupling"):
         gr.Markdown("Two categorical distributions p and q — think of two paraphrases' next-token distributions. "
                     "How often do one draw from each agree?")
@@ -52,16 +72,27 @@ def build() -> tuple[list, list]:
             q_text = gr.Textbox(value="", label="q (blank: q = p perturbed by ε along a random direction; "
                                                 "given: blend from p to q)")
         with gr.Row():
-            max_epsilon = gr.Slider(0.5, 10, value=3, step=0.5, label="largest ε")
+            max_epsilon = gr.Slider(0.5, 10, value=3, step=0.5, label="largest ε",
+                                    info="how far the perturbed q goes (only when q is blank)")
             trials = gr.Slider(500, 20_000, value=4000, step=500, label="Monte Carlo trials per point")
             steps = gr.Slider(500, 20_000, value=5000, step=500, label="recycling demo: steps")
             seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
         run = gr.Button("Explore", variant="primary", elem_id="run-coupling")
-        plot = gr.Plot(label="agreement vs ε", elem_id="coupling-plot")
+        status = gr.Markdown(elem_id="coupling-status")
+        plot = gr.Plot(label="agreement of one draw from p and one from q", elem_id="coupling-plot")
+        plot_caption = gr.Markdown(elem_classes="caption")
         table = gr.Dataframe(label="numbers", interactive=False)
         recycling = gr.Plot(label="recycling demo", elem_id="recycling-plot")
+        caption("Green: the target p. Red: how often GCSwR picked each token over many steps with recycled noise; "
+                "it matches green (every step is an exact draw). Yellow: keeping the noise without recycling "
+                "repeats one token forever.")
         note = gr.Markdown()
-        inputs, outputs = [p_text, q_text, max_epsilon, trials, steps, seed], [plot, table, recycling, note]
+        q_text.change(lambda q: gr.update(interactive=not str(q or "").strip()), q_text, max_epsilon,
+                      api_visibility="private", queue=False)
+        inputs = [p_text, q_text, max_epsilon, trials, steps, seed]
+        outputs = [plot, plot_caption, table, recycling, note, status]
         run.click(coupling_ui, inputs, outputs, api_visibility="private", concurrency_id="coupling",
                   concurrency_limit=4)
-    return inputs, outputs
+    links = {"p": p_text, "q_dist": q_text, "max_epsilon": max_epsilon, "trials": trials, "steps": steps,
+             "seed": seed}
+    return inputs, outputs, links

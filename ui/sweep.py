@@ -11,8 +11,9 @@ import gradio as gr
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_count_of, check_metric, check_work, download_folder, engine_for, gpu,
-    load_allowed_model, method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable, user_error,
+    DEFAULT_MODEL, LIMITS, caption, check, check_count_of, check_metric, check_work, download_folder, engine_for,
+    failed, gpu, load_allowed_model, method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable,
+    user_error,
 )
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
@@ -70,12 +71,12 @@ def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, me
         groups = sweep_groups(source, groups_text, builtin_count, upload)
         work = lambda stop: run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens,  # noqa: E731
                                       model_name, stop)
-        frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * 3)
+        frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * 4)
         path = download_folder("gcs-sweep-") / "gcs_sweep.csv"
         gcs.write_csv(frame, path)  # spreadsheet-safe: user text never starts a formula
-        yield gcs.consistency_figure(frame, metric), curve_table(frame), str(path)
+        yield gcs.consistency_figure(frame, metric), curve_table(frame), str(path), "Done."
     except Exception as error:
-        raise user_error(error) from error
+        yield failed(error, 4)
 
 
 @gpu
@@ -110,8 +111,13 @@ def api_sweep(
            "curve": json.loads(gcs.consistency_by_temperature(frame).to_json(orient="records"))}
 
 
-def build() -> None:
-    """The "Consistency vs temperature" tab, inside the caller's ``gr.Blocks``."""
+def source_inputs(source: str) -> list:
+    """Only the chosen source's input is shown (an edit to a hidden one would be silently ignored)."""
+    return [gr.update(visible=source == name) for name in SOURCES]
+
+
+def build() -> dict:
+    """The "Consistency vs temperature" tab, inside the caller's ``gr.Blocks``; returns its inputs by query name."""
     with gr.Tab("Consistency vs temperature", id="sweep"):
         with gr.Row():
             with gr.Column():
@@ -119,9 +125,9 @@ def build() -> None:
                 builtin_count = gr.Slider(2, 20, value=4, step=1, label="built-in groups to use")
                 groups_text = gr.Textbox(lines=6, label="my paraphrases: one per line, a blank line between groups",
                                          value="What is DNA?\nExplain what DNA is.\n\nWhy is the sky blue?\n"
-                                               "What makes the sky look blue?")
-                upload = gr.File(label="or upload .jsonl / .csv (see README for the schema; ≤ 1 MB)",
-                                 file_types=[".jsonl", ".csv"], type="filepath")
+                                               "What makes the sky look blue?", visible=False)
+                upload = gr.File(label="upload .jsonl / .csv (see README for the schema; ≤ 1 MB)",
+                                 file_types=[".jsonl", ".csv"], type="filepath", visible=False)
             with gr.Column():
                 temperatures = gr.Textbox(value="0, 0.5, 1", label="temperatures")
                 seeds = gr.Slider(1, LIMITS["seeds"].high, value=2, step=1, label="seeds")
@@ -132,10 +138,18 @@ def build() -> None:
                 tokens = gr.Slider(8, LIMITS["sweep max_new_tokens"].high, value=32, step=8, label="max new tokens")
                 model = model_dropdown()
         run = gr.Button("Run sweep", variant="primary", elem_id="run-sweep")
+        status = gr.Markdown(elem_id="sweep-status")
         curve = gr.Plot(label="consistency vs temperature", elem_id="sweep-plot")
+        caption("Each line is a method; points are the mean consistency over groups and seeds, bars its standard "
+                "error (clustered by seed). At temperature 0 every method is greedy and they coincide; as the "
+                "temperature rises, shared noise (GCS, GCSwR) should stay above IS.")
         table = gr.Dataframe(label="mean ± std.err (clustered by seed: one seed's groups share noise)",
                              interactive=False)
         csv = gr.File(label="download all rows (CSV)", interactive=False)
+        source.change(source_inputs, source, [builtin_count, groups_text, upload], api_visibility="private",
+                      queue=False)
         run.click(sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, tokens,
-                             model], [curve, table, csv], api_visibility="private", concurrency_id="model",
+                             model], [curve, table, csv, status], api_visibility="private", concurrency_id="model",
                   concurrency_limit=1)
+    return {"source": source, "groups": builtin_count, "q": groups_text, "temperatures": temperatures, "seeds": seeds,
+            "methods": methods, "metric": metric, "max_new_tokens": tokens, "model": model}

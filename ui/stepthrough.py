@@ -1,0 +1,205 @@
+"""Inside the sampler: two paraphrases decoded one token at a time, each step's race shown (``gcs.trace``).
+
+The whole trace is computed once (Start); Step, Back and Play only move through it, so a step costs a
+redraw, not a generation.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+import pandas as pd
+
+import gcs
+
+from .common import (
+    DEFAULT_MODEL, LIMITS, caption, check, failed, gpu, load_allowed_model, method_choices, model_dropdown,
+    parse_paraphrases, user_error,
+)
+
+EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
+PLAY_SECONDS = 0.8
+OUTPUTS = ("position", "texts", "race-1", "race-2", "table", "explanation", "status")
+EXPLAIN = {
+    "is": "**IS** draws each token by inverse CDF with its own uniform: the two paraphrases use independent "
+          "noise (u₁ ≠ u₂), so they agree only where the model is nearly certain.",
+    "gcs": "**GCS** gives every token Exp(1) noise E (Gumbel g = −log E); token i *arrives* at E/p and the first "
+           "arrival wins. Both paraphrases race with the *same* noise vector at this position.",
+    "gcswr": "**GCSwR** races like GCS, then *recycles*: every loser keeps what is left of its clock, "
+             "E − T·p (T: the winner's arrival), and only the winner's noise is redrawn. Both paraphrases carry "
+             "the same recycled state, so the same preferences persist across positions.",
+}
+
+
+def trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
+    prompts = parse_paraphrases(paraphrases, minimum=2, maximum=2)
+    top_p = check("top_p", top_p)
+    return dict(prompts=prompts, method=method, seed=check("seed", seed), temperature=check("temperature", temperature),
+                top_p=None if top_p == 1 else top_p, max_new_tokens=check("trace tokens", max_new_tokens),
+                model=load_allowed_model(model_name))
+
+
+def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
+    """Compute the whole trace once; show position 0."""
+    try:
+        trace = gcs.trace(**trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name))
+        return trace, *view(trace, 0)
+    except Exception as error:
+        return (gr.skip(), *failed(error, len(OUTPUTS)))
+
+
+def last_position(trace: gcs.Trace) -> int:
+    return len(trace.steps) - 1
+
+
+def move(trace: gcs.Trace | None, position, delta: int):
+    """Step (delta 1) or Back (delta -1); past either end, the status says where the trace ends."""
+    if trace is None:
+        return failed(ValueError("press Start first: it computes the trace that Step and Back move through"),
+                      len(OUTPUTS))
+    target = int(position) + delta
+    if target > last_position(trace):
+        return failed(ValueError(f"the trace ends at token {last_position(trace) + 1}: both responses finished or "
+                                 f"reached max new tokens; press Start to trace again"), len(OUTPUTS))
+    if target < 0:
+        return failed(ValueError("already at the first token"), len(OUTPUTS))
+    return view(trace, target)
+
+
+def play(trace: gcs.Trace | None, position):
+    """Step through to the end, one token every ``PLAY_SECONDS``."""
+    if trace is None:
+        yield failed(ValueError("press Start first"), len(OUTPUTS))
+        return
+    for target in range(int(position) + 1, last_position(trace) + 1):
+        yield view(trace, target)
+        time.sleep(PLAY_SECONDS)
+
+
+def text_so_far(trace: gcs.Trace, position: int) -> list[tuple[str, str | None]]:
+    """Both responses up to ``position``, tokens both paraphrases picked at the same position marked."""
+    value = []
+    for row, prompt in enumerate(trace.prompts):
+        value.append((f"[{row + 1}] ", "paraphrase"))
+        for t in range(position + 1):
+            step = trace.steps[t][row]
+            if step.finished:
+                break
+            same = all(trace.steps[t][other].winner == step.winner for other in range(len(trace.prompts)))
+            value.append((step.winner_text, "now" if t == position else "same" if same else None))
+        value.append(("\n\n", None))
+    return value
+
+
+def candidates_table(trace: gcs.Trace, position: int) -> pd.DataFrame:
+    rows = []
+    for step in trace.steps[position]:
+        for c in step.candidates:
+            rows.append({"paraphrase": step.row + 1, "token": repr(c.text), "p": round(c.probability, 4),
+                         "E (noise)": None if c.noise is None else round(c.noise, 4),
+                         "g = −log E": None if c.gumbel is None else round(c.gumbel, 3),
+                         "arrival E/p": None if c.arrival is None else round(c.arrival, 4),
+                         "E after": None if c.noise_after is None else round(c.noise_after, 4),
+                         "won": "✔" if c.token_id == step.winner else ""})
+    return pd.DataFrame(rows)
+
+
+def explanation(trace: gcs.Trace, position: int) -> str:
+    lines = [EXPLAIN[trace.method]]
+    for step in trace.steps[position]:
+        if step.finished:
+            lines.append(f"- Paraphrase {step.row + 1} has finished.")
+            continue
+        winner = next(c for c in step.candidates if c.token_id == step.winner)
+        line = f"- Paraphrase {step.row + 1} picked **{winner.text!r}** (p = {winner.probability:.3f}"
+        if trace.method == "is":
+            line += f", uniform u = {step.uniform:.3f})"
+        else:
+            line += f", arrival {winner.arrival:.3g})"
+        if trace.method == "gcswr":
+            line += f"; its noise was redrawn {winner.noise:.3g} → {winner.noise_after:.3g}"
+        lines.append(line)
+    winners = {step.winner for step in trace.steps[position] if not step.finished}
+    if len(winners) == 1 and len(trace.steps[position]) > 1:
+        lines.append("Both picked the same token here.")
+    return "\n".join(lines)
+
+
+def view(trace: gcs.Trace, position: int) -> tuple:
+    races = [gcs.race_figure(step, f"paraphrase {step.row + 1}, token {position + 1}: "
+                                   f"{step.winner_text!r} won") for step in trace.steps[position]]
+    return (position, text_so_far(trace, position), *races, candidates_table(trace, position),
+            explanation(trace, position), f"Token {position + 1} of {last_position(trace) + 1}.")
+
+
+@gpu
+def api_trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
+              max_new_tokens: int = 16, model: str = DEFAULT_MODEL) -> dict:
+    """The race behind every token of two paraphrases' responses (one per line): per step and paraphrase,
+    the top candidates with probability, noise before/after, arrival time, and the winner.
+
+    Returns {"responses": [...], "steps": [{"position", "paraphrase", "token", "probability", "noise",
+    "gumbel", "noise_after", "arrival", "won", "uniform", "finished"}, ...]}."""
+    try:
+        trace = gcs.trace(**trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model))
+    except Exception as error:
+        raise user_error(error) from error
+    frame = trace.frame().rename(columns={"row": "paraphrase", "text": "token"}).drop(columns=["token_id"])
+    return {"responses": list(trace.responses), "steps": frame.astype(object).where(frame.notna(), None)
+            .to_dict(orient="records")}
+
+
+def build() -> dict:
+    """The "Inside the sampler" tab; returns its inputs by query-parameter name."""
+    with gr.Tab("Inside the sampler", id="trace"):
+        gr.Markdown("Watch two paraphrases being answered one token at a time. Each step is a race: every token "
+                    "holds some noise, and the noise decides which likely token wins. Shared noise is what "
+                    "makes the two answers agree.")
+        with gr.Row():
+            paraphrases = gr.Textbox(value=EXAMPLE, lines=2, label="two paraphrases, one per line",
+                                     elem_id="trace-paraphrases")
+            with gr.Column():
+                method = gr.Radio(method_choices(), value="gcswr", label="method", elem_id="trace-method")
+                with gr.Row():
+                    seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+                    temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05,
+                                            label="temperature")
+                    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
+                    tokens = gr.Slider(4, LIMITS["trace tokens"].high, value=24, step=4, label="max new tokens")
+                model = model_dropdown()
+        with gr.Row():
+            start_button = gr.Button("Start / Reset", variant="primary", elem_id="trace-start")
+            back = gr.Button("◀ Back", elem_id="trace-back")
+            step = gr.Button("Step ▶", elem_id="trace-step")
+            play_button = gr.Button("Play ▶▶", elem_id="trace-play")
+        status = gr.Markdown(elem_id="trace-status")
+        texts = gr.HighlightedText(label="the responses so far (yellow: both picked the same token there; "
+                                         "blue: this step)",
+                                   color_map={"same": "#ffd54f", "now": "#90caf9", "paraphrase": "#e0e0e0"},
+                                   show_legend=False, show_inline_category=False, combine_adjacent=True,
+                                   elem_id="trace-texts", elem_classes="response-text")
+        explain = gr.Markdown(elem_id="trace-explanation")
+        with gr.Row(equal_height=True):
+            race_one = gr.Plot(label="paraphrase 1", elem_id="trace-race-1")
+            race_two = gr.Plot(label="paraphrase 2", elem_id="trace-race-2")
+        caption("Bars: the ten most likely tokens (and the winner, red). Left, their probabilities; right, when each "
+                "arrives in the race (E/p, log scale): the shortest bar wins. With GCS and GCSwR the two races "
+                "use the same noise, so when the probabilities are alike the same token tends to win.")
+        table = gr.Dataframe(label="candidates: probability, noise and arrival (GCSwR: noise after recycling)",
+                             interactive=False, elem_id="trace-table")
+        trace_state, position = gr.State(None), gr.State(0)
+        outputs = [position, texts, race_one, race_two, table, explain, status]
+        inputs = [paraphrases, method, seed, temperature, top_p, tokens, model]
+        start_button.click(start, inputs, [trace_state, *outputs], api_visibility="private",
+                                      concurrency_id="model", concurrency_limit=1)
+        step.click(lambda t, p: move(t, p, 1), [trace_state, position], outputs, api_visibility="private",
+                   concurrency_id="browse", concurrency_limit=4)
+        back.click(lambda t, p: move(t, p, -1), [trace_state, position], outputs, api_visibility="private",
+                   concurrency_id="browse", concurrency_limit=4)
+        playing = play_button.click(play, [trace_state, position], outputs, api_visibility="private",
+                                    concurrency_id="browse", concurrency_limit=4)
+        for event in (step.click, back.click, start_button.click):
+            event(None, None, None, cancels=[playing], api_visibility="private")
+    return {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
+            "max_new_tokens": tokens, "model": model}
