@@ -255,6 +255,7 @@ def hindsight(
     top_p: float | None = None,
     max_new_tokens: int = 64,
     model: Model | str | None = None,
+    **generate_kwargs,
 ) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
@@ -263,7 +264,8 @@ def hindsight(
     with the response; under "is" a paraphrase's answer is independent of it (an ordinary IS sample).
     Replaying the prompt itself (``paraphrases=[prompt]``) gives an answer that begins with ``response``
     (up to the model's float rounding between one forward pass and step-by-step decoding).
-    A response token the settings make impossible (top-p) is a ValueError.
+    A response token the settings make impossible (top-p) is a ValueError. Extra keyword arguments go to
+    transformers' ``generate`` (hindsight runs on the transformers engine).
 
     >>> # gcs.hindsight("Name a colour.", "Blue", ["Tell me a colour."], seed=3)  -> ['Blue, ...']
     """
@@ -286,5 +288,6 @@ def hindsight(
         logits = teacher_forced_logits(prompt, response_ids, model, settings)
         noise = posterior(method, logits, torch.tensor([response_ids]), seed)
         sampler = noise.select([0] * len(paraphrases)).sampler()
-    batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, sampler=sampler)
+    batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, dict(generate_kwargs),
+                  sampler=sampler)
     return [row["response"] for row in batch.decode(batch.run())]

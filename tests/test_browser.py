@@ -8,8 +8,10 @@ for the README instead (look at them before committing).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
@@ -55,13 +57,73 @@ def test_side_by_side_streams_responses_and_plots(page, screenshots):
     scores = page.locator("#scores")
     expect(scores).to_contain_text("GCSwR")
     expect(scores).to_contain_text("E5")
+    expect(scores).to_contain_text("aligned")
+    # many seeds, paired: the verdict counts seeds and says whether the difference is beyond noise
+    expect(page.locator("#verdict")).to_contain_text("over 4 seeds")
+    expect(page.locator("#verdict")).to_contain_text(re.compile("within noise|beyond noise"))
+    expect(page.locator("#paired-plot .js-plotly-plot")).to_be_visible()
+    # words wrap whole: gradio's own style breaks them anywhere
+    word_break = page.locator("#responses-gcswr .textfield").evaluate("e => getComputedStyle(e).wordBreak")
+    assert word_break == "normal"
     screenshot(page, screenshots / "screenshot-compare.png")
 
 
-def test_bad_input_shows_an_error_and_the_page_keeps_working(page):
+def test_the_seed_browser_shows_another_seed(page):
+    page.locator("#seed-shown").click()
+    page.get_by_role("option", name="2", exact=True).click()
+    expect(page.locator("#heatmap-gcswr")).to_contain_text("seed 2", timeout=TIMEOUT_MS)
+    page.get_by_label("words present in every response").check()
+    expect(page.locator("#responses-gcswr")).to_contain_text("[3]", timeout=TIMEOUT_MS)
+
+
+def test_bad_input_is_a_toast_and_earlier_results_stay(page):
     page.locator("#paraphrases textarea").fill("Only one question?")
     page.locator("#run-compare").click()
     expect(page.get_by_text("enter 2 to 8 paraphrases").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#status")).to_contain_text("Failed", timeout=TIMEOUT_MS)
+    expect(page.locator("#heatmap-gcswr .js-plotly-plot")).to_be_visible()  # the last run is still on screen
+    expect(page.locator("#verdict")).to_contain_text("seeds")
+
+
+def test_step_through_tab(page, screenshots):
+    page.get_by_role("tab", name="Inside the sampler").click()
+    page.locator("#trace-start").click()
+    expect(page.locator("#trace-status")).to_contain_text("Token 1 of", timeout=TIMEOUT_MS)
+    expect(page.locator("#trace-race-1 .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    for position in (2, 3, 4, 5, 6):
+        page.locator("#trace-step").click()
+        expect(page.locator("#trace-status")).to_contain_text(f"Token {position} of", timeout=TIMEOUT_MS)
+    page.locator("#trace-back").click()
+    expect(page.locator("#trace-status")).to_contain_text("Token 5 of", timeout=TIMEOUT_MS)
+    expect(page.locator("#trace-explanation")).to_contain_text("recycles")
+    expect(page.locator("#trace-table")).to_contain_text("arrival")
+    screenshot(page, screenshots / "screenshot-trace.png")
+
+
+def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
+    page.get_by_role("tab", name="Hindsight").click()
+    page.get_by_role("button", name="Take the side-by-side run's first GCSwR answer").click()
+    expect(page.locator("#hindsight-prompt :is(textarea, input)")).to_have_value("Why is the sky blue?", timeout=TIMEOUT_MS)
+    page.locator("#run-hindsight").click()
+    expect(page.locator("#hindsight-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    expect(page.locator("#hindsight-answers")).to_contain_text("[paraphrase 2]")
+    screenshot(page, screenshots / "screenshot-hindsight.png")
+
+
+def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):
+    page.goto(app_url + "?tab=trace&method=gcs&seed=7&q=" + quote("What is DNA?\nExplain DNA."))
+    expect(page.get_by_role("tab", name="Inside the sampler", selected=True)).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#trace-paraphrases :is(textarea, input)")).to_have_value("What is DNA?\nExplain DNA.",
+                                                                      timeout=TIMEOUT_MS)
+    expect(page.locator("#trace-method input[value=gcs]")).to_be_checked()
+    page.locator("#share").click()
+    expect(page.locator("#share-link :is(textarea, input)")).to_have_value(re.compile(r"\?tab=trace&q=What.*&method=gcs&seed=7"),
+                                                               timeout=TIMEOUT_MS)
+    page.goto(app_url + "?tab=compare&seeds=many&temperature=0.5")
+    expect(page.get_by_text("Ignored in the link: seeds 'many' must be a number").first).to_be_visible(
+        timeout=TIMEOUT_MS)
+    expect(page.locator("#paraphrases textarea")).to_be_visible()  # the page still works
+    page.goto(app_url)
 
 
 def test_coupling_explorer_plots(page, screenshots):
@@ -87,7 +149,7 @@ def test_markup_in_an_error_shows_as_text(page):
 
 def test_sweep_tab_plots_curves(page, screenshots):
     page.get_by_role("tab", name="Consistency vs temperature").click()
-    page.get_by_label("seeds").first.fill("1")
+    page.locator("#sweep-seeds input[type=number]").fill("1")
     page.locator("#run-sweep").click()
     expect(page.locator("#sweep-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     screenshot(page, screenshots / "screenshot-sweep.png")

@@ -128,8 +128,10 @@ def test_csv_cells_cannot_start_a_formula(tmp_path, text):
 
 
 def test_side_by_side_downloads_are_spreadsheet_safe(embedded_model):
-    final = list(compare.compare_stream('=HYPERLINK("http://x")\n@SUM(A1)', 0.0, 4, 0, 1.0, ["gcswr"], False,
-                                        gcs.DEFAULT_MODEL))[-1]
+    updates = list(compare.compare_stream('=HYPERLINK("http://x")\n@SUM(A1)', 0.0, 4, 0, 1.0, ["gcswr"], False,
+                                          gcs.DEFAULT_MODEL))
+    assert all(len(update) == len(compare.OUTPUTS) for update in updates)  # streamed and final updates alike
+    final = updates[-1]
     files, status = final[compare.OUTPUTS.index("downloads")], final[-1]
     assert status == "Done."
     csv_path, json_path = files

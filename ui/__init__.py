@@ -63,7 +63,8 @@ def build(queue_size: int = 16) -> gr.Blocks:
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
                     "more — while each one is still an exact sample from the model.")
         with gr.Row():
-            share = gr.Button("🔗 Copy a link to this tab's settings", size="sm", scale=0, elem_id="share")
+            share = gr.Button("Copy a link to this tab's settings", size="sm", scale=1, min_width=260,
+                              elem_id="share")
             link = gr.Textbox(show_label=False, placeholder="the link appears here", buttons=["copy"], scale=4,
                               elem_id="share-link")
         selected = gr.State("compare")

@@ -20,9 +20,18 @@ distribution of the responses changes. Same quality, more agreement.
 
 ### How to read the plots
 
-- **Side by side**: one column per method; `[n]` is the response to paraphrase n. Highlighted tokens
-  appear in *every* response of that column (common words too: a bag-of-tokens view). The heatmap shows pairwise E5 similarity; the table
-  gives each method's mean pairwise similarity (E5, token Jaccard, MiniLM). Same seed = same noise.
+- **Side by side**: every method answers your paraphrases under several seeds. The verdict and the
+  paired plot compare each shared-noise method with IS seed by seed (the same paraphrases, the same
+  seed): dots are seeds, the diamond is the mean difference with its 95 % interval, and an interval
+  that crosses 0 is *within noise*. One seed is an anecdote. The seed browser shows one seed at a time:
+  one column per method, `[n]` is the response to paraphrase n, coloured stretches repeat response [1]
+  word for word (aligned spans), and the heatmap shows pairwise E5 similarity.
+- **Inside the sampler**: each token is a race. Every candidate holds Exp(1) noise E (the Gumbel value
+  is g = −log E) and arrives at E/p; the first arrival wins. IS draws each paraphrase's token with its
+  own independent uniform; GCS races both paraphrases with the same noise vector; GCSwR keeps each
+  loser's leftover clock (E − T·p) and redraws only the winner's noise, so the same preferences carry on.
+- **Hindsight**: the noise that produced a response is drawn from its posterior, then the other
+  wordings are answered with it: what the model would have said with the same luck.
 - **Consistency vs temperature**: mean consistency over groups × seeds with standard-error bars
   (the paper's Fig. 2), clustered by seed: responses with one seed share their noise across groups, so
   the seeds, not the cells, are the independent runs. At temperature 0 (greedy) all methods coincide.

@@ -81,11 +81,12 @@ def _responses(frame: pd.DataFrame, method: str, seed: int) -> list[str]:
     return list(part["response"])
 
 
-def _pieces(responses: list[str], marked: list | None = None) -> list[tuple[str, str | None]]:
-    """HighlightedText value: numbered responses; ``marked`` (per response, (text, label) pieces) colours them."""
+def _pieces(responses: list[str], marked: list | None = None, names: list[str] | None = None) -> list[tuple[str, str | None]]:
+    """HighlightedText value: numbered (or ``names``d) responses; ``marked`` (per response, (text, label) pieces)
+    colours them."""
     value = []
     for i, response in enumerate(responses):
-        value.append((f"[{i + 1}] ", "paraphrase"))
+        value.append((f"[{names[i] if names else i + 1}] ", "paraphrase"))
         if marked is None:
             value.append((response.strip() or "…", None))
         else:
@@ -94,7 +95,7 @@ def _pieces(responses: list[str], marked: list | None = None) -> list[tuple[str,
     return value
 
 
-def highlighted(responses: list[str], highlight: str, tokenizer) -> list[tuple[str, str | None]]:
+def highlighted(responses: list[str], highlight: str, tokenizer, names: list[str] | None = None):
     """The responses with the chosen highlight: aligned spans (one colour per span) or the bag-of-words view."""
     if highlight == HIGHLIGHTS[1]:
         marked = [[(text, "shared" if shared else None) for text, shared in pieces]
@@ -102,7 +103,7 @@ def highlighted(responses: list[str], highlight: str, tokenizer) -> list[tuple[s
     else:
         marked = [[(text, None if span is None else SPAN_LABELS[(span - 1) % len(SPAN_LABELS)]) for text, span in pieces]
                   for pieces in gcs.aligned_spans(responses, tokenizer)]
-    return _pieces(responses, marked)
+    return _pieces(responses, marked, names)
 
 
 def seed_view(run: dict, seed, highlight: str) -> list:
@@ -185,7 +186,7 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
                                                   ensembling, model_name, seeds)
         visible = [gr.update(visible=m in settings.methods) for m in gcs.METHODS] * 2
         first, rows = settings.seeds[0], len(settings.methods) * len(settings.seeds) * len(prompts)
-        frame, skip = None, [gr.skip()] * 8
+        frame, skip = None, [gr.skip()] * 6  # verdict, paired, scores, downloads, seed shown, state
         for step, frame in enumerate(_run(prompts, settings, model, streaming=True)):
             if step % 4 == 0:  # a browser update per few tokens is smooth enough and keeps the queue light
                 texts = [_pieces(_responses(frame, m, first)) for m in gcs.METHODS]
@@ -276,15 +277,13 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
         run = gr.Button("Generate", variant="primary", elem_id="run-compare")
         status = gr.Markdown(elem_id="status")
         verdict_box = gr.Markdown(elem_id="verdict")
-        with gr.Row(equal_height=False):
-            with gr.Column(scale=3):
-                paired = gr.Plot(label="paired by seed", elem_id="paired-plot")
-                caption("Each dot is one seed: that seed's consistency minus IS's, on the same paraphrases. "
-                        "Dots above the dotted line favour the shared-noise method; the diamond is the mean with "
-                        "its 95 % interval, and an interval that crosses 0 is within noise.")
-            with gr.Column(scale=2):
-                scores = gr.Dataframe(label="consistency over seeds (mean pairwise similarity, mean ± s.e.)",
-                                      elem_id="scores", interactive=False, wrap=True)
+        paired = gr.Plot(label="paired by seed", elem_id="paired-plot")
+        caption("Each dot is one seed: that seed's consistency minus IS's, on the same paraphrases. "
+                "Dots above the dotted line favour the shared-noise method; the diamond is the mean with "
+                "its 95 % interval, and an interval that crosses 0 is within noise.")
+        scores = gr.Dataframe(label="consistency over seeds (mean pairwise similarity, mean ± s.e.; aligned: share "
+                                    "of tokens in identical runs of ≥ 3; common prefix: tokens two responses share "
+                                    "before they differ)", elem_id="scores", interactive=False, wrap=True)
         with gr.Row():
             seed_shown = gr.Dropdown(choices=[], label="seed shown below", visible=False, elem_id="seed-shown",
                                      interactive=True)

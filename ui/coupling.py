@@ -32,7 +32,7 @@ def curve_caption(p_text, q_text, max_epsilon, seed) -> str:
     p = gcs.coupling.check_distribution(parse_numbers(p_text, "p"))
     far = gcs.perturb(p, float(max_epsilon), int(seed))
     top = int(far.argmax())
-    return (shared + f" As ε grows, q piles onto one category (here category {top + 1}), so independent "
+    return (shared + f" As ε grows, q piles onto one category (here category {top}), so independent "
             f"agreement Σ p·q tends to that category's p = {float(p[top]):.2f}, and shared noise agrees when both "
             f"pick it.")
 

@@ -45,7 +45,8 @@ def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, t
 
 def answers_view(arguments: dict, answers: list[str]):
     """The response first, then each paraphrase's answer, aligned spans against the response."""
-    return highlighted([arguments["response"], *answers], HIGHLIGHTS[0], arguments["model"].tokenizer)
+    names = ["response", *(f"paraphrase {i + 1}" for i in range(len(answers)))]
+    return highlighted([arguments["response"], *answers], HIGHLIGHTS[0], arguments["model"].tokenizer, names)
 
 
 @gpu
@@ -113,8 +114,8 @@ def build(compare_run: gr.State) -> dict:
                 model = model_dropdown()
         run = gr.Button("Answer in hindsight", variant="primary", elem_id="run-hindsight")
         status = gr.Markdown(elem_id="hindsight-status")
-        answers = gr.HighlightedText(label="[1] the response, then each paraphrase's answer (aligned spans: the same "
-                                           "words in the same order as the response)",
+        answers = gr.HighlightedText(label="the response, then each paraphrase's answer in hindsight (aligned spans: "
+                                           "the same words in the same order as the response)",
                                      color_map={"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))},
                                      show_legend=False, show_inline_category=False,
                                      combine_adjacent=True, elem_id="hindsight-answers", elem_classes="response-text")

@@ -122,7 +122,7 @@ def explanation(trace: gcs.Trace, position: int) -> str:
         lines.append(line)
     winners = {step.winner for step in trace.steps[position] if not step.finished}
     if len(winners) == 1 and len(trace.steps[position]) > 1:
-        lines.append("Both picked the same token here.")
+        lines.append("\nBoth picked the same token here.")
     return "\n".join(lines)
 
 

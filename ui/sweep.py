@@ -130,7 +130,7 @@ def build() -> dict:
                                  file_types=[".jsonl", ".csv"], type="filepath", visible=False)
             with gr.Column():
                 temperatures = gr.Textbox(value="0, 0.5, 1", label="temperatures")
-                seeds = gr.Slider(1, LIMITS["seeds"].high, value=2, step=1, label="seeds")
+                seeds = gr.Slider(1, LIMITS["seeds"].high, value=2, step=1, label="seeds", elem_id="sweep-seeds")
                 methods = gr.CheckboxGroup(method_choices(), value=["is", "gcswr"], label="methods")
                 metric = gr.Dropdown([("E5", "e5"), ("MiniLM", "minilm"), ("token Jaccard", "jaccard"),
                                       ("aligned agreement", "aligned")],

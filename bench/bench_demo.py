@@ -1,0 +1,82 @@
+"""The honest demo's costs (issue 13), each measured side by side in one run on the embedded model.
+
+    python bench/bench_demo.py [--tokens 64] [--rounds 2] [--engine transformers|vllm]
+
+1. Many seeds: 4 seeds x 3 paraphrases x 3 methods (36 rows) in one batch vs 1 seed (12 rows),
+   all responses held to exactly --tokens tokens. Target: <= 2.2x the 1-seed time.
+2. A step-through Step: the handler's work per click once the trace is computed (it redraws from the
+   trace, never generates). Target: <= 0.5 s warm.
+3. Hindsight for a --tokens-token response and 2 paraphrases vs a plain 2-row generate of --tokens
+   tokens. Target: <= 1.5x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
+
+import gcs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--engine", default="transformers", choices=gcs.ENGINES)
+    args = parser.parse_args()
+    model, n = gcs.load_model(), args.tokens
+    print(f"model {model.name} ({model.dtype}) on {model.device}, engine {args.engine}, {n} tokens per response")
+
+    def compare(seeds):
+        settings = gcs.SamplingSettings(seeds=seeds, temperature=1.0, max_new_tokens=n)
+        kwargs = {} if args.engine == "vllm" else {"min_new_tokens": n}  # every row does the same work
+        return lambda: gcs.compare(PARAPHRASES, settings=settings, model=model, engine=args.engine, **kwargs)
+
+    best = best_in_turns({"1 seed (12 rows)": compare([0]), "4 seeds (36 rows)": compare([0, 1, 2, 3])},
+                         args.rounds)
+    for name, seconds in best.items():
+        print(f"  {name:<20} {seconds:6.2f} s")
+    ratio = best["4 seeds (36 rows)"] / best["1 seed (12 rows)"]
+    print(f"many seeds: 4 seeds / 1 seed = {ratio:.2f}x (target <= 2.2x; 4 serial runs would be 4x)")
+
+    from ui import stepthrough
+
+    trace = gcs.trace(PARAPHRASES[:2], "gcswr", seed=0, max_new_tokens=min(n, 64), model=model)
+    stepthrough.view(trace, 0)  # warm: plotly's first figure imports its validators
+    clicks = []
+    for position in range(min(len(trace.steps) - 1, 20)):
+        start = time.perf_counter()
+        stepthrough.move(trace, position, 1)
+        clicks.append(time.perf_counter() - start)
+    print(f"step-through Step: median {statistics.median(clicks):.3f} s, slowest {max(clicks):.3f} s over "
+          f"{len(clicks)} clicks (target <= 0.5 s warm)")
+
+    response = gcs.generate([PARAPHRASES[0]], "gcswr", seed=0, max_new_tokens=n, model=model, min_new_tokens=n)[0]
+    tokens = len(model.tokenizer.encode(response, add_special_tokens=False))
+    best = best_in_turns({
+        "plain 2-row generate": lambda: gcs.generate(PARAPHRASES[1:], "gcswr", seed=0, max_new_tokens=n, model=model,
+                                                     min_new_tokens=n),
+        "hindsight (2 paraphrases)": lambda: _hindsight(PARAPHRASES[0], response, PARAPHRASES[1:], n, model),
+    }, args.rounds)
+    for name, seconds in best.items():
+        print(f"  {name:<26} {seconds:6.2f} s")
+    ratio = best["hindsight (2 paraphrases)"] / best["plain 2-row generate"]
+    print(f"hindsight: a {tokens}-token response, 2 paraphrases / plain 2-row generate = {ratio:.2f}x (target <= 1.5x)")
+
+
+def _hindsight(prompt, response, paraphrases, n, model):
+    """``gcs.hindsight`` with every answer held to ``n`` tokens, like the plain contender."""
+    return gcs.hindsight(prompt, response, paraphrases, seed=0, max_new_tokens=n, model=model, min_new_tokens=n)
+
+
+if __name__ == "__main__":
+    main()
