@@ -69,6 +69,20 @@ def test_batch_invariance(embedded_model):
         assert alone == row.response.tolist()
 
 
+def test_repeated_prompts_share_their_prefill_and_keep_their_tokens(embedded_model):
+    """Rows that repeat a prompt (every method x seed) prefill it once; the tokens are those of a full prefill."""
+    from gcs.batch import Batch, Row
+
+    prompts = ["Why is the sky blue?", "Explain the blue colour of the sky, briefly."]
+    rows = [Row(p, method, seed) for method in ("is", "gcswr") for seed in (0, 1) for p in prompts]
+    settings = gcs.SamplingSettings(max_new_tokens=10)
+    shared = Batch(rows, embedded_model, settings)
+    assert shared._shared_prefill().get_seq_length() == shared.inputs["input_ids"].shape[1] - 1
+    full = Batch(rows, embedded_model, settings, {"past_key_values": None})  # every row prefilled on its own
+    assert torch.equal(shared.run(), full.run())
+    assert Batch(rows[:2], embedded_model, settings)._shared_prefill() is None  # nothing repeats: nothing to share
+
+
 def test_compare_frame(embedded_model):
     frame = gcs.compare(PARAPHRASES[:2], methods=("is", "gcswr"), seeds=(0, 1), max_new_tokens=4, model=embedded_model)
     assert len(frame) == 2 * 2 * 2
