@@ -231,3 +231,17 @@ def test_full_disk_is_a_clear_error(tmp_path, capsys, monkeypatch):
                        "--seeds", "1", "--max-new-tokens", "4", "--metrics", "jaccard", "--out", str(tmp_path / "r"),
                        "--quiet"])
     assert status == 2 and "gcs: error: No space left on device" in capsys.readouterr().err
+
+
+# 10. a user error is logged in one line, never with a traceback
+def test_a_refused_request_logs_one_line(client, app_log):
+    before = app_log.read_text()
+    message = _error_text(lambda: client.predict("only one line", 1.0, 8, 0, api_name="/compare"))
+    assert "enter 2 to 8 paraphrases" in message
+    deadline = time.time() + 600  # the log is written by another process: wait for the line, however slow
+    while "refused: enter 2 to 8 paraphrases" not in app_log.read_text()[len(before):]:
+        assert time.time() < deadline, app_log.read_text()[-1500:]
+        time.sleep(0.5)
+    added = app_log.read_text()[len(before):]
+    assert "Traceback" not in added, added[-3000:]
+    assert len([line for line in added.splitlines() if "enter 2 to 8" in line]) == 1, added[-3000:]
