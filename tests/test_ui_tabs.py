@@ -1,0 +1,132 @@
+"""The new tabs' handlers in-process: step-through moves, hindsight's inputs, seeds, and link parameters."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from conftest import refused_in_ui
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from ui import common, compare, hindsight, links, stepthrough  # noqa: E402
+
+import gcs  # noqa: E402
+
+PAIR = "Why is the sky blue?\nWhat makes the sky blue?"
+
+
+@pytest.fixture(scope="module")
+def app_model() -> gcs.Model:
+    """The model the app's tabs use (loaded once)."""
+    return common.load_allowed_model(gcs.DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="module")
+def trace(app_model):
+    trace, *shown = stepthrough.start(PAIR, "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL)
+    assert shown[0] == 0 and shown[-1].startswith("Token 1 of")
+    return trace
+
+
+def test_step_and_back_move_through_the_trace_and_stop_at_its_ends(trace):
+    last = len(trace.steps) - 1
+    assert stepthrough.move(trace, 0, 1)[0] == 1
+    assert stepthrough.move(trace, 1, -1)[0] == 0
+    refused_in_ui(lambda: stepthrough.move(trace, last, 1), f"the trace ends at token {last + 1}")
+    refused_in_ui(lambda: stepthrough.move(trace, 0, -1), "already at the first token")
+    refused_in_ui(lambda: stepthrough.move(None, 0, 1), "press Start first")
+    played = list(stepthrough.play(trace, last - 1))
+    assert [update[0] for update in played] == [last]
+
+
+def test_step_through_refuses_bad_settings(app_model):
+    refused_in_ui(lambda: stepthrough.start("one line only", "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL)[1:],
+                  "enter exactly 2 paraphrases")
+    refused_in_ui(lambda: stepthrough.start(PAIR, "gcswr", 0, 1.0, 1.0, 65, gcs.DEFAULT_MODEL)[1:],
+                  "trace tokens must be a whole number from 1 to 64")
+    refused_in_ui(lambda: stepthrough.start(PAIR, "gcswr", 0, 0.0, 1.0, 4, gcs.DEFAULT_MODEL)[1:],
+                  "no noise to trace")
+
+
+def test_the_text_so_far_marks_tokens_both_paraphrases_share(trace):
+    pieces = stepthrough.text_so_far(trace, len(trace.steps) - 1)
+    labelled = [label for _, label in pieces]
+    assert "now" in labelled and labelled.count("paraphrase") == 2
+    for position, (first, second) in enumerate(trace.steps[:-1]):
+        same = first.winner == second.winner
+        assert (pieces[1 + position][1] == "same") == same
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (dict(response="  "), "enter the response"),
+    (dict(paraphrases="a\nb\nc\nd\ne"), "at most 4 paraphrases here"),
+    (dict(prompt="two\nlines"), "enter one prompt"),
+    (dict(response="word " * 300), "the limit here is 256"),
+    (dict(top_p=0.0), "top_p must be in (0, 1]"),
+    (dict(method="beam"), "unknown method"),
+])
+def test_hindsight_bad_input_is_named_and_nothing_is_wiped(app_model, arguments, message):
+    values = dict(prompt="Why is the sky blue?", response="Because of scattering", paraphrases="What makes it blue?",
+                  method="gcswr", seed=0, temperature=1.0, top_p=1.0, max_new_tokens=8, model_name=gcs.DEFAULT_MODEL)
+    values.update(arguments)
+    refused_in_ui(lambda: hindsight.hindsight_ui(*values.values()), message)
+
+
+def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
+    answers, explanation, status = hindsight.hindsight_ui("Why is the sky blue?", "Because of scattering",
+                                                          "What makes it blue?", "is", 0, 1.0, 1.0, 8,
+                                                          gcs.DEFAULT_MODEL)
+    assert status == "Done." and "independent of the response" in explanation
+    assert answers[0] == ("[response] ", "paraphrase")
+    refused_in_ui(lambda: hindsight.from_side_by_side(None), "run Side by side first")
+
+
+def test_seed_lists():
+    assert compare.seed_list(5, 3) == [5, 6, 7] and compare.seed_list(0, [9, 2, 9]) == [9, 2]
+    for seeds, message in ((0, "seeds per run must be a whole number from 1 to 16"),
+                           (17, "from 1 to 16"), ([], "from 1 to 16"), ([1, -2], "seed must be")):
+        with pytest.raises(ValueError, match=message):
+            compare.seed_list(0, seeds)
+    with pytest.raises(ValueError, match="runs past the largest seed"):
+        compare.seed_list(gcs.MAX_SEED, 2)
+
+
+@pytest.mark.parametrize("component, text, expected", [
+    (gr.Slider(0, 2), "0.5", 0.5),
+    (gr.Slider(1, 16, step=1), "4", 4),
+    (gr.Number(precision=0, minimum=0), "7", 7),
+    (gr.Checkbox(), "true", True),
+    (gr.CheckboxGroup(["is", "gcs"]), "gcs,is", ["gcs", "is"]),
+    (gr.Radio(["a", "b"]), "b", "b"),
+    (gr.Textbox(), "What?\nWhy?", "What?\nWhy?"),
+])
+def test_link_values_parse(component, text, expected):
+    assert links.parse_value(component, text) == expected
+
+
+@pytest.mark.parametrize("component, text, message", [
+    (gr.Slider(0, 2), "hot", "must be a number"),
+    (gr.Slider(0, 2), "3", "must be a number from 0 to 2"),
+    (gr.Slider(0, 2), "nan", "must be a number"),
+    (gr.Number(precision=0, minimum=0), "1.5", "must be a whole number"),
+    (gr.Checkbox(), "yes", "must be true or false"),
+    (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "unknown choices beam"),
+    (gr.Radio(["a", "b"]), "c", "must be one of a, b"),
+])
+def test_malformed_link_values_are_named(component, text, message):
+    with pytest.raises(ValueError, match=message):
+        links.parse_value(component, text)
+
+
+def test_a_link_round_trips_a_tabs_settings():
+    with gr.Blocks():
+        with gr.Tabs() as tabs:
+            with gr.Tab("t", id="compare"):
+                text, number = gr.Textbox(), gr.Slider(0, 2)
+        selected = gr.State("compare")
+    mapping = links.Links(tabs, {"compare": {"q": text, "temperature": number}}, selected)
+    query = mapping.query("compare", "What?\nWhy?", 0.5)
+    assert query == "?tab=compare&q=What%3F%0AWhy%3F&temperature=0.5"
