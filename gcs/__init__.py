@@ -1,7 +1,8 @@
 """gcs: Gumbel Consistency Sampling.
 
 Data flow: checks/settings -> noise -> samplers (reference: the literal algorithm; on CPU, GCSwR's fused kernel) ->
-processor -> models/prompts -> batch (one generate call; the runner) -> generation/reword -> scoring ->
+processor -> models/prompts -> batch (one generate call; the runner) -> generation/reword, trace (the race step by
+step), hindsight (posterior noise given a response) -> scoring ->
 experiments/style -> cli (and the Gradio app, outside this package).
 
 >>> import gcs, torch
