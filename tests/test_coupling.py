@@ -63,8 +63,9 @@ def test_figures_carry_the_numbers():
     assert len(figure.data) == 4 and list(figure.data[0].y) == list(curve["theorem1"])
     histogram, _ = gcs.recycling_histogram(P, steps=500)
     assert len(gcs.recycling_figure(histogram).data) == 3
-    heatmap = gcs.similarity_heatmap(np.eye(2), ["a", "b" * 40])
-    assert heatmap.data[0].x[1].endswith("…") and heatmap.data[0].z[0][0] == 1
+    heatmap = gcs.similarity_heatmap(np.eye(2), ["a", "b" * 40])  # numbered axes, the whole text on hover
+    assert list(heatmap.data[0].x) == ["1", "2"] and heatmap.data[0].z[0][0] == 1
+    assert heatmap.data[0].customdata[0][1] == "1: a<br>2: " + "b" * 40
 
 
 def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
@@ -83,7 +84,11 @@ def test_compare_report_groups_by_method_and_seed(embedded_model):
     report = gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
     assert list(report.scores["method"]) == ["is", "gcs", "gcswr"] and report.scores["consistency"].nunique() == 1
     assert report.matrices[("gcswr", 0, "jaccard")].shape == (2, 2)
-    assert list(report.table["method"]) == ["is", "gcs", "gcswr"] and list(report.table.columns) == ["method", "jaccard"]
+    assert list(report.table["method"]) == ["is", "gcs", "gcswr"]
+    assert list(report.table.columns) == ["method", "jaccard", "prefix"]  # prefix: mean common-prefix tokens
+    assert list(report.per_seed.columns) == ["method", "seed", "jaccard", "prefix"] and len(report.per_seed) == 3
+    gain = report.summary.set_index("method").loc["gcswr"]
+    assert gain["n"] == 1 and gain["diff"] == 0 and gain["pairs"] == 1  # greedy: every method agrees
 
 
 @pytest.mark.parametrize("rewordings", [[["Describe DNA."], []], [[], []]])
