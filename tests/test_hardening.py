@@ -94,14 +94,16 @@ def test_abandoned_compare_stops_generating(client, app_url, app_log):
 def test_coupling_answers_while_the_model_lane_is_full(app_url):
     """One long /compare holds the model lane; of 6 more, 4 wait (the fixture's bound) and 2 are told it is full;
     meanwhile the coupling explorer answers. Cancelling the long one frees the lane for the waiting ones."""
-    long_job = Client(app_url, verbose=False).submit(LONG_STORIES, 1.0, 256, 0, api_name="/compare")
+    patient = {"timeout": 900}  # a busy machine is slow, not broken: no client gives up on it
+    long_job = Client(app_url, verbose=False, httpx_kwargs=patient).submit(LONG_STORIES, 1.0, 256, 0, seeds=1,
+                                                                          api_name="/compare")
     time.sleep(3)  # running by now: the lane was idle
-    clients = [Client(app_url, verbose=False) for _ in range(6)]
+    clients = [Client(app_url, verbose=False, httpx_kwargs=patient) for _ in range(6)]
     jobs = []
     for client in clients:  # one at a time, so the order of arrival is known
-        jobs.append(client.submit(PARAPHRASES, 0.0, 4, 0, api_name="/compare"))
+        jobs.append(client.submit(PARAPHRASES, 0.0, 4, 0, seeds=1, api_name="/compare"))
         time.sleep(0.5)
-    light = Client(app_url, verbose=False)
+    light = Client(app_url, verbose=False, httpx_kwargs=patient)
     for _ in range(5):
         assert light.predict(api_name="/coupling", trials=500, steps=500)["curve"]
     long_job.cancel()
