@@ -93,8 +93,7 @@ class Split:
             # Batch._shared_prefill); generate's first forward then takes the prompts' last token: prefill too.
             shared = ids is not None and ids.shape[1] > 1 and kwargs.get("cache_position") is None
             finishing = started.pop("shared", False)
-            started["part"] = "prefill" if shared or finishing or (ids is not None and ids.shape[1] > 1) \
-                else "decode forward"
+            started["part"] = "prefill" if finishing or (ids is not None and ids.shape[1] > 1) else "decode forward"
             started["shared"] = shared
             started["at"] = time.perf_counter()
 
