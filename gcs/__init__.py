@@ -3,7 +3,8 @@
 Data flow: checks/settings -> noise -> samplers (reference: the literal algorithm; on CPU, GCSwR's fused kernel) ->
 processor -> models/prompts -> batch (one generate call; the runner) -> generation/reword, trace (the race step by
 step), hindsight (posterior noise given a response) -> scoring ->
-experiments/style -> cli (and the Gradio app, outside this package).
+experiments/style -> cli (and the Gradio app, outside this package). Counterfactual edits build on hindsight;
+``invariance`` gives the model's rows kernels that make a row's tokens independent of its batch.
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])
@@ -31,7 +32,8 @@ from .experiments import (
     sweep,
 )
 from .trace import Candidate, Trace, TraceStep, trace
-from .hindsight import Posterior, hindsight, posterior
+from .hindsight import HindsightReport, Posterior, hindsight, hindsight_report, posterior
+from .counterfactual import counterfactual, response_tokens
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
 from .noise import gumbel
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
@@ -167,6 +169,10 @@ __all__ = [
     "TraceStep",
     "Candidate",
     "hindsight",
+    "hindsight_report",
+    "HindsightReport",
     "posterior",
     "Posterior",
+    "counterfactual",
+    "response_tokens",
 ]

@@ -32,6 +32,7 @@ from transformers import DynamicCache, GenerationConfig, LogitsProcessorList, St
 from transformers.generation.streamers import BaseStreamer
 
 from .checks import check_engine
+from .invariance import ensure_row_invariant
 from .models import Model
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .samplers import Sampler
@@ -56,6 +57,15 @@ TURN_START_TOKENS = ("<|im_start|>", "<|start_header_id|>", "<|user|>", "<|assis
                      "<start_of_turn>", "[INST]", "<|endoftext|>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>")
 _GENERATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> lock around the swap below
 _GENERATING_LOCK = threading.Lock()
+_WARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> warnings said about it
+
+
+def _warn_once(model: Model, message: str) -> None:
+    """Log ``message`` as a warning the first time it is said about ``model``."""
+    said = _WARNED.setdefault(model.model, set())
+    if message not in said:
+        said.add(message)
+        logger.warning(message)
 
 
 @contextmanager
@@ -174,6 +184,8 @@ class Batch:
                 )
         self.inputs = inputs.to(self.model.device)
         self.methods, self.seeds, self.streams = methods, seeds, streams
+        if self.engine == "transformers":
+            self.row_invariant = ensure_row_invariant(self.model.model)
         self.stop_ids = stop_token_ids(self.model)
 
     def processors(self) -> LogitsProcessorList:
@@ -200,23 +212,25 @@ class Batch:
         if stop is not None:
             other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
         if "past_key_values" not in other_kwargs:
-            other_kwargs["past_key_values"] = self._shared_prefill()
+            other_kwargs["past_key_values"] = self._prefill()
         with neutral_generation_defaults(self.model):
             output = self.model.model.generate(**self.inputs, generation_config=config,
                                                logits_processor=self.processors(), streamer=streamer, **other_kwargs)
         return output[:, self.inputs["input_ids"].shape[1] :].cpu()
 
-    def _shared_prefill(self):
+    def _prefill(self):
         """The KV cache of every row's prompt but its last token, computed once per *distinct* padded prompt.
 
-        Rows repeat prompts (every method x seed answers the same paraphrases), so a side-by-side run of 4
-        seeds x 3 methods prefills 3 prompts instead of 36 rows; ``generate`` continues from the cache (the
-        same tokens, tested). None when no prompt repeats, or where the model's cache cannot be built this way.
+        Every row then takes the same two steps whatever the batch holds: its prompt's prefix, then its last
+        token as the first step of ``generate``. A prompt that repeats in the batch (every method x seed
+        answers the same paraphrases) is prefilled once: a side-by-side run of 4 seeds x 3 methods prefills 3
+        prompts instead of 36 rows. None (each row prefilled whole, for every batch of this model) where the
+        model's cache cannot be built this way.
         """
         ids, mask = self.inputs["input_ids"], self.inputs["attention_mask"]
-        distinct, rows = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
-        if len(distinct) == len(ids) or ids.shape[1] < 2:
+        if ids.shape[1] < 2:
             return None
+        distinct, rows = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
         first = torch.full((len(distinct),), len(ids), dtype=torch.long, device=ids.device)
         first.scatter_reduce_(0, rows, torch.arange(len(ids), device=ids.device), reduce="amin")
         try:
@@ -228,8 +242,9 @@ class Batch:
                                  past_key_values=cache, use_cache=True)
             cache.reorder_cache(rows)  # one cache row per batch row, by index
             return cache
-        except (TypeError, ValueError, AttributeError, NotImplementedError, RuntimeError) as error:
-            logger.debug("shared prefill not available for this model (%s): prefilling every row", error)
+        except (TypeError, AttributeError, NotImplementedError) as error:  # a cache class without these methods
+            _warn_once(self.model, f"this model's cache cannot be prefilled apart ({error}): every row is prefilled "
+                                   "whole")
             return None
 
     def _response(self, ids: list[int]) -> tuple[list[int], bool]:

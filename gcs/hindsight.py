@@ -23,7 +23,14 @@ independent of ``T``, of ``k`` and of each other (memorylessness). So, for one r
   drew stay fresh.
 - IS: the responses' randomness is independent, so ``B``'s answer is independent of ``Y``.
 
-A replay of ``A`` with posterior noise reproduces ``Y`` exactly (checked on every draw).
+A finished response (``finished=True``, the default) is observed with its end: the model emitted
+one of its end-of-turn tokens right after ``Y``. That last race is conditioned on "some end token won":
+which one is drawn in proportion to its probability, then it is conditioned on like any other token.
+
+The posterior is computed from the very logits generation uses: ``Y`` is teacher-forced through the
+same ``generate`` path, one row alone, as the replay then runs (``forced_logits``). A replay of ``A``
+with posterior noise therefore reproduces ``Y`` exactly, at any dtype and on any device (checked on
+every draw; ``hindsight_report`` shows it).
 """
 
 from __future__ import annotations
@@ -33,13 +40,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .batch import Batch, Row
+from .batch import Batch, Row, stop_token_ids
 from .checks import check_method, check_prompts, check_seed
 from .models import Model, resolve_model
-from .noise import derive_seed, derive_seeds
-from .processor import make_warpers
-from .prompts import format_prompt
-from .samplers import GumbelSampler, RecyclingGumbelSampler, relative_rates
+from .noise import HashedNoise, derive_seed, derive_seeds
+from .samplers import GumbelSampler, RecyclingGumbelSampler, Sampler, relative_rates
 from .settings import SamplingSettings
 
 MAX_RESPONSE_TOKENS = 1024
@@ -95,9 +100,11 @@ class Posterior:
         return Posterior(self.method, self.response[index], tuple(self.seeds[i] for i in index.tolist()),
                          pick(self.positions), pick(self.initial), pick(self.fresh), pick(self.draw_index))
 
-    def sampler(self):
+    def sampler(self) -> Sampler:
         """A sampler for ``len(response)`` rows that draws with this noise (``sample`` as any ``gcs.Sampler``)."""
-        return _PosteriorGumbel(self) if self.method == "gcs" else _PosteriorRecycling(self)
+        if self.method == "gcs":
+            return GumbelSampler(seed=list(self.seeds), noise=PositionPosterior(self))
+        return RecyclingGumbelSampler(seed=list(self.seeds), noise=RecycledPosterior(self))
 
 
 def draw_indices(response: torch.Tensor) -> torch.Tensor:
@@ -120,9 +127,14 @@ def rates_to_probabilities(logits: torch.Tensor) -> torch.Tensor:
     return (rates / rates.sum(dim=-1, keepdim=True)).reshape(logits.shape)
 
 
-def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: int = 0) -> Posterior:
+def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: int = 0,
+              ends: Sequence[int] | None = None) -> Posterior:
     """Noise from its posterior given that rows with (warped) ``logits`` [rows, n, vocab] produced ``response``
     [rows, n] under ``method`` ("gcs" or "gcswr"). ``seed`` picks the draw (a different seed, another draw).
+
+    ``ends``: the responses ended right after ``response`` with one of these token ids (end of turn);
+    ``logits`` then has one step more, the race that an end token won. Which one won is drawn in
+    proportion to its probability, and ``Posterior.response`` includes it.
 
     Every row's replay (``replay``) reproduces its response; a draw whose float32 replay would not (a
     near-tie rounded the other way) is drawn again. A response token of probability 0 is a ValueError.
@@ -130,17 +142,20 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: i
     method = check_method(method)
     if method == "is":
         raise ValueError("IS has no shared noise to infer: a paraphrase's answer is independent of the response")
-    if logits.dim() != 3 or response.shape != logits.shape[:2] or response.shape[1] == 0:
-        raise ValueError(f"logits must be [rows, n, vocab] and response [rows, n] with n > 0, got "
-                         f"{list(logits.shape)} and {list(response.shape)}")
+    steps = response.shape[1] + (ends is not None) if response.dim() == 2 else -1
+    if logits.dim() != 3 or response.shape[0] != logits.shape[0] or logits.shape[1] != steps or steps == 0:
+        raise ValueError(f"logits must be [rows, n{' + 1' if ends is not None else ''}, vocab] and response [rows, n] "
+                         f"with a step to observe, got {list(logits.shape)} and {list(response.shape)}")
     probabilities = rates_to_probabilities(logits)
     response = response.long().cpu()
-    chosen = probabilities.gather(-1, response[:, :, None]).squeeze(-1)
+    chosen = probabilities[:, : response.shape[1]].gather(-1, response[:, :, None]).squeeze(-1)
     if (chosen <= 0).any():
         row, step = (chosen <= 0).nonzero()[0].tolist()
         raise ValueError(f"the response is impossible under these settings: its token {step + 1} (id "
                          f"{int(response[row, step])}) has probability 0 (a lower temperature or top-p cut it)")
     generator = torch.Generator().manual_seed(derive_seed(check_seed(seed), 1))
+    if ends is not None:
+        response = torch.cat([response, _draw_end(probabilities[:, -1], ends, generator)[:, None]], dim=1)
     rows = len(response)
     seeds = tuple(derive_seeds(seed, 2 + torch.arange(rows)).tolist())
     draw = _gcs_posterior if method == "gcs" else _gcswr_posterior
@@ -152,6 +167,17 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: i
         redrawn = draw(probabilities[wrong], response[wrong], tuple(seeds[i] for i in wrong.tolist()), generator)
         result = _replace_rows(result, wrong, redrawn)
     raise RuntimeError(f"no posterior draw replays the response exactly after {REPLAY_ATTEMPTS} attempts")
+
+
+def _draw_end(last: torch.Tensor, ends: Sequence[int], generator: torch.Generator) -> torch.Tensor:
+    """Which end token won each row's last race [rows]: drawn in proportion to its probability in ``last``
+    [rows, vocab]; a ValueError where no end token can win."""
+    ends = torch.as_tensor(list(ends), dtype=torch.long)
+    weights = last[:, ends]
+    if (weights.sum(dim=1) <= 0).any():
+        raise ValueError("the response cannot end there under these settings: every end-of-turn token has "
+                         "probability 0 after it (use finished=False if it goes on)")
+    return ends[torch.multinomial(weights, 1, generator=generator).squeeze(1)]
 
 
 def _gcs_posterior(probabilities, response, seeds, generator) -> Posterior:
@@ -191,58 +217,216 @@ def replay(noise: Posterior, logits: torch.Tensor) -> torch.Tensor:
     return torch.stack([sampler.sample(logits[:, step].float()) for step in range(logits.shape[1])], dim=1)
 
 
-class _PosteriorGumbel(GumbelSampler):
-    """GCS whose noise at ``Y``'s positions comes from the posterior; later positions are fresh."""
+class PositionPosterior(HashedNoise):
+    """GCS's noise source for a ``Posterior``: positions that ``Y`` covers take their posterior vector,
+    later positions fresh hashed noise. The posterior is moved to the sampler's device once, in ``start``."""
+
+    hashed = False
 
     def __init__(self, noise: Posterior):
-        super().__init__(seed=list(noise.seeds))
-        self.noise = noise
+        self.positions = noise.positions
 
-    def _shared_noise(self, draws):
-        values = super()._shared_noise(draws)
-        positions = self.noise.positions.to(values.device)
-        known = (draws < positions.shape[1]).nonzero().squeeze(1)
-        values[known] = positions[known, draws[known]]
+    def start(self, seeds, vocab):
+        super().start(seeds, vocab)
+        self.positions = self.positions.to(seeds.device)
+        if self.positions.shape[0] != len(seeds) or self.positions.shape[2] != vocab:
+            raise ValueError(f"the posterior covers {self.positions.shape[0]} rows of {self.positions.shape[2]} tokens, "
+                             f"not {len(seeds)} of {vocab}")
+        return self
+
+    def vector(self, draws):
+        values = super().vector(draws)
+        known = (draws < self.positions.shape[1]).nonzero().squeeze(1)
+        values[known] = self.positions[known, draws[known]]
         return values
 
 
-class _PosteriorRecycling(RecyclingGumbelSampler):
-    """GCSwR starting from the posterior's initial state; a winner's new noise is the posterior's value when
-    ``Y`` drew it, else fresh. Runs the eager step (the fused kernel computes fresh noise itself)."""
+class RecycledPosterior(HashedNoise):
+    """GCSwR's noise source for a ``Posterior``: its initial state, and for every (token, draw index) that
+    ``Y`` drew, the value it drew; fresh hashed noise for the rest."""
+
+    hashed = False
 
     def __init__(self, noise: Posterior):
-        super().__init__(seed=list(noise.seeds))
-        self.noise = noise
+        self.initial, self.known = noise.initial, (noise.response, noise.draw_index, noise.fresh)
 
-    def _start(self, seeds, streams, state=None):
-        initial = self.noise.initial.to(self.device).clone()
-        super()._start(seeds, streams, (initial, torch.zeros_like(initial, dtype=torch.int32)))
-        self._kernel, self._arrivals = None, torch.empty_like(self.residual)
-        self._known = (self.noise.response.to(self.device), self.noise.draw_index.to(self.device),
-                       self.noise.fresh.to(self.device))
+    def start(self, seeds, vocab):
+        super().start(seeds, vocab)
+        self.initial = self.initial.to(seeds.device)
+        self.known = tuple(x.to(seeds.device) for x in self.known)
+        if self.initial.shape != (len(seeds), vocab):
+            raise ValueError(f"the posterior covers {list(self.initial.shape)} (rows, tokens), not {[len(seeds), vocab]}")
+        return self
 
-    def _fresh_noise(self, draws, tokens):
-        values = super()._fresh_noise(draws, tokens)
-        response, draw_index, fresh = self._known
+    def vector(self, draws):
+        if (draws != 0).any():
+            raise ValueError("a recycled posterior holds the initial state (draw 0) only")
+        return self.initial.clone()
+
+    def token(self, rows, tokens, draws):
+        values = super().token(rows, tokens, draws)
+        response, draw_index, fresh = (x[rows] for x in self.known)
         match = (response == tokens[:, None]) & (draw_index == draws[:, None])  # at most one step per row
         found = match.any(dim=1)
         values[found] = fresh[found, match[found].int().argmax(dim=1)]
         return values
 
 
-def teacher_forced_logits(prompt: str, response_ids: Sequence[int], model: Model, settings: SamplingSettings):
-    """The warped logits [1, n, vocab] (float32) with which the model would pick each token of the response."""
-    tokenizer = model.tokenizer
-    text = format_prompt(prompt, tokenizer, model.is_chat)
-    prompt_ids = tokenizer(text, add_special_tokens=not model.is_chat)["input_ids"]
-    ids = torch.tensor([list(prompt_ids) + list(response_ids)], device=model.device)
-    if ids.shape[1] > model.context_window:
-        raise ValueError(f"the prompt and response are {ids.shape[1]} tokens: over the model's context window "
-                         f"of {model.context_window}")
-    with torch.inference_mode():
-        logits = model.model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    warped = make_warpers(*settings.warping)(ids[:, : len(prompt_ids)].expand(len(logits), -1), logits)
-    return warped.cpu()[None]
+class _TeacherForcing(Sampler):
+    """Emits a fixed response in one row and keeps every step's warped logits (float32): the logits that
+    generation itself computes for that response, step by step (``forced_logits``)."""
+
+    method = "forced"
+
+    def __init__(self, tokens: Sequence[int]):
+        self.tokens, self.logits = torch.tensor(list(tokens), dtype=torch.long), []
+        super().__init__(seed=0)
+
+    def _start(self, seeds, streams, state=None):
+        if self.batch_size != 1:
+            raise ValueError("teacher forcing runs one row")
+
+    def _peek(self):
+        return torch.zeros(self.batch_size)
+
+    def _draw(self, logits, row_max, active):
+        step = int(self.steps[0])
+        self.logits.append(logits[0].clone())
+        self._advance(active)
+        return self.tokens[min(step, len(self.tokens) - 1)].reshape(1).to(logits.device)
+
+
+def response_ids(response: str, model: Model) -> list[int]:
+    """The token ids of a response as the model tokenizes it; a ValueError for text that cannot be one."""
+    if not isinstance(response, str) or not response.strip():
+        raise ValueError("response must be non-empty text")
+    ids = model.tokenizer.encode(response, add_special_tokens=False)
+    if len(ids) > MAX_RESPONSE_TOKENS:
+        raise ValueError(f"the response is {len(ids):,} tokens; at most {MAX_RESPONSE_TOKENS:,}")
+    ends = set(stop_token_ids(model))
+    inside = [i for i, token in enumerate(ids) if token in ends]
+    if inside:
+        raise ValueError(f"the response holds an end-of-turn token at token {inside[0] + 1} "
+                         f"({model.tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): give the text before it")
+    return ids
+
+
+def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: SamplingSettings,
+                  finished: bool, generate_kwargs: dict | None = None) -> torch.Tensor:
+    """The warped logits [1, n (+1 when finished), vocab] (float32) with which generation picks each token of
+    the response ``ids`` to ``prompt``, and the end after it: ``ids`` teacher-forced through ``Batch`` (one row,
+    the KV-cached ``generate`` path that the replay runs too), so they are the replay's logits to the bit."""
+    forcing = _TeacherForcing([*ids, stop_token_ids(model)[0]] if finished else ids)
+    steps = len(ids) + finished
+    batch = Batch([Row(prompt, settings.methods[0], settings.seeds[0])], model,
+                  settings.replace(max_new_tokens=steps), dict(generate_kwargs or {}), sampler=forcing)
+    batch.run()
+    if len(forcing.logits) != steps:
+        raise RuntimeError(f"teacher forcing stopped after {len(forcing.logits)} of {steps} steps")
+    return torch.stack(forcing.logits).cpu()[None]
+
+
+@dataclass(frozen=True)
+class HindsightReport:
+    """``hindsight_report``'s answer. ``answers``: one per paraphrase. ``replay``: the prompt itself answered
+    with the same posterior noise (None under IS, whose answers are independent of the response): it
+    reproduces the response, end included when ``finished``; ``parted_at`` is None when it does, else the
+    index of the first token where it differs (it never should: the premise of hindsight)."""
+
+    answers: list[str]
+    method: str
+    finished: bool
+    response_tokens: list[str]
+    replay: str | None = None
+    replay_finished: bool | None = None
+    parted_at: int | None = None
+
+    @property
+    def replayed(self) -> bool | None:
+        """Whether the replay reproduced the response exactly (None under IS)."""
+        return None if self.replay is None else self.parted_at is None
+
+
+def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None:
+    """The first index where two token lists differ (a shorter list differs at its end), or None.
+
+    >>> _first_difference([1, 2, 3], [1, 2, 3]), _first_difference([1, 2, 3], [1, 5]), _first_difference([1], [1, 2])
+    (None, 1, 1)
+    """
+    for i, (a, b) in enumerate(zip(expected, got)):
+        if a != b:
+            return i
+    return None if len(expected) == len(got) else min(len(expected), len(got))
+
+
+def _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished) -> SamplingSettings:
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("prompt must be non-blank text")
+    if not isinstance(finished, bool):
+        raise ValueError(f"finished must be True or False, got {finished!r}")
+    settings = SamplingSettings([check_method(method)], [check_seed(seed)], temperature, None, top_p, max_new_tokens)
+    if settings.temperature == 0:
+        raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
+                         "above 0")
+    return settings
+
+
+def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, finished: bool,
+                   model: Model, generate_kwargs: dict | None = None) -> Posterior:
+    """The posterior of the noise given that ``prompt`` got the response ``ids`` (then ended, when ``finished``)."""
+    logits = forced_logits(prompt, ids, model, settings, finished, generate_kwargs)
+    ends = stop_token_ids(model) if finished else None
+    return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), settings.seeds[0], ends)
+
+
+def hindsight_report(
+    prompt: str,
+    response: str,
+    paraphrases: Sequence[str],
+    method: str = "gcswr",
+    seed: int = 0,
+    temperature: float = 1.0,
+    top_p: float | None = None,
+    max_new_tokens: int = 64,
+    finished: bool = True,
+    model: Model | str | None = None,
+    **generate_kwargs,
+) -> HindsightReport:
+    """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
+
+    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
+    batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
+    """
+    settings = _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished)
+    paraphrases = check_prompts(paraphrases, "paraphrases")
+    model = resolve_model(model)
+    ids = response_ids(response, model)
+    tokens = [model.tokenizer.decode([i]) for i in ids]
+    method = settings.methods[0]
+    if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
+        batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, dict(generate_kwargs))
+        return HindsightReport([r["response"] for r in batch.decode(batch.run())], method, finished, tokens)
+    noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs)
+    questions = [prompt, *paraphrases]
+    batch = Batch([Row(q, method, settings.seeds[0]) for q in questions], model, settings, dict(generate_kwargs),
+                  sampler=noise.select([0] * len(questions)).sampler())
+    if batch.row_invariant:
+        decoded = batch.decode(tokens_out := batch.run())
+        replay_ids = batch._response(tokens_out[batch.main[0]].tolist())[0]
+    else:  # the replay alone, as the posterior's logits were computed; the paraphrases apart
+        alone = Batch(batch.rows[:1], model, settings, dict(generate_kwargs), sampler=noise.sampler())
+        replay_tokens = alone.run()
+        replay_ids = alone._response(replay_tokens[0].tolist())[0]
+        rest = Batch(batch.rows[1:], model, settings, dict(generate_kwargs),
+                     sampler=noise.select([0] * len(paraphrases)).sampler())
+        decoded = alone.decode(replay_tokens) + rest.decode(rest.run())
+    replay, answers = decoded[0], [row["response"] for row in decoded[1:]]
+    shown = min(len(ids), settings.max_new_tokens)  # the replay runs under the answers' token limit
+    parted = _first_difference(list(ids[:shown]), replay_ids[:shown])
+    if parted is None and finished and len(ids) < settings.max_new_tokens and (
+            len(replay_ids) != len(ids) or not replay["finished"]):
+        parted = len(ids)  # it should have ended here
+    return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted)
 
 
 def hindsight(
@@ -254,40 +438,22 @@ def hindsight(
     temperature: float = 1.0,
     top_p: float | None = None,
     max_new_tokens: int = 64,
+    finished: bool = True,
     model: Model | str | None = None,
     **generate_kwargs,
 ) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
     ``response`` is text (typed in, or a response from ``gcs.compare``), tokenized with the model's
-    tokenizer; ``seed`` picks the posterior draw. ``method``: "gcswr" (default) or "gcs" share noise
-    with the response; under "is" a paraphrase's answer is independent of it (an ordinary IS sample).
-    Replaying the prompt itself (``paraphrases=[prompt]``) gives an answer that begins with ``response``
-    (up to the model's float rounding between one forward pass and step-by-step decoding).
-    A response token the settings make impossible (top-p) is a ValueError. Extra keyword arguments go to
-    transformers' ``generate`` (hindsight runs on the transformers engine).
+    tokenizer; ``seed`` picks the posterior draw. ``finished`` (default): the response ended there (the
+    model's end-of-turn token is part of what was observed); ``finished=False``: it is the beginning of
+    a longer answer. ``method``: "gcswr" (default) or "gcs" share noise with the response; under "is" a
+    paraphrase's answer is independent of it (an ordinary IS sample). Replaying the prompt itself
+    (``paraphrases=[prompt]``) gives the response back, end included when finished, to the token
+    (``hindsight_report`` checks it). A response the settings make impossible (top-p) is a ValueError.
+    Extra keyword arguments go to transformers' ``generate`` (hindsight runs on the transformers engine).
 
-    >>> # gcs.hindsight("Name a colour.", "Blue", ["Tell me a colour."], seed=3)  -> ['Blue, ...']
+    >>> # gcs.hindsight("Name a colour.", "Blue.", ["Tell me a colour."], seed=3)  -> ['Blue.']
     """
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt must be non-blank text")
-    paraphrases = check_prompts(paraphrases, "paraphrases")
-    method = check_method(method)
-    settings = SamplingSettings([method], [check_seed(seed)], temperature, None, top_p, max_new_tokens)
-    if settings.temperature == 0:
-        raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
-                         "above 0")
-    if not isinstance(response, str) or not response.strip():
-        raise ValueError("response must be non-empty text")
-    model = resolve_model(model)
-    response_ids = model.tokenizer.encode(response, add_special_tokens=False)
-    if len(response_ids) > MAX_RESPONSE_TOKENS:
-        raise ValueError(f"the response is {len(response_ids):,} tokens; at most {MAX_RESPONSE_TOKENS:,}")
-    sampler = None
-    if method != "is":
-        logits = teacher_forced_logits(prompt, response_ids, model, settings)
-        noise = posterior(method, logits, torch.tensor([response_ids]), seed)
-        sampler = noise.select([0] * len(paraphrases)).sampler()
-    batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, dict(generate_kwargs),
-                  sampler=sampler)
-    return [row["response"] for row in batch.decode(batch.run())]
+    return hindsight_report(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
+                            finished, model, **generate_kwargs).answers

@@ -182,3 +182,40 @@ def gumbel(seeds: torch.Tensor, token_ids: torch.Tensor, draws: torch.Tensor) ->
     """
     keys = row_keys(seeds, DOMAIN_GUMBEL)
     return exponential_noise(keys[:, None], draws[:, None], token_ids[None, :]).log_().neg_()
+
+
+class HashedNoise:
+    """A Gumbel sampler's noise source: Exp(1) values hashed from each row's seed (the default).
+
+    A noise source gives one batch of rows its noise in race form (``E``; Gumbel ``g = -log E``):
+
+    - ``vector(draws)`` [rows, vocab]: every token's ``draws[row]``-th value (GCS: the noise of
+      the position ``draws``; GCSwR: its initial state, draw 0);
+    - ``token(rows, tokens, draws)`` [len(rows)]: one value per listed row (GCSwR's new noise for a
+      token it picked or was forced to emit).
+
+    Samplers call ``start(seeds, vocab)`` when they begin responses. ``gcs.hindsight``'s posterior
+    sources override some values and fall back to these for the rest; ``hashed`` tells a sampler
+    that its fused kernel may hash the values itself.
+
+    >>> source = HashedNoise().start(torch.tensor([3, 3]), vocab=5)
+    >>> v = source.vector(torch.tensor([0, 0]))
+    >>> v.shape, torch.equal(v[0], v[1]), bool(source.token(torch.tensor([1]), torch.tensor([4]), torch.tensor([0])) == v[1, 4])
+    (torch.Size([2, 5]), True, True)
+    """
+
+    hashed = True
+
+    def start(self, seeds: torch.Tensor, vocab: int) -> HashedNoise:
+        self.keys, self.vocab = row_keys(seeds, DOMAIN_GUMBEL), vocab
+        return self
+
+    def vector(self, draws: torch.Tensor) -> torch.Tensor:
+        # rows that share a seed share their noise: hash each distinct (seed, draw) once
+        pairs, rows = torch.unique(torch.stack([self.keys, draws], dim=1), dim=0, return_inverse=True)
+        if len(pairs) == len(rows):
+            return vocabulary_noise(self.keys, draws, self.vocab)
+        return vocabulary_noise(pairs[:, 0], pairs[:, 1], self.vocab)[rows]
+
+    def token(self, rows: torch.Tensor, tokens: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+        return exponential_noise(self.keys[rows], draws, tokens)

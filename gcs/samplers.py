@@ -37,7 +37,7 @@ import torch
 
 from .checks import check_method, check_seed
 from .kernels import cpu_kernel
-from .noise import DOMAIN_GUMBEL, DOMAIN_INDEPENDENT, exponential_noise, row_keys, splitmix64, uniform, vocabulary_noise
+from .noise import DOMAIN_INDEPENDENT, HashedNoise, row_keys, splitmix64, uniform
 
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}
 
@@ -133,11 +133,20 @@ class Sampler:
     ``active`` [batch] is False get a token but keep their state (a finished row).
     The batch size, vocabulary size and device are fixed by the first call until
     ``reset()``.
+
+    ``force(index, tokens)`` schedules an intervention: at output index ``index`` row ``r``
+    emits ``tokens[r]`` (-1: whatever its race picks). The race still runs and moves the
+    state on as for its winner; a forced token that is not the winner then takes a fresh
+    draw of its noise, as a winner does (GCSwR; IS and GCS keep no per-token state). Given
+    noise that is exact for the history (prior noise, or ``gcs.hindsight``'s posterior
+    averaged over the observed response), the state after the forced step is again iid
+    Exp(1), so what follows is an exact sample given the edited prefix (``gcs.counterfactual``).
     """
 
     method: str = ""
 
     def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None):
+        self.forced: dict[int, torch.Tensor] = {}
         self.seed = _seed_list(seed, "seed")
         self.streams = _seed_list(streams, "streams")
         if isinstance(self.streams, int):
@@ -169,7 +178,36 @@ class Sampler:
                 f"logits row {row} has no valid distribution (max logit {row_max[row].item()}): "
                 "rows must contain at least one finite logit and no NaN or +inf"
             )
-        return self._draw(logits, row_max, active)
+        if not self.forced:
+            return self._draw(logits, row_max, active)
+        force = torch.full_like(self.steps, -1)
+        for index, tokens in self.forced.items():
+            force = torch.where(self.steps == index, tokens.to(force.device), force)
+        tokens = self._draw(logits, row_max, active)
+        overridden = (force >= 0) & (force != tokens)
+        if active is not None:
+            overridden &= active
+        if overridden.any():
+            rows = overridden.nonzero().squeeze(1)
+            self._forced(rows, force[rows])
+            tokens = torch.where(overridden, force, tokens)
+        return tokens
+
+    def force(self, index: int, tokens) -> Sampler:
+        """At output index ``index``, row ``r`` emits ``tokens[r]`` (-1: its race's winner); see the class docstring.
+
+        >>> s = make_sampler("gcswr", seed=[0, 0]).force(1, [4, -1])
+        >>> first, second = s.sample(torch.zeros(2, 6)), s.sample(torch.zeros(2, 6))
+        >>> int(second[0]), bool(first[0] == first[1])
+        (4, True)
+        """
+        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+            raise ValueError(f"index must be an output index (an integer >= 0), got {index!r}")
+        tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1).cpu()
+        if len(tokens) == 0 or (tokens < -1).any():
+            raise ValueError("tokens must hold one token id (or -1) per row")
+        self.forced[index] = tokens
+        return self
 
     def begin(self, batch: int, vocab: int, device: torch.device | str = "cpu",
               steps: torch.Tensor | None = None, state: tuple[torch.Tensor, torch.Tensor] | None = None) -> Sampler:
@@ -218,6 +256,10 @@ class Sampler:
 
     def _draw(self, logits: torch.Tensor, row_max: torch.Tensor, active: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
+
+    def _forced(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
+        """Rows ``rows`` emitted ``tokens`` instead of their races' winners (after the draw): IS and GCS keep no
+        per-token state."""
 
     # -- helpers ----------------------------------------------------------------------------
     def _checked(self, logits: torch.Tensor) -> torch.Tensor:
@@ -290,18 +332,18 @@ def _inverse_cdf(cdf: torch.Tensor, target: torch.Tensor) -> tuple[torch.Tensor,
 
 
 class _GumbelSamplerBase(Sampler):
-    """Shared set-up of the Gumbel methods: per-row keys and de-duplicated noise rows."""
+    """Shared set-up of the Gumbel methods: where the noise comes from (``noise``, a ``gcs.noise.HashedNoise``
+    by default; ``gcs.hindsight`` passes posterior sources)."""
+
+    def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None, noise: HashedNoise | None = None):
+        if noise is not None and not isinstance(noise, HashedNoise):
+            raise ValueError(f"noise must be a gcs.noise.HashedNoise (or a subclass), got {type(noise).__name__}")
+        self.noise = noise if noise is not None else HashedNoise()
+        super().__init__(seed, streams)
 
     def _start(self, seeds, streams, state=None):
-        self.keys = row_keys(seeds, DOMAIN_GUMBEL)
+        self.noise.start(seeds, self.vocab_size)
         self.block = _block_size(self.vocab_size)
-
-    def _shared_noise(self, draws: torch.Tensor) -> torch.Tensor:
-        """Exp(1) noise [batch, vocab] at one draw index per row, hashed once per distinct (seed, draw)."""
-        pairs, rows = torch.unique(torch.stack([self.keys, draws], dim=1), dim=0, return_inverse=True)
-        if len(pairs) == len(rows):
-            return vocabulary_noise(self.keys, draws, self.vocab_size)
-        return vocabulary_noise(pairs[:, 0], pairs[:, 1], self.vocab_size)[rows]
 
 
 class GumbelSampler(_GumbelSamplerBase):
@@ -310,11 +352,11 @@ class GumbelSampler(_GumbelSamplerBase):
     method = "gcs"
 
     def _peek(self):
-        return self._shared_noise(self.steps)
+        return self.noise.vector(self.steps)
 
     def _draw(self, logits, row_max, active):
         # argmax(logits + g) with g = -log E is argmin(log E - logits).
-        _, tokens = _first_argmin(self._shared_noise(self.steps).log_().sub_(logits), self.block)
+        _, tokens = _first_argmin(self.noise.vector(self.steps).log_().sub_(logits), self.block)
         self._advance(active)
         return tokens
 
@@ -345,15 +387,15 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         >>> torch.equal(s.residual[0], residual), int(draws.sum())
         (True, 0)
         """
-        keys = row_keys(torch.tensor([check_seed(seed)], device=device), DOMAIN_GUMBEL)
-        return vocabulary_noise(keys, torch.zeros_like(keys), vocab)[0], torch.zeros(vocab, dtype=torch.int32, device=device)
+        noise = HashedNoise().start(torch.tensor([check_seed(seed)], device=device), vocab)
+        return noise.vector(torch.zeros(1, dtype=torch.int64, device=device))[0], torch.zeros(vocab, dtype=torch.int32, device=device)
 
     def _start(self, seeds, streams, state=None):
         super()._start(seeds, streams)
         if state is None:
             # int32 halves the largest piece of state (no response picks one token 2**31 times).
             self.draws = torch.zeros(self.batch_size, self.vocab_size, dtype=torch.int32, device=self.device)
-            self.residual = self._shared_noise(torch.zeros_like(self.keys))
+            self.residual = self.noise.vector(torch.zeros_like(seeds))
         else:
             self.residual, self.draws = state
             shape = (self.batch_size, self.vocab_size)
@@ -369,9 +411,14 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
     def _peek(self):
         return self.residual.clone()
 
-    def _fresh_noise(self, draws: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """The new Exp(1) noise of each row's winner: its ``draws``-th value (the fused kernel computes the same)."""
-        return exponential_noise(self.keys, draws, tokens)
+    def _renew(self, rows: torch.Tensor, tokens: torch.Tensor) -> None:
+        """``tokens`` [len(rows)] were emitted by ``rows``: each takes its next draw as its new noise."""
+        draws = self.draws[rows, tokens] + 1
+        self.draws[rows, tokens] = draws
+        self.residual[rows, tokens] = self.noise.token(rows, tokens, draws)
+
+    def _forced(self, rows, tokens):
+        self._renew(rows, tokens)
 
     def _draw(self, logits, row_max, active):
         if self._kernel is not None:
@@ -381,11 +428,15 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
                 self.residual,
                 self._rates,
                 self.draws,
-                self.keys,
+                self.noise.keys,
                 _ALL_ROWS if active is None else active.contiguous(),
                 LOG2_E,
                 self.MIN_RESIDUAL,
             )
+            if not self.noise.hashed:  # the kernel hashed each winner's new noise: take the source's instead
+                rows = self.rows if active is None else active.nonzero().squeeze(1)
+                picked = tokens[rows]
+                self.residual[rows, picked] = self.noise.token(rows, picked, self.draws[rows, picked])
             self._advance(active)
             return tokens
         rates = relative_rates(logits, row_max, out=self._rates)
@@ -398,7 +449,7 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         # Memoryless race: each loser keeps E_i - T_k * p_i (the paper's recycling update).
         self.residual.addcmul_(rates, first_arrival[:, None], value=-1.0).clamp_(min=self.MIN_RESIDUAL)
         picked_draws = self.draws[self.rows, tokens] + 1
-        self.residual[self.rows, tokens] = self._fresh_noise(picked_draws, tokens)
+        self.residual[self.rows, tokens] = self.noise.token(self.rows, tokens, picked_draws)
         if saved is not None:
             self.residual[frozen] = saved
             picked_draws[frozen] -= 1
@@ -441,6 +492,12 @@ class MixedSampler(Sampler):
 
     def _peek(self):
         raise ValueError("a mixed batch has no single kind of noise to peek at: peek at one method's sampler")
+
+    def _forced(self, rows, tokens):
+        for part_rows, sampler in self.parts:
+            inside = torch.isin(rows, part_rows)
+            if inside.any():
+                sampler._forced(torch.searchsorted(part_rows, rows[inside]), tokens[inside])
 
     def _draw(self, logits, row_max, active):
         tokens = torch.empty(self.batch_size, dtype=torch.long, device=self.device)

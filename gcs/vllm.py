@@ -38,6 +38,7 @@ samples. Speculative decoding is not supported (vLLM loads no custom processor w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import logging
@@ -58,6 +59,7 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
 from .checks import check_method, check_sampling_settings, check_seed
+from .invariance import in_row_blocks, wanted
 from .processor import make_warpers
 from .samplers import RecyclingGumbelSampler, make_sampler
 
@@ -424,9 +426,13 @@ def engine(model, **llm_kwargs):
 
     from .models import DEFAULT_MODEL, embedded_model_path
 
+    invariant = wanted(model.device)
     if model.device.type == "cpu":
         # vLLM's engine core in this process, not a worker process: start-up halves (set it yourself to override)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if invariant:
+        # each sequence's attention on its own: split KV work depends on the batch (gcs.invariance)
+        os.environ["VLLM_CPU_ATTN_SPLIT_KV"] = "0"
 
     dtype = next(model.model.parameters()).dtype
     options = {
@@ -442,13 +448,27 @@ def engine(model, **llm_kwargs):
         **({} if plugin_registered() else {"logits_processors": [GumbelSamplingProcessor]}),
         **llm_kwargs,
     }
-    key = tuple(sorted((k, repr(v)) for k, v in options.items()))
+    key = (invariant, *sorted((k, repr(v)) for k, v in options.items()))
     with _ENGINES_LOCK:
         if key not in _ENGINES:
             # vLLM logs ~150 lines while it starts (a warning per weight cast to bf16): errors only, unless chosen
             os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-            _ENGINES[key] = (LLM(**options), threading.Lock())
+            llm = LLM(**options)
+            if invariant:
+                llm.apply_model(_linears_in_row_blocks)
+            _ENGINES[key] = (llm, threading.Lock())
         return _ENGINES[key]
+
+
+def _linears_in_row_blocks(model: torch.nn.Module) -> int:
+    """Wrap every CPU linear kernel of a vLLM model ``in_row_blocks`` (in the worker; once); how many were wrapped."""
+    wrapped = 0
+    for module in model.modules():
+        linear = getattr(module, "cpu_linear", None)
+        if linear is not None and not isinstance(linear, functools.partial):
+            module.cpu_linear = functools.partial(in_row_blocks, linear)
+            wrapped += 1
+    return wrapped
 
 
 

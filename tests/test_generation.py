@@ -69,18 +69,29 @@ def test_batch_invariance(embedded_model):
         assert alone == row.response.tolist()
 
 
-def test_repeated_prompts_share_their_prefill_and_keep_their_tokens(embedded_model):
-    """Rows that repeat a prompt (every method x seed) prefill it once; the tokens are those of a full prefill."""
+def test_every_row_prefills_its_prompt_apart_from_its_last_token_once_per_distinct_prompt(embedded_model):
+    """Each batch prefills its distinct prompts but their last token (one forward of 2 rows for 8), then
+    ``generate`` takes the last tokens: the same two steps for a row alone, so nothing in a row's
+    computation depends on whether its prompt repeats in the batch."""
     from gcs.batch import Batch, Row
 
     prompts = ["Why is the sky blue?", "Explain the blue colour of the sky, briefly."]
     rows = [Row(p, method, seed) for method in ("is", "gcswr") for seed in (0, 1) for p in prompts]
     settings = gcs.SamplingSettings(max_new_tokens=10)
-    shared = Batch(rows, embedded_model, settings)
-    assert shared._shared_prefill().get_seq_length() == shared.inputs["input_ids"].shape[1] - 1
-    full = Batch(rows, embedded_model, settings, {"past_key_values": None})  # every row prefilled on its own
-    assert torch.equal(shared.run(), full.run())
-    assert Batch(rows[:2], embedded_model, settings)._shared_prefill() is None  # nothing repeats: nothing to share
+    shapes = []
+    hook = embedded_model.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True)
+    try:
+        batch = Batch(rows, embedded_model, settings)
+        together = batch.run()
+        width = batch.inputs["input_ids"].shape[1]
+        assert shapes[:2] == [(2, width - 1), (8, 1)]
+        shapes.clear()
+        alone = Batch(rows[1:2], embedded_model, settings)
+        assert torch.equal(alone.run()[0, : together.shape[1]], together[1, : alone.run().shape[1]])
+        assert shapes[:2] == [(1, alone.inputs["input_ids"].shape[1] - 1), (1, 1)]
+    finally:
+        hook.remove()
 
 
 def test_compare_frame(embedded_model):

@@ -140,13 +140,127 @@ def test_a_response_outside_the_support_is_refused():
         posterior("is", logits, torch.tensor([[1]]))
 
 
+# -- finished responses: the end of turn is observed too ----------------------------------------------
+END_VOCAB, ENDS = 4, (2, 3)  # tokens 2 and 3 end a response
+
+
+def run_until_end(table: torch.Tensor, sampler: gcs.Sampler, prompt: torch.Tensor) -> torch.Tensor:
+    """Tokens [rows, STEPS] of the synthetic model where an end token finishes a row (then -1)."""
+    previous = torch.zeros(len(prompt), dtype=torch.long)
+    active = torch.ones(len(prompt), dtype=torch.bool)
+    tokens = []
+    for step in range(STEPS):
+        drawn = sampler.sample(step_logits(table, prompt, step, previous.clamp(min=0)), active=active)
+        previous = torch.where(active, drawn, -1)
+        tokens.append(previous)
+        active &= ~torch.isin(drawn, torch.tensor(ENDS))
+    return torch.stack(tokens, dim=1)
+
+
+def end_cells(y: torch.Tensor, v: torch.Tensor) -> np.ndarray:
+    """Counts of (Y, V) where Y's end token only says "ended" (hindsight is told that, not which one)."""
+    y_codes = torch.where(torch.isin(y, torch.tensor(ENDS)), END_VOCAB, y) + 1  # 0: after the end
+    codes = torch.zeros(len(y), dtype=torch.long)
+    for column in y_codes.T:
+        codes = codes * (END_VOCAB + 2) + column
+    for column in (v + 1).T:
+        codes = codes * (END_VOCAB + 1) + column
+    return np.bincount(codes.numpy(), minlength=(END_VOCAB + 2) ** STEPS * (END_VOCAB + 1) ** STEPS)
+
+
+def finished_hindsight_pairs(table, method: str, seed: int, observe_end: bool = True) -> np.ndarray:
+    """Y forward for A until its end; for each group of Y with one length (and end or none), the posterior
+    given Y and its end (``ends``), then V for B with that noise."""
+    y = run_until_end(table, gcs.make_sampler("is", seed=seed), torch.zeros(SAMPLES, dtype=torch.long))
+    ended = torch.isin(y, torch.tensor(ENDS))
+    length = torch.where(ended.any(dim=1), ended.int().argmax(dim=1), STEPS)  # tokens before the end
+    v = torch.empty_like(y)
+    for n in range(STEPS + 1):
+        for finished in (True, False):
+            rows = ((length == n) & (ended.any(dim=1) == finished)).nonzero().squeeze(1)
+            if len(rows) == 0 or (n == 0 and not (finished and observe_end)):
+                continue
+            steps = n + 1 if finished and observe_end else n
+            observed = y[rows, :steps].clamp(min=0)
+            logits = along(table, 0, torch.cat([observed, torch.zeros(len(rows), STEPS - steps, dtype=torch.long)],
+                                               dim=1))[:, :steps]
+            ends = ENDS if finished and observe_end else None
+            noise = posterior(method, logits, observed[:, :n], seed=seed + 1 + n, ends=ends)
+            v[rows] = run_until_end(table, noise.sampler(), torch.ones(len(rows), dtype=torch.long))
+    missing = (length == 0) & ~observe_end  # an empty, unobserved response says nothing: B's answer is fresh
+    if missing.any():
+        rows = missing.nonzero().squeeze(1)
+        fresh = gcs.make_sampler(method, seed=derive_seeds(seed + 9, torch.arange(len(rows))).tolist())
+        v[rows] = run_until_end(table, fresh, torch.ones(len(rows), dtype=torch.long))
+    return end_cells(y, v)
+
+
+def coupled_forward_until_end(table, method: str, seed: int) -> np.ndarray:
+    seeds = derive_seeds(seed, torch.arange(SAMPLES)).tolist()
+    prompts = torch.cat([torch.zeros(SAMPLES, dtype=torch.long), torch.ones(SAMPLES, dtype=torch.long)])
+    tokens = run_until_end(table, gcs.make_sampler(method, seed=seeds + seeds), prompts)
+    return end_cells(tokens[:SAMPLES], tokens[SAMPLES:])
+
+
+def end_table(seed: int = 2) -> torch.Tensor:
+    """A synthetic model of 4 tokens where 2 and 3 end the response (likely enough that most responses end)."""
+    generator = torch.Generator().manual_seed(seed)
+    a = 1.2 * torch.randn(STEPS, END_VOCAB, END_VOCAB, generator=generator)
+    return torch.stack([a, a + 0.6 * torch.randn(STEPS, END_VOCAB, END_VOCAB, generator=generator)])
+
+
+@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+def test_finished_responses_condition_on_their_end(method):
+    """(Y with its end, V) from hindsight matches coupled forward sampling; observing Y without its end
+    (the old behaviour: "Y is a prefix") is rejected by the same test."""
+    table = end_table()
+    forward = coupled_forward_until_end(table, method, seed=21)
+    assert homogeneity_p_value(forward, finished_hindsight_pairs(table, method, seed=22)) > SIGNIFICANCE
+    assert homogeneity_p_value(forward, finished_hindsight_pairs(table, method, seed=22, observe_end=False)) < 1e-6
+
+
+def test_the_end_token_is_drawn_in_proportion_to_its_probability():
+    """Told only that the response ended, the posterior picks which end token won by its probability."""
+    logits = torch.log(torch.tensor([[[0.5, 0.1, 0.3, 0.1]]])).expand(20_000, 1, 4)
+    noise = posterior("gcs", logits, torch.empty(20_000, 0, dtype=torch.long), seed=3, ends=[1, 2, 3])
+    counts = np.bincount(noise.response[:, 0].numpy(), minlength=4)
+    assert counts[0] == 0
+    assert scipy.stats.chisquare(counts[1:], np.array([0.2, 0.6, 0.2]) * 20_000).pvalue > SIGNIFICANCE
+    with pytest.raises(ValueError, match="cannot end there"):
+        posterior("gcs", torch.tensor([[[0.0, float("-inf")]]]), torch.empty(1, 0, dtype=torch.long), ends=[1])
+
+
 # -- the real model --------------------------------------------------------------------------------
-def test_hindsight_on_the_prompt_itself_continues_the_response(embedded_model):
+def test_hindsight_on_the_prompt_itself_continues_an_unfinished_response(embedded_model):
     prompt = "Name three fruits."
     response = gcs.generate([prompt], method="gcswr", seed=3, max_new_tokens=12, model=embedded_model)[0]
     observed = response[: len(response) // 2].rstrip()  # half a response: hindsight must continue it
-    (again,) = gcs.hindsight(prompt, observed, [prompt], seed=1, max_new_tokens=24, model=embedded_model)
+    (again,) = gcs.hindsight(prompt, observed, [prompt], seed=1, max_new_tokens=24, finished=False,
+                             model=embedded_model)
     assert again.startswith(observed) and len(again) > len(observed)
+    (ended,) = gcs.hindsight(prompt, observed, [prompt], seed=1, max_new_tokens=24, model=embedded_model)
+    assert ended == observed  # finished (the default): the response ended there, and so does the replay
+
+
+REPLAY_SEEDS = 20
+
+
+def test_the_replay_reproduces_every_response_at_the_default_dtype(default_model):
+    """The premise of hindsight, where users meet it: for 20 seeds, the prompt replayed with the posterior noise
+    gives back a finished response with its end, and the first half of a response (unfinished) as its beginning."""
+    prompt = "Is fire hot? Reply yes or no."
+    frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(REPLAY_SEEDS)), max_new_tokens=8,
+                        model=default_model)
+    replayed = {True: 0, False: 0}
+    for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished):
+        for observed, as_finished in ((response, bool(finished)), (response[: len(response) // 2], False)):
+            if not observed.strip():
+                observed = response
+            report = gcs.hindsight_report(prompt, observed, [prompt], seed=int(seed), max_new_tokens=8,
+                                          finished=as_finished, model=default_model)
+            assert report.replayed, f"seed {seed}: the replay parted at token {report.parted_at}: {report.replay!r}"
+            replayed[as_finished] += 1
+    assert replayed[True] >= 1 and sum(replayed.values()) == 2 * REPLAY_SEEDS
 
 
 def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):

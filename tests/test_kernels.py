@@ -85,7 +85,7 @@ def test_winner_redraw_is_the_library_noise(monkeypatch):
     for _ in range(1000):
         sampler.sample(forced)
     assert sampler.draws[:, 17].tolist() == [1000, 1000]
-    expected = gcs.noise.exponential_noise(sampler.keys, torch.tensor([1000, 1000]), torch.tensor([17, 17]))
+    expected = gcs.noise.exponential_noise(sampler.noise.keys, torch.tensor([1000, 1000]), torch.tensor([17, 17]))
     assert torch.equal(sampler.residual[:, 17], expected)
 
 

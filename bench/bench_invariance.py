@@ -1,0 +1,104 @@
+"""What "same seed, same answer" costs: the side by side with row-invariant kernels vs the stock ones, one run.
+
+    python bench/bench_invariance.py [--tokens 64] [--rounds 2] [--seeds 4] [--dtypes bfloat16,float32]
+                                     [--engine transformers|vllm]
+
+For each dtype, two copies of the embedded model: one with ``gcs.invariance.make_row_invariant``
+(the default on CPU), one with the stock kernels (``GCS_ROW_INVARIANT=off``). On ``--engine vllm``
+the two are vLLM engines with and without row-blocked linear kernels; vLLM reads its environment
+once per process, so both run each sequence's attention on its own (``VLLM_CPU_ATTN_SPLIT_KV=0``,
+what the invariant engine needs): the ratio is the cost of the row blocks alone. Each runs the side by
+side (3 paraphrases x 3 methods x --seeds seeds, every response held to exactly --tokens tokens)
+and a single row; contenders take turns (``timing.best_in_turns``) and each keeps its best.
+Prints every time and the ratios invariant / stock; also whether each copy's single row equals
+its row in the side by side (the promise; the stock kernels break it in some rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
+
+import gcs
+from gcs.invariance import make_row_invariant
+from gcs.models import _load, DEFAULT_MODEL
+
+PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--engine", default="transformers", choices=gcs.ENGINES)
+    args = parser.parse_args()
+    n, seeds, engine = args.tokens, list(range(args.seeds)), args.engine
+    models = {}
+    for dtype in args.dtypes.split(","):
+        dtype = gcs.models.check_dtype(dtype)
+        name = str(dtype).removeprefix("torch.")
+        models[(name, "stock")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
+        models[(name, "invariant")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
+        if engine == "vllm":  # build both engines now, each with its own setting
+            from gcs.vllm import engine as vllm_engine
+
+            for kind in ("invariant", "stock"):
+                os.environ["GCS_ROW_INVARIANT"] = "on" if kind == "invariant" else "off"
+                vllm_engine(models[(name, kind)])
+        else:
+            make_row_invariant(models[(name, "invariant")].model)
+    print(f"embedded model on CPU, engine {engine}, {n} tokens per response, side by side = 3 paraphrases x 3 "
+          f"methods x {len(seeds)} seeds ({9 * len(seeds)} rows); {torch.get_num_threads()} threads")
+
+    def setting(kind: str, run):
+        def timed():
+            os.environ["GCS_ROW_INVARIANT"] = "on" if kind == "invariant" else "off"
+            return run()
+        return timed
+
+    # every row does the same work: transformers holds them to n tokens; vLLM ignores the stop tokens
+    hold = {"min_new_tokens": n} if engine == "transformers" else {}
+
+    def side_by_side(model):
+        settings = gcs.SamplingSettings(seeds=seeds, temperature=1.0, max_new_tokens=n)
+        return lambda: gcs.compare(PARAPHRASES, settings=settings, model=model, engine=engine, **hold)
+
+    def one_row(model):
+        return lambda: gcs.generate(PARAPHRASES[:1], "gcswr", seed=0, max_new_tokens=n, model=model, engine=engine,
+                                    **hold)
+
+    contenders = {(*key, "side by side"): setting(key[1], side_by_side(model)) for key, model in models.items()}
+    contenders.update({(*key, "one row"): setting(key[1], one_row(model)) for key, model in models.items()})
+    best = best_in_turns(contenders, args.rounds)
+    print(f"  {'dtype':<9} {'kernels':<10} {'workload':<13} {'seconds':>8}")
+    for (dtype, kind, work), seconds in best.items():
+        print(f"  {dtype:<9} {kind:<10} {work:<13} {seconds:8.2f}")
+    for dtype in dict.fromkeys(key[0] for key in models):
+        for work in ("side by side", "one row"):
+            ratio = best[(dtype, "invariant", work)] / best[(dtype, "stock", work)]
+            print(f"{dtype} {work}: invariant / stock = {ratio:.2f}x")
+    baseline = next(iter(models))[0]
+    for work in ("side by side", "one row"):
+        for dtype in dict.fromkeys(key[0] for key in models):
+            ratio = best[(dtype, "invariant", work)] / best[(baseline, "stock", work)]
+            print(f"{work}: {dtype} invariant / {baseline} stock = {ratio:.2f}x")
+    for key, model in models.items():
+        os.environ["GCS_ROW_INVARIANT"] = "on" if key[1] == "invariant" else "off"
+        frame = gcs.compare(PARAPHRASES, settings=gcs.SamplingSettings(seeds=seeds, max_new_tokens=n), model=model,
+                            engine=engine)
+        same = 0
+        for method in gcs.METHODS:
+            for seed in seeds:
+                alone = gcs.generate(PARAPHRASES[:1], method, seed=seed, max_new_tokens=n, model=model, engine=engine)
+                row = frame[(frame.method == method) & (frame.seed == seed) & (frame.prompt_index == 0)]
+                same += alone == row.response.tolist()
+        print(f"{key[0]} {key[1]}: a row alone = the same row in the side by side in {same}/{3 * len(seeds)} rows")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Counterfactual edits: what would the model have said had it written something else at one point?
+
+    gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons")
+    # -> 'Lemons are sour ...': the same luck as the response, with its first token changed
+
+The noise is drawn from its posterior given the response (``gcs.hindsight``), the response is
+replayed up to token ``at`` (as the model tokenizes it), the replacement is forced there, and the
+model goes on with the posterior noise. The forced step keeps the race: it runs as it did for the
+response (its winner, the original token, is the one whose noise is renewed and every other
+token keeps its recycled residual), and the forced token, when it is another one, renews its
+noise too (``gcs.Sampler.force``). Averaged over responses, that state is iid Exp(1) whatever was
+forced, so the continuation is an exact sample of the model given the edited prefix; with the
+original token as the replacement nothing changes and the response comes back.
+
+Under GCS later positions keep the response's posterior noise; under IS nothing is shared: the
+response's prefix and the replacement are forced and the rest is an ordinary IS sample.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .batch import Batch, Row, prompt_stream
+from .checks import is_integer
+from .hindsight import _checked_settings, observed_noise, response_ids
+from .models import Model, resolve_model
+from .samplers import make_sampler
+
+
+def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> list[int]:
+    """The token ids to force: a token id, a list of them, or text (tokenized as it would follow earlier text)."""
+    vocab = len(model.tokenizer)
+    if is_integer(replacement):
+        replacement = [replacement]
+    if isinstance(replacement, str):
+        if not replacement:
+            raise ValueError("replacement must be non-empty text or token ids")
+        ids = model.tokenizer.encode(replacement, add_special_tokens=False)
+    elif isinstance(replacement, Sequence) and replacement and all(is_integer(i) for i in replacement):
+        ids = list(replacement)
+    else:
+        raise ValueError(f"replacement must be text, a token id or a list of token ids, got {replacement!r}")
+    if not ids or any(not 0 <= i < vocab for i in ids):
+        raise ValueError(f"replacement token ids must be in [0, {vocab}), got {ids}")
+    return ids
+
+
+def counterfactual(
+    prompt: str,
+    response: str,
+    at: int,
+    replacement: str | int | Sequence[int],
+    method: str = "gcswr",
+    seed: int = 0,
+    temperature: float = 1.0,
+    top_p: float | None = None,
+    max_new_tokens: int = 64,
+    finished: bool = True,
+    model: Model | str | None = None,
+) -> str:
+    """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
+
+    ``response`` is text as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its tokens
+    as the model tokenizes it (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a
+    finished response). ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
+    ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
+    Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
+    Replacing a token by itself gives the response back.
+
+    >>> # gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1)
+    """
+    settings = _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished)
+    model = resolve_model(model)
+    ids = response_ids(response, model)
+    if not is_integer(at) or not 0 <= at < len(ids) + finished:
+        raise ValueError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), got {at!r}")
+    forced = replacement_ids(replacement, model)
+    if at + len(forced) >= settings.max_new_tokens:
+        raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room after the replacement "
+                         f"(it ends at token {at + len(forced)})")
+    method, seed = settings.methods[0], settings.seeds[0]
+    if method == "is":  # nothing shared: force the prefix too, then sample afresh
+        sampler = make_sampler("is", seed=seed, streams=[prompt_stream(prompt)])  # the row's own stream, as generate's
+        forced, at = [*ids[:at], *forced], 0
+    else:
+        sampler = observed_noise(prompt, ids, settings, finished, model).sampler()
+    for offset, token in enumerate(forced):
+        sampler.force(at + offset, [token])
+    batch = Batch([Row(prompt, method, seed)], model, settings, sampler=sampler)
+    tokens = batch.run()
+    if method != "is" and tokens[0, :at].tolist() != ids[:at]:  # the premise: the replay follows the response
+        raise RuntimeError("the replay parted from the response before the edit; please report this")
+    return batch.decode(tokens)[0]["response"]
+
+
+def response_tokens(response: str, model: Model | str | None = None) -> list[str]:
+    """The response's tokens as the model reads them (what ``at`` indexes), as text pieces.
+
+    >>> # gcs.response_tokens("Apples are sweet.")  -> ['Apples', ' are', ' sweet', '.']
+    """
+    model = resolve_model(model)
+    return [model.tokenizer.decode([i]) for i in response_ids(response, model)]

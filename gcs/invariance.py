@@ -1,0 +1,224 @@
+"""Row-invariant kernels: a row's logits do not depend on the other rows of its batch.
+
+"Same prompt, method and seed, same answer" needs more than counter-based noise
+(``gcs.noise``): the sampler must also see the *same logits* for a row whether it runs
+alone or beside 47 others. Stock CPU kernels do not promise that. Measured on an AVX-512
+CPU: a float32 ``linear`` gives row 0 three different roundings for 1, 2-3 and 4+ rows
+(the BLAS picks its kernel by the number of rows), and a left-padded row attends over
+its padding in different vector lanes than the same row alone (logits off by 4e-5 in
+float32, 0.4 in bfloat16). Small as that is, it flips a token now and then (3 of 24
+IS rows over 64 tokens), and GCSwR's recycling carries a flip to every later token.
+
+Two changes make a row's computation a function of that row alone, bit for bit:
+
+- ``RowBlockLinear``: every linear layer runs on fixed blocks of ``ROW_BLOCK`` rows (the
+  last block padded with zeros), so the BLAS sees one shape only, whatever the batch.
+- ``row_invariant_attention``: each row attends over its own tokens only. Rows are
+  grouped by how much left padding they carry, the padding is cut off, and each group
+  runs ``scaled_dot_product_attention`` as those rows would alone.
+
+``make_row_invariant(model)`` installs both on a transformers model (in place, once);
+``gcs.load_model`` does it on CPU by default (``row_invariant=``). The rest of a decoder
+(embeddings, norms, rotary embeddings, activations) is row-wise already.
+
+>>> import torch
+>>> layer = RowBlockLinear(8, 3)
+>>> x = torch.randn(5, 8)
+>>> torch.equal(layer(x)[2], layer(x[2:3])[0])  # a row alone = the same row in a batch
+True
+
+On the vLLM engine (``gcs.vllm``) the same blocks wrap vLLM's own CPU linear kernels, and
+its CPU attention runs each sequence on its own (``VLLM_CPU_ATTN_SPLIT_KV=0``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+
+import torch
+from torch.nn import functional as F
+
+logger = logging.getLogger(__name__)
+
+ROW_BLOCK = 16
+ATTENTION = "gcs_row_invariant"
+SETTING = "GCS_ROW_INVARIANT"  # auto (CPU only), on, off
+_CONVERTING = threading.Lock()
+
+
+def in_row_blocks(linear, x: torch.Tensor, *args) -> torch.Tensor:
+    """``linear(x, *args)`` computed on fixed blocks of ``ROW_BLOCK`` rows of ``x`` [..., in] (the last block
+    padded with zeros): the kernel sees one shape only, so each row's output is independent of the others.
+
+    >>> w = torch.randn(3, 8)
+    >>> x = torch.randn(5, 8)
+    >>> torch.equal(in_row_blocks(F.linear, x, w)[2], in_row_blocks(F.linear, x[2:3], w)[0])
+    True
+    """
+    rows = x.reshape(-1, x.shape[-1])
+    count = rows.shape[0]
+    padded = F.pad(rows, (0, 0, 0, -count % ROW_BLOCK)) if count % ROW_BLOCK else rows
+    out = torch.cat([linear(block, *args) for block in padded.split(ROW_BLOCK)])[:count]
+    return out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+class RowBlockLinear(torch.nn.Linear):
+    """``nn.Linear`` computed ``in_row_blocks``. A drop-in class for an existing ``nn.Linear``
+    (``make_row_invariant`` swaps the class; the weights stay where they are)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return in_row_blocks(F.linear, x, self.weight, self.bias)
+
+
+_recent = threading.local()  # the last mask seen in this thread and its padding: every layer of a forward shares it
+
+
+def _left_padding(mask: torch.Tensor | None, batch: int, kv_length: int) -> list[int]:
+    """Keys before each row's first attended key (its left padding), from a [batch, 1, q, kv] mask.
+
+    The mask is boolean (True = attend) or additive (0 = attend); None means no padding. Keys
+    that a sliding window hides from every query count as padding too: no query sees them.
+    """
+    if mask is None:
+        return [0] * batch
+    recent = getattr(_recent, "value", None)
+    if recent is not None and recent[0]() is mask:
+        return recent[1]
+    allowed = mask if mask.dtype == torch.bool else mask == 0
+    seen = allowed[:, 0].any(dim=1).expand(batch, kv_length)
+    padding = torch.where(seen.any(dim=-1), seen.int().argmax(dim=-1), kv_length).tolist()
+    _recent.value = (weakref.ref(mask), padding)
+    return padding
+
+
+def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
+           window: int | None = None) -> torch.Tensor:
+    """Causal attention of one group of unpadded rows, from batched matrix products only.
+
+    ``query`` [rows, heads, q, dim] holds the *last* q positions of ``key``/``value`` [rows, kv_heads, kv, dim]
+    (q <= kv; the query heads that share a key head are consecutive, as in ``repeat_kv``); ``window``: a
+    sliding window's size (a query sees itself and the ``window - 1`` keys before it). Returns
+    [rows, q, heads, dim]. ``torch.bmm`` computes every matrix of its batch with one kernel whatever the
+    batch holds (tested), so each row's result is a function of that row alone; the fused
+    ``scaled_dot_product_attention`` on CPU is not (a row's output changes with its place in the batch).
+    """
+    rows, heads, q_length, dim = query.shape
+    kv_heads, kv_length = key.shape[1], key.shape[2]
+    shared = heads // kv_heads
+    # [rows * kv_heads, shared * q, dim]: the query heads of one key head form one matrix
+    q = query.reshape(rows * kv_heads, shared * q_length, dim)
+    k = key.reshape(rows * kv_heads, kv_length, dim)
+    scores = torch.bmm(q, k.transpose(1, 2)).float().mul_(scale)
+    offset = kv_length - q_length  # query t sits at key position offset + t
+    if q_length > 1 or (window is not None and kv_length > window):
+        allowed = torch.ones(q_length, kv_length, dtype=torch.bool, device=query.device).tril(offset)
+        if window is not None:
+            allowed &= ~allowed.tril(offset - window)
+        scores.masked_fill_(~allowed.repeat(shared, 1), float("-inf"))
+    weights = scores.softmax(dim=-1).to(value.dtype)
+    out = torch.bmm(weights, value.reshape(rows * kv_heads, kv_length, dim))
+    return out.view(rows, heads, q_length, dim).transpose(1, 2)
+
+
+def row_invariant_attention(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
+                            is_causal=None, **kwargs):
+    """Causal attention with each row cut to its own tokens (transformers' attention-function contract).
+
+    ``query`` [batch, heads, q, dim], ``key``/``value`` [batch, kv_heads, kv, dim], left padding only.
+    Returns ``(output [batch, q, heads, dim], None)``; outputs at padding positions are zero. Rows with
+    the same padding run together through ``attend``.
+    """
+    if dropout:
+        raise ValueError("row-invariant attention is for inference: dropout must be 0")
+    batch, heads, q_length, dim = query.shape
+    kv_length = key.shape[2]
+    scale = scaling if scaling is not None else dim**-0.5
+    window = kwargs.get("sliding_window") or getattr(module, "sliding_window", None)
+    padding = _left_padding(attention_mask, batch, kv_length)
+    if len(set(padding)) == 1:  # one group: no gathering
+        pad = padding[0]
+        queries = min(q_length, kv_length - pad)  # the real queries are the last ones
+        if queries <= 0:
+            return query.new_zeros(batch, q_length, heads, dim), None
+        output = attend(query[:, :, q_length - queries :], key[:, :, pad:], value[:, :, pad:], scale, window)
+        if queries < q_length:
+            output = F.pad(output, (0, 0, 0, 0, q_length - queries, 0))
+        return output, None
+    output = query.new_zeros(batch, q_length, heads, dim)
+    for pad in sorted(set(padding)):
+        rows = torch.tensor([i for i, p in enumerate(padding) if p == pad], device=query.device)
+        queries = min(q_length, kv_length - pad)
+        if queries <= 0:
+            continue
+        output[rows, q_length - queries :] = attend(query[rows, :, q_length - queries :], key[rows, :, pad:],
+                                                    value[rows, :, pad:], scale, window)
+    return output, None
+
+
+def _register() -> None:
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+    AttentionInterface.register(ATTENTION, row_invariant_attention)
+    AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+
+
+def make_row_invariant(model: torch.nn.Module) -> torch.nn.Module:
+    """Give a transformers causal LM row-invariant kernels, in place (idempotent); returns the model.
+
+    Every plain ``nn.Linear`` becomes a ``RowBlockLinear`` and attention runs through
+    ``row_invariant_attention``. Refused with a ValueError naming the reason for a model this
+    attention would compute wrongly (logit soft-capping, attention sinks) or cannot reach.
+    """
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(model, "set_attn_implementation"):
+        raise ValueError(f"{type(model).__name__} is not a transformers model: row-invariant kernels need one")
+    for name in ("attn_logit_softcapping", "attention_sinks", "use_sinks"):
+        if getattr(config, name, None):
+            raise ValueError(f"{type(model).__name__} uses {name}, which row-invariant attention does not compute")
+    with _CONVERTING:
+        if not is_row_invariant(model):
+            _register()
+            model.set_attn_implementation(ATTENTION)
+            for module in model.modules():
+                if type(module) is torch.nn.Linear:
+                    module.__class__ = RowBlockLinear
+    return model
+
+
+def is_row_invariant(model: torch.nn.Module) -> bool:
+    """Whether ``make_row_invariant`` was applied to ``model``."""
+    return getattr(getattr(model, "config", None), "_attn_implementation", None) == ATTENTION
+
+
+def wanted(device: torch.device | str) -> bool:
+    """Whether models on ``device`` get row-invariant kernels: ``$GCS_ROW_INVARIANT`` (auto, on, off); auto means
+    on CPU only (measured there; on CUDA the fused kernels are kept, see the README's promise table)."""
+    setting = os.environ.get(SETTING, "auto").strip().lower()
+    if setting not in ("auto", "on", "off"):
+        raise ValueError(f"{SETTING} must be auto, on or off, got {setting!r}")
+    return setting == "on" or (setting == "auto" and torch.device(device).type == "cpu")
+
+
+def ensure_row_invariant(model: torch.nn.Module) -> bool:
+    """Convert ``model`` when ``wanted`` says so (once); whether its rows are now computed independently.
+
+    A model that cannot be converted keeps its kernels, with one warning: it still samples exactly,
+    but a row's tokens may then depend on the batch it ran in.
+    """
+    if is_row_invariant(model):
+        return True
+    device = next(model.parameters()).device
+    if not wanted(device):
+        return False
+    try:
+        make_row_invariant(model)
+    except ValueError as error:
+        if not getattr(model, "_gcs_invariance_warned", False):
+            logger.warning("keeping the model's own kernels (%s): a row's tokens may depend on its batch", error)
+            model._gcs_invariance_warned = True
+        return False
+    return True
