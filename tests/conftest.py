@@ -122,22 +122,9 @@ def tiny_model():
 
 @pytest.fixture(scope="session")
 def embedded_model():
-    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s), in fp32.
-
-    fp32 keeps these tests' tokens those of the float32 model whatever CPU runs them (bf16 is the default
-    only on CPUs with hardware bf16); ``default_model`` is the model at the default dtype.
-    """
-    import torch
-
-    import gcs
-
-    return gcs.load_model(dtype=torch.float32)
-
-
-@pytest.fixture(scope="session")
-def default_model():
-    """The embedded model at the default dtype users get (bf16 on CPUs with hardware bf16, else fp32): the
-    promises (same seed, same answer; hindsight replays) are tested here, where users meet them."""
+    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s) at the default
+    dtype users get (bf16 on CPUs with hardware bf16, else fp32): the promises (same seed, same answer;
+    hindsight replays) are tested where users meet them."""
     import gcs
 
     return gcs.load_model()

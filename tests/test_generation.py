@@ -18,9 +18,9 @@ FEW = 12  # tokens per response: enough to differ, cheap on 2 cores
 
 def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
     assert embedded_model.is_chat and embedded_model.context_window >= 2048
-    assert gcs.load_model(dtype="float32") is embedded_model  # loaded once per process (per dtype)
-    default = gcs.load_model()  # bf16 on CPUs with hardware bf16, else fp32
-    assert next(default.model.parameters()).dtype == gcs.models.default_dtype(default.device)
+    assert gcs.load_model() is embedded_model  # loaded once per process (per dtype)
+    # bf16 on CPUs with hardware bf16, else fp32
+    assert next(embedded_model.model.parameters()).dtype == gcs.models.default_dtype(embedded_model.device)
     cached = gcs.models.embedded_model_path()
     assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
     # a fresh process loads the cached copy (how long it takes is bench/bench_generation.py's business)

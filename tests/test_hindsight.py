@@ -245,19 +245,19 @@ def test_hindsight_on_the_prompt_itself_continues_an_unfinished_response(embedde
 REPLAY_SEEDS = 20
 
 
-def test_the_replay_reproduces_every_response_at_the_default_dtype(default_model):
+def test_the_replay_reproduces_every_response_at_the_default_dtype(embedded_model):
     """The premise of hindsight, where users meet it: for 20 seeds, the prompt replayed with the posterior noise
     gives back a finished response with its end, and the first half of a response (unfinished) as its beginning."""
     prompt = "Is fire hot? Reply yes or no."
     frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(REPLAY_SEEDS)), max_new_tokens=8,
-                        model=default_model)
+                        model=embedded_model)
     replayed = {True: 0, False: 0}
     for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished):
         for observed, as_finished in ((response, bool(finished)), (response[: len(response) // 2], False)):
             if not observed.strip():
                 observed = response
             report = gcs.hindsight_report(prompt, observed, [prompt], seed=int(seed), max_new_tokens=8,
-                                          finished=as_finished, model=default_model)
+                                          finished=as_finished, model=embedded_model)
             assert report.replayed, f"seed {seed}: the replay parted at token {report.parted_at}: {report.replay!r}"
             replayed[as_finished] += 1
     assert replayed[True] >= 1 and sum(replayed.values()) == 2 * REPLAY_SEEDS

@@ -1,0 +1,136 @@
+"""Same seed, same answer: a row's tokens do not depend on the rest of its batch (gcs.invariance).
+
+Kernels first, on tiny random models (bit-for-bit logits, every dtype), then the promise where users
+meet it: the embedded model at the default dtype, a row alone, beside 2 rows and beside 47 rows of
+other prompts and lengths, on the transformers engine (the vLLM engine: tests/test_vllm.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import DynamicCache
+
+import gcs
+from gcs.batch import Batch, Row
+from gcs.invariance import (
+    ROW_BLOCK, RowBlockLinear, attend, ensure_row_invariant, in_row_blocks, is_row_invariant, make_row_invariant,
+    wanted,
+)
+from conftest import tiny_llama
+
+
+def decode_logits(model, prompts: list[list[int]], steps: int = 4) -> torch.Tensor:
+    """Last-position logits [rows, steps, vocab]: left-padded prefill, then ``steps`` decode steps of token 5."""
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    cache, out = DynamicCache(config=model.config), []
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache).logits
+        for _ in range(steps):
+            out.append(logits[:, -1].float())
+            mask = torch.cat([mask, torch.ones(len(prompts), 1, dtype=mask.dtype)], dim=1)
+            positions = positions[:, -1:] + 1
+            logits = model(input_ids=torch.full((len(prompts), 1), 5), attention_mask=mask, position_ids=positions,
+                           past_key_values=cache).logits
+    return torch.stack(out, dim=1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_row_s_logits_are_the_same_bits_alone_and_in_any_batch(dtype):
+    model = make_row_invariant(tiny_llama(vocab_size=64, seed=1).to(dtype))
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 64, (n,), generator=generator).tolist() for n in (7, 1, 12, 3, 7, 30, 9)]
+    alone = decode_logits(model, prompts[:1])[0]
+    for batch in ([prompts[0], prompts[0]], prompts, prompts[::-1], prompts * 7):
+        assert torch.equal(decode_logits(model, batch)[batch.index(prompts[0])], alone)
+
+
+def test_the_stock_kernels_do_depend_on_the_batch():
+    """The test above can fail: the same check on stock kernels (padding, row counts) sees other bits."""
+    model = tiny_llama(vocab_size=64, seed=1).to(torch.bfloat16)
+    generator = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(3, 64, (n,), generator=generator).tolist() for n in (7, 1, 12, 3, 7, 30, 9)]
+    alone = decode_logits(model, prompts[:1])[0]
+    assert any(not torch.equal(decode_logits(model, batch)[batch.index(prompts[0])], alone)
+               for batch in (prompts, prompts[::-1], prompts * 7))
+
+
+@pytest.mark.parametrize("q_length, kv_length, window", [(1, 9, None), (9, 9, None), (4, 9, None), (9, 9, 3),
+                                                         (1, 40, 16)])
+def test_attend_computes_causal_attention(q_length, kv_length, window):
+    """``attend`` against PyTorch's own attention with an explicit causal (and sliding-window) mask."""
+    generator = torch.Generator().manual_seed(q_length * kv_length)
+    query = torch.randn(3, 4, q_length, 8, generator=generator)
+    key, value = torch.randn(2, 3, 2, kv_length, 8, generator=generator)
+    allowed = torch.ones(q_length, kv_length, dtype=torch.bool).tril(kv_length - q_length)
+    if window is not None:
+        allowed &= ~allowed.tril(kv_length - q_length - window)
+    expected = F.scaled_dot_product_attention(query, key.repeat_interleave(2, dim=1), value.repeat_interleave(2, dim=1),
+                                              attn_mask=allowed, scale=0.3)
+    got = attend(query, key, value, 0.3, window)
+    assert torch.allclose(got, expected.transpose(1, 2), atol=1e-5)
+
+
+def test_row_blocks_compute_the_linear_layer():
+    weight, bias = torch.randn(5, 8), torch.randn(5)
+    x = torch.randn(2, ROW_BLOCK + 3, 8)
+    assert torch.allclose(in_row_blocks(F.linear, x, weight, bias), F.linear(x, weight, bias), atol=1e-6)
+    layer = torch.nn.Linear(8, 5)
+    expected = layer(x)
+    layer.__class__ = RowBlockLinear
+    assert torch.allclose(layer(x), expected, atol=1e-6)
+
+
+def test_conversion_is_idempotent_and_refuses_what_it_cannot_compute(monkeypatch, caplog):
+    model = tiny_llama(seed=2)
+    assert make_row_invariant(make_row_invariant(model)) is model and is_row_invariant(model)
+    capped = tiny_llama(seed=3)
+    capped.config.attn_logit_softcapping = 30.0
+    with pytest.raises(ValueError, match="attn_logit_softcapping"):
+        make_row_invariant(capped)
+    with pytest.raises(ValueError, match="not a transformers model"):
+        make_row_invariant(torch.nn.Linear(2, 2))
+    monkeypatch.setenv("GCS_ROW_INVARIANT", "on")
+    with caplog.at_level(logging.WARNING, logger="gcs.invariance"):
+        assert not ensure_row_invariant(capped) and not ensure_row_invariant(capped)
+    assert caplog.text.count("a row's tokens may depend on its batch") == 1  # said once per model
+
+
+def test_the_setting_chooses_where_rows_are_computed_apart(monkeypatch):
+    assert wanted("cpu") and not wanted("cuda")
+    monkeypatch.setenv("GCS_ROW_INVARIANT", "off")
+    assert not wanted("cpu") and not ensure_row_invariant(tiny_llama(seed=4))
+    monkeypatch.setenv("GCS_ROW_INVARIANT", "on")
+    assert wanted("cuda")
+    monkeypatch.setenv("GCS_ROW_INVARIANT", "sometimes")
+    with pytest.raises(ValueError, match="GCS_ROW_INVARIANT must be auto, on or off"):
+        wanted("cpu")
+
+
+# -- the promise at the defaults ------------------------------------------------------------------
+PROMPT = "Why do leaves change color in autumn?"
+OTHERS = ["Hi", "Explain photosynthesis to a ten year old child, with an example from a garden and a pond.",
+          "What is DNA?", "Name three rivers in Europe and say which one is the longest of them."]
+
+
+def rows_of(prompt: str, seeds) -> list[Row]:
+    return [Row(prompt, method, seed) for method in gcs.METHODS for seed in seeds]
+
+
+def test_a_row_gets_the_same_tokens_alone_beside_2_and_beside_47_rows(embedded_model):
+    settings = gcs.SamplingSettings(temperature=1.0, max_new_tokens=24)
+    mine = rows_of(PROMPT, [3, 11])  # 6 rows: every method, two seeds
+    alone = [Batch([row], embedded_model, settings).run()[0] for row in mine]
+    beside_two = Batch([mine[0], Row(OTHERS[0], "gcswr", 3), Row(OTHERS[1], "is", 5)], embedded_model, settings).run()
+    crowd = [Row(OTHERS[i % 4], gcs.METHODS[i % 3], i) for i in range(42)]
+    beside_47 = Batch(crowd[:20] + mine + crowd[20:], embedded_model, settings).run()
+    width = lambda tokens: min(len(tokens), settings.max_new_tokens)  # noqa: E731
+    assert torch.equal(beside_two[0, : width(alone[0])], alone[0][: beside_two.shape[1]])
+    for i, tokens in enumerate(alone):
+        assert torch.equal(beside_47[20 + i, : width(tokens)], tokens[: beside_47.shape[1]]), mine[i]
