@@ -32,6 +32,7 @@ from .experiments import (
     sweep,
 )
 from .trace import Candidate, Trace, TraceStep, trace
+from .verdict import paired_tests, sign_flip_p, verdict
 from .hindsight import HindsightReport, Posterior, hindsight, hindsight_report, posterior
 from .counterfactual import counterfactual, response_tokens
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
@@ -175,4 +176,7 @@ __all__ = [
     "Posterior",
     "counterfactual",
     "response_tokens",
+    "verdict",
+    "paired_tests",
+    "sign_flip_p",
 ]

@@ -273,27 +273,27 @@ class RecycledPosterior(HashedNoise):
 
 
 class _TeacherForcing(Sampler):
-    """Emits a fixed response in one row and keeps every step's warped logits (float32): the logits that
-    generation itself computes for that response, step by step (``forced_logits``)."""
+    """Emits fixed responses, one per row, and keeps every step's warped logits (float32): the logits that
+    generation itself computes for those responses, step by step (``forced_logits``)."""
 
     method = "forced"
 
-    def __init__(self, tokens: Sequence[int]):
-        self.tokens, self.logits = torch.tensor(list(tokens), dtype=torch.long), []
+    def __init__(self, responses: Sequence[Sequence[int]]):
+        self.responses, self.logits = [list(r) for r in responses], []
         super().__init__(seed=0)
 
     def _start(self, seeds, streams, state=None):
-        if self.batch_size != 1:
-            raise ValueError("teacher forcing runs one row")
+        if self.batch_size != len(self.responses):
+            raise ValueError(f"{len(self.responses)} responses to force but {self.batch_size} rows")
 
     def _peek(self):
         return torch.zeros(self.batch_size)
 
     def _draw(self, logits, row_max, active):
-        step = int(self.steps[0])
-        self.logits.append(logits[0].clone())
+        step = int(self.steps.max())
+        self.logits.append(logits.clone())
         self._advance(active)
-        return self.tokens[min(step, len(self.tokens) - 1)].reshape(1).to(logits.device)
+        return torch.tensor([r[min(step, len(r) - 1)] for r in self.responses], device=logits.device)
 
 
 def response_ids(response: str, model: Model) -> list[int]:
@@ -316,14 +316,26 @@ def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: Sampl
     """The warped logits [1, n (+1 when finished), vocab] (float32) with which generation picks each token of
     the response ``ids`` to ``prompt``, and the end after it: ``ids`` teacher-forced through ``Batch`` (one row,
     the KV-cached ``generate`` path that the replay runs too), so they are the replay's logits to the bit."""
-    forcing = _TeacherForcing([*ids, stop_token_ids(model)[0]] if finished else ids)
-    steps = len(ids) + finished
-    batch = Batch([Row(prompt, settings.methods[0], settings.seeds[0])], model,
-                  settings.replace(max_new_tokens=steps), dict(generate_kwargs or {}), sampler=forcing)
+    return forced_rows([(prompt, ids, finished)], model, settings, generate_kwargs)[0][None]
+
+
+def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, settings: SamplingSettings,
+                generate_kwargs: dict | None = None) -> list[torch.Tensor]:
+    """``forced_logits`` of several (prompt, ids, finished) responses in one batch: [n (+1), vocab] each.
+
+    Each row's logits are those it gets alone only where the model computes rows apart
+    (``gcs.invariance``, on by default on CPU); ``forced_logits`` runs one row, which holds everywhere.
+    """
+    end = stop_token_ids(model)[0]
+    forcing = _TeacherForcing([[*ids, end] if finished else ids for _, ids, finished in rows])
+    steps = [len(ids) + finished for _, ids, finished in rows]
+    batch = Batch([Row(prompt, settings.methods[0], settings.seeds[0]) for prompt, _, _ in rows], model,
+                  settings.replace(max_new_tokens=max(steps)), dict(generate_kwargs or {}), sampler=forcing)
     batch.run()
-    if len(forcing.logits) != steps:
-        raise RuntimeError(f"teacher forcing stopped after {len(forcing.logits)} of {steps} steps")
-    return torch.stack(forcing.logits).cpu()[None]
+    if len(forcing.logits) != max(steps):
+        raise RuntimeError(f"teacher forcing stopped after {len(forcing.logits)} of {max(steps)} steps")
+    logits = torch.stack(forcing.logits, dim=1).cpu()  # [rows, steps, vocab]
+    return [logits[row, :n] for row, n in enumerate(steps)]
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import torch
 from .batch import Batch, Row
 from .checks import check_count, check_method, check_prompts, check_seed
 from .models import Model, resolve_model
+from .samplers import make_sampler
 from .settings import SamplingSettings
 
 DEFAULT_TOP = 10
@@ -63,6 +64,7 @@ class TraceStep:
     winner_text: str
     uniform: float | None
     finished: bool
+    forced: bool = False  # the token was forced here (``trace(forced=...)``), not the race's winner
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class Trace:
     steps: tuple[tuple[TraceStep, ...], ...]
     token_ids: tuple[tuple[int, ...], ...]  # per row, up to (not including) its stop token
     responses: tuple[str, ...]
+    forced: tuple[tuple[int, int, int], ...] = ()  # (position, row, token id) forced, as passed to ``trace``
 
     def frame(self) -> pd.DataFrame:
         """One row per position x paraphrase x candidate; ``won`` marks the winner."""
@@ -84,7 +87,7 @@ class Trace:
             {"position": step.position, "row": step.row, "token_id": c.token_id, "text": c.text,
              "probability": c.probability, "noise": c.noise, "gumbel": c.gumbel, "noise_after": c.noise_after,
              "arrival": c.arrival, "won": c.token_id == step.winner, "uniform": step.uniform,
-             "finished": step.finished}
+             "finished": step.finished, "forced": step.forced}
             for row_steps in self.steps for step in row_steps for c in step.candidates
         ]
         return pd.DataFrame.from_records(records)
@@ -130,12 +133,16 @@ def trace(
     max_new_tokens: int = 32,
     top: int = DEFAULT_TOP,
     model: Model | str | None = None,
+    forced: Sequence[tuple[int, int, int]] = (),
 ) -> Trace:
     """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
 
     Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
     under the warped distribution, their noise before (and, for GCSwR, after) the draw, their
     arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
+    ``forced``: (position, row, token id) triples: that row emits that token there instead of its
+    race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
+    it stay as they were.
 
     >>> # t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
     >>> # [s.winner_text for s in t.steps[0]]  -> the first token of each response
@@ -147,23 +154,46 @@ def trace(
         raise ValueError("temperature 0 is greedy decoding: there is no noise to trace; use a temperature above 0")
     top = check_count(top, "top", 1, 100)
     model = resolve_model(model)
+    forced = _checked_forced(forced, len(prompts), max_new_tokens, len(model.tokenizer))
     recorder = _Recorder(method, top, lambda token: model.tokenizer.decode([token]))
     batch = Batch([Row(p, method, settings.seeds[0]) for p in prompts], model, settings, observer=recorder)
+    if forced:  # the batch's own sampler, with the interventions scheduled
+        batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams)
+        for position in sorted({f[0] for f in forced}):
+            tokens = [-1] * len(prompts)
+            for where, row, token in forced:
+                if where == position:
+                    tokens[row] = token
+            batch.sampler.force(position, tokens)
     new_tokens = batch.run()
     token_ids, responses = [], []
     for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens)):
         ids, _ = batch._response(row)
         token_ids.append(tuple(ids))
         responses.append(record["response"])
-    steps = _mark_finished(recorder.steps, token_ids)
+    steps = _mark(recorder.steps, token_ids, {(position, row) for position, row, _ in forced})
     return Trace(tuple(prompts), method, settings.seeds[0], settings.temperature, settings.top_p, steps,
-                 tuple(token_ids), tuple(responses))
+                 tuple(token_ids), tuple(responses), tuple(forced))
 
 
-def _mark_finished(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]]):
-    """Steps past a row's stop token are padding: mark them finished."""
+def _checked_forced(forced, rows: int, positions: int, vocab: int) -> tuple[tuple[int, int, int], ...]:
+    """``forced`` as a tuple of (position, row, token id) with each in range, one per (position, row)."""
+    if isinstance(forced, (str, bytes)) or not isinstance(forced, Sequence):
+        raise ValueError("forced must be a list of (position, row, token id) triples")
+    checked = {}
+    for entry in forced:
+        if not isinstance(entry, Sequence) or len(entry) != 3:
+            raise ValueError(f"forced entries are (position, row, token id) triples, got {entry!r}")
+        position = check_count(entry[0], "forced position", 0, positions - 1)
+        row = check_count(entry[1], "forced row", 0, rows - 1)
+        checked[(position, row)] = check_count(entry[2], "forced token id", 0, vocab - 1)
+    return tuple((position, row, token) for (position, row), token in sorted(checked.items()))
+
+
+def _mark(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]], forced: set[tuple[int, int]]):
+    """Steps past a row's stop token are padding (finished); forced steps say so."""
     return tuple(
         tuple(TraceStep(s.position, s.row, s.candidates, s.winner, s.winner_text, s.uniform,
-                        s.position > len(token_ids[s.row])) for s in row_steps)
+                        s.position > len(token_ids[s.row]), (s.position, s.row) in forced) for s in row_steps)
         for row_steps in steps
     )

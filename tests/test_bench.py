@@ -81,3 +81,12 @@ def test_compare_profile_on_the_vllm_engine():
         assert re.search(rf"^  {re.escape(part)} +\d+\.\d+ s +\d+\.\d %$", output, re.M), part
     assert re.search(r"vLLM engine: \d+ tokens generated, \d+ MFLOP per token: \d+\.\d GFLOP/s", output), output
     assert "one warm /compare on vllm" in output
+
+
+def test_the_invariance_benchmark_prints_times_ratios_and_the_promise():
+    arguments = "--tokens 3 --rounds 1 --seeds 1 --dtypes float32".split()
+    command = [sys.executable, str(BENCH / "bench_invariance.py"), *arguments]
+    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900).stdout
+    assert re.search(r"float32 side by side: invariant / stock = \d+\.\d\dx", out), out
+    assert re.search(r"float32 one row: invariant / stock = \d+\.\d\dx", out), out
+    assert re.search(r"float32 invariant: a row alone = the same row in the side by side in 3/3 rows", out), out

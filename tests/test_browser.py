@@ -97,6 +97,11 @@ def test_step_through_tab(page, screenshots):
     expect(page.locator("#trace-status")).to_contain_text("Token 5 of", timeout=TIMEOUT_MS)
     expect(page.locator("#trace-explanation")).to_contain_text("recycles")
     expect(page.locator("#trace-table")).to_contain_text("arrival")
+    page.locator("#trace-force-choice input").click()  # branch: force another candidate at this step
+    page.get_by_role("option").first.click()
+    page.locator("#trace-force").click()
+    expect(page.locator("#trace-explanation")).to_contain_text("was forced to emit", timeout=TIMEOUT_MS)
+    expect(page.locator("#trace-status")).to_contain_text("Token 5 of", timeout=TIMEOUT_MS)
     screenshot(page, screenshots / "screenshot-trace.png")
 
 
@@ -104,9 +109,17 @@ def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
     page.get_by_role("tab", name="Hindsight").click()
     page.get_by_role("button", name="Take the side-by-side run's first GCSwR answer").click()
     expect(page.locator("#hindsight-prompt :is(textarea, input)")).to_have_value("Why is the sky blue?", timeout=TIMEOUT_MS)
+    expect(page.locator("#hindsight-status")).to_contain_text("with that run's temperature", timeout=TIMEOUT_MS)
     page.locator("#run-hindsight").click()
     expect(page.locator("#hindsight-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     expect(page.locator("#hindsight-answers")).to_contain_text("[paraphrase 2]")
+    expect(page.locator("#hindsight-replay")).to_contain_text("Replay check ✓")  # the premise, shown
+    page.locator("#counterfactual-at input").click()  # what if it had said something else at token 1?
+    page.get_by_role("option").nth(1).click()
+    page.locator("#counterfactual-replacement textarea").fill(" Light")
+    page.locator("#run-counterfactual").click()
+    expect(page.locator("#counterfactual-answer")).to_contain_text("[had it said that]", timeout=TIMEOUT_MS)
+    expect(page.locator("#hindsight-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     screenshot(page, screenshots / "screenshot-hindsight.png")
 
 

@@ -209,7 +209,7 @@ def test_compare_bad_input():
 
 
 def test_local_path_loads_like_a_hub_id(embedded_model):
-    local = gcs.load_model(str(gcs.models.embedded_model_path()), dtype=torch.float32)
+    local = gcs.load_model(str(gcs.models.embedded_model_path()), dtype=embedded_model.model.dtype)
     assert local is not embedded_model and local.is_chat
     assert gcs.generate(["Hi!"], seed=2, max_new_tokens=4, model=local) == gcs.generate(
         ["Hi!"], seed=2, max_new_tokens=4, model=embedded_model

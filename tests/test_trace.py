@@ -77,3 +77,22 @@ def test_trace_frame_and_gumbel_form(embedded_model):
 def test_trace_bad_input(embedded_model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         gcs.trace(**{"prompts": PROMPTS, "model": embedded_model, **kwargs})
+
+
+@pytest.mark.parametrize("method", ["is", "gcswr"])
+def test_forcing_a_token_branches_the_trace_there(embedded_model, method):
+    plain = gcs.trace(PROMPTS, method, seed=4, max_new_tokens=10, model=embedded_model)
+    other = next(c.token_id for c in plain.steps[3][1].candidates if c.token_id != plain.steps[3][1].winner)
+    branch = gcs.trace(PROMPTS, method, seed=4, max_new_tokens=10, model=embedded_model, forced=[(3, 1, other)])
+    assert branch.token_ids[1][:3] == plain.token_ids[1][:3] and branch.token_ids[1][3] == other
+    assert branch.token_ids[0] == plain.token_ids[0]  # the other paraphrase is untouched
+    assert branch.steps[3][1].forced and not branch.steps[3][0].forced and branch.forced == ((3, 1, other),)
+    assert branch.frame()["forced"].sum() == len(branch.steps[3][1].candidates)
+
+
+@pytest.mark.parametrize("forced, message", [([(99, 0, 5)], "forced position"), ([(0, 2, 5)], "forced row"),
+                                             ([(0, 0, -3)], "forced token id"), ([(0, 0)], "triples"),
+                                             ("0,0,5", "list of")])
+def test_bad_forcing_names_the_problem(embedded_model, forced, message):
+    with pytest.raises(ValueError, match=message):
+        gcs.trace(PROMPTS, "gcs", max_new_tokens=4, model=embedded_model, forced=forced)

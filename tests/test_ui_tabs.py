@@ -76,12 +76,61 @@ def test_hindsight_bad_input_is_named_and_nothing_is_wiped(app_model, arguments,
 
 
 def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
-    answers, explanation, status = hindsight.hindsight_ui("Why is the sky blue?", "Because of scattering",
-                                                          "What makes it blue?", "is", 0, 1.0, 1.0, 8,
-                                                          gcs.DEFAULT_MODEL)
-    assert status == "Done." and "independent of the response" in explanation
+    answers, replay, explanation, choices, status = hindsight.hindsight_ui(
+        "Why is the sky blue?", "Because of scattering", "What makes it blue?", "is", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL)
+    assert status == "Done." and "independent of the response" in explanation and "nothing to replay" in replay
     assert answers[0] == ("[response] ", "paraphrase")
     refused_in_ui(lambda: hindsight.from_side_by_side(None), "run Side by side first")
+
+
+def test_hindsight_shows_its_replay_check_and_lists_the_tokens_to_edit(app_model):
+    response = "Because air scatters blue light."
+    tokens = gcs.response_tokens(response, model=app_model)
+    _, replay, _, choices, status = hindsight.hindsight_ui("Why is the sky blue?", response, "What makes it blue?",
+                                                           "gcswr", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL)
+    assert status == "Done." and f"Replay check ✓" in replay and f"all {len(tokens)} tokens, then ended" in replay
+    assert choices["choices"][0] == (f"0: {tokens[0]!r}", 0) and choices["choices"][-1][1] == len(tokens)
+    _, unfinished, _, choices, _ = hindsight.hindsight_ui("Why is the sky blue?", response, "What makes it blue?",
+                                                          "gcs", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL, False)
+    assert "the replay goes on" in unfinished and len(choices["choices"]) == len(tokens)
+
+
+def test_a_counterfactual_edit_from_the_tab(app_model):
+    arguments = ["Why is the sky blue?", "Because air scatters blue light.", 2, " red", "gcswr", 0, 1.0, 1.0, 16,
+                 gcs.DEFAULT_MODEL]
+    view, status = hindsight.counterfactual_ui(*arguments)
+    tokens = gcs.response_tokens(arguments[1], model=app_model)
+    assert status == "Done." and ("[had it said that] ", "paraphrase") in view
+    edited = "".join(text for text, label in view[view.index(("[had it said that] ", "paraphrase")) + 1:])
+    assert edited.startswith("".join(tokens[:2]) + " red")
+    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:2], None, *arguments[3:]), "pick the token")
+    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:3], "", *arguments[4:]), "type the replacement")
+    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:3], "x\u200by", *arguments[4:]), "invisible")
+    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:2], 99, *arguments[3:]), "at must index")
+
+
+def test_taking_a_side_by_side_run_brings_its_settings(app_model):
+    frame = gcs.compare(["Why is the sky blue?", "What makes it blue?"], methods=["is", "gcswr"], seeds=[4],
+                        temperature=0.7, top_p=0.9, max_new_tokens=12, model=app_model)
+    run = {"frame": frame.to_dict(orient="list"), "prompts": ["Why is the sky blue?", "What makes it blue?"],
+           "methods": ["is", "gcswr"], "seeds": [4], "model": gcs.DEFAULT_MODEL, "max_new_tokens": 12}
+    prompt, response, paraphrases, method, finished, temperature, top_p, tokens, status = \
+        hindsight.from_side_by_side(run)
+    row = frame[(frame.method == "gcswr") & (frame.prompt_index == 0)].iloc[0]
+    assert (prompt, response, paraphrases, method) == ("Why is the sky blue?", row.raw_response, "What makes it blue?",
+                                                       "gcswr")
+    assert finished == bool(row.finished) and (temperature, top_p, tokens) == (0.7, 0.9, 12)
+
+
+def test_forcing_a_candidate_branches_the_trace(trace):
+    choices = stepthrough.force_choices(trace, 1)
+    label, value = choices[0]
+    row, token = map(int, value.split(":"))
+    branch, position, *shown = stepthrough.force(trace, 1, value, 4, gcs.DEFAULT_MODEL)
+    assert position == 1 and branch.steps[1][row].forced and branch.token_ids[row][1] == token
+    assert branch.token_ids[row][0] == trace.token_ids[row][0] and "was forced to emit" in shown[4]
+    refused_in_ui(lambda: stepthrough.force(trace, 1, None, 4, gcs.DEFAULT_MODEL)[1:], "pick a candidate")
+    refused_in_ui(lambda: stepthrough.force(None, 1, value, 4, gcs.DEFAULT_MODEL)[1:], "press Start first")
 
 
 def test_seed_lists():

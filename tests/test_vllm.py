@@ -19,7 +19,7 @@ import gcs
 from gcs.batch import Batch, Row
 from gcs.cli import main as cli_main
 from gcs.models import load_model
-from gcs.hindsight import forced_logits
+from gcs.hindsight import forced_rows
 from gcs.prompts import format_prompt
 from gcs.samplers import make_sampler
 from gcs.settings import SamplingSettings
@@ -110,42 +110,44 @@ def decision_margin(method: str, sampler, logits: torch.Tensor) -> float:
 
 
 def test_vllm_tokens_are_the_transformers_path_s_samples(model):
-    """Each request alone on vLLM (its draws and warped logits watched through ``observe``) against gcs's sampler
-    on the transformers path's logits for the same tokens (``forced_logits``). Where the two engines' logits
-    (and, for GCSwR, the recycled states they lead to) differ by less than the decision's margin, the sampler
-    must pick vLLM's token: a bound from the measured differences, not a rate, so a near-tie never fails it.
-    A row is followed up to its first step too close to call."""
+    """Requests on vLLM (their draws and warped logits watched through ``observe``; a seed per request tells
+    them apart) against gcs's sampler on the transformers path's logits for the same tokens (``forced_rows``).
+    Where the two engines' logits (and, for GCSwR, the recycled states they lead to) differ by less than the
+    decision's margin, the sampler must pick vLLM's token: a bound from the measured differences, not a
+    rate, so a near-tie never fails it. A row is followed up to its first step too close to call."""
     settings = SamplingSettings(temperature=1.0, max_new_tokens=24)
+    rows = [Row(prompt, method, seed) for seed, (method, prompt) in
+            enumerate((m, p) for m in gcs.METHODS for p in PARAPHRASES)]
+    batch = Batch(rows, model, settings, engine="vllm")
+    with observe() as records:
+        tokens = run_batch(batch)
+    forced = []
+    for i, row in enumerate(rows):
+        response, finished = batch._response(tokens[i].tolist())
+        forced.append((row.prompt, response, finished))
+    ours_all = forced_rows(forced, model, settings)
     decided = 0
-    for method in gcs.METHODS:
-        for seed in (0,):
-            for prompt in PARAPHRASES:
-                row, one = Row(prompt, method, seed), settings.replace(methods=[method], seeds=[seed])
-                batch = Batch([row], model, one, engine="vllm")
-                with observe() as records:
-                    tokens = run_batch(batch)[0].tolist()
-                response, finished = batch._response(tokens)
-                steps = [*response, tokens[len(response)]] if finished else response
-                theirs = torch.stack([r[3] for r in records])[: len(steps)].float()
-                ours = forced_logits(prompt, response, model, one, finished)[0]
-                assert theirs.shape == ours.shape
-                drift = (theirs - ours).abs().nan_to_num(0.0).amax(dim=-1)  # equal -inf entries give nan
-                assert drift.max() < 1e-2, "the engines' fp32 logits should agree closely"
-                ours_sampler = make_sampler(method, seed=[seed], streams=[batch.streams[0]])
-                theirs_sampler = make_sampler(method, seed=[seed], streams=[batch.streams[0]])
-                for step, token in enumerate(steps):
-                    state_gap = 0.0
-                    if method == "gcswr" and step:  # the states the two engines' logits led to
-                        state_gap = float((ours_sampler.peek().log() - theirs_sampler.peek().log()).abs().max())
-                    bound = 2 * (state_gap + 2 * float(drift[step])) if method == "gcswr" else \
-                        2 * float(drift[step]) if method == "gcs" else math.expm1(2 * float(drift[step]))
-                    if step == 0:
-                        ours_sampler.begin(1, ours.shape[1]), theirs_sampler.begin(1, ours.shape[1])
-                    if decision_margin(method, ours_sampler, ours[step]) <= bound:
-                        break
-                    assert int(ours_sampler.sample(ours[step][None])[0]) == token, (method, seed, prompt, step)
-                    assert int(theirs_sampler.sample(theirs[step][None])[0]) == token  # the plugin is gcs's sampler
-                    decided += 1
+    for i, row in enumerate(rows):
+        prompt, response, finished = forced[i]
+        steps = [*response, int(tokens[i, len(response)])] if finished else response
+        mine = sorted((r for r in records if r[0] == row.method and r[1] == row.seed), key=lambda r: r[2])
+        theirs, ours = torch.stack([r[3] for r in mine])[: len(steps)].float(), ours_all[i]
+        assert theirs.shape == ours.shape and [r[4] for r in mine][: len(steps)] == steps
+        drift = (theirs - ours).abs().nan_to_num(0.0).amax(dim=-1)  # equal -inf entries give nan
+        assert drift.max() < 1e-2, "the engines' fp32 logits should agree closely"
+        ours_sampler, theirs_sampler = (make_sampler(row.method, seed=[row.seed], streams=[batch.streams[i]])
+                                        .begin(1, ours.shape[1]) for _ in range(2))
+        for step, token in enumerate(steps):
+            state_gap = 0.0
+            if row.method == "gcswr" and step:  # the states the two engines' logits led to
+                state_gap = float((ours_sampler.peek().log() - theirs_sampler.peek().log()).abs().max())
+            bound = {"gcswr": 2 * (state_gap + 2 * float(drift[step])), "gcs": 2 * float(drift[step]),
+                     "is": math.expm1(2 * float(drift[step]))}[row.method]
+            if decision_margin(row.method, ours_sampler, ours[step]) <= bound:
+                break
+            assert int(ours_sampler.sample(ours[step][None])[0]) == token, (row, step)
+            assert int(theirs_sampler.sample(theirs[step][None])[0]) == token  # the plugin is gcs's sampler
+            decided += 1
     assert decided >= 80  # of 9 rows x up to 25 steps (about 150 measured): most decisions are checked
 
 

@@ -3,7 +3,8 @@
 - ``common``: the demo's limits table, input parsing, the model allowlist, errors, downloads.
 - ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics).
 - ``stepthrough``: inside the sampler, the race behind each token (``gcs.trace``).
-- ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``).
+- ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``), and what the
+  response would have been had it said something else (``gcs.counterfactual``).
 - ``sweep``: consistency vs temperature.
 - ``coupling``: Theorem 1 and the recycling histogram.
 - ``about``: what the demo shows.
@@ -84,6 +85,7 @@ def build(queue_size: int = 16) -> gr.Blocks:
         gr.api(compare.api_compare, api_name="compare", concurrency_id="model", concurrency_limit=1)
         gr.api(stepthrough.api_trace, api_name="trace", concurrency_id="model", concurrency_limit=1)
         gr.api(hindsight.api_hindsight, api_name="hindsight", concurrency_id="model", concurrency_limit=1)
+        gr.api(hindsight.api_counterfactual, api_name="counterfactual", concurrency_id="model", concurrency_limit=1)
         gr.api(sweep.api_sweep, api_name="sweep", concurrency_id="model", concurrency_limit=1)
         gr.api(coupling.api_coupling, api_name="coupling", concurrency_id="coupling", concurrency_limit=4)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.

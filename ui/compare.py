@@ -170,7 +170,7 @@ def _save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
 def run_state(frame, report: gcs.CompareReport, prompts, settings, model) -> dict:
     """What the seed browser needs to redraw any seed without generating again."""
     return {"frame": frame.to_dict(orient="list"), "prompts": prompts, "methods": list(settings.methods),
-            "seeds": list(settings.seeds), "model": model.name,
+            "seeds": list(settings.seeds), "model": model.name, "max_new_tokens": settings.max_new_tokens,
             "matrices": {f"{m}/{s}": report.matrices[(m, s, "e5")] for m in settings.methods for s in settings.seeds}}
 
 

@@ -3,6 +3,9 @@ same luck? (``gcs.hindsight``: the shared noise drawn from its posterior given t
 
 from __future__ import annotations
 
+import html
+import unicodedata
+
 import gradio as gr
 import pandas as pd
 
@@ -14,7 +17,7 @@ from .common import (
 )
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 
-OUTPUTS = ("answers", "explanation", "status")
+OUTPUTS = ("answers", "replay", "explanation", "token choices", "status")
 EXPLAIN = {
     "gcswr": "GCSwR: the noise that produced the response was drawn from its exact posterior (walking the race "
              "backward from the last token), then every paraphrase was answered with it. Where the paraphrase "
@@ -26,21 +29,28 @@ EXPLAIN = {
 }
 
 
-def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
+def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name,
+                     finished=True):
     (prompt,) = parse_paraphrases(prompt, minimum=1, maximum=1, name="prompt")
     others = check_count_of("hindsight paraphrases", parse_paraphrases(paraphrases, minimum=1,
                                                                        maximum=int(LIMITS["hindsight paraphrases"].high)))
-    if not isinstance(response, str) or not response.strip():
-        raise ValueError("enter the response to explain (or take one from a side-by-side run)")
-    model = load_allowed_model(model_name)
+    model, response = load_allowed_model(model_name), checked_response(response)
     tokens = len(model.tokenizer.encode(response, add_special_tokens=False))
     if tokens > LIMITS["hindsight response tokens"].high:
         raise ValueError(f"the response is {tokens:,} tokens; the limit here is "
                          f"{int(LIMITS['hindsight response tokens'].high):,}")
+    if not isinstance(finished, bool):
+        raise ValueError(f"finished must be true or false, got {finished!r}")
     top_p = check("top_p", top_p)
-    return dict(prompt=prompt, response=response.strip(), paraphrases=others, method=method, seed=check("seed", seed),
+    return dict(prompt=prompt, response=response, paraphrases=others, method=method, seed=check("seed", seed),
                 temperature=check("temperature", temperature), top_p=None if top_p == 1 else top_p,
-                max_new_tokens=check("max_new_tokens", max_new_tokens), model=model)
+                max_new_tokens=check("max_new_tokens", max_new_tokens), finished=finished, model=model)
+
+
+def checked_response(response) -> str:
+    if not isinstance(response, str) or not response.strip():
+        raise ValueError("enter the response to explain (or take one from a side-by-side run)")
+    return response.strip()
 
 
 def answers_view(arguments: dict, answers: list[str]):
@@ -49,43 +59,126 @@ def answers_view(arguments: dict, answers: list[str]):
     return highlighted([arguments["response"], *answers], HIGHLIGHTS[0], arguments["model"].tokenizer, names)
 
 
+def replay_check(report: gcs.HindsightReport) -> str:
+    """The premise shown: the prompt answered with the same posterior noise gives the response back."""
+    if report.replay is None:
+        return "**Replay check:** IS shares no noise with the response, so there is nothing to replay."
+    tokens = len(report.response_tokens)
+    if report.replayed:
+        end = ", then ended as it did" if report.finished else " (the response was unfinished; the replay goes on)"
+        return (f"**Replay check ✓** The prompt itself, answered with the same noise, gave the response back: all "
+                f"{tokens} tokens{end}. The noise is consistent with what was observed.")
+    where = report.parted_at
+    token = report.response_tokens[where] if where < tokens else "the end of turn"
+    return (f"**Replay check ✗** The replay of the prompt parted from the response at token {where + 1} "
+            f"({html.escape(repr(token))}): {html.escape(report.replay)!s}")
+
+
+def token_choices(tokens: list[str], finished: bool) -> list[tuple[str, int]]:
+    """The response's tokens for the counterfactual picker, as "index: 'token'" (and the end, when finished)."""
+    choices = [(f"{i}: {token!r}", i) for i, token in enumerate(tokens)]
+    return choices + [(f"{len(tokens)}: (end of turn)", len(tokens))] if finished else choices
+
+
 @gpu
-def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
+def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name,
+                 finished=True):
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
-                                     model_name)
-        answers = gcs.hindsight(**arguments)
-        return answers_view(arguments, answers), EXPLAIN[arguments["method"].strip().lower()], "Done."
+                                     model_name, finished)
+        report = gcs.hindsight_report(**arguments)
+        choices = token_choices(report.response_tokens, arguments["finished"])
+        return (answers_view(arguments, report.answers), replay_check(report),
+                EXPLAIN[arguments["method"].strip().lower()], gr.update(choices=choices, value=None), "Done.")
     except Exception as error:
         return failed(error, len(OUTPUTS))
 
 
+def counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p, max_new_tokens,
+                          model_name, finished=True) -> dict:
+    arguments = hindsight_inputs(prompt, response, "-", method, seed, temperature, top_p, max_new_tokens, model_name,
+                                 finished)
+    del arguments["paraphrases"]
+    if at is None or at == "":
+        raise ValueError("pick the token to change (answer in hindsight first to list the response's tokens)")
+    if isinstance(at, bool) or not isinstance(at, (int, float)) or at != int(at):
+        raise ValueError(f"the token to change must be a token index, got {at!r}")
+    if not isinstance(replacement, str) or not replacement or len(replacement) > 200:
+        raise ValueError("type the replacement text (1 to 200 characters; a leading space is part of a word)")
+    if any(unicodedata.category(c) in ("Cc", "Cf") for c in replacement):
+        raise ValueError("the replacement holds a control or invisible format character")
+    return dict(arguments, at=int(at), replacement=replacement)
+
+
+@gpu
+def counterfactual_ui(prompt, response, at, replacement, method, seed, temperature, top_p, max_new_tokens, model_name,
+                      finished=True):
+    try:
+        arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
+                                          max_new_tokens, model_name, finished)
+        edited = gcs.counterfactual(**arguments)
+        view = highlighted([arguments["response"], edited], HIGHLIGHTS[0], arguments["model"].tokenizer,
+                           ["response", "had it said that"])
+        return view, "Done."
+    except Exception as error:
+        return failed(error, 2)
+
+
 def from_side_by_side(run: dict | None):
-    """Prompt, response and paraphrases from the side-by-side run: its first paraphrase's GCSwR answer (first seed)."""
+    """The side-by-side run's first paraphrase and GCSwR's answer to it (first seed), as the model wrote it (its raw
+    text, follow-up turns included), with whether it ended and the run's temperature, top-p and max new tokens."""
     if not run:
         return failed(ValueError("run Side by side first: this takes its first paraphrase and GCSwR's answer to it"),
-                      4)
+                      TAKEN)
     frame = pd.DataFrame(run["frame"])
     method = "gcswr" if "gcswr" in run["methods"] else run["methods"][0]
     first = frame[(frame["method"] == method) & (frame["seed"] == run["seeds"][0]) & (frame["prompt_index"] == 0)]
-    return (run["prompts"][0], first["response"].iloc[0], "\n".join(run["prompts"][1:]),
-            f"Took {gcs.METHOD_NAMES[method]}'s answer to paraphrase 1 (seed {run['seeds'][0]}).")
+    row = first.iloc[0]
+    top_p = 1.0 if pd.isna(row["top_p"]) else float(row["top_p"])
+    ended = bool(row["finished"])
+    return (run["prompts"][0], row["raw_response"], "\n".join(run["prompts"][1:]), method, ended,
+            float(row["temperature"]), top_p, int(run.get("max_new_tokens", 64)),
+            f"Took {gcs.METHOD_NAMES[method]}'s answer to paraphrase 1 (seed {run['seeds'][0]}), "
+            f"{'finished' if ended else 'cut at the token limit'}, with that run's temperature and top-p.")
+
+
+TAKEN = 9  # outputs of from_side_by_side
 
 
 @gpu
 def api_hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr", seed: int = 0,
                   temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
-                  model: str = DEFAULT_MODEL) -> dict:
+                  model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
     """What the model would have answered to each paraphrase (one per line) with the luck that gave ``response``
-    to ``prompt``. Returns {"answers": [...], "method", "posterior_seed"}; under IS the answers are
-    independent of the response."""
+    to ``prompt``. ``finished``: the response ended there (else it is the beginning of a longer answer).
+    Returns {"answers": [...], "method", "posterior_seed", "replayed" (the prompt replayed with the same
+    noise gave the response back; null under IS), "replay", "parted_at", "tokens"}; under IS the answers
+    are independent of the response."""
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
-                                     model)
-        answers = gcs.hindsight(**arguments)
+                                     model, finished)
+        report = gcs.hindsight_report(**arguments)
     except Exception as error:
         raise user_error(error) from error
-    return {"answers": answers, "method": arguments["method"].strip().lower(), "posterior_seed": arguments["seed"]}
+    return {"answers": report.answers, "method": report.method, "posterior_seed": arguments["seed"],
+            "replayed": report.replayed, "replay": report.replay, "parted_at": report.parted_at,
+            "tokens": report.response_tokens}
+
+
+@gpu
+def api_counterfactual(prompt: str, response: str, at: int, replacement: str, method: str = "gcswr", seed: int = 0,
+                       temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
+                       model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
+    """The response had it written ``replacement`` at token ``at`` (``/hindsight`` lists the tokens), with the same
+    luck: the noise drawn from its posterior given the response. Returns {"counterfactual", "method",
+    "posterior_seed"}."""
+    try:
+        arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
+                                          max_new_tokens, model, finished)
+        edited = gcs.counterfactual(**arguments)
+    except Exception as error:
+        raise user_error(error) from error
+    return {"counterfactual": edited, "method": arguments["method"].strip().lower(), "posterior_seed": arguments["seed"]}
 
 
 def build(compare_run: gr.State) -> dict:
@@ -93,14 +186,18 @@ def build(compare_run: gr.State) -> dict:
     with gr.Tab("Hindsight", id="hindsight"):
         gr.Markdown("A model answered one wording of a question. *With the same luck*, what would it have said to "
                     "the other wordings? Hindsight draws the shared noise from what the response reveals about it, "
-                    "then answers the paraphrases with that noise.")
+                    "then answers the paraphrases with that noise. Below: what it would have said had it written "
+                    "something else at one point.")
         with gr.Row():
             with gr.Column():
                 prompt = gr.Textbox(value="Why is the sky blue?", label="the prompt that was answered",
                                     elem_id="hindsight-prompt")
-                response = gr.Textbox(value="The sky appears blue because sunlight is scattered by the air",
+                response = gr.Textbox(value="The sky appears blue because sunlight is scattered by the air.",
                                       lines=3, label="its response (typed in, or taken from a side-by-side run)",
                                       elem_id="hindsight-response")
+                finished = gr.Checkbox(value=True, label="the response ended there (its end of turn was observed "
+                                                         "too; untick for the beginning of a longer answer)",
+                                       elem_id="hindsight-finished")
                 paraphrases = gr.Textbox(value="What makes the sky look blue?\nExplain the blue colour of the sky.",
                                          lines=3, label="paraphrases to answer (1–4, one per line)",
                                          elem_id="hindsight-paraphrases")
@@ -119,10 +216,34 @@ def build(compare_run: gr.State) -> dict:
                                      color_map={"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))},
                                      show_legend=False, show_inline_category=False,
                                      combine_adjacent=True, elem_id="hindsight-answers", elem_classes="response-text")
+        replay = gr.Markdown(elem_id="hindsight-replay")
         explain = gr.Markdown(elem_id="hindsight-explanation")
-        inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model]
-        run.click(hindsight_ui, inputs, [answers, explain, status], api_visibility="private", concurrency_id="model",
-                  concurrency_limit=1)
-        take.click(from_side_by_side, [compare_run], [prompt, response, paraphrases, status], api_visibility="private")
+        with gr.Accordion("What if it had said something else here? (a counterfactual edit)", open=True):
+            gr.Markdown("Pick a token of the response and type what it should have said instead. The response is "
+                        "replayed with the same noise up to that token, your text is forced there, and the model "
+                        "goes on with the same luck. Each such answer is still an exact sample of the model given "
+                        "the edited beginning.")
+            with gr.Row():
+                at = gr.Dropdown(choices=[], label="token to change (listed after Answer in hindsight)",
+                                 elem_id="counterfactual-at")
+                replacement = gr.Textbox(value=" Light", label="replacement (a leading space starts a new word)",
+                                         elem_id="counterfactual-replacement")
+            edit = gr.Button("What if it had said this?", elem_id="run-counterfactual")
+            edited = gr.HighlightedText(label="the response, then the counterfactual (aligned spans)",
+                                        color_map={"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))},
+                                        show_legend=False, show_inline_category=False, combine_adjacent=True,
+                                        elem_id="counterfactual-answer", elem_classes="response-text")
+        inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model, finished]
+        run.click(lambda: "Working…", None, status, api_visibility="private", queue=False).then(
+            hindsight_ui, inputs, [answers, replay, explain, at, status], api_visibility="private",
+            concurrency_id="model", concurrency_limit=1)
+        edit_inputs = [prompt, response, at, replacement, method, seed, temperature, top_p, tokens, model, finished]
+        edit.click(lambda: "Working…", None, status, api_visibility="private", queue=False).then(
+            counterfactual_ui, edit_inputs, [edited, status], api_visibility="private", concurrency_id="model",
+            concurrency_limit=1)
+        take.click(from_side_by_side, [compare_run],
+                   [prompt, response, paraphrases, method, finished, temperature, top_p, tokens, status],
+                   api_visibility="private")
     return {"prompt": prompt, "response": response, "q": paraphrases, "method": method, "seed": seed,
-            "temperature": temperature, "top_p": top_p, "max_new_tokens": tokens, "model": model}
+            "temperature": temperature, "top_p": top_p, "max_new_tokens": tokens, "model": model,
+            "finished": finished}

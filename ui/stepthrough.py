@@ -20,7 +20,7 @@ from .common import (
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
 PLAY_SECONDS = 0.8
-OUTPUTS = ("position", "texts", "race-1", "race-2", "table", "explanation", "status")
+OUTPUTS = ("position", "texts", "race-1", "race-2", "table", "explanation", "force choices", "status")
 EXPLAIN = {
     "is": "**IS** draws each token by inverse CDF with its own uniform: the two paraphrases use independent "
           "noise (u₁ ≠ u₂), so they agree only where the model is nearly certain.",
@@ -112,7 +112,8 @@ def explanation(trace: gcs.Trace, position: int) -> str:
             lines.append(f"- Paraphrase {step.row + 1} has finished.")
             continue
         winner = next(c for c in step.candidates if c.token_id == step.winner)
-        line = f"- Paraphrase {step.row + 1} picked **{winner.text!r}** (p = {winner.probability:.3f}"
+        picked = "was forced to emit" if step.forced else "picked"
+        line = f"- Paraphrase {step.row + 1} {picked} **{winner.text!r}** (p = {winner.probability:.3f}"
         if trace.method == "is":
             line += f", uniform u = {step.uniform:.3f})"
         else:
@@ -126,11 +127,37 @@ def explanation(trace: gcs.Trace, position: int) -> str:
     return "\n".join(lines)
 
 
+def force_choices(trace: gcs.Trace, position: int) -> list[tuple[str, str]]:
+    """This step's candidates of each unfinished paraphrase, as "paraphrase r: 'token' (p …)" -> "row:token id"."""
+    return [(f"paraphrase {step.row + 1}: {c.text!r} (p {c.probability:.2f})", f"{step.row}:{c.token_id}")
+            for step in trace.steps[position] if not step.finished for c in step.candidates
+            if c.token_id != step.winner]
+
+
 def view(trace: gcs.Trace, position: int) -> tuple:
     races = [gcs.race_figure(step, f"paraphrase {step.row + 1}, token {position + 1}: "
-                                   f"{step.winner_text!r} won") for step in trace.steps[position]]
+                                   f"{step.winner_text!r} {'forced' if step.forced else 'won'}")
+             for step in trace.steps[position]]
     return (position, text_so_far(trace, position), *races, candidates_table(trace, position),
-            explanation(trace, position), f"Token {position + 1} of {last_position(trace) + 1}.")
+            explanation(trace, position), gr.update(choices=force_choices(trace, position), value=None),
+            f"Token {position + 1} of {last_position(trace) + 1}.")
+
+
+def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name):
+    """Trace again with one paraphrase forced to emit another candidate at this step: the trace branches here."""
+    try:
+        if trace is None:
+            raise ValueError("press Start first: forcing a token branches the trace at the step shown")
+        if not choice or not isinstance(choice, str) or choice.count(":") != 1:
+            raise ValueError("pick a candidate to force (a paraphrase's token at this step)")
+        row, token = (int(part) for part in choice.split(":"))
+        position = int(position)
+        branch = gcs.trace(list(trace.prompts), trace.method, trace.seed, trace.temperature, trace.top_p,
+                           check("trace tokens", max_new_tokens), model=load_allowed_model(model_name),
+                           forced=[*trace.forced, (position, row, token)])
+        return branch, *view(branch, min(position, last_position(branch)))
+    except Exception as error:
+        return (gr.skip(), *failed(error, len(OUTPUTS)))
 
 
 @gpu
@@ -186,10 +213,15 @@ def build() -> dict:
         caption("Bars: the ten most likely tokens (and the winner, red). Left, their probabilities; right, when each "
                 "arrives in the race (E/p, log scale): the shortest bar wins. With GCS and GCSwR the two races "
                 "use the same noise, so when the probabilities are alike the same token tends to win.")
+        with gr.Row():
+            forced_choice = gr.Dropdown(choices=[], label="force another candidate here (the trace branches: same "
+                                                          "noise before, the forced token, then the race goes on)",
+                                        elem_id="trace-force-choice", scale=3)
+            force_button = gr.Button("Force it here ▶", elem_id="trace-force", scale=1)
         table = gr.Dataframe(label="candidates: probability, noise and arrival (GCSwR: noise after recycling)",
                              interactive=False, elem_id="trace-table")
         trace_state, position = gr.State(None), gr.State(0)
-        outputs = [position, texts, race_one, race_two, table, explain, status]
+        outputs = [position, texts, race_one, race_two, table, explain, forced_choice, status]
         inputs = [paraphrases, method, seed, temperature, top_p, tokens, model]
         start_button.click(start, inputs, [trace_state, *outputs], api_visibility="private",
                                       concurrency_id="model", concurrency_limit=1)
@@ -199,7 +231,9 @@ def build() -> dict:
                    concurrency_id="browse", concurrency_limit=4)
         playing = play_button.click(play, [trace_state, position], outputs, api_visibility="private",
                                     concurrency_id="browse", concurrency_limit=4)
-        for event in (step.click, back.click, start_button.click):
+        force_button.click(force, [trace_state, position, forced_choice, tokens, model], [trace_state, *outputs],
+                           api_visibility="private", concurrency_id="model", concurrency_limit=1)
+        for event in (step.click, back.click, start_button.click, force_button.click):
             event(None, None, None, cancels=[playing], api_visibility="private")
     return {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
             "max_new_tokens": tokens, "model": model}

@@ -1,0 +1,80 @@
+"""Does the model stand behind these answers? Excess surprise: how much more its tokens surprise the model than
+the model's own samples would.
+
+    gcs.excess_surprise(["Why is the sky blue?"], ["Because air scatters blue light."])  # -> array([-0.4])
+
+For each token ``y_t`` of a response, under the model at temperature 1 (no truncation): its surprise
+``-log p(y_t)`` minus the entropy ``H(p_t)`` of that step's distribution. For the model's own samples
+at temperature 1 each term has mean 0 (the entropy *is* the expected surprise), so a response's mean
+excess is near 0; at low temperatures it is negative (the likeliest words); text the model would not
+write (high temperatures, shared noise forcing unlikely tokens everywhere) is far above 0. Agreement
+between such answers is agreement between noise, not consistency: ``degenerate`` flags a run whose
+median excess is above ``DEGENERATE_EXCESS`` nats per token (calibrated on the built-in sets,
+``bench/bench_surprise.py``; README, *The verdict*).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .checks import check_prompts, check_texts
+from .models import Model, resolve_model
+from .prompts import format_prompt
+
+DEGENERATE_EXCESS = 1.0  # nats per token, median over a run's responses
+ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab] logits stay small)
+
+
+def excess_surprise(prompts: Sequence[str], responses: Sequence[str], model: Model | str | None = None) -> np.ndarray:
+    """Per response (to the prompt at the same index): its tokens' mean excess surprise in nats (NaN if empty)."""
+    prompts, responses = check_prompts(prompts), check_texts(responses, "responses")
+    if len(prompts) != len(responses):
+        raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses: give one prompt per response")
+    model = resolve_model(model)
+    tokenizer = model.tokenizer
+    pairs = []
+    for prompt, response in zip(prompts, responses):
+        context = tokenizer(format_prompt(prompt, tokenizer, model.is_chat),
+                            add_special_tokens=not model.is_chat)["input_ids"]
+        pairs.append((list(context), tokenizer.encode(response, add_special_tokens=False)))
+    excess = np.full(len(pairs), np.nan)
+    for start in range(0, len(pairs), ROWS_PER_PASS):
+        chunk = pairs[start : start + ROWS_PER_PASS]
+        excess[start : start + len(chunk)] = _mean_excess(chunk, model)
+    return excess
+
+
+@torch.inference_mode()
+def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list[float]:
+    width = max(len(c) + len(r) for c, r in pairs)
+    pad = model.tokenizer.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(c) - len(r)) + c + r for c, r in pairs], device=model.device)
+    mask = torch.tensor([[0] * (width - len(c) - len(r)) + [1] * (len(c) + len(r)) for c, r in pairs],
+                        device=model.device)
+    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
+    logits = model.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits.float()
+    means = []
+    for row, (_, response) in enumerate(pairs):
+        if not response:
+            means.append(float("nan"))
+            continue
+        steps = logits[row, width - len(response) - 1 : width - 1]  # the distributions that chose each token
+        log_p = torch.log_softmax(steps, dim=-1)
+        entropy = -(log_p.exp() * log_p).sum(dim=-1)
+        surprise = -log_p.gather(-1, torch.tensor(response, device=log_p.device)[:, None]).squeeze(-1)
+        means.append(float((surprise - entropy).mean()))
+    return means
+
+
+def degenerate(excess: Sequence[float], threshold: float = DEGENERATE_EXCESS) -> bool:
+    """Whether a run's answers are not language the model stands behind: median excess surprise above ``threshold``.
+
+    >>> degenerate([0.1, -0.3, 2.5]), degenerate([2.9, 3.1, float("nan"), 2.2])
+    (False, True)
+    """
+    values = np.asarray(excess, dtype=float)
+    values = values[~np.isnan(values)]
+    return bool(len(values)) and float(np.median(values)) > threshold

@@ -1,0 +1,158 @@
+"""The verdict: what a run over several seeds says about each method against the baseline, honestly.
+
+    gcs.verdict(report.scores)  # report = gcs.compare_report(frame, metrics=("e5", "aligned"))
+    # -> ['On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS by +4.1 E5 points ...',
+    #     ...]
+
+Each seed is one paired observation (every method answered the same paraphrases with that seed).
+Every line is one comparison (a method against the baseline under one metric), and the lines
+hold *together*: each interval is a simultaneous one (Bonferroni over all comparisons printed), and
+a line says "beyond noise" only when its interval excludes 0, so the chance that any line claims
+an effect that is not there stays at most 1 - ``confidence``. Where the differences have no
+spread (every seed gave the same difference, ties included) a t interval says nothing; the exact
+sign-flip test decides instead (with n seeds it cannot go below 2 / 2**n).
+
+>>> import pandas as pd
+>>> scores = pd.DataFrame({"method": ["is"] * 4 + ["gcswr"] * 4, "seed": [0, 1, 2, 3] * 2, "metric": "e5",
+...                        "consistency": [0.80, 0.81, 0.79, 0.80, 0.85, 0.86, 0.83, 0.86]})
+>>> print(verdict(scores)[0])
+On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points (95 % CI +3.7 to +6.3): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from .samplers import METHOD_NAMES
+
+METRIC_WORDS = {
+    "e5": ("E5", "E5 is the paper's semantic similarity of the answers."),
+    "aligned": ("aligned-agreement", "Aligned agreement is the share of tokens in identical runs of 3 or more: "
+                                     "what shared noise does directly."),
+    "jaccard": ("Jaccard", "Jaccard is the overlap of the answers' sets of tokens."),
+    "minilm": ("MiniLM", "MiniLM is a second embedding model's similarity of the answers."),
+}
+SIGN_FLIP_EXACT = 16  # seeds up to which the sign-flip test enumerates all 2**n sign patterns
+
+
+def sign_flip_p(differences: Sequence[float]) -> float:
+    """Two-sided exact p-value of the sign-flip (paired permutation) test on the mean difference.
+
+    Under the null (the two methods are exchangeable) every difference is as likely negated; the p-value is
+    the share of the 2**n sign patterns whose mean is at least as far from 0 as the observed one (beyond 16
+    differences, 200,000 random patterns with a fixed seed).
+
+    >>> sign_flip_p([0.1, 0.1]), sign_flip_p([0.1, 0.1, 0.1, 0.1]), sign_flip_p([0.0, 0.0, 0.0])
+    (0.5, 0.125, 1.0)
+    """
+    d = np.asarray(differences, dtype=float)
+    if len(d) == 0:
+        return 1.0
+    if len(d) <= SIGN_FLIP_EXACT:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=len(d))))
+    else:
+        signs = np.random.default_rng(0).choice((1.0, -1.0), size=(200_000, len(d)))
+    observed = abs(d.mean())
+    means = np.abs(signs @ d) / len(d)
+    return float(np.mean(means >= observed * (1 - 1e-12)))
+
+
+def _has_spread(d: np.ndarray) -> bool:
+    """Whether the differences vary beyond float rounding (a t interval needs some spread to mean anything)."""
+    return len(d) >= 2 and float(np.std(d, ddof=1)) > 1e-9 * max(1.0, float(np.abs(d).max()))
+
+
+def paired_tests(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95,
+                 metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (method, metric) against ``baseline``: the paired differences over seeds and their test.
+
+    Columns: method, metric, n (paired seeds), wins, diff (mean), low, high (the simultaneous interval:
+    level ``1 - (1 - confidence) / comparisons``), p (two-sided: paired t, or the exact sign-flip test
+    when the differences have no spread), test ("t" or "sign-flip"), beyond_noise (the interval
+    excludes 0, or the sign-flip p is at most the per-comparison level). Comparisons with fewer than 2
+    paired seeds get no interval and never a claim.
+    """
+    _check_scores(scores, confidence)
+    metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)
+    methods = [m for m in dict.fromkeys(scores["method"]) if m != baseline]
+    if baseline not in set(scores["method"]):
+        raise ValueError(f"the baseline {baseline!r} is not among the scored methods {sorted(set(scores['method']))}")
+    pairs = [(method, metric) for metric in metrics for method in methods]
+    alpha = (1 - confidence) / max(1, len(pairs))  # Bonferroni: every line holds together
+    by_key = scores.set_index(["method", "metric", "seed"])["consistency"].sort_index()
+    records = []
+    for method, metric in pairs:
+        mine, base = by_key.loc[(method, metric)], by_key.loc[(baseline, metric)]
+        d = (mine - base).dropna().to_numpy()
+        record = dict(method=method, metric=metric, n=len(d), wins=int((d > 0).sum()),
+                      diff=float(d.mean()) if len(d) else math.nan, low=math.nan, high=math.nan, p=math.nan,
+                      test="", beyond_noise=False)
+        if _has_spread(d):
+            error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
+            half = float(scipy.stats.t.ppf(1 - alpha / 2, len(d) - 1)) * error
+            p = float(2 * scipy.stats.t.sf(abs(record["diff"]) / error, len(d) - 1))
+            record.update(low=record["diff"] - half, high=record["diff"] + half, p=p, test="t",
+                          beyond_noise=not (record["diff"] - half <= 0 <= record["diff"] + half))
+        elif len(d) >= 2:
+            p = sign_flip_p(d)
+            record.update(p=p, test="sign-flip", beyond_noise=p <= alpha)
+        records.append(record)
+    return pd.DataFrame.from_records(records, columns=["method", "metric", "n", "wins", "diff", "low", "high", "p",
+                                                       "test", "beyond_noise"])
+
+
+def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
+    if not isinstance(scores, pd.DataFrame) or not {"method", "seed", "metric", "consistency"} <= set(scores.columns):
+        raise ValueError("scores must be a DataFrame with columns method, seed, metric, consistency "
+                         "(CompareReport.scores)")
+    if not isinstance(confidence, float | int) or isinstance(confidence, bool) or not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be a number in [0.5, 1), got {confidence!r}")
+    repeated = scores.duplicated(["method", "metric", "seed"], keep=False)
+    if repeated.any():
+        row = scores[repeated].iloc[0]
+        raise ValueError(f"seed {row['seed']} appears more than once for {row['method']} under {row['metric']}: "
+                         "each seed is one paired observation (score each seed once)")
+
+
+def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95,
+            metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model") -> list[str]:
+    """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
+
+    ``scores``: columns method, seed, metric, consistency (``CompareReport.scores``); a seed scored twice
+    for one method and metric is refused. The sentences hold together at ``confidence`` (at most
+    1 - ``confidence`` chance that any of them claims an effect that is not there), say "within noise"
+    otherwise, label the confidence and how many comparisons share it, and scope the claim.
+    """
+    tests = paired_tests(scores, baseline, confidence, metrics)
+    comparisons = len(tests)
+    together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"
+    lines = []
+    for row in tests.itertuples():
+        name, base = METHOD_NAMES.get(row.method, row.method), METHOD_NAMES.get(baseline, baseline)
+        words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
+        head = f"{scope}, over {row.n} seed{'s' if row.n != 1 else ''}: {name}"
+        if row.n < 2:
+            diff = "no paired seed" if row.n == 0 else f"{100 * row.diff:+.1f} {words} points against {base}"
+            lines.append(f"{head}: {diff}. One seed is an anecdote, not evidence: use more seeds.")
+            continue
+        more = "more" if row.diff >= 0 else "less"
+        body = f"{head} agreed {more} than {base} in {row.wins if more == 'more' else row.n - row.wins} of " \
+               f"{row.n} seeds, by {100 * row.diff:+.1f} {words} points"
+        if row.test == "t":
+            body += f" ({100 * confidence:g} % CI {100 * row.low:+.1f} to {100 * row.high:+.1f}{together})"
+        else:
+            body += (f"; every seed gave the same difference, so the spread says nothing and an exact sign-flip "
+                     f"test decides (p = {row.p:.3g}{together.replace(', simultaneous', '; Bonferroni')})")
+        if row.beyond_noise:
+            winner = name if row.diff > 0 else base
+            body += f": {winner} is more consistent, beyond noise."
+        else:
+            body += ": within noise."
+        lines.append(f"{body} {meaning}".strip())
+    return lines
