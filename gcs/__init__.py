@@ -25,13 +25,13 @@ from .experiments import (
     CompareReport,
     compare_report,
     consistency_by_temperature,
-    describe_difference,
     mean_interval,
     paired_summary,
     summary_table,
     sweep,
 )
 from .trace import Candidate, Trace, TraceStep, trace
+from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
 from .hindsight import HindsightReport, Posterior, hindsight, hindsight_report, posterior
 from .counterfactual import counterfactual, response_tokens
@@ -161,7 +161,6 @@ __all__ = [
     "aligned_spans",
     "common_prefix_length",
     "paired_summary",
-    "describe_difference",
     "mean_interval",
     "paired_figure",
     "race_figure",
@@ -177,6 +176,7 @@ __all__ = [
     "counterfactual",
     "response_tokens",
     "verdict",
+    "excess_surprise",
     "paired_tests",
     "sign_flip_p",
 ]

@@ -301,31 +301,3 @@ def paired_summary(scores: pd.DataFrame, baseline: str = "is", confidence: float
     return pd.DataFrame.from_records(records, columns=columns)
 
 
-def describe_difference(summary: pd.DataFrame, method: str, metric: str = "e5", baseline: str = "is") -> str:
-    """The paired comparison in one plain sentence, saying "within noise" when the interval holds 0.
-
-    >>> scores = pd.DataFrame({"method": ["is"] * 3 + ["gcswr"] * 3, "seed": [0, 1, 2] * 2, "metric": "e5",
-    ...                        "consistency": [0.80, 0.82, 0.84, 0.83, 0.80, 0.88]})
-    >>> describe_difference(paired_summary(scores), "gcswr")
-    'GCSwR agreed more than IS in 2 of 3 seeds; mean difference +1.7 E5 points (95 % CI -6.3 to +9.7): within noise.'
-    """
-    rows = summary[(summary["method"] == method) & (summary["metric"] == metric)]
-    if rows.empty or pd.isna(rows["diff"].iloc[0]):
-        raise ValueError(f"no paired difference of {method!r} from {baseline!r} under {metric!r} in this summary")
-    row = rows.iloc[0]
-    name, base, points = METHOD_NAMES[method], METHOD_NAMES[baseline], METRIC_POINTS.get(metric, metric)
-    head = f"{name} agreed more than {base} in {int(row['wins'])} of {int(row['pairs'])} seeds"
-    if row["pairs"] < 2:
-        return f"{head}; difference {100 * row['diff']:+.1f} {points} points. One seed is an anecdote: use more seeds."
-    low, high = 100 * row["diff_low"], 100 * row["diff_high"]
-    interval = f"mean difference {100 * row['diff']:+.1f} {points} points ({100 * CONFIDENCE:g} % CI {low:+.1f} to {high:+.1f})"
-    if low <= 0 <= high:
-        verdict = "within noise"
-    elif low > 0:
-        verdict = f"{name} is more consistent, beyond noise"
-    else:
-        verdict = f"{base} is more consistent, beyond noise"
-    return f"{head}; {interval}: {verdict}."
-
-
-METRIC_POINTS = {"e5": "E5", "minilm": "MiniLM", "jaccard": "Jaccard", "aligned": "aligned-agreement"}

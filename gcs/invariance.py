@@ -14,12 +14,15 @@ Two changes make a row's computation a function of that row alone, bit for bit:
 - ``RowBlockLinear``: every linear layer runs on fixed blocks of ``ROW_BLOCK`` rows (the
   last block padded with zeros), so the BLAS sees one shape only, whatever the batch.
 - ``row_invariant_attention``: each row attends over its own tokens only. Rows are
-  grouped by how much left padding they carry, the padding is cut off, and each group
-  runs ``scaled_dot_product_attention`` as those rows would alone.
+  grouped by how much left padding they carry, the padding is cut off, and each group's
+  attention is computed from ``torch.bmm`` (``attend``), which computes every matrix of a
+  batch alike; PyTorch's fused CPU attention does not (a row's output changed with its
+  place in the batch).
 
 ``make_row_invariant(model)`` installs both on a transformers model (in place, once);
-``gcs.load_model`` does it on CPU by default (``row_invariant=``). The rest of a decoder
-(embeddings, norms, rotary embeddings, activations) is row-wise already.
+``gcs.batch.Batch`` does it for every model on CPU (``ensure_row_invariant``;
+``GCS_ROW_INVARIANT`` = auto, on, off). The rest of a decoder (embeddings, norms, rotary
+embeddings, activations) is row-wise already.
 
 >>> import torch
 >>> layer = RowBlockLinear(8, 3)

@@ -24,7 +24,7 @@ from .checks import check_prompts, check_texts
 from .models import Model, resolve_model
 from .prompts import format_prompt
 
-DEGENERATE_EXCESS = 1.0  # nats per token, median over a run's responses
+DEGENERATE_EXCESS = 1.5  # nats per token, median over a run's responses
 ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab] logits stay small)
 
 
@@ -55,13 +55,14 @@ def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list
     mask = torch.tensor([[0] * (width - len(c) - len(r)) + [1] * (len(c) + len(r)) for c, r in pairs],
                         device=model.device)
     positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
-    logits = model.model(input_ids=ids, attention_mask=mask, position_ids=positions).logits.float()
+    keep = 1 + max(len(r) for _, r in pairs)  # the vocabulary projection only where a response token is chosen
+    logits = model.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
     means = []
     for row, (_, response) in enumerate(pairs):
         if not response:
             means.append(float("nan"))
             continue
-        steps = logits[row, width - len(response) - 1 : width - 1]  # the distributions that chose each token
+        steps = logits[row, keep - len(response) - 1 : keep - 1].float()  # the distributions that chose each token
         log_p = torch.log_softmax(steps, dim=-1)
         entropy = -(log_p.exp() * log_p).sum(dim=-1)
         surprise = -log_p.gather(-1, torch.tensor(response, device=log_p.device)[:, None]).squeeze(-1)

@@ -30,6 +30,7 @@ import pandas as pd
 import scipy.stats
 
 from .samplers import METHOD_NAMES
+from .surprise import DEGENERATE_EXCESS, degenerate
 
 METRIC_WORDS = {
     "e5": ("E5", "E5 is the paper's semantic similarity of the answers."),
@@ -121,18 +122,29 @@ def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
 
 
 def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95,
-            metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model") -> list[str]:
+            metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model",
+            excess: Sequence[float] | None = None) -> list[str]:
     """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
 
     ``scores``: columns method, seed, metric, consistency (``CompareReport.scores``); a seed scored twice
     for one method and metric is refused. The sentences hold together at ``confidence`` (at most
     1 - ``confidence`` chance that any of them claims an effect that is not there), say "within noise"
     otherwise, label the confidence and how many comparisons share it, and scope the claim.
+    ``excess``: the answers' excess surprise (``gcs.excess_surprise``); when ``gcs.surprise.degenerate``
+    flags it, the first line says the answers are not language the model stands behind and no line
+    claims an effect (agreement between such answers is shared noise, not consistency).
     """
     tests = paired_tests(scores, baseline, confidence, metrics)
     comparisons = len(tests)
     together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"
+    flagged = excess is not None and degenerate(excess)
     lines = []
+    if flagged:
+        median = float(np.nanmedian(np.asarray(excess, dtype=float)))
+        lines.append(f"These answers are not language the model stands behind: their words surprise the model "
+                     f"{median:+.1f} nats per token more than its own answers do (flagged above "
+                     f"{DEGENERATE_EXCESS:+.1f}). Agreement between such answers is shared noise, not consistency: "
+                     f"lower the temperature. The comparisons below are not interpreted.")
     for row in tests.itertuples():
         name, base = METHOD_NAMES.get(row.method, row.method), METHOD_NAMES.get(baseline, baseline)
         words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
@@ -149,7 +161,9 @@ def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95
         else:
             body += (f"; every seed gave the same difference, so the spread says nothing and an exact sign-flip "
                      f"test decides (p = {row.p:.3g}{together.replace(', simultaneous', '; Bonferroni')})")
-        if row.beyond_noise:
+        if flagged:
+            body += ": not interpreted (degenerate answers)."
+        elif row.beyond_noise:
             winner = name if row.diff > 0 else base
             body += f": {winner} is more consistent, beyond noise."
         else:

@@ -27,7 +27,7 @@ def test_api_lists_the_endpoints(client):
 
 
 def test_compare_endpoint(client):
-    result = client.predict(PARAPHRASES, 1.0, 12, 3, api_name="/compare")  # the default: 4 seeds on CPU
+    result = client.predict(PARAPHRASES, 1.0, 12, 3, seeds=4, api_name="/compare")
     assert result["paraphrases"] == PARAPHRASES.splitlines() and result["settings"]["seeds"] == [3, 4, 5, 6]
     assert set(result["responses"]) == {"is", "gcs", "gcswr"}
     assert all(len(r) == 3 and all(isinstance(t, str) for t in r) for r in result["responses"].values())
@@ -36,9 +36,15 @@ def test_compare_endpoint(client):
     assert len(result["per_seed"]) == 3 * 4 and {r["seed"] for r in result["per_seed"]} == {3, 4, 5, 6}
     assert all(len(r["responses"]) == 3 for r in result["per_seed"])
     summary = {(r["method"], r["metric"]): r for r in result["summary"]}
+    per_seed = {(r["method"], r["seed"]): r for r in result["per_seed"]}
     gain = summary[("gcswr", "e5")]
-    assert gain["n"] == 4 and gain["diff_low"] <= gain["diff"] <= gain["diff_high"] and gain["pairs"] == 4
-    assert "seeds" in result["verdict"] and ("within noise" in result["verdict"] or "beyond noise" in result["verdict"])
+    paired = [per_seed[("gcswr", s)]["e5"] - per_seed[("is", s)]["e5"] for s in (3, 4, 5, 6)]
+    assert gain["n"] == 4 and gain["pairs"] == 4 and gain["diff"] == pytest.approx(sum(paired) / 4)
+    # the verdict: one line per method and metric against IS (E5 and aligned agreement), holding together
+    lines = [line for line in result["verdict"].splitlines() if line.startswith("- ")]
+    assert len(lines) == 4 and all("over 4 seeds" in line and "simultaneous over 4 comparisons" in line
+                                   for line in lines if "CI" in line)
+    assert sum("E5 points" in line for line in lines) == 2 and sum("aligned-agreement" in line for line in lines) == 2
     again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", seeds=[3], api_name="/compare")
     assert again["responses"] == {"gcswr": result["responses"]["gcswr"]}  # same seed, same responses
     assert again["settings"]["seeds"] == [3]

@@ -59,8 +59,10 @@ def test_side_by_side_streams_responses_and_plots(page, screenshots):
     expect(scores).to_contain_text("E5")
     expect(scores).to_contain_text("aligned")
     # many seeds, paired: the verdict counts seeds and says whether the difference is beyond noise
-    expect(page.locator("#verdict")).to_contain_text("over 4 seeds")
+    expect(page.locator("#verdict")).to_contain_text("over 16 seeds")
     expect(page.locator("#verdict")).to_contain_text(re.compile("within noise|beyond noise"))
+    expect(page.locator("#verdict")).to_contain_text("aligned-agreement")  # the mechanism's footprint beside E5
+    expect(page.locator("#verdict")).to_contain_text("seeds resolve a 1-point E5 difference")  # the power line
     expect(page.locator("#paired-plot .js-plotly-plot")).to_be_visible()
     # words wrap whole: gradio's own style breaks them anywhere
     word_break = page.locator("#responses-gcswr .textfield").evaluate("e => getComputedStyle(e).wordBreak")
@@ -136,6 +138,24 @@ def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):
     expect(page.get_by_text("Ignored in the link: seeds 'many' must be a number").first).to_be_visible(
         timeout=TIMEOUT_MS)
     expect(page.locator("#paraphrases textarea")).to_be_visible()  # the page still works
+    page.goto(app_url)
+
+
+@pytest.mark.parametrize("query, shown", [
+    ("tab=" + quote("<a href=https://evil.example/x>click</a>"), "<a href=https://evil.example/x>click</a>"),
+    ("tab=compare&methods=" + quote("<img src=https://evil.example/t.png>"), "<img src=https://evil.example/t.png>"),
+    ("tab=compare&methods=" + quote("<form action=https://evil.example><input name=pw placeholder=password>"
+                                    "<button>Log in</button></form>"), "<form action=https://evil.example>"),
+])
+def test_markup_in_a_link_shows_as_text(page, app_url, query, shown):
+    """What a link says reaches the page as text: no live link, image or form from someone else's markup."""
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.goto(app_url + "?" + query)
+    expect(page.get_by_text("Ignored in the link").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.get_by_text(shown[:40], exact=False).first).to_be_visible()
+    assert page.locator("a[href*='evil.example'], img[src*='evil.example'], form[action*='evil.example']").count() == 0
+    assert not any("evil.example" in url for url in requested)
     page.goto(app_url)
 
 

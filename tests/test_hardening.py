@@ -139,7 +139,12 @@ def test_side_by_side_downloads_are_spreadsheet_safe(embedded_model):
     csv_path, json_path = files
     prompts = pd.read_csv(csv_path, dtype=str)["prompt"].tolist()
     assert prompts == ['\'=HYPERLINK("http://x")', "'@SUM(A1)"] * compare.DEFAULT_SEEDS
-    assert json.loads(Path(json_path).read_text())["responses"][0]["prompt"] == '=HYPERLINK("http://x")'  # exact
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    run = json.loads(Path(json_path).read_text(), parse_constant=refuse)  # strict JSON: no bare NaN or Infinity
+    assert run["responses"][0]["prompt"] == '=HYPERLINK("http://x")'  # exact
+    assert run["responses"][0]["top_p"] is None and run["summary"]
 
 
 # 6. the CLI summarises exactly the requested cells

@@ -162,7 +162,7 @@ def test_link_values_parse(component, text, expected):
     (gr.Slider(0, 2), "nan", "must be a number"),
     (gr.Number(precision=0, minimum=0), "1.5", "must be a whole number"),
     (gr.Checkbox(), "yes", "must be true or false"),
-    (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "unknown choices beam"),
+    (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "unknown choices 'beam'"),
     (gr.Radio(["a", "b"]), "c", "must be one of a, b"),
 ])
 def test_malformed_link_values_are_named(component, text, message):
@@ -179,3 +179,22 @@ def test_a_link_round_trips_a_tabs_settings():
     mapping = links.Links(tabs, {"compare": {"q": text, "temperature": number}}, selected)
     query = mapping.query("compare", "What?\nWhy?", 0.5)
     assert query == "?tab=compare&q=What%3F%0AWhy%3F&temperature=0.5"
+
+
+def test_a_link_s_text_reaches_the_toast_as_text_and_the_log_in_one_line(caplog):
+    import logging
+    from types import SimpleNamespace
+
+    with gr.Blocks():
+        with gr.Tabs() as tabs:
+            with gr.Tab("t", id="compare"):
+                methods = gr.CheckboxGroup(["is", "gcswr"])
+        selected = gr.State("compare")
+    mapping = links.Links(tabs, {"compare": {"methods": methods}}, selected)
+    forged = "<b>zz</b>\n2026 gcs.app CRITICAL FORGED\x1b[2J" + "x" * 500
+    with caplog.at_level(logging.INFO, logger="gcs.app"), pytest.warns(UserWarning) as toasts:
+        mapping.apply(SimpleNamespace(query_params={"methods": forged}))
+    toast = str(toasts[0].message)
+    assert "<b>" not in toast and "&lt;b&gt;" in toast and "x" * 60 not in toast  # escaped, and cut
+    logged = [r.getMessage() for r in caplog.records if "link parameters ignored" in r.getMessage()]
+    assert len(logged) == 1 and "\n" not in logged[0] and "\x1b" not in logged[0]

@@ -168,6 +168,20 @@ def test_at_the_default_dtype_a_row_gets_the_same_tokens_alone_beside_2_and_besi
         assert torch.equal(beside_47[20 + i, : len(tokens)], tokens[: beside_47.shape[1]]), mine[i]
 
 
+def test_long_prompts_get_the_same_tokens_whether_prefilled_in_chunks_or_from_the_prefix_cache(embedded_model):
+    """16 prompts of about 300 tokens sharing a long beginning: together they exceed vLLM's 4,096-token step
+    budget (prompts are prefilled in chunks over several steps) and hit its prefix cache (128-token blocks);
+    alone, the first is prefilled whole and cold. Same tokens."""
+    shared = "Read this list. " + " ".join(f"Box {i} is {('red', 'blue', 'green')[i % 3]}." for i in range(45))
+    rows = [Row(f"{shared} Question {k}: which boxes are blue?", gcs.METHODS[k % 3], k) for k in range(16)]
+    settings = SamplingSettings(temperature=1.0, max_new_tokens=12)
+    assert len(embedded_model.tokenizer(rows[0].prompt)["input_ids"]) > 256
+    alone = [run_batch(Batch([row], embedded_model, settings, engine="vllm"))[0] for row in rows[:2]]
+    together = run_batch(Batch(rows, embedded_model, settings, engine="vllm"))
+    for i, tokens in enumerate(alone):
+        assert torch.equal(together[i, : len(tokens)], tokens[: together.shape[1]]), rows[i]
+
+
 def test_a_mixed_batch_gives_each_request_the_tokens_it_gets_alone(llm, model):
     """More requests than vLLM's slots, different lengths, with and without gcs arguments: rows are
     moved and slots reused, and every request still gets the tokens it gets on its own."""

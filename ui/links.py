@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 import urllib.parse
 
@@ -45,7 +46,8 @@ def parse_value(component, text: str):
         values = [v.strip() for v in text.split(",") if v.strip()]
         unknown = [v for v in values if v not in _choices(component)]
         if unknown:
-            raise ValueError(f"has unknown choices {', '.join(unknown)}: expected some of {', '.join(_choices(component))}")
+            raise ValueError(f"has unknown choices {', '.join(repr(v[:40]) for v in unknown[:5])}: expected some of "
+                             f"{', '.join(_choices(component))}")
         return values
     if isinstance(component, (gr.Radio, gr.Dropdown)) and _choices(component):
         if text not in _choices(component):
@@ -95,8 +97,9 @@ class Links:
             except ValueError as error:
                 problems.append(f"{name} {text[:40]!r} {error}")
         if problems:
-            logger.info("link parameters ignored: %s", "; ".join(problems)[:300])
-            gr.Warning("Ignored in the link: " + "; ".join(problems), duration=10)
+            said = "; ".join(problems)
+            logger.info("link parameters ignored: %s", ascii(said)[:300])  # one line: no raw newline or escape code
+            gr.Warning("Ignored in the link: " + html.escape(said[:1000]), duration=10)  # the link's text, as text
         return [gr.Tabs(selected=tab) if tab else gr.skip(), tab or "compare", *[updates[id(c)] for c in self.components]]
 
     def query(self, tab: str, *values) -> str:

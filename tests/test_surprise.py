@@ -1,0 +1,66 @@
+"""Excess surprise (gcs.excess_surprise) and the degenerate-output rule.
+
+Theory: for the model's own samples at temperature 1, each token's surprise minus its step's entropy has
+mean 0, so over many responses the summed excess is a sum of mean-zero terms (a z test at |z| < 4.5).
+The rule itself is checked on real samples of the embedded model at T = 1 (not flagged) and T = 2
+(flagged), where the calibration (bench/bench_surprise.py) puts them far apart.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import gcs
+from conftest import Z_THRESHOLD, tiny_gcs_model
+from gcs.surprise import DEGENERATE_EXCESS, degenerate
+
+
+def test_the_model_s_own_samples_have_no_excess_surprise_on_average():
+    model = tiny_gcs_model(vocab_size=64, seed=5)
+    model.model.lm_head.weight.data *= 8  # peaked distributions, as a trained model's are
+
+    def z_of(temperature: float) -> float:
+        prompts = [f"w{3 + i % 20} w{10 + i % 7} w{30 + i % 11}" for i in range(150)]
+        frame = gcs.compare(prompts, methods=["is"], temperature=temperature, max_new_tokens=12, model=model)
+        responses = list(frame["raw_response"])
+        lengths = np.array([len(model.tokenizer.encode(r, add_special_tokens=False)) for r in responses])
+        sums = np.nan_to_num(gcs.excess_surprise(prompts, responses, model)) * lengths
+        return sums.sum() / math.sqrt((sums**2).sum())  # each response's summed excess: mean 0, independent
+
+    assert abs(z_of(1.0)) < Z_THRESHOLD
+    assert z_of(2.0) > Z_THRESHOLD  # the same test sees hotter samples
+
+
+def test_the_rule_flags_temperature_2_and_not_temperature_1_on_the_embedded_model(embedded_model):
+    prompts = ["Why do leaves change color in autumn?", "How does a bicycle stay upright?", "What is DNA?"]
+    medians = {}
+    for temperature in (1.0, 2.0):
+        frame = gcs.compare(prompts, methods=["is", "gcswr"], seeds=[0, 1], temperature=temperature,
+                            max_new_tokens=32, model=embedded_model)
+        excess = gcs.excess_surprise(list(frame["prompt"]), list(frame["raw_response"]), embedded_model)
+        medians[temperature] = float(np.nanmedian(excess))
+        assert degenerate(excess) == (temperature == 2.0), medians
+    assert medians[1.0] < DEGENERATE_EXCESS - 0.5 and medians[2.0] > DEGENERATE_EXCESS + 0.5  # margin both ways
+
+
+def test_a_degenerate_run_gets_no_claim_in_the_verdict():
+    import pandas as pd
+
+    scores = pd.DataFrame({"method": ["is"] * 6 + ["gcswr"] * 6, "seed": list(range(6)) * 2, "metric": "e5",
+                           "consistency": [0.70, 0.71, 0.69, 0.70, 0.72, 0.70, 0.80, 0.82, 0.81, 0.83, 0.80, 0.82]})
+    assert "beyond noise" in gcs.verdict(scores)[0]
+    flagged = gcs.verdict(scores, excess=[2.4, 3.1, 2.8])
+    assert flagged[0].startswith("These answers are not language the model stands behind")
+    assert "not interpreted" in flagged[1] and "beyond noise" not in " ".join(flagged)
+
+
+def test_bad_input_is_refused():
+    model = tiny_gcs_model()
+    with pytest.raises(ValueError, match="2 prompts but 1 responses"):
+        gcs.excess_surprise(["w5", "w6"], ["w7"], model)
+    with pytest.raises(ValueError, match="prompts must not be empty"):
+        gcs.excess_surprise([], [], model)
+    assert math.isnan(gcs.excess_surprise(["w5"], [""], model)[0])
