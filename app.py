@@ -14,15 +14,22 @@ import ui  # first: it imports ZeroGPU's `spaces` before anything touches CUDA
 import logging
 import os
 
-import gradio as gr
+import sys
 
-from ui.common import RedactSecrets
+import gradio as gr
+from starlette.middleware import Middleware
+
+from ui.common import BodyLimit, RedactingStream, RedactSecrets, TidyRefusals
 
 demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
 
 if __name__ == "__main__":
+    # what anything prints (Gradio echoes a refused call's inputs) is redacted and cut too, like the logs
+    sys.stdout, sys.stderr = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
     ui.warm_up()
-    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True)
+    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True,
+                # oversized bodies: 413 before parsing; a raw call with too few values: one plain sentence
+                app_kwargs={"middleware": [Middleware(BodyLimit), Middleware(TidyRefusals)]})

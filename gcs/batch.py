@@ -218,6 +218,13 @@ class Batch:
                                                logits_processor=self.processors(), streamer=streamer, **other_kwargs)
         return output[:, self.inputs["input_ids"].shape[1] :].cpu()
 
+    def complete(self, stop: threading.Event | None = None) -> torch.Tensor:
+        """``run`` to the end; ``Cancelled`` when ``stop`` was set before it (nothing partial is returned)."""
+        tokens = self.run(stop=stop)
+        if stop is not None and stop.is_set():
+            raise Cancelled("stopped on request before the end")
+        return tokens
+
     def _prefill(self):
         """The KV cache of every row's prompt but its last token, computed once per *distinct* padded prompt.
 
@@ -477,9 +484,10 @@ def run_batches(
         for chunk in chunks:
             batch = Batch([row for i in chunk for row in unit_rows[i]], model, settings_of(units[chunk[0]]),
                           dict(generate_kwargs or {}), engine)
-            tokens = batch.run(stop=stop)
-            if stop is not None and stop.is_set():
-                raise Cancelled(f"{description} stopped after {done} of {len(units)} units")
+            try:
+                tokens = batch.complete(stop)
+            except Cancelled:
+                raise Cancelled(f"{description} stopped after {done} of {len(units)} units") from None
             decoded, start = batch.decode(tokens), 0
             per_unit = []
             for i in chunk:

@@ -18,6 +18,7 @@ response's prefix and the replacement are forced and the rest is an ordinary IS 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from .batch import Batch, Row, prompt_stream
@@ -57,6 +58,7 @@ def counterfactual(
     max_new_tokens: int = 64,
     finished: bool = True,
     model: Model | str | None = None,
+    stop: threading.Event | None = None,
 ) -> str:
     """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
 
@@ -65,7 +67,8 @@ def counterfactual(
     finished response). ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
     ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
     Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
-    Replacing a token by itself gives the response back.
+    Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
+    token with ``gcs.Cancelled``.
 
     >>> # gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1)
     """
@@ -83,11 +86,11 @@ def counterfactual(
         sampler = make_sampler("is", seed=seed, streams=[prompt_stream(prompt)])  # the row's own stream, as generate's
         forced, at = [*ids[:at], *forced], 0
     else:
-        sampler = observed_noise(prompt, ids, settings, finished, model).sampler()
+        sampler = observed_noise(prompt, ids, settings, finished, model, stop=stop).sampler()
     for offset, token in enumerate(forced):
         sampler.force(at + offset, [token])
     batch = Batch([Row(prompt, method, seed)], model, settings, sampler=sampler)
-    tokens = batch.run()
+    tokens = batch.complete(stop)
     if method != "is" and tokens[0, :at].tolist() != ids[:at]:  # the premise: the replay follows the response
         raise RuntimeError("the replay parted from the response before the edit; please report this")
     return batch.decode(tokens)[0]["response"]

@@ -35,6 +35,7 @@ every draw; ``hindsight_report`` shows it).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -312,15 +313,15 @@ def response_ids(response: str, model: Model) -> list[int]:
 
 
 def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: SamplingSettings,
-                  finished: bool, generate_kwargs: dict | None = None) -> torch.Tensor:
+                  finished: bool, generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> torch.Tensor:
     """The warped logits [1, n (+1 when finished), vocab] (float32) with which generation picks each token of
     the response ``ids`` to ``prompt``, and the end after it: ``ids`` teacher-forced through ``Batch`` (one row,
     the KV-cached ``generate`` path that the replay runs too), so they are the replay's logits to the bit."""
-    return forced_rows([(prompt, ids, finished)], model, settings, generate_kwargs)[0][None]
+    return forced_rows([(prompt, ids, finished)], model, settings, generate_kwargs, stop)[0][None]
 
 
 def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, settings: SamplingSettings,
-                generate_kwargs: dict | None = None) -> list[torch.Tensor]:
+                generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> list[torch.Tensor]:
     """``forced_logits`` of several (prompt, ids, finished) responses in one batch: [n (+1), vocab] each.
 
     Each row's logits are those it gets alone only where the model computes rows apart
@@ -331,7 +332,7 @@ def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, s
     steps = [len(ids) + finished for _, ids, finished in rows]
     batch = Batch([Row(prompt, settings.methods[0], settings.seeds[0]) for prompt, _, _ in rows], model,
                   settings.replace(max_new_tokens=max(steps)), dict(generate_kwargs or {}), sampler=forcing)
-    batch.run()
+    batch.complete(stop)
     if len(forcing.logits) != max(steps):
         raise RuntimeError(f"teacher forcing stopped after {len(forcing.logits)} of {max(steps)} steps")
     logits = torch.stack(forcing.logits, dim=1).cpu()  # [rows, steps, vocab]
@@ -384,9 +385,9 @@ def _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, 
 
 
 def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, finished: bool,
-                   model: Model, generate_kwargs: dict | None = None) -> Posterior:
+                   model: Model, generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> Posterior:
     """The posterior of the noise given that ``prompt`` got the response ``ids`` (then ended, when ``finished``)."""
-    logits = forced_logits(prompt, ids, model, settings, finished, generate_kwargs)
+    logits = forced_logits(prompt, ids, model, settings, finished, generate_kwargs, stop)
     ends = stop_token_ids(model) if finished else None
     return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), settings.seeds[0], ends)
 
@@ -402,12 +403,14 @@ def hindsight_report(
     max_new_tokens: int = 64,
     finished: bool = True,
     model: Model | str | None = None,
+    stop: threading.Event | None = None,
     **generate_kwargs,
 ) -> HindsightReport:
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
 
     The replay runs through the path the posterior was computed on (the prompt alone, or in the same
     batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
+    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
     """
     settings = _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished)
     paraphrases = check_prompts(paraphrases, "paraphrases")
@@ -417,21 +420,21 @@ def hindsight_report(
     method = settings.methods[0]
     if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
         batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, dict(generate_kwargs))
-        return HindsightReport([r["response"] for r in batch.decode(batch.run())], method, finished, tokens)
-    noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs)
+        return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens)
+    noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs, stop)
     questions = [prompt, *paraphrases]
     batch = Batch([Row(q, method, settings.seeds[0]) for q in questions], model, settings, dict(generate_kwargs),
                   sampler=noise.select([0] * len(questions)).sampler())
     if batch.row_invariant:
-        decoded = batch.decode(tokens_out := batch.run())
+        decoded = batch.decode(tokens_out := batch.complete(stop))
         replay_ids = batch._response(tokens_out[batch.main[0]].tolist())[0]
     else:  # the replay alone, as the posterior's logits were computed; the paraphrases apart
         alone = Batch(batch.rows[:1], model, settings, dict(generate_kwargs), sampler=noise.sampler())
-        replay_tokens = alone.run()
+        replay_tokens = alone.complete(stop)
         replay_ids = alone._response(replay_tokens[0].tolist())[0]
         rest = Batch(batch.rows[1:], model, settings, dict(generate_kwargs),
                      sampler=noise.select([0] * len(paraphrases)).sampler())
-        decoded = alone.decode(replay_tokens) + rest.decode(rest.run())
+        decoded = alone.decode(replay_tokens) + rest.decode(rest.complete(stop))
     replay, answers = decoded[0], [row["response"] for row in decoded[1:]]
     shown = min(len(ids), settings.max_new_tokens)  # the replay runs under the answers' token limit
     parted = _first_difference(list(ids[:shown]), replay_ids[:shown])
@@ -452,6 +455,7 @@ def hindsight(
     max_new_tokens: int = 64,
     finished: bool = True,
     model: Model | str | None = None,
+    stop: threading.Event | None = None,
     **generate_kwargs,
 ) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
@@ -468,4 +472,4 @@ def hindsight(
     >>> # gcs.hindsight("Name a colour.", "Blue.", ["Tell me a colour."], seed=3)  -> ['Blue.']
     """
     return hindsight_report(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
-                            finished, model, **generate_kwargs).answers
+                            finished, model, stop, **generate_kwargs).answers

@@ -19,6 +19,7 @@ of ``gcs.samplers`` every token ``i`` holds Exp(1) noise ``E_i`` (the Gumbel val
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -134,6 +135,7 @@ def trace(
     top: int = DEFAULT_TOP,
     model: Model | str | None = None,
     forced: Sequence[tuple[int, int, int]] = (),
+    stop: threading.Event | None = None,
 ) -> Trace:
     """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
 
@@ -142,7 +144,7 @@ def trace(
     arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
     ``forced``: (position, row, token id) triples: that row emits that token there instead of its
     race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
-    it stay as they were.
+    it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
 
     >>> # t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
     >>> # [s.winner_text for s in t.steps[0]]  -> the first token of each response
@@ -165,7 +167,7 @@ def trace(
                 if where == position:
                     tokens[row] = token
             batch.sampler.force(position, tokens)
-    new_tokens = batch.run()
+    new_tokens = batch.complete(stop)
     token_ids, responses = [], []
     for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens)):
         ids, _ = batch._response(row)

@@ -192,7 +192,9 @@ class RequestState:
 
 
 class RequestRegistry:
-    """Request states by request (its ``SamplingParams`` object, unique per request in vLLM's worker).
+    """Request states by request (its ``SamplingParams`` object, unique per request in vLLM's worker: vLLM's input
+    processor clones the params of every request, "``params`` may be shared across prompts, requests and even
+    engines by the caller", and a worker process receives its own copies).
 
     A preempted request leaves the batch and comes back later with the same params object:
     it gets its state back. A state is dropped when its params object is garbage collected
@@ -254,8 +256,9 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick]) -> torch.Tensor:
         for observer in _OBSERVERS:
             observer(method, [m.request.args.seed for m in members], indices.tolist(), warped, tokens)
         if method == "gcswr":
-            for i, (member, token) in enumerate(zip(members, tokens.tolist())):
-                member.request.advance((sampler.residual[i], sampler.draws[i]), token)
+            for i, (member, token) in enumerate(zip(members, tokens.tolist())):  # own copies: a kept state (a
+                # preempted request, the state one step back) must not hold the whole batch's tensors alive
+                member.request.advance((sampler.residual[i].clone(), sampler.draws[i].clone()), token)
         chosen = torch.full((len(members), vocab), -math.inf, dtype=logits.dtype, device=device)
         logits[rows] = chosen.scatter_(1, tokens[:, None], 0.0)
     return logits

@@ -18,6 +18,11 @@ import gcs  # noqa: E402
 PAIR = "Why is the sky blue?\nWhat makes the sky blue?"
 
 
+def last(updates):
+    """A generator handler's final answer (its earlier ones are heartbeats while the model works)."""
+    return list(updates)[-1]
+
+
 @pytest.fixture(scope="module")
 def app_model() -> gcs.Model:
     """The model the app's tabs use (loaded once)."""
@@ -26,7 +31,7 @@ def app_model() -> gcs.Model:
 
 @pytest.fixture(scope="module")
 def trace(app_model):
-    trace, *shown = stepthrough.start(PAIR, "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL)
+    trace, *shown = last(stepthrough.start(PAIR, "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL))
     assert shown[0] == 0 and shown[-1].startswith("Token 1 of")
     return trace
 
@@ -43,11 +48,11 @@ def test_step_and_back_move_through_the_trace_and_stop_at_its_ends(trace):
 
 
 def test_step_through_refuses_bad_settings(app_model):
-    refused_in_ui(lambda: stepthrough.start("one line only", "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL)[1:],
+    refused_in_ui(lambda: [u[1:] for u in stepthrough.start("one line", "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL)],
                   "enter exactly 2 paraphrases")
-    refused_in_ui(lambda: stepthrough.start(PAIR, "gcswr", 0, 1.0, 1.0, 65, gcs.DEFAULT_MODEL)[1:],
+    refused_in_ui(lambda: [u[1:] for u in stepthrough.start(PAIR, "gcswr", 0, 1.0, 1.0, 65, gcs.DEFAULT_MODEL)],
                   "trace tokens must be a whole number from 1 to 64")
-    refused_in_ui(lambda: stepthrough.start(PAIR, "gcswr", 0, 0.0, 1.0, 4, gcs.DEFAULT_MODEL)[1:],
+    refused_in_ui(lambda: [u[1:] for u in stepthrough.start(PAIR, "gcswr", 0, 0.0, 1.0, 4, gcs.DEFAULT_MODEL)],
                   "no noise to trace")
 
 
@@ -72,12 +77,12 @@ def test_hindsight_bad_input_is_named_and_nothing_is_wiped(app_model, arguments,
     values = dict(prompt="Why is the sky blue?", response="Because of scattering", paraphrases="What makes it blue?",
                   method="gcswr", seed=0, temperature=1.0, top_p=1.0, max_new_tokens=8, model_name=gcs.DEFAULT_MODEL)
     values.update(arguments)
-    refused_in_ui(lambda: hindsight.hindsight_ui(*values.values()), message)
+    refused_in_ui(lambda: list(hindsight.hindsight_ui(*values.values())), message)
 
 
 def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
-    answers, replay, explanation, choices, status = hindsight.hindsight_ui(
-        "Why is the sky blue?", "Because of scattering", "What makes it blue?", "is", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL)
+    answers, replay, explanation, choices, status = last(hindsight.hindsight_ui(
+        "Why is the sky blue?", "Because of scattering", "What makes it blue?", "is", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL))
     assert status == "Done." and "independent of the response" in explanation and "nothing to replay" in replay
     assert answers[0] == ("[response] ", "paraphrase")
     refused_in_ui(lambda: hindsight.from_side_by_side(None), "run Side by side first")
@@ -86,27 +91,30 @@ def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
 def test_hindsight_shows_its_replay_check_and_lists_the_tokens_to_edit(app_model):
     response = "Because air scatters blue light."
     tokens = gcs.response_tokens(response, model=app_model)
-    _, replay, _, choices, status = hindsight.hindsight_ui("Why is the sky blue?", response, "What makes it blue?",
-                                                           "gcswr", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL)
+    _, replay, _, choices, status = last(hindsight.hindsight_ui("Why is the sky blue?", response,
+                                                                "What makes it blue?", "gcswr", 0, 1.0, 1.0, 8,
+                                                                gcs.DEFAULT_MODEL))
     assert status == "Done." and f"Replay check ✓" in replay and f"all {len(tokens)} tokens, then ended" in replay
     assert choices["choices"][0] == (f"0: {tokens[0]!r}", 0) and choices["choices"][-1][1] == len(tokens)
-    _, unfinished, _, choices, _ = hindsight.hindsight_ui("Why is the sky blue?", response, "What makes it blue?",
-                                                          "gcs", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL, False)
+    _, unfinished, _, choices, _ = last(hindsight.hindsight_ui("Why is the sky blue?", response,
+                                                               "What makes it blue?", "gcs", 0, 1.0, 1.0, 8,
+                                                               gcs.DEFAULT_MODEL, False))
     assert "the replay goes on" in unfinished and len(choices["choices"]) == len(tokens)
 
 
 def test_a_counterfactual_edit_from_the_tab(app_model):
     arguments = ["Why is the sky blue?", "Because air scatters blue light.", 2, " red", "gcswr", 0, 1.0, 1.0, 16,
                  gcs.DEFAULT_MODEL]
-    view, status = hindsight.counterfactual_ui(*arguments)
+    view, status = last(hindsight.counterfactual_ui(*arguments))
     tokens = gcs.response_tokens(arguments[1], model=app_model)
     assert status == "Done." and ("[had it said that] ", "paraphrase") in view
     edited = "".join(text for text, label in view[view.index(("[had it said that] ", "paraphrase")) + 1:])
     assert edited.startswith("".join(tokens[:2]) + " red")
-    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:2], None, *arguments[3:]), "pick the token")
-    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:3], "", *arguments[4:]), "type the replacement")
-    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:3], "x\u200by", *arguments[4:]), "invisible")
-    refused_in_ui(lambda: hindsight.counterfactual_ui(*arguments[:2], 99, *arguments[3:]), "at must index")
+    edit = lambda *changed: list(hindsight.counterfactual_ui(*changed))  # noqa: E731
+    refused_in_ui(lambda: edit(*arguments[:2], None, *arguments[3:]), "pick the token")
+    refused_in_ui(lambda: edit(*arguments[:3], "", *arguments[4:]), "type the replacement")
+    refused_in_ui(lambda: edit(*arguments[:3], "x\u202ey", *arguments[4:]), "invisible or direction-overriding")
+    refused_in_ui(lambda: edit(*arguments[:2], 99, *arguments[3:]), "at must index")
 
 
 def test_taking_a_side_by_side_run_brings_its_settings(app_model):
@@ -126,11 +134,12 @@ def test_forcing_a_candidate_branches_the_trace(trace):
     choices = stepthrough.force_choices(trace, 1)
     label, value = choices[0]
     row, token = map(int, value.split(":"))
-    branch, position, *shown = stepthrough.force(trace, 1, value, 4, gcs.DEFAULT_MODEL)
+    branch, position, *shown = last(stepthrough.force(trace, 1, value, 4, gcs.DEFAULT_MODEL))
     assert position == 1 and branch.steps[1][row].forced and branch.token_ids[row][1] == token
     assert branch.token_ids[row][0] == trace.token_ids[row][0] and "was forced to emit" in shown[4]
-    refused_in_ui(lambda: stepthrough.force(trace, 1, None, 4, gcs.DEFAULT_MODEL)[1:], "pick a candidate")
-    refused_in_ui(lambda: stepthrough.force(None, 1, value, 4, gcs.DEFAULT_MODEL)[1:], "press Start first")
+    branch_from = lambda shown, choice: [u[1:] for u in stepthrough.force(shown, 1, choice, 4, gcs.DEFAULT_MODEL)]  # noqa: E731
+    refused_in_ui(lambda: branch_from(trace, None), "pick a candidate")
+    refused_in_ui(lambda: branch_from(None, value), "press Start first")
 
 
 def test_seed_lists():

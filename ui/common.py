@@ -21,8 +21,11 @@ except ImportError:
 
 import collections
 import contextvars
+import copy
 import html
 import importlib.util
+import io
+import json
 import logging
 import math
 import os
@@ -145,6 +148,18 @@ def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_t
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Invisible text that reads differently than it shows: Unicode tag characters (four tokens each, unseen) and
+# bidirectional embeddings, overrides and isolates (they reorder what is displayed).
+_INVISIBLE = re.compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_text(text: str, name: str) -> str:
+    """``text`` if it holds no control character and no invisible or direction-overriding one."""
+    if _CONTROL.search(text):
+        raise ValueError(f"{name} contains control characters")
+    if _INVISIBLE.search(text):
+        raise ValueError(f"{name} contains invisible or direction-overriding characters")
+    return text
 
 
 def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None = None,
@@ -166,8 +181,7 @@ def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None
     for i, line in enumerate(lines, start=1):
         if len(line) > chars:
             raise ValueError(f"{singular} {i} has {len(line):,} characters; the limit here is {chars:,}")
-        if _CONTROL.search(line):
-            raise ValueError(f"{singular} {i} contains control characters")
+        check_text(line, f"{singular} {i}")
     return lines
 
 
@@ -238,6 +252,19 @@ def load_allowed_model(name: str) -> gcs.Model:
     if name not in ALLOWED_MODELS:
         raise ValueError(f"model {name!r} is not offered here; choose one of: {', '.join(ALLOWED_MODELS)}")
     return gcs.load_model(name)
+
+
+_THREAD_TOKENIZERS = threading.local()
+
+
+def thread_tokenizer(name: str):
+    """The model's tokenizer for this thread alone: a fast tokenizer keeps its padding and truncation state
+    between calls, so the browse lane's tokenizing beside a generation (or beside another browse request)
+    must not share one (seen: a padded batch built with another thread's settings)."""
+    tokenizers = _THREAD_TOKENIZERS.__dict__.setdefault("by_model", {})
+    if name not in tokenizers:
+        tokenizers[name] = copy.deepcopy(load_allowed_model(name).tokenizer)
+    return tokenizers[name]
 
 
 def model_dropdown() -> gr.Dropdown:
@@ -322,6 +349,106 @@ class RedactSecrets(logging.Filter):
         if record.stack_info:
             record.stack_info = redact(record.stack_info)
         return True
+
+
+class RedactingStream(io.TextIOBase):
+    """stdout/stderr for the server: what anything prints (Gradio prints a refused call's inputs) is redacted and
+    each write is cut to ``MAX_WRITE`` characters, so no secret and no megabyte of user input reaches the log."""
+
+    MAX_WRITE = 4_000
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        shown = text if len(text) <= self.MAX_WRITE else \
+            f"{text[: self.MAX_WRITE]}… [{len(text) - self.MAX_WRITE:,} characters cut]\n"
+        self.stream.write(redact(shown))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return False
+
+
+# -- request bodies -------------------------------------------------------------------------------
+MAX_BODY_BYTES = 2_000_000  # the largest legitimate request (a 1 MB upload, multipart) fits with room
+
+
+class BodyLimit:
+    """ASGI middleware: an HTTP request whose body is over ``max_bytes`` gets 413 before anything parses it. A
+    declared Content-Length is refused at once; any other body is read up to the limit (never more), then
+    handed on whole."""
+
+    def __init__(self, app, max_bytes: int = MAX_BODY_BYTES):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            return await self._refuse(send)
+        messages, size = [], 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                return await self._refuse(send)
+            if not message.get("more_body", False):
+                break
+        pending = iter(messages)
+
+        async def replay():
+            return next(pending, None) or await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _refuse(self, send):
+        body = json.dumps({"error": f"the request body is over {self.max_bytes:,} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class TidyRefusals:
+    """ASGI middleware: Gradio's answer to a raw call with too few values lists object addresses and echoes every
+    value sent; the client gets one plain sentence instead (what the endpoint takes, and how many came)."""
+
+    COUNT = re.compile(rb"needed: (\d+), got: (\d+)")
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        held = {}
+
+        async def tidy_send(message):
+            if message["type"] == "http.response.start" and message["status"] == 400:
+                held["start"], held["body"] = message, b""
+                return
+            if "start" not in held:
+                return await send(message)
+            held["body"] += message.get("body", b"")
+            if message.get("more_body", False):
+                return
+            body, found = held["body"], self.COUNT.search(held["body"])
+            if found and b"Wanted inputs" in body:
+                needed, got = (int(n) for n in found.groups())
+                body = json.dumps({"detail": f"this endpoint takes {needed} values in \"data\" (see "
+                                             f"/gradio_api/info), got {got}"}).encode()
+            headers = [(k, v) for k, v in held["start"]["headers"] if k.lower() != b"content-length"]
+            await send({**held["start"], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, tidy_send)
 
 
 # -- capacity and cancellation --------------------------------------------------------------------

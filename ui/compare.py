@@ -20,7 +20,7 @@ import gcs
 
 from .common import (
     DEFAULT_MODEL, LIMITS, caption, check, check_flag, check_work, download_folder, engine_for, failed, gpu,
-    load_allowed_model, method_choices, model_dropdown, parse_paraphrases, user_error,
+    load_allowed_model, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer, user_error,
 )
 
 METRICS = ("e5", "jaccard", "minilm", "aligned")
@@ -115,7 +115,7 @@ def seed_view(run: dict, seed, highlight: str) -> list:
     """The seed browser: that seed's highlighted responses and E5 heatmaps, one per method."""
     if not run:
         return [gr.skip()] * (2 * len(gcs.METHODS))
-    frame, tokenizer = pd.DataFrame(run["frame"]), load_allowed_model(run["model"]).tokenizer
+    frame, tokenizer = pd.DataFrame(run["frame"]), thread_tokenizer(run["model"])
     seed = int(seed) if seed is not None else run["seeds"][0]
     labels = [html.escape(p) for p in run["prompts"]]  # user text shown as text
     texts, plots = [], []

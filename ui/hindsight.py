@@ -4,7 +4,6 @@ same luck? (``gcs.hindsight``: the shared noise drawn from its posterior given t
 from __future__ import annotations
 
 import html
-import unicodedata
 
 import gradio as gr
 import pandas as pd
@@ -12,8 +11,8 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_count_of, failed, gpu, load_allowed_model, method_choices, model_dropdown,
-    parse_paraphrases, user_error,
+    DEFAULT_MODEL, LIMITS, check, check_count_of, check_flag, check_text, check_work, failed, gpu, load_allowed_model,
+    method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
 )
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 
@@ -39,18 +38,24 @@ def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, t
     if tokens > LIMITS["hindsight response tokens"].high:
         raise ValueError(f"the response is {tokens:,} tokens; the limit here is "
                          f"{int(LIMITS['hindsight response tokens'].high):,}")
-    if not isinstance(finished, bool):
-        raise ValueError(f"finished must be true or false, got {finished!r}")
+    new_tokens = check("max_new_tokens", max_new_tokens)
+    # the work: the response forced through the prompt, then the prompt and each paraphrase answered
+    check_work([prompt, *others], model, 1, new_tokens + tokens, "work tokens")
     top_p = check("top_p", top_p)
     return dict(prompt=prompt, response=response, paraphrases=others, method=method, seed=check("seed", seed),
                 temperature=check("temperature", temperature), top_p=None if top_p == 1 else top_p,
-                max_new_tokens=check("max_new_tokens", max_new_tokens), finished=finished, model=model)
+                max_new_tokens=new_tokens, finished=check_flag(finished, "finished"), model=model)
 
 
 def checked_response(response) -> str:
     if not isinstance(response, str) or not response.strip():
         raise ValueError("enter the response to explain (or take one from a side-by-side run)")
-    return response.strip()
+    if len(response) > RESPONSE_CHARACTERS:
+        raise ValueError(f"the response has {len(response):,} characters; the limit here is {RESPONSE_CHARACTERS:,}")
+    return check_text(response.strip(), "the response")
+
+
+RESPONSE_CHARACTERS = 4_000  # counted before tokenizing: 256 tokens are rarely more than ~1,500 characters
 
 
 def answers_view(arguments: dict, answers: list[str]):
@@ -86,12 +91,13 @@ def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
                                      model_name, finished)
-        report = gcs.hindsight_report(**arguments)
+        report = yield from run_cancellable(lambda stop: gcs.hindsight_report(**arguments, stop=stop),
+                                            (gr.skip(),) * len(OUTPUTS))
         choices = token_choices(report.response_tokens, arguments["finished"])
-        return (answers_view(arguments, report.answers), replay_check(report),
-                EXPLAIN[arguments["method"].strip().lower()], gr.update(choices=choices, value=None), "Done.")
+        yield (answers_view(arguments, report.answers), replay_check(report),
+               EXPLAIN[arguments["method"].strip().lower()], gr.update(choices=choices, value=None), "Done.")
     except Exception as error:
-        return failed(error, len(OUTPUTS))
+        yield failed(error, len(OUTPUTS))
 
 
 def counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p, max_new_tokens,
@@ -105,8 +111,7 @@ def counterfactual_inputs(prompt, response, at, replacement, method, seed, tempe
         raise ValueError(f"the token to change must be a token index, got {at!r}")
     if not isinstance(replacement, str) or not replacement or len(replacement) > 200:
         raise ValueError("type the replacement text (1 to 200 characters; a leading space is part of a word)")
-    if any(unicodedata.category(c) in ("Cc", "Cf") for c in replacement):
-        raise ValueError("the replacement holds a control or invisible format character")
+    check_text(replacement, "the replacement")
     return dict(arguments, at=int(at), replacement=replacement)
 
 
@@ -116,12 +121,13 @@ def counterfactual_ui(prompt, response, at, replacement, method, seed, temperatu
     try:
         arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
                                           max_new_tokens, model_name, finished)
-        edited = gcs.counterfactual(**arguments)
+        edited = yield from run_cancellable(lambda stop: gcs.counterfactual(**arguments, stop=stop),
+                                            (gr.skip(), gr.skip()))
         view = highlighted([arguments["response"], edited], HIGHLIGHTS[0], arguments["model"].tokenizer,
                            ["response", "had it said that"])
-        return view, "Done."
+        yield view, "Done."
     except Exception as error:
-        return failed(error, 2)
+        yield failed(error, 2)
 
 
 def from_side_by_side(run: dict | None):
@@ -153,14 +159,15 @@ def api_hindsight(prompt: str, response: str, paraphrases: str, method: str = "g
     to ``prompt``. ``finished``: the response ended there (else it is the beginning of a longer answer).
     Returns {"answers": [...], "method", "posterior_seed", "replayed" (the prompt replayed with the same
     noise gave the response back; null under IS), "replay", "parted_at", "tokens"}; under IS the answers
-    are independent of the response."""
+    are independent of the response. While it works it yields {"status": "working"}."""
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
                                      model, finished)
-        report = gcs.hindsight_report(**arguments)
+        report = yield from run_cancellable(lambda stop: gcs.hindsight_report(**arguments, stop=stop),
+                                            {"status": "working"})
     except Exception as error:
         raise user_error(error) from error
-    return {"answers": report.answers, "method": report.method, "posterior_seed": arguments["seed"],
+    yield {"answers": report.answers, "method": report.method, "posterior_seed": arguments["seed"],
             "replayed": report.replayed, "replay": report.replay, "parted_at": report.parted_at,
             "tokens": report.response_tokens}
 
@@ -171,14 +178,15 @@ def api_counterfactual(prompt: str, response: str, at: int, replacement: str, me
                        model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
     """The response had it written ``replacement`` at token ``at`` (``/hindsight`` lists the tokens), with the same
     luck: the noise drawn from its posterior given the response. Returns {"counterfactual", "method",
-    "posterior_seed"}."""
+    "posterior_seed"}; while it works it yields {"status": "working"}."""
     try:
         arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
                                           max_new_tokens, model, finished)
-        edited = gcs.counterfactual(**arguments)
+        edited = yield from run_cancellable(lambda stop: gcs.counterfactual(**arguments, stop=stop),
+                                            {"status": "working"})
     except Exception as error:
         raise user_error(error) from error
-    return {"counterfactual": edited, "method": arguments["method"].strip().lower(), "posterior_seed": arguments["seed"]}
+    yield {"counterfactual": edited, "method": arguments["method"].strip().lower(), "posterior_seed": arguments["seed"]}
 
 
 def build(compare_run: gr.State) -> dict:

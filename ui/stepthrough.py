@@ -14,8 +14,8 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, caption, check, failed, gpu, load_allowed_model, method_choices, model_dropdown,
-    parse_paraphrases, user_error,
+    DEFAULT_MODEL, LIMITS, caption, check, check_work, failed, gpu, load_allowed_model, method_choices, model_dropdown,
+    parse_paraphrases, run_cancellable, user_error,
 )
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
@@ -35,18 +35,21 @@ EXPLAIN = {
 def trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
     prompts = parse_paraphrases(paraphrases, minimum=2, maximum=2)
     top_p = check("top_p", top_p)
+    tokens, model = check("trace tokens", max_new_tokens), load_allowed_model(model_name)
+    check_work(prompts, model, 1, tokens, "work tokens")
     return dict(prompts=prompts, method=method, seed=check("seed", seed), temperature=check("temperature", temperature),
-                top_p=None if top_p == 1 else top_p, max_new_tokens=check("trace tokens", max_new_tokens),
-                model=load_allowed_model(model_name))
+                top_p=None if top_p == 1 else top_p, max_new_tokens=tokens, model=model)
 
 
 def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
-    """Compute the whole trace once; show position 0."""
+    """Compute the whole trace once (stopped if the page goes away); show position 0."""
     try:
-        trace = gcs.trace(**trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name))
-        return trace, *view(trace, 0)
+        arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name)
+        trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop),
+                                           (gr.skip(),) * (1 + len(OUTPUTS)))
+        yield trace, *view(trace, 0)
     except Exception as error:
-        return (gr.skip(), *failed(error, len(OUTPUTS)))
+        yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
 
 def last_position(trace: gcs.Trace) -> int:
@@ -151,13 +154,14 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
         if not choice or not isinstance(choice, str) or choice.count(":") != 1:
             raise ValueError("pick a candidate to force (a paraphrase's token at this step)")
         row, token = (int(part) for part in choice.split(":"))
-        position = int(position)
-        branch = gcs.trace(list(trace.prompts), trace.method, trace.seed, trace.temperature, trace.top_p,
-                           check("trace tokens", max_new_tokens), model=load_allowed_model(model_name),
-                           forced=[*trace.forced, (position, row, token)])
-        return branch, *view(branch, min(position, last_position(branch)))
+        position, tokens, model = int(position), check("trace tokens", max_new_tokens), load_allowed_model(model_name)
+        branch = yield from run_cancellable(
+            lambda stop: gcs.trace(list(trace.prompts), trace.method, trace.seed, trace.temperature, trace.top_p,
+                                   tokens, model=model, forced=[*trace.forced, (position, row, token)], stop=stop),
+            (gr.skip(),) * (1 + len(OUTPUTS)))
+        yield branch, *view(branch, min(position, last_position(branch)))
     except Exception as error:
-        return (gr.skip(), *failed(error, len(OUTPUTS)))
+        yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
 
 @gpu
@@ -167,14 +171,17 @@ def api_trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperatur
     the top candidates with probability, noise before/after, arrival time, and the winner.
 
     Returns {"responses": [...], "steps": [{"position", "paraphrase", "token", "probability", "noise",
-    "gumbel", "noise_after", "arrival", "won", "uniform", "finished"}, ...]}."""
+    "gumbel", "noise_after", "arrival", "won", "uniform", "finished", "forced"}, ...]}. While it works it yields
+    {"status": "working"} (``client.predict`` returns only the result), so the server stops when the client
+    goes away."""
     try:
-        trace = gcs.trace(**trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model))
+        arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model)
+        trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop), {"status": "working"})
     except Exception as error:
         raise user_error(error) from error
     frame = trace.frame().rename(columns={"row": "paraphrase", "text": "token"}).drop(columns=["token_id"])
-    return {"responses": list(trace.responses), "steps": frame.astype(object).where(frame.notna(), None)
-            .to_dict(orient="records")}
+    yield {"responses": list(trace.responses), "steps": frame.astype(object).where(frame.notna(), None)
+           .to_dict(orient="records")}
 
 
 def build() -> dict:

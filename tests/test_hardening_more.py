@@ -1,0 +1,140 @@
+"""Hardening III against the running app (``python app.py``): request bodies, one limits table for every model
+endpoint, abandoned /trace and /hindsight calls, and what reaches the log.
+
+Every check waits for what it needs to see (a log line, an answer), never for a fixed time.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+from gradio_client import Client
+
+WAIT_S = 600  # generous: a busy machine is slow, not broken
+HIEROGLYPHS = "\U00013000" * 1000  # 1,000 characters, about 4,000 tokens
+TAGS = "Why is the sky blue?" + "\U000e0041" * 20  # invisible: four tokens each
+
+
+@pytest.fixture(scope="module")
+def client(app_url):
+    return Client(app_url, verbose=False)
+
+
+def _error_text(call) -> str:
+    with pytest.raises(Exception) as caught:
+        call()
+    return str(caught.value)
+
+
+def test_oversized_bodies_are_refused_before_they_are_read(app_url, client):
+    url = app_url + "gradio_api/call/compare"
+    declared = httpx.post(url, content=b"x" * 3_000_000, headers={"content-type": "application/json"}, timeout=WAIT_S)
+    chunked = httpx.post(url, content=(b"x" * 100_000 for _ in range(30)), headers={"content-type": "application/json"},
+                         timeout=WAIT_S)
+    assert declared.status_code == chunked.status_code == 413 and "request body is over" in declared.text
+    assert client.predict("Why?\nHow come?", 0.0, 4, 0, 1.0, "gcswr", seeds=1, api_name="/compare")["responses"]
+
+
+@pytest.mark.parametrize("endpoint, arguments", [
+    ("/trace", (f"{HIEROGLYPHS}\nWhy is the sky blue?",)),
+    ("/hindsight", (HIEROGLYPHS, "Blue.", "Why is the sky blue?")),
+    ("/hindsight", ("Why is the sky blue?", "Blue.", HIEROGLYPHS)),
+    ("/counterfactual", (HIEROGLYPHS, "Blue.", 0, " Red")),
+])
+def test_every_model_endpoint_caps_a_paraphrase_s_tokens(client, endpoint, arguments):
+    assert "tokens long as the model sees it" in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
+
+
+@pytest.mark.parametrize("endpoint, arguments", [
+    ("/trace", (f"{TAGS}\nWhat makes it blue?",)),
+    ("/compare", (f"{TAGS}\nWhat makes it blue?",)),
+    ("/hindsight", ("Why is the sky blue?", "Blue\u202e.", "What makes it blue?")),
+])
+def test_invisible_and_direction_overriding_characters_are_refused(client, endpoint, arguments):
+    assert "invisible or direction-overriding" in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
+
+
+@pytest.mark.parametrize("endpoint, arguments", [
+    ("/trace", ("Tell me a long story about a dragon.\nTell me a long tale about a dragon.", "gcswr", 0, 1.0, 1.0, 64)),
+    ("/hindsight", ("Tell me a long story.", "Once upon a time", "Tell me a long tale.\nTell me a story, a long one.",
+                    "gcswr", 0, 1.0, 1.0, 256, "smollm2-135m-instruct", False)),
+])
+def test_an_abandoned_call_stops_its_work(app_url, app_log, client, endpoint, arguments):
+    """A client that goes away mid-call: the app logs that it stops the work, and the model lane serves again."""
+    script = ("import sys, json; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
+              "job = c.submit(*json.loads(sys.argv[3]), api_name=sys.argv[2]); "
+              "[print('working', flush=True) for update in job if update == {'status': 'working'}]")
+    import json
+
+    before = app_log.read_text().count("request abandoned by its client")
+    abandoned = subprocess.Popen([sys.executable, "-c", script, app_url, endpoint, json.dumps(arguments)],
+                                 stdout=subprocess.PIPE, text=True)
+    try:
+        assert abandoned.stdout.readline().strip() == "working"  # the work is under way
+    finally:
+        abandoned.kill()
+        abandoned.wait()
+    deadline = time.time() + WAIT_S
+    while app_log.read_text().count("request abandoned by its client") == before:
+        assert time.time() < deadline, f"the abandoned call kept working: {app_log.read_text()[-1500:]}"
+        time.sleep(0.5)
+    assert client.predict("Why?\nHow come?", "gcswr", 0, 1.0, 1.0, 4, api_name="/trace")["responses"]
+
+
+def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, app_log):
+    secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K" * 2
+    huge = "why " * 200_000  # under the body limit, far over anything a log should hold
+    for data in ([f"HF_TOKEN={secret}"], [huge]):
+        response = httpx.post(app_url + "gradio_api/call/trace", json={"data": data}, timeout=WAIT_S)
+        assert response.status_code == 400 and "this endpoint takes 7 values" in response.text  # no echo, no addresses
+        assert secret not in response.text and len(response.text) < 1_000
+    deadline = time.time() + 30  # give the server's output time to reach the file
+    while time.time() < deadline and app_log.read_text().count("why why") == 0 and "[redacted]" not in app_log.read_text():
+        time.sleep(0.5)
+    log = app_log.read_text()
+    assert secret not in log
+    assert "why " * 2_000 not in log  # cut, not copied whole
+
+
+def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
+    """A fast tokenizer keeps padding state between calls: two threads sharing one built padded batches with each
+    other's settings. Each browse thread gets its own copy, and tokenizing beside a padded batch is safe."""
+    import threading
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    import gcs
+    from ui import common
+
+    model = common.load_allowed_model(gcs.DEFAULT_MODEL)
+    mine, errors = {}, []
+
+    def browse(name: str):
+        tokenizer = common.thread_tokenizer(gcs.DEFAULT_MODEL)
+        mine[name] = tokenizer
+        try:
+            for _ in range(1500):
+                tokenizer.encode("the spans of a response " * 5, add_special_tokens=False)
+        except Exception as error:  # noqa: BLE001 - any failure is the finding
+            errors.append(repr(error))
+
+    def generate_side():
+        try:
+            for _ in range(200):
+                model.tokenizer(["short"] * 5 + ["a much longer text " * 20], padding=True, padding_side="left",
+                                return_tensors="pt")
+        except Exception as error:  # noqa: BLE001
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=browse, args=(f"b{i}",)) for i in range(3)]
+    threads.append(threading.Thread(target=generate_side))
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors, errors[:2]
+    assert len({id(t) for t in mine.values()}) == 3 and model.tokenizer not in mine.values()
