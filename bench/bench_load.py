@@ -1,14 +1,16 @@
-"""Load: concurrent clients on ``/compare`` over loopback; every request must be served or told the queue is full.
+"""Load: a mixed flood of concurrent clients over loopback; every request must be served or told the queue is full.
 
-    python bench/bench_load.py [--clients 8] [--requests 3] [--queue-size 4] [--tokens 16]
+    python bench/bench_load.py [--clients 8] [--requests 4] [--queue-size 4] [--tokens 16] [--seeds 4]
 
-Starts the app in a fresh process with a bounded model lane (GCS_QUEUE_SIZE), then each of
---clients threads sends --requests /compare calls (3 paraphrases x 3 methods x --tokens
-tokens) back to back and stops, while a prober calls the light /coupling endpoint once a
-second. Prints outcomes (served / queue full / other error), latency percentiles of served
-requests, how /coupling fared under the full model lane, the server's peak resident memory,
-and checks that the server still answers afterwards. Then: an abandoned long /compare (its
-client killed after 3 s) and how soon a short /compare is served after the kill; hostile
+Starts the app in a fresh process with a bounded model lane (GCS_QUEUE_SIZE), warms it with one
+call to each endpoint and notes its resident memory, then each of --clients threads sends
+--requests calls back to back, taking turns over /compare (3 paraphrases x 3 methods x --seeds
+seeds x --tokens tokens), /trace, /hindsight and /coupling, while a prober calls /coupling once a
+second. Prints outcomes per endpoint (served / queue full / other error), latency percentiles of
+served requests, how the prober fared under the full model lane, the server's resident memory
+before, at its peak and after the flood, and checks that the server still answers afterwards.
+Then: an abandoned long /compare (its client killed while it generates) and how soon a short
+/compare is served after the kill; hostile
 /sweep metric strings (all refused); an over-the-cap request (refused). Exit status 1 if any
 request failed in an unexpected way.
 """
@@ -67,12 +69,18 @@ def classify(error: Exception) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--requests", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--queue-size", type=int, default=4)
     parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--seeds", type=int, default=4)
     args = parser.parse_args()
     server, url = start_app(args.queue_size)
     process, peak, watching = psutil.Process(server.pid), [0], threading.Event()
+    calls = endpoint_calls(args.tokens, args.seeds)
+    warm = Client(url, verbose=False)
+    for call in calls.values():  # every model and kernel loaded: "before" is the serving baseline
+        call(warm)
+    before = process.memory_info().rss
 
     def watch_memory():
         while not watching.is_set():
@@ -80,18 +88,20 @@ def main() -> None:
             time.sleep(0.05)
 
     outcomes, latencies, lock = Counter(), [], threading.Lock()
+    names = list(calls)
 
-    def client_loop():
+    def client_loop(first: int):
         client = Client(url, verbose=False)
-        for _ in range(args.requests):  # bounded: each client stops after --requests calls
+        for turn in range(args.requests):  # bounded: each client stops after --requests calls
+            name = names[(first + turn) % len(names)]
             start = time.perf_counter()
             try:
-                client.predict(PARAPHRASES, 1.0, args.tokens, 0, api_name="/compare")
+                calls[name](client)
                 outcome = "served"
             except Exception as error:  # every failure is classified and reported below
                 outcome = classify(error)
             with lock:
-                outcomes[outcome] += 1
+                outcomes[(name, outcome)] += 1
                 if outcome == "served":
                     latencies.append(time.perf_counter() - start)
 
@@ -114,7 +124,7 @@ def main() -> None:
     watcher.start()
     started = time.perf_counter()
     flooding.set()
-    threads = [threading.Thread(target=client_loop) for _ in range(args.clients)]
+    threads = [threading.Thread(target=client_loop, args=(i,)) for i in range(args.clients)]
     prober = threading.Thread(target=coupling_prober)
     for thread in [*threads, prober]:
         thread.start()
@@ -123,6 +133,7 @@ def main() -> None:
     flooding.clear()
     prober.join()
     elapsed = time.perf_counter() - started
+    after = process.memory_info().rss
     still_serving = Client(url, verbose=False).predict(api_name="/coupling", trials=500, steps=500) is not None
     freed_after = abandoned_call(url)
     refusals = hostile_requests(url)
@@ -131,33 +142,50 @@ def main() -> None:
     server.wait()
 
     print(
-        f"{args.clients} clients x {args.requests} /compare requests ({args.tokens} tokens, 3 paraphrases x 3 "
-        f"methods), queue size {args.queue_size}: {elapsed:.1f} s in all"
+        f"{args.clients} clients x {args.requests} requests taking turns over {', '.join(names)} "
+        f"({args.tokens} tokens; /compare: 3 paraphrases x 3 methods x {args.seeds} seeds), "
+        f"queue size {args.queue_size}: {elapsed:.1f} s"
     )
-    for outcome, count in sorted(outcomes.items()):
-        print(f"  {outcome}: {count}")
+    for (name, outcome), count in sorted(outcomes.items()):
+        print(f"  {name}: {outcome}: {count}")
     if latencies:
         p50, p90, p99 = np.percentile(latencies, [50, 90, 99])
         print(
-            f"  latency of served requests: p50 {p50:.2f} s, p90 {p90:.2f} s, p99 {p99:.2f} s, max {max(latencies):.2f} s"
+            f"  latency of served requests: p50 {p50:.2f} s, p90 {p90:.2f} s, p99 {p99:.2f} s, "
+            f"max {max(latencies):.2f} s"
         )
     worst = f", max {max(light_latencies):.2f} s" if light_latencies else ""
     print(f"  /coupling during the flood: {dict(light)}{worst}")
-    print(f"  server peak RSS {peak[0] / 2**20:.0f} MiB; still serving afterwards: {still_serving}")
-    print(f"  abandoned long /compare (client killed after 3 s): a short /compare served {freed_after:.1f} s after the kill")
+    print(f"  server RSS: {before / 2**20:.0f} MiB before the flood (warm), peak {peak[0] / 2**20:.0f} MiB, "
+          f"{after / 2**20:.0f} MiB after ({(after - before) / 2**20:+.0f} MiB); still serving: {still_serving}")
+    print(f"  abandoned long /compare (client killed while it generated): a short /compare served "
+          f"{freed_after:.1f} s after the kill")
     print(f"  hostile requests refused: {refusals}")
-    unexpected = any(o.startswith("error") for o in [*outcomes, *light]) or not still_serving
+    unexpected = any(o.startswith("error") for o in [*(o for _, o in outcomes), *light]) or not still_serving
     sys.exit(1 if unexpected or not all(refusals.values()) else 0)
+
+
+def endpoint_calls(tokens: int, seeds: int) -> dict:
+    """One call per endpoint of the flood, each a function of a Client."""
+    answer = "DNA is the molecule that carries genetic information."
+    return {
+        "/compare": lambda c: c.predict(PARAPHRASES, 1.0, tokens, 0, seeds=seeds, api_name="/compare"),
+        "/trace": lambda c: c.predict("What is DNA?\nExplain DNA.", "gcswr", 0, 1.0, 1.0, tokens, api_name="/trace"),
+        "/hindsight": lambda c: c.predict("What is DNA?", answer, "Explain DNA.\nDescribe DNA.", "gcswr", 0, 1.0, 1.0,
+                                          tokens, api_name="/hindsight"),
+        "/coupling": lambda c: c.predict(api_name="/coupling", trials=500, steps=500),
+    }
 
 
 def abandoned_call(url: str) -> float:
     """Seconds from killing a client mid-way through a long /compare until a short /compare is served."""
-    script = ("import sys; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
+    script = ("import sys, time; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
               "job = c.submit('\\n'.join(f'Tell me a long story about dragon number {i}.' for i in range(8)), 1.0, "
-              "256, 0, api_name='/compare'); print('submitted', flush=True); job.result()")
+              "256, 0, seeds=1, api_name='/compare')\n"
+              "while not job.outputs() and not job.done(): time.sleep(0.1)\n"
+              "print('generating', flush=True); job.result()")
     abandoned = subprocess.Popen([sys.executable, "-c", script, url], stdout=subprocess.PIPE, text=True)
-    abandoned.stdout.readline()
-    time.sleep(3)
+    abandoned.stdout.readline()  # the server has streamed progress: generation is under way
     abandoned.kill()
     abandoned.wait()
     killed = time.perf_counter()

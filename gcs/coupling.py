@@ -38,8 +38,9 @@ def check_distribution(values, name: str = "p") -> torch.Tensor:
         raise ValueError(f"{name} must list 2 to {MAX_CATEGORIES} probabilities, got shape {tuple(p.shape)}")
     if not torch.isfinite(p).all() or (p < 0).any():
         raise ValueError(f"{name} must contain finite, non-negative numbers")
-    if p.sum() <= 0:
+    if p.max() <= 0:
         raise ValueError(f"{name} must have a positive entry")
+    p = p / p.max()  # first to 1 at most, so huge weights (1e308, 1e308) sum without overflowing
     return p / p.sum()
 
 

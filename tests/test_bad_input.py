@@ -12,7 +12,6 @@ import re
 import sys
 from pathlib import Path
 
-import gradio as gr
 import pytest
 
 import gcs

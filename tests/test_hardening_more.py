@@ -138,3 +138,22 @@ def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
         thread.join()
     assert not errors, errors[:2]
     assert len({id(t) for t in mine.values()}) == 3 and model.tokenizer not in mine.values()
+
+
+@pytest.mark.parametrize("length", [70_000, 300_000])
+def test_a_link_too_long_for_the_server_is_refused_plainly(app_url, app_log, length):
+    """Links past what the HTTP server reads get a 4xx answer, never a 500 or a traceback in the log."""
+    import socket
+    from urllib.parse import urlsplit
+
+    address, tracebacks = urlsplit(app_url), app_log.read_text().count("Traceback")
+    with socket.create_connection((address.hostname, address.port), timeout=WAIT_S) as connection:
+        connection.sendall(f"GET /?tab={'a' * length} HTTP/1.1\r\nHost: {address.netloc}\r\n"
+                           "Connection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    status = int(answer.split(b" ", 2)[1])
+    assert 400 <= status < 500, answer[:200]
+    assert httpx.get(app_url, timeout=WAIT_S).status_code == 200  # still serving
+    assert app_log.read_text().count("Traceback") == tracebacks

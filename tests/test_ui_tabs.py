@@ -11,6 +11,7 @@ import pytest
 from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import ui  # noqa: E402
 from ui import common, compare, hindsight, links, stepthrough  # noqa: E402
 
 import gcs  # noqa: E402
@@ -94,7 +95,7 @@ def test_hindsight_shows_its_replay_check_and_lists_the_tokens_to_edit(app_model
     _, replay, _, choices, status = last(hindsight.hindsight_ui("Why is the sky blue?", response,
                                                                 "What makes it blue?", "gcswr", 0, 1.0, 1.0, 8,
                                                                 gcs.DEFAULT_MODEL))
-    assert status == "Done." and f"Replay check ✓" in replay and f"all {len(tokens)} tokens, then ended" in replay
+    assert status == "Done." and "Replay check ✓" in replay and f"all {len(tokens)} tokens, then ended" in replay
     assert choices["choices"][0] == (f"0: {tokens[0]!r}", 0) and choices["choices"][-1][1] == len(tokens)
     _, unfinished, _, choices, _ = last(hindsight.hindsight_ui("Why is the sky blue?", response,
                                                                "What makes it blue?", "gcs", 0, 1.0, 1.0, 8,
@@ -156,6 +157,7 @@ def test_seed_lists():
     (gr.Slider(0, 2), "0.5", 0.5),
     (gr.Slider(1, 16, step=1), "4", 4),
     (gr.Number(precision=0, minimum=0), "7", 7),
+    (gr.Number(precision=0, minimum=0, maximum=common.PAGE_SEED_MAX), "9007199254740991", 2**53 - 1),  # exact
     (gr.Checkbox(), "true", True),
     (gr.CheckboxGroup(["is", "gcs"]), "gcs,is", ["gcs", "is"]),
     (gr.Radio(["a", "b"]), "b", "b"),
@@ -170,6 +172,9 @@ def test_link_values_parse(component, text, expected):
     (gr.Slider(0, 2), "3", "must be a number from 0 to 2"),
     (gr.Slider(0, 2), "nan", "must be a number"),
     (gr.Number(precision=0, minimum=0), "1.5", "must be a whole number"),
+    # through a float 2^53 + 1 became 2^53, a seed the page cannot hold exactly: refused, not changed
+    (gr.Number(precision=0, minimum=0, maximum=common.PAGE_SEED_MAX), "9007199254740993", "from 0 to 9007199254740991"),
+    (gr.Number(precision=0, minimum=0, maximum=common.PAGE_SEED_MAX), "1e308", "from 0 to 9007199254740991"),
     (gr.Checkbox(), "yes", "must be true or false"),
     (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "unknown choices 'beam'"),
     (gr.Radio(["a", "b"]), "c", "must be one of a, b"),
@@ -177,6 +182,24 @@ def test_link_values_parse(component, text, expected):
 def test_malformed_link_values_are_named(component, text, message):
     with pytest.raises(ValueError, match=message):
         links.parse_value(component, text)
+
+
+def test_every_seed_box_stops_where_its_value_stays_exact():
+    """The page holds numbers as doubles: a seed box's maximum is one the page, the link and the API agree on."""
+    demo = ui.build()
+    boxes = [block for block in demo.blocks.values() if isinstance(block, gr.Number) and "seed" in (block.label or "")]
+    assert len(boxes) == 4
+    for box in boxes:
+        assert box.maximum is not None and box.maximum <= common.PAGE_SEED_MAX and float(box.maximum) == box.maximum
+
+
+def test_coupling_numbers_are_bounded_and_quoted_briefly():
+    with pytest.raises(ValueError, match="p has 10,000,000 characters; the limit here is 2,000"):
+        common.parse_numbers("1," * 5_000_000, "p")
+    with pytest.raises(ValueError) as refused:
+        common.parse_numbers("0.5, x" + "y" * 1_900, "q")
+    assert len(str(refused.value)) < 200 and "must be numbers separated by commas" in str(refused.value)
+    assert gcs.coupling.check_distribution([1e308, 1e308]).tolist() == [0.5, 0.5]  # no overflow to inf
 
 
 def test_a_link_round_trips_a_tabs_settings():

@@ -89,8 +89,8 @@ def build(queue_size: int = 16) -> gr.Blocks:
         gr.api(sweep.api_sweep, api_name="sweep", concurrency_id="model", concurrency_limit=1)
         gr.api(coupling.api_coupling, api_name="coupling", concurrency_id="coupling", concurrency_limit=4)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
-    guard_lanes(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
     demo.queue(max_size=None, default_concurrency_limit=1)
+    guard_lanes(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
     return demo
 
 

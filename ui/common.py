@@ -62,6 +62,10 @@ class Limit:
         return f"in ({self.low:g}, {high}]" if self.open_low else f"between {self.low:g} and {high}"
 
 
+# The page holds numbers as JavaScript doubles: whole numbers are exact up to 2^53 - 1, so the seed boxes stop
+# there (a larger typed or linked seed would silently become another). The API takes seeds up to 2^63 - 1.
+PAGE_SEED_MAX = 2**53 - 1
+
 LIMITS = {
     "paraphrases": Limit(2, 8, whole=True),
     "paraphrase characters": Limit(1, 1000, whole=True),
@@ -185,12 +189,23 @@ def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None
     return lines
 
 
+MAX_NUMBERS_CHARACTERS = 2_000
+
+
 def parse_numbers(text: str, name: str, separators: str = r"[,;\s]+") -> list[float]:
-    """Numbers separated by commas (or spaces), or ValueError naming the field."""
+    """Numbers separated by commas (or spaces), or ValueError naming the field (quoting at most 60 characters).
+
+    >>> parse_numbers("0.5, 0.25 0.25", "p")
+    [0.5, 0.25, 0.25]
+    """
+    text = str(text or "").strip()
+    if len(text) > MAX_NUMBERS_CHARACTERS:
+        raise ValueError(f"{name} has {len(text):,} characters; the limit here is {MAX_NUMBERS_CHARACTERS:,}")
     try:
-        return [float(x) for x in re.split(separators, str(text or "").strip()) if x]
+        return [float(x) for x in re.split(separators, text) if x]
     except ValueError:
-        raise ValueError(f"{name} must be numbers separated by commas, got {text!r}") from None
+        quoted = text if len(text) <= 60 else text[:60] + "…"
+        raise ValueError(f"{name} must be numbers separated by commas, got {quoted!r}") from None
 
 
 # -- models: an allowlist, widened by GCS_ALLOWED_MODELS for self-hosting ----------------------
@@ -452,30 +467,44 @@ class TidyRefusals:
 
 
 # -- capacity and cancellation --------------------------------------------------------------------
+TESTED_GRADIO = ((6, 0), (7, 0))  # guard_lanes wraps Queue.push: checked against these versions (tests/test_hardening*)
+
+
 def guard_lanes(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
-    """Bound how many requests may *wait* in each lane (``concurrency_id``), each lane on its own.
+    """Bound how many requests may *wait* in each lane (``concurrency_id``), each lane on its own; call it after
+    ``demo.queue(max_size=None)``.
 
-    Gradio's ``queue(max_size=...)`` counts every waiting request of every lane, so a full
-    model lane would refuse the coupling explorer too. Instead the queue is unbounded and each
-    event of a guarded lane gets a validator (Gradio runs it before queueing) that refuses,
-    with a message the client sees, when its lane already holds its limit.
+    Gradio's ``queue(max_size=...)`` counts every waiting request of every lane, so a full model lane would
+    refuse the coupling explorer too. Instead ``Queue.push`` is wrapped: a request of a guarded lane is counted
+    from the moment it arrives (before Gradio's awaits, so a burst cannot slip in between a check and its
+    admission) and refused with HTTP 503 when its lane already holds its limit. The browser then says "This
+    application is currently busy", gradio_client raises "Queue is full", a raw call reads the message below.
     """
+    version = tuple(int(part) for part in re.findall(r"\d+", gr.__version__)[:2])
+    if not TESTED_GRADIO[0] <= version < TESTED_GRADIO[1]:
+        logger.warning("gradio %s is untested here: the per-lane waiting limits wrap its Queue.push", gr.__version__)
+    queue = demo._queue
+    push, arriving = queue.push, collections.Counter()
 
-    def guard_for(lane: str, limit: int, inputs: int):
-        def guard(*_, **__):  # a validator answers once per input: the verdict on the first, None for the rest
-            lanes = getattr(getattr(demo, "_queue", None), "event_queue_per_concurrency_id", {})
-            waiting = len(getattr(lanes.get(lane), "queue", ()))
-            verdict = None
-            if waiting >= limit:
-                verdict = gr.validate(False, f"the {lane} queue is full ({waiting} waiting); please try again shortly")
-            return (verdict,) + (None,) * (inputs - 1) if inputs > 1 else verdict
+    def lane_of(body) -> str | None:
+        function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
+        return getattr(function, "concurrency_id", None)
 
-        return guard
+    async def guarded_push(body, request, username):
+        lane = lane_of(body)
+        if lane not in waiting_limits:
+            return await push(body=body, request=request, username=username)
+        # No await between this check and the count: on the event loop, check-and-admit is one step.
+        waiting = len(getattr(queue.event_queue_per_concurrency_id.get(lane), "queue", ())) + arriving[lane]
+        if waiting >= waiting_limits[lane]:
+            return False, f"the {lane} queue is full ({waiting} waiting); please try again shortly", "queue_full"
+        arriving[lane] += 1
+        try:
+            return await push(body=body, request=request, username=username)
+        finally:  # admitted (now in the lane's queue) or refused by Gradio: no longer arriving either way
+            arriving[lane] -= 1
 
-    for function in demo.fns.values():
-        lane = function.concurrency_id
-        if lane in waiting_limits and function.inputs:
-            function.validator = guard_for(lane, waiting_limits[lane], len(function.inputs))
+    queue.push = guarded_push
 
 
 HEARTBEAT_S = 0.5

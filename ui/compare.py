@@ -19,8 +19,9 @@ import scipy.stats
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, caption, check, check_flag, check_work, download_folder, engine_for, failed, gpu,
-    load_allowed_model, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer, user_error,
+    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, caption, check, check_flag, check_work, download_folder, engine_for,
+    failed, gpu, load_allowed_model, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer,
+    user_error,
 )
 
 METRICS = ("e5", "jaccard", "minilm", "aligned")
@@ -303,7 +304,8 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
                 max_new_tokens = gr.Slider(8, LIMITS["max_new_tokens"].high, value=64, step=8, label="max new tokens")
                 with gr.Row():
-                    seed = gr.Number(value=0, precision=0, minimum=0, label="first seed", elem_id="compare-seed")
+                    seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX, label="first seed",
+                                     elem_id="compare-seed")
                     seeds = gr.Slider(1, LIMITS["seeds per run"].high, value=DEFAULT_SEEDS, step=1, label="seeds",
                                       info="one paired observation each", elem_id="compare-seeds")
                 methods = gr.CheckboxGroup(method_choices(), value=list(gcs.METHODS), label="methods")

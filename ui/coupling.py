@@ -6,7 +6,7 @@ import gradio as gr
 
 import gcs
 
-from .common import caption, check, failed, parse_numbers, user_error
+from .common import LIMITS, caption, check, failed, parse_numbers, user_error
 
 
 def explore(p_text, q_text, max_epsilon, trials, steps, seed):
@@ -76,7 +76,7 @@ def build() -> tuple[list, list, dict]:
                                     info="how far the perturbed q goes (only when q is blank)")
             trials = gr.Slider(500, 20_000, value=4000, step=500, label="Monte Carlo trials per point")
             steps = gr.Slider(500, 20_000, value=5000, step=500, label="recycling demo: steps")
-            seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+            seed = gr.Number(value=0, precision=0, minimum=0, maximum=LIMITS["coupling seed"].high, label="seed")
         run = gr.Button("Explore", variant="primary", elem_id="run-coupling")
         status = gr.Markdown(elem_id="coupling-status")
         plot = gr.Plot(label="agreement of one draw from p and one from q", elem_id="coupling-plot")

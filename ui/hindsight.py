@@ -11,8 +11,8 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, check, check_count_of, check_flag, check_text, check_work, failed, gpu, load_allowed_model,
-    method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
+    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, check, check_count_of, check_flag, check_text, check_work, failed, gpu,
+    load_allowed_model, method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
 )
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 
@@ -212,7 +212,8 @@ def build(compare_run: gr.State) -> dict:
                 take = gr.Button("Take the side-by-side run's first GCSwR answer", size="sm")
             with gr.Column():
                 method = gr.Radio(method_choices(), value="gcswr", label="method")
-                seed = gr.Number(value=0, precision=0, minimum=0, label="posterior seed (another seed, another draw)")
+                seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX,
+                                 label="posterior seed (another seed, another draw)")
                 temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05, label="temperature")
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
                 tokens = gr.Slider(8, LIMITS["max_new_tokens"].high, value=48, step=8, label="max new tokens")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 import urllib.parse
 
 import gradio as gr
@@ -26,8 +27,8 @@ def _choices(component) -> list:
 def parse_value(component, text: str):
     """The value ``text`` (from a query string) means for ``component``, or ValueError saying what it must be."""
     if isinstance(component, (gr.Slider, gr.Number)):
-        try:
-            value = float(text)
+        try:  # a whole number is read exactly: through a float, 9007199254740993 would become ...992
+            value = int(text) if re.fullmatch(r"[+-]?\d{1,30}", text.strip()) else float(text)
         except ValueError:
             raise ValueError("must be a number") from None
         low, high = getattr(component, "minimum", None), getattr(component, "maximum", None)

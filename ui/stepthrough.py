@@ -14,8 +14,8 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, caption, check, check_work, failed, gpu, load_allowed_model, method_choices, model_dropdown,
-    parse_paraphrases, run_cancellable, user_error,
+    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, caption, check, check_work, failed, gpu, load_allowed_model,
+    method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
 )
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
@@ -196,7 +196,7 @@ def build() -> dict:
             with gr.Column():
                 method = gr.Radio(method_choices(), value="gcswr", label="method", elem_id="trace-method")
                 with gr.Row():
-                    seed = gr.Number(value=0, precision=0, minimum=0, label="seed")
+                    seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX, label="seed")
                     temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05,
                                             label="temperature")
                     top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
