@@ -1,10 +1,10 @@
 """gcs: Gumbel Consistency Sampling.
 
 Data flow: checks/settings -> noise -> samplers (reference: the literal algorithm; on CPU, GCSwR's fused kernel) ->
-processor -> models/prompts -> batch (one generate call; the runner) -> generation/reword, trace (the race step by
-step), hindsight (posterior noise given a response) -> scoring ->
-experiments/style -> cli (and the Gradio app, outside this package). Counterfactual edits build on hindsight;
-``invariance`` gives the model's rows kernels that make a row's tokens independent of its batch.
+processor -> models/prompts, invariance (kernels that make a row's tokens independent of its batch) -> batch (one
+generate call; the runner) -> generation/reword, trace (the race step by step), hindsight (posterior noise given a
+response) and counterfactual (an edit under that noise) -> scoring -> surprise and verdict (paired, simultaneous,
+degenerate answers flagged) -> experiments/style -> cli (and the Gradio app, outside this package).
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])

@@ -227,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     style.add_argument("--classifiers", type=_csv_list, default=None,
                        help="rule classifiers (default for coding: code ones; for lists: list_style,is_terse)")
 
+    commands.add_parser("vllm-serve", help="serve a model on vLLM with gcs's samplers (gcs vllm-serve -h)",
+                        add_help=False)
     compare = commands.add_parser("compare", help="answer a few paraphrases with each method, side by side")
     compare.add_argument("prompts", nargs="+")
     compare.add_argument("--methods", type=_csv_list, default=["is", "gcs", "gcswr"])
@@ -239,7 +241,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gcs vllm-serve",
+        description="vLLM's OpenAI-compatible server with gcs's samplers (requests choose them with vllm_xargs); "
+                    "arguments after -- go to vLLM unchanged, e.g. -- --tensor-parallel-size 4")
+    parser.add_argument("model", nargs="?", default=None, help="hub id or local folder (default: the embedded model)")
+    parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (this machine only) unless you say otherwise")
+    parser.add_argument("--port", type=int, default=8000)
+    return parser
+
+
+def command_vllm_serve(argv: list[str]) -> int:
+    ours, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = serve_parser().parse_args(ours)
+    from .serving import vllm_serve
+
+    try:
+        vllm_serve(args.model, args.host, args.port, extra)  # returns only if it could not start
+    except (ValueError, ImportError) as error:
+        print(f"gcs vllm-serve: error: {error}", file=sys.stderr)
+        return 2
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["vllm-serve"]:
+        return command_vllm_serve(argv[1:])
     args = build_parser().parse_args(argv)
     if getattr(args, "limit", None) is not None and args.limit < 1:
         print("gcs: error: --limit must be at least 1", file=sys.stderr)

@@ -121,6 +121,16 @@ def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
                          "each seed is one paired observation (score each seed once)")
 
 
+def points(fraction: float) -> str:
+    """A score difference in points (x 100), signed, one decimal; more digits where one would read as 0.
+
+    >>> points(0.0234), points(-0.0003), points(0.0)
+    ('+2.3', '-0.03', '+0.0')
+    """
+    text = f"{100 * fraction:+.1f}"
+    return f"{100 * fraction:+.2g}" if fraction != 0 and float(text) == 0 else text
+
+
 def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model",
             excess: Sequence[float] | None = None) -> list[str]:
@@ -150,14 +160,14 @@ def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95
         words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
         head = f"{scope}, over {row.n} seed{'s' if row.n != 1 else ''}: {name}"
         if row.n < 2:
-            diff = "no paired seed" if row.n == 0 else f"{100 * row.diff:+.1f} {words} points against {base}"
+            diff = "no paired seed" if row.n == 0 else f"{points(row.diff)} {words} points against {base}"
             lines.append(f"{head}: {diff}. One seed is an anecdote, not evidence: use more seeds.")
             continue
         more = "more" if row.diff >= 0 else "less"
         body = f"{head} agreed {more} than {base} in {row.wins if more == 'more' else row.n - row.wins} of " \
-               f"{row.n} seeds, by {100 * row.diff:+.1f} {words} points"
+               f"{row.n} seeds, by {points(row.diff)} {words} points"
         if row.test == "t":
-            body += f" ({100 * confidence:g} % CI {100 * row.low:+.1f} to {100 * row.high:+.1f}{together})"
+            body += f" ({100 * confidence:g} % CI {points(row.low)} to {points(row.high)}{together})"
         else:
             body += (f"; every seed gave the same difference, so the spread says nothing and an exact sign-flip "
                      f"test decides (p = {row.p:.3g}{together.replace(', simultaneous', '; Bonferroni')})")

@@ -62,12 +62,13 @@ from .checks import check_method, check_sampling_settings, check_seed
 from .invariance import in_row_blocks, wanted
 from .processor import make_warpers
 from .samplers import RecyclingGumbelSampler, make_sampler
+from .serving import PLUGIN
 
 logger = logging.getLogger(__name__)
 
 METHOD_KEY, SEED_KEY, STREAM_KEY = "gcs_method", "gcs_seed", "gcs_stream"
 KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY)
-ENTRY_POINT = "gcs.vllm:GumbelSamplingProcessor"
+ENTRY_POINT = PLUGIN  # what pyproject.toml registers under vLLM's "vllm.logits_processors"
 
 
 # -- request arguments -----------------------------------------------------------------------
@@ -121,9 +122,12 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
     top_p = None if params.top_p is None or params.top_p >= 1 else float(params.top_p)
     temperature = float(params.temperature)
     check_sampling_settings(temperature, top_k, top_p)
-    stream = extra.get(STREAM_KEY)
+    stream, method = extra.get(STREAM_KEY), check_method(extra[METHOD_KEY])
+    if stream is not None and method != "is":
+        raise ValueError(f"{STREAM_KEY} applies to IS only (it makes IS requests independent); {method} couples "
+                         f"requests by {SEED_KEY}: leave {STREAM_KEY} out")
     return RequestArgs(
-        method=check_method(extra[METHOD_KEY]),
+        method=method,
         seed=check_seed(extra.get(SEED_KEY, 0), SEED_KEY),
         stream=None if stream is None else check_seed(stream, STREAM_KEY),
         temperature=temperature,
@@ -383,6 +387,19 @@ class GumbelSamplingV2(V2LogitsProcessor):
 
 
 # -- the class vLLM loads ------------------------------------------------------------------------
+def _refuse_a_second_registration(vllm_config) -> None:
+    """vLLM loads the installed entry point and ``--logits-processors`` / ``LLM(logits_processors=)`` side by side,
+    without removing twins: two gcs processors would each draw a token (twice the work, the second draw wins)."""
+    named = getattr(getattr(vllm_config, "model_config", None), "logits_processors", None) or ()
+    ours = [item for item in named if item in (ENTRY_POINT, ENTRY_POINT.replace(":", "."))
+            or (isinstance(item, type) and issubclass(item, (GumbelSamplingProcessor, GumbelSamplingV1,
+                                                             GumbelSamplingV2)))]
+    if len(ours) > 1 or (ours and plugin_registered()):
+        raise ValueError(f"gcs's logits processor is registered twice in this engine: gcs is installed, so vLLM "
+                         f"loads it from its entry point already; drop --logits-processors {ENTRY_POINT} "
+                         "(or logits_processors=[...] in LLM(...))")
+
+
 class GumbelSamplingProcessor(V1LogitsProcessor, V2LogitsProcessor):
     """The entry point: vLLM's V1 runner gets a ``GumbelSamplingV1``, Model Runner V2 a ``GumbelSamplingV2``.
 
@@ -392,6 +409,7 @@ class GumbelSamplingProcessor(V1LogitsProcessor, V2LogitsProcessor):
     """
 
     def __new__(cls, vllm_config, *args, **kwargs):
+        _refuse_a_second_registration(vllm_config)
         if len(args) + len(kwargs) == 2:
             return GumbelSamplingV1(vllm_config, *args, **kwargs)
         if len(args) + len(kwargs) == 1:
@@ -488,7 +506,8 @@ def stream_batch(batch, stop: threading.Event | None = None) -> Iterator[list[li
     mask = batch.inputs["attention_mask"].bool().cpu()
     prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask)]
     params = [
-        sampling_params(method, seed, stream, temperature=temperature, top_k=top_k or 0, top_p=top_p or 1.0,
+        sampling_params(method, seed, stream if method == "is" else None, temperature=temperature, top_k=top_k or 0,
+                        top_p=top_p or 1.0,
                         max_tokens=batch.settings.max_new_tokens, stop_token_ids=list(batch.stop_ids))
         for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams)
     ]

@@ -8,6 +8,7 @@ a real effect must be found in most runs.
 from __future__ import annotations
 
 import itertools
+import re
 
 import numpy as np
 import pandas as pd
@@ -123,3 +124,12 @@ def test_a_real_effect_is_found():
         tests = paired_tests(scores).set_index(["method", "metric"])
         found += bool(tests.loc[("gcswr", "e5"), "beyond_noise"])
     assert found >= 0.8 * runs
+
+
+def test_no_number_in_a_sentence_reads_as_a_signed_zero_unless_it_is_zero():
+    """An interval that reaches just below 0 must say so ("-0.03"), never "-0.0", which reads as touching 0."""
+    rng, lines = np.random.default_rng(11), []
+    for _ in range(300):
+        lines += gcs.verdict(null_scores(rng, 8))
+    assert re.search(r"CI [+-]0\.0\d", " ".join(lines)), "no bound near 0 drawn: the test checks nothing"
+    assert not re.search(r"[+-]0\.0(?!\d)", " ".join(lines))

@@ -266,11 +266,26 @@ def test_the_entry_point_class_builds_the_runner_s_processor():
         GumbelSamplingProcessor(SimpleNamespace(speculative_config=object()), torch.device("cpu"), False)
 
 
+@pytest.mark.parametrize("named", [
+    ["gcs.vllm:GumbelSamplingProcessor"],  # --logits-processors beside the installed entry point
+    [GumbelSamplingProcessor],  # LLM(logits_processors=[...]) beside it
+    ["gcs.vllm.GumbelSamplingProcessor"],
+])
+def test_a_second_registration_in_one_engine_is_refused(named):
+    """gcs is installed here, so its entry point loads the plugin: naming it again would run it twice."""
+    config = SimpleNamespace(speculative_config=None, model_config=SimpleNamespace(logits_processors=named))
+    with pytest.raises(ValueError, match="registered twice in this engine.*drop --logits-processors"):
+        GumbelSamplingProcessor(config, torch.device("cpu"), False)
+    plain = SimpleNamespace(speculative_config=None, model_config=SimpleNamespace(logits_processors=["x.y:Other"]))
+    assert isinstance(GumbelSamplingProcessor(plain, torch.device("cpu"), False), GumbelSamplingV1)
+
+
 @pytest.mark.parametrize("extra, changes, message", [
     ({"gcs_method": "gumbel"}, {}, "unknown method 'gumbel'"),
     ({"gcs_method": "gcs", "gcs_seed": -1}, {}, "gcs_seed"),
     ({"gcs_method": "gcs", "gcs_seed": "7"}, {}, "gcs_seed must be an integer"),
     ({"gcs_method": "is", "gcs_stream": 1.5}, {}, "gcs_stream must be an integer"),
+    ({"gcs_method": "gcswr", "gcs_stream": 3}, {}, "gcs_stream applies to IS only"),  # was silently ignored
     ({"gcs_seed": 3}, {}, "gcs_method is required"),
     ({"gcs_method": "gcs", "gcs_temperature": 2}, {}, "unknown gcs argument"),
     ({"gcs_method": "gcs"}, {"repetition_penalty": 1.2}, "repetition_penalty=1.2"),
