@@ -25,7 +25,7 @@ import gcs
 
 from . import compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
-from .common import DEFAULT_MODEL, guard_lanes, load_allowed_model, logger, start_engine
+from .common import DEFAULT_MODEL, guard_queue, load_allowed_model, logger, start_engine
 from .links import Links
 
 __all__ = ["build", "warm_up", "gpu", "CSS"]
@@ -90,7 +90,7 @@ def build(queue_size: int = 16) -> gr.Blocks:
         gr.api(coupling.api_coupling, api_name="coupling", concurrency_id="coupling", concurrency_limit=4)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
-    guard_lanes(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
+    guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
     return demo
 
 

@@ -431,6 +431,10 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
+def too_few_values(needed: int, got: int) -> str:
+    return f'this endpoint takes {needed} values in "data" (see /gradio_api/info), got {got}'
+
+
 class TidyRefusals:
     """ASGI middleware: Gradio's answer to a raw call with too few values lists object addresses and echoes every
     value sent; the client gets one plain sentence instead (what the endpoint takes, and how many came)."""
@@ -457,8 +461,7 @@ class TidyRefusals:
             body, found = held["body"], self.COUNT.search(held["body"])
             if found and b"Wanted inputs" in body:
                 needed, got = (int(n) for n in found.groups())
-                body = json.dumps({"detail": f"this endpoint takes {needed} values in \"data\" (see "
-                                             f"/gradio_api/info), got {got}"}).encode()
+                body = json.dumps({"detail": too_few_values(needed, got)}).encode()
             headers = [(k, v) for k, v in held["start"]["headers"] if k.lower() != b"content-length"]
             await send({**held["start"], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
@@ -467,31 +470,33 @@ class TidyRefusals:
 
 
 # -- capacity and cancellation --------------------------------------------------------------------
-TESTED_GRADIO = ((6, 0), (7, 0))  # guard_lanes wraps Queue.push: checked against these versions (tests/test_hardening*)
+TESTED_GRADIO = ((6, 0), (7, 0))  # guard_queue wraps Queue.push: checked against these versions (tests/test_hardening*)
 
 
-def guard_lanes(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
-    """Bound how many requests may *wait* in each lane (``concurrency_id``), each lane on its own; call it after
-    ``demo.queue(max_size=None)``.
+def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
+    """Bound how many requests may *wait* in each lane (``concurrency_id``), each lane on its own, and refuse a
+    request with too few values before it is queued; call it after ``demo.queue(max_size=None)``.
 
     Gradio's ``queue(max_size=...)`` counts every waiting request of every lane, so a full model lane would
     refuse the coupling explorer too. Instead ``Queue.push`` is wrapped: a request of a guarded lane is counted
     from the moment it arrives (before Gradio's awaits, so a burst cannot slip in between a check and its
     admission) and refused with HTTP 503 when its lane already holds its limit. The browser then says "This
     application is currently busy", gradio_client raises "Queue is full", a raw call reads the message below.
+    A raw call with too few values gets HTTP 400 and one sentence (Gradio would queue it, then fail listing
+    every value it was sent).
     """
     version = tuple(int(part) for part in re.findall(r"\d+", gr.__version__)[:2])
     if not TESTED_GRADIO[0] <= version < TESTED_GRADIO[1]:
-        logger.warning("gradio %s is untested here: the per-lane waiting limits wrap its Queue.push", gr.__version__)
+        logger.warning("gradio %s is untested here: the queue's guards wrap its Queue.push", gr.__version__)
     queue = demo._queue
     push, arriving = queue.push, collections.Counter()
 
-    def lane_of(body) -> str | None:
-        function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
-        return getattr(function, "concurrency_id", None)
-
     async def guarded_push(body, request, username):
-        lane = lane_of(body)
+        function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
+        sent = len(body.data) if isinstance(body.data, list) else 0
+        if function is not None and sent < len(function.inputs):
+            return False, too_few_values(len(function.inputs), sent), "error"
+        lane = getattr(function, "concurrency_id", None)
         if lane not in waiting_limits:
             return await push(body=body, request=request, username=username)
         # No await between this check and the count: on the event loop, check-and-admit is one step.
