@@ -367,10 +367,13 @@ class GumbelSamplingV2(V2LogitsProcessor):
         return True
 
     def apply(self, logits: torch.Tensor, ctx) -> torch.Tensor:
-        if not self.slots:
+        # The runner never tells a processor that a request finished, so ``slots`` keeps finished ones until
+        # their slot is reused: ask the host-side copy of this step's slots whether any row is ours before
+        # touching a device tensor (reading ``pos`` waits for the device).
+        slots = ctx.idx_mapping_np.tolist()
+        if not any(slot in self.slots for slot in slots):
             return logits
-        slots = ctx.expanded_idx_mapping.tolist()
-        if len(slots) != len(ctx.idx_mapping_np) and any(slot in self.slots for slot in slots):
+        if ctx.expanded_idx_mapping.shape[0] != len(slots):
             raise RuntimeError("gcs sampling does not support speculative decoding (several rows per request)")
         positions = ctx.pos.tolist()
         prompt_len, prefill_len = self.req_states.prompt_len.np, self.req_states.prefill_len.np

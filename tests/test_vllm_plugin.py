@@ -250,6 +250,31 @@ def run_v2(requests, capacity, partial_prefill=True, seed=0):
     return [r.output for r in requests]
 
 
+class DeviceOnly:
+    """A device tensor whose host copy must not be needed (reading it would make the runner wait for the GPU)."""
+
+    def __init__(self, rows: int):
+        self.shape = (rows,)
+
+    def tolist(self):
+        raise AssertionError("a step without gcs requests read a device tensor")
+
+
+def test_v2_steps_without_gcs_requests_never_wait_for_the_device():
+    """Model Runner V2 never reports finished requests: after a gcs request ends, later steps of plain requests
+    must return at once, judged from the host-side slot list alone."""
+    req_states = SimpleNamespace(prompt_len=FakeTensor(np.array([3, 3, 3], np.int32)),
+                                 prefill_len=FakeTensor(np.array([3, 3, 3], np.int32)),
+                                 all_token_ids=SimpleNamespace(gpu=torch.zeros(3, 8, dtype=torch.int32)))
+    processor = GumbelSamplingProcessor(CONFIG, req_states)
+    assert processor.add_request(0, sampling_params("gcswr", seed=1, max_tokens=2))  # slot 0: gcs, then finished
+    assert not processor.add_request(1, SamplingParams(max_tokens=2))  # plain requests in slots 1 and 2
+    assert not processor.add_request(2, SamplingParams(max_tokens=2))
+    logits = torch.randn(2, VOCAB)
+    ctx = SimpleNamespace(idx_mapping_np=np.array([2, 1]), expanded_idx_mapping=DeviceOnly(2), pos=DeviceOnly(2))
+    assert processor.apply(logits, ctx) is logits
+
+
 @pytest.mark.parametrize("capacity", [1, 4, 16])
 def test_v2_slots_and_reordered_rows_give_each_request_its_own_tokens(capacity):
     requests = make_requests(seed=1)
