@@ -58,6 +58,13 @@ def test_invisible_and_direction_overriding_characters_are_refused(client, endpo
     assert "invisible or direction-overriding" in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
 
+@pytest.mark.parametrize("response", ["Blue\x00.", "Blue\x01 sky", "Blue\x1b[2J"])
+def test_a_response_with_control_characters_is_refused_by_hindsight(client, response):
+    message = _error_text(lambda: client.predict("Why is the sky blue?", response, "What makes it blue?",
+                                                 api_name="/hindsight"))
+    assert "the response contains control characters" in message
+
+
 @pytest.mark.parametrize("endpoint, arguments", [
     ("/trace", ("Tell me a long story about a dragon.\nTell me a long tale about a dragon.", "gcswr", 0, 1.0, 1.0, 64)),
     ("/hindsight", ("Tell me a long story.", "Once upon a time", "Tell me a long tale.\nTell me a story, a long one.",
