@@ -4,23 +4,17 @@ with the ``openai`` client and ``vllm_xargs``, as the README shows it."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import httpx
 import openai
 import pytest
 import scipy.stats
+from conftest import READY_LIMIT_S, free_port, running_server
 
 from gcs.cli import main
 from gcs.serving import PLUGIN, vllm_serve_command
 
-ROOT = Path(__file__).resolve().parent.parent
-READY_LIMIT_S = 900  # a busy machine is slow, not broken
 MODEL = "smollm2-135m-instruct"
 QUESTIONS = ("What is DNA?", "Can you explain what DNA is?")
 
@@ -66,34 +60,11 @@ def test_the_cli_says_what_is_wrong(capsys):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """``python -m gcs vllm-serve`` on a free port, once it lists its model."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}
-    with open(log, "w") as output:
-        process = subprocess.Popen([sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port)], cwd=ROOT,
-                                   env=env, stdout=output, stderr=subprocess.STDOUT)
+    port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
     base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.time() + READY_LIMIT_S
-        while True:
-            assert process.poll() is None, f"the server exited: {log.read_text()[-3000:]}"
-            try:
-                if httpx.get(base + "/models", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.time() < deadline, f"no server within {READY_LIMIT_S} s: {log.read_text()[-2000:]}"
-            time.sleep(1)
+    with running_server([sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port)], log, base + "/models",
+                        {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}):
         yield openai.OpenAI(base_url=base, api_key="-", max_retries=0, timeout=READY_LIMIT_S), log
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def ask(client, question: str, xargs: dict | None, tokens: int = 24, temperature: float = 1.0, **kwargs) -> list[str]:
