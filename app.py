@@ -19,7 +19,7 @@ import sys
 import gradio as gr
 from starlette.middleware import Middleware
 
-from ui.common import BodyLimit, RedactingStream, RedactSecrets, TidyRefusals
+from ui.common import BodyLimit, RedactingStream, RedactSecrets, QueuedOnly
 
 demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
 
@@ -31,5 +31,5 @@ if __name__ == "__main__":
         handler.addFilter(RedactSecrets())
     ui.warm_up()
     demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True,
-                # oversized bodies: 413 before parsing; a raw call with too few values: one plain sentence
-                app_kwargs={"middleware": [Middleware(BodyLimit), Middleware(TidyRefusals)]})
+                # oversized bodies: 413 before parsing; Gradio's routes that bypass the queue: closed
+                app_kwargs={"middleware": [Middleware(BodyLimit), Middleware(QueuedOnly, demo=demo)]})

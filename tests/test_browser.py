@@ -48,6 +48,8 @@ def screenshot(page, path: Path) -> None:
 
 def test_side_by_side_streams_responses_and_plots(page, screenshots):
     box = page.locator("#paraphrases textarea")
+    page.get_by_text("What is DNA? Can you explain", exact=False).first.click()  # an example fills the box
+    expect(box).to_have_value(re.compile(r"^What is DNA\?\nCan you explain what DNA is\?"), timeout=TIMEOUT_MS)
     box.fill("Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky.")
     page.locator("#run-compare").click()
     for method in ("is", "gcs", "gcswr"):  # responses arrive in every column, then the heatmaps

@@ -107,6 +107,23 @@ def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, ap
     assert "why " * 2_000 not in log  # cut, not copied whole
 
 
+@pytest.mark.parametrize("route", ["gradio_api/run/trace", "gradio_api/api/trace", "gradio_api/run/coupling",
+                                   "gradio_api/run/predict"])
+def test_no_route_runs_work_beside_the_queue(app_url, app_log, route):
+    """Gradio answers /run/<name>, /api/<name> and /run/predict (any event, by its index) without its queue:
+    model work beside the model lane, past its waiting limit. Closed, with a sentence naming the queued route,
+    even for a complete and valid call."""
+    config = httpx.get(app_url + "config", timeout=WAIT_S).json()
+    trace = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "trace")
+    valid = {"trace": ["Why?\nHow come?", "gcswr", 0, 1.0, 1.0, 4, "smollm2-135m-instruct"],
+             "coupling": ["0.5, 0.5", "", 1.0, 500, 500, 0]}[route.rsplit("/", 1)[1].replace("predict", "trace")]
+    tracebacks = app_log.read_text().count("Traceback")
+    for data in (valid, ["too few"]):
+        response = httpx.post(app_url + route, json={"data": data, "fn_index": trace}, timeout=WAIT_S)
+        assert response.status_code == 404 and "through its queue" in response.json()["detail"], response.text[:300]
+    assert app_log.read_text().count("Traceback") == tracebacks
+
+
 def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
     """A fast tokenizer keeps padding state between calls: two threads sharing one built padded batches with each
     other's settings. Each browse thread gets its own copy, and tokenizing beside a padded batch is safe."""

@@ -230,3 +230,10 @@ def test_a_link_s_text_reaches_the_toast_as_text_and_the_log_in_one_line(caplog)
     assert "<b>" not in toast and "&lt;b&gt;" in toast and "x" * 60 not in toast  # escaped, and cut
     logged = [r.getMessage() for r in caplog.records if "link parameters ignored" in r.getMessage()]
     assert len(logged) == 1 and "\n" not in logged[0] and "\x1b" not in logged[0]
+
+
+def test_every_event_of_the_app_goes_through_the_queue():
+    """The app closes Gradio's unqueued routes (ui.common.QueuedOnly) but for events declared unqueued: only
+    Gradio's own example loaders are; one of ours with queue=False would do nothing in the page."""
+    unqueued = {fn.name for fn in ui.build().fns.values() if fn.fn is not None and not fn.queue}
+    assert unqueued <= {"load_example"}, unqueued

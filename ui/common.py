@@ -392,6 +392,31 @@ class RedactingStream(io.TextIOBase):
 MAX_BODY_BYTES = 2_000_000  # the largest legitimate request (a 1 MB upload, multipart) fits with room
 
 
+async def read_messages(receive, max_bytes: int) -> list[dict] | None:
+    """An HTTP request's messages up to the end of its body; None once the body passes ``max_bytes``."""
+    messages, size = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages
+        size += len(message.get("body", b""))
+        if size > max_bytes:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def replaying(messages: list[dict], receive):
+    """A ``receive`` that hands on ``messages`` (already read), then whatever comes next."""
+    pending = iter(messages)
+
+    async def replay():
+        return next(pending, None) or await receive()
+
+    return replay
+
+
 class BodyLimit:
     """ASGI middleware: an HTTP request whose body is over ``max_bytes`` gets 413 before anything parses it. A
     declared Content-Length is refused at once; any other body is read up to the limit (never more), then
@@ -406,67 +431,53 @@ class BodyLimit:
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
             return await self._refuse(send)
-        messages, size = [], 0
-        while True:
-            message = await receive()
-            messages.append(message)
-            if message["type"] != "http.request":
-                break
-            size += len(message.get("body", b""))
-            if size > self.max_bytes:
-                return await self._refuse(send)
-            if not message.get("more_body", False):
-                break
-        pending = iter(messages)
-
-        async def replay():
-            return next(pending, None) or await receive()
-
-        await self.app(scope, replay, send)
+        messages = await read_messages(receive, self.max_bytes)
+        if messages is None:
+            return await self._refuse(send)
+        await self.app(scope, replaying(messages, receive), send)
 
     async def _refuse(self, send):
-        body = json.dumps({"error": f"the request body is over {self.max_bytes:,} bytes"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-        await send({"type": "http.response.body", "body": body})
+        await json_answer(send, 413, {"error": f"the request body is over {self.max_bytes:,} bytes"})
 
 
-def too_few_values(needed: int, got: int) -> str:
-    return f'this endpoint takes {needed} values in "data" (see /gradio_api/info), got {got}'
+async def json_answer(send, status: int, payload: dict) -> None:
+    """Answer an ASGI HTTP request with ``payload`` as JSON, before the app sees it."""
+    body = json.dumps(payload).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
-class TidyRefusals:
-    """ASGI middleware: Gradio's answer to a raw call with too few values lists object addresses and echoes every
-    value sent; the client gets one plain sentence instead (what the endpoint takes, and how many came)."""
+class QueuedOnly:
+    """ASGI middleware: Gradio also answers ``POST /gradio_api/run/<name>`` and ``/gradio_api/api/<name>`` without
+    its queue, for *any* event, so a raw client could run model work beside the model lane, past its waiting
+    limit and its cancellation. Those routes are closed (404 and a sentence naming the queued route) except
+    for what the page itself sends there: ``run/predict`` for an event the app declared unqueued (Gradio's
+    example loader). Runs after ``BodyLimit``, so the body it reads is bounded."""
 
-    COUNT = re.compile(rb"needed: (\d+), got: (\d+)")
+    UNQUEUED = re.compile(r"/gradio_api/(run|api)/")
 
-    def __init__(self, app):
-        self.app = app
+    def __init__(self, app, demo: gr.Blocks):
+        self.app, self.demo = app, demo
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
+        if scope["type"] != "http" or scope.get("method") != "POST" or not self.UNQUEUED.search(scope["path"]):
             return await self.app(scope, receive, send)
-        held = {}
+        messages = await read_messages(receive, MAX_BODY_BYTES) or []
+        if self._declared_unqueued(scope["path"], b"".join(m.get("body", b"") for m in messages)):
+            return await self.app(scope, replaying(messages, receive), send)
+        await json_answer(send, 404, {"detail": "this server runs every call through its queue: POST "
+                                                "/gradio_api/call/<name> (or use gradio_client)"})
 
-        async def tidy_send(message):
-            if message["type"] == "http.response.start" and message["status"] == 400:
-                held["start"], held["body"] = message, b""
-                return
-            if "start" not in held:
-                return await send(message)
-            held["body"] += message.get("body", b"")
-            if message.get("more_body", False):
-                return
-            body, found = held["body"], self.COUNT.search(held["body"])
-            if found and b"Wanted inputs" in body:
-                needed, got = (int(n) for n in found.groups())
-                body = json.dumps({"detail": too_few_values(needed, got)}).encode()
-            headers = [(k, v) for k, v in held["start"]["headers"] if k.lower() != b"content-length"]
-            await send({**held["start"], "headers": [*headers, (b"content-length", str(len(body)).encode())]})
-            await send({"type": "http.response.body", "body": body})
-
-        await self.app(scope, receive, tidy_send)
+    def _declared_unqueued(self, path: str, body: bytes) -> bool:
+        if not path.rstrip("/").endswith("/run/predict"):
+            return False
+        try:
+            index = json.loads(body).get("fn_index")
+        except (ValueError, AttributeError):
+            return False
+        function = self.demo.fns.get(index) if isinstance(index, int) and not isinstance(index, bool) else None
+        return function is not None and not function.queue
 
 
 # -- capacity and cancellation --------------------------------------------------------------------
@@ -495,7 +506,8 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
         function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
         sent = len(body.data) if isinstance(body.data, list) else 0
         if function is not None and sent < len(function.inputs):
-            return False, too_few_values(len(function.inputs), sent), "error"
+            return False, (f'this endpoint takes {len(function.inputs)} values in "data" (see /gradio_api/info), '
+                           f"got {sent}"), "error"
         lane = getattr(function, "concurrency_id", None)
         if lane not in waiting_limits:
             return await push(body=body, request=request, username=username)

@@ -88,7 +88,7 @@ def build() -> tuple[list, list, dict]:
                 "repeats one token forever.")
         note = gr.Markdown()
         q_text.change(lambda q: gr.update(interactive=not str(q or "").strip()), q_text, max_epsilon,
-                      api_visibility="private", queue=False)
+                      api_visibility="private", concurrency_id="browse", concurrency_limit=4)
         inputs = [p_text, q_text, max_epsilon, trials, steps, seed]
         outputs = [plot, plot_caption, table, recycling, note, status]
         run.click(coupling_ui, inputs, outputs, api_visibility="private", concurrency_id="coupling",

@@ -243,11 +243,13 @@ def build(compare_run: gr.State) -> dict:
                                         show_legend=False, show_inline_category=False, combine_adjacent=True,
                                         elem_id="counterfactual-answer", elem_classes="response-text")
         inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model, finished]
-        run.click(lambda: "Working…", None, status, api_visibility="private", queue=False).then(
+        run.click(lambda: "Working…", None, status, api_visibility="private", concurrency_id="browse",
+                  concurrency_limit=4).then(
             hindsight_ui, inputs, [answers, replay, explain, at, status], api_visibility="private",
             concurrency_id="model", concurrency_limit=1)
         edit_inputs = [prompt, response, at, replacement, method, seed, temperature, top_p, tokens, model, finished]
-        edit.click(lambda: "Working…", None, status, api_visibility="private", queue=False).then(
+        edit.click(lambda: "Working…", None, status, api_visibility="private", concurrency_id="browse",
+                   concurrency_limit=4).then(
             counterfactual_ui, edit_inputs, [edited, status], api_visibility="private", concurrency_id="model",
             concurrency_limit=1)
         take.click(from_side_by_side, [compare_run],

@@ -147,7 +147,7 @@ def build() -> dict:
                              interactive=False)
         csv = gr.File(label="download all rows (CSV)", interactive=False)
         source.change(source_inputs, source, [builtin_count, groups_text, upload], api_visibility="private",
-                      queue=False)
+                      concurrency_id="browse", concurrency_limit=4)
         run.click(sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, tokens,
                              model], [curve, table, csv, status], api_visibility="private", concurrency_id="model",
                   concurrency_limit=1)
