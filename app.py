@@ -1,6 +1,7 @@
 """gcs dashboard: IS / GCS / GCSwR side by side, consistency vs temperature, a coupling explorer.
 
     python app.py            # http://127.0.0.1:7860 (GRADIO_SERVER_NAME / GRADIO_SERVER_PORT to change)
+                             # MCP tools at /gradio_api/mcp/ (GCS_MCP=0 turns them off)
 
 The Hugging Face Spaces entry point (README front matter). Each tab lives in the ``ui``
 package beside this file; every computation comes from the ``gcs`` library. Runs on CPU
@@ -30,6 +31,6 @@ if __name__ == "__main__":
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
     ui.warm_up()
-    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True,
+    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True, mcp_server=ui.mcp_server(),
                 # oversized bodies: 413 before parsing; Gradio's routes that bypass the queue: closed
                 app_kwargs={"middleware": [Middleware(BodyLimit), Middleware(QueuedOnly, demo=demo)]})

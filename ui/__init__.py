@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from .common import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
 
+import importlib.metadata
+import os
 import threading
 
 import gradio as gr
@@ -28,7 +30,7 @@ from .about import ABOUT
 from .common import DEFAULT_MODEL, guard_queue, load_allowed_model, logger, start_engine
 from .links import Links
 
-__all__ = ["build", "warm_up", "gpu", "CSS"]
+__all__ = ["build", "warm_up", "mcp_server", "gpu", "CSS", "ENDPOINTS"]
 
 CSS = """
 .method-column { min-width: 260px; }
@@ -52,6 +54,16 @@ def _selected_tab(event: gr.SelectData) -> str:
 def _examples() -> list[list[str]]:
     return [["\n".join(g.prompts)] for g in gcs.load_groups("general")[:6]]
 
+
+# The public API: endpoint (and MCP tool) name -> (function, lane). The model lane runs one request at a time.
+ENDPOINTS = {
+    "compare": (compare.api_compare, "model"),
+    "trace": (stepthrough.api_trace, "model"),
+    "hindsight": (hindsight.api_hindsight, "model"),
+    "counterfactual": (hindsight.api_counterfactual, "model"),
+    "sweep": (sweep.api_sweep, "model"),
+    "coupling": (coupling.api_coupling, "coupling"),
+}
 
 COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each is small and capped)
 
@@ -82,12 +94,9 @@ def build(queue_size: int = 16) -> gr.Blocks:
                              "sweep": sweep_links, "coupling": coupling_links}, selected)
         links.wire(demo, share, link).then(coupling.coupling_ui, coupling_inputs, coupling_outputs,
                                            api_visibility="private", concurrency_id="coupling", concurrency_limit=4)
-        gr.api(compare.api_compare, api_name="compare", concurrency_id="model", concurrency_limit=1)
-        gr.api(stepthrough.api_trace, api_name="trace", concurrency_id="model", concurrency_limit=1)
-        gr.api(hindsight.api_hindsight, api_name="hindsight", concurrency_id="model", concurrency_limit=1)
-        gr.api(hindsight.api_counterfactual, api_name="counterfactual", concurrency_id="model", concurrency_limit=1)
-        gr.api(sweep.api_sweep, api_name="sweep", concurrency_id="model", concurrency_limit=1)
-        gr.api(coupling.api_coupling, api_name="coupling", concurrency_id="coupling", concurrency_limit=4)
+        for name, (function, lane) in ENDPOINTS.items():
+            function.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
+            gr.api(function, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
     guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
@@ -119,3 +128,19 @@ def warm_up() -> None:
     threading.Thread(target=in_background, daemon=True, name="gcs-warm-up").start()
 
 
+
+
+def mcp_server() -> bool:
+    """Whether the app also serves its endpoints as MCP tools (at /gradio_api/mcp/): on unless ``GCS_MCP=0``, and
+    only where Gradio's MCP server can run (it needs the ``mcp`` package 1.x: ``pip install "gradio[mcp]"``)."""
+    if os.environ.get("GCS_MCP", "1").strip().lower() in ("0", "false", "no", "off"):
+        return False
+    try:
+        found = importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        logger.warning("MCP tools off: the mcp package is missing (pip install \"gradio[mcp]\")")
+        return False
+    if int(found.split(".")[0]) >= 2:
+        logger.warning("MCP tools off: Gradio's MCP server needs mcp 1.x, found %s (pip install \"mcp<2\")", found)
+        return False
+    return True

@@ -252,15 +252,22 @@ def api_compare(
     model: str = DEFAULT_MODEL,
     seeds: int | list[int] = DEFAULT_SEEDS,
 ) -> dict:
-    """Responses to each paraphrase (one per line) by each method and seed, with paired statistics over seeds.
+    """IS, GCS and GCSwR side by side: every method answers every paraphrase under each seed, and the verdict
+    says, with paired statistics over the seeds, whether GCS/GCSwR answers agree more than IS answers.
 
-    ``seeds``: how many seeds (``seed``, ``seed + 1``, ...) or a list of seeds. Returns {"paraphrases",
-    "responses" (the first seed's, {method: [...]}), "scores" ({method: {metric: mean over seeds}}),
-    "per_seed" (one record per seed and method with each metric and its responses), "summary" (per
-    method and metric: mean, stderr, n and the paired difference from IS with its 95 % interval),
-    "verdict" (the same in words), "settings"}. While it works it yields {"status": "generating",
-    "tokens": n} (``client.predict`` returns only the result): being a generator lets the server stop
-    generating when the client goes away.
+    Args:
+        paraphrases: 2 to 8 rewordings of one question, one per line (each up to 1,000 characters).
+        temperature: sampling temperature, 0 to 2 (0 is greedy: every method gives the same answer).
+        max_new_tokens: tokens per response, 1 to 256.
+        seed: the first seed; seeds are whole numbers from 0 to 2^63 - 1.
+        top_p: nucleus sampling mass in (0, 1]; 1 keeps every token.
+        methods: comma-separated methods among is, gcs, gcswr (IS is the baseline of the verdict).
+        ensembling: true to average the paraphrases' distributions (geometric mean) at every step.
+        model: a model offered by this server (see the app's model list; the default works offline).
+        seeds: how many seeds (seed, seed + 1, ...), 1 to 16, or an explicit list of distinct seeds.
+    Returns:
+        {"paraphrases", "responses" (the first seed's, {method: [answer per paraphrase]}), "scores" ({method: {metric: mean over seeds}}), "per_seed" (a record per seed and method: each metric and its responses), "summary" (per method and metric: mean, stderr, n and the paired difference from IS with its interval), "verdict" (the same in plain sentences, simultaneous over every line), "settings"}.
+        While it works it streams {"status": "generating", "tokens": n}; a client that leaves stops the work.
     """
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,

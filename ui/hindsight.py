@@ -155,11 +155,25 @@ TAKEN = 9  # outputs of from_side_by_side
 def api_hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr", seed: int = 0,
                   temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
                   model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
-    """What the model would have answered to each paraphrase (one per line) with the luck that gave ``response``
-    to ``prompt``. ``finished``: the response ended there (else it is the beginning of a longer answer).
-    Returns {"answers": [...], "method", "posterior_seed", "replayed" (the prompt replayed with the same
-    noise gave the response back; null under IS), "replay", "parted_at", "tokens"}; under IS the answers
-    are independent of the response. While it works it yields {"status": "working"}."""
+    """Hindsight: what the model would have answered to each paraphrase with the luck that gave `response` to
+    `prompt` (the noise drawn from its exact posterior given the response). The prompt itself, replayed with that
+    noise, gives the response back: the result says so.
+
+    Args:
+        prompt: the question that was asked.
+        response: the answer it got (typed, or from /compare).
+        paraphrases: 1 to 4 rewordings to answer with the same luck, one per line.
+        method: gcswr or gcs (noise shared across positions or per position); is gives independent answers.
+        seed: seed of the posterior draw, a whole number from 0 to 2^63 - 1.
+        temperature: the temperature the response was sampled at, in (0, 2].
+        top_p: the nucleus mass the response was sampled with, in (0, 1].
+        max_new_tokens: tokens per answer, 1 to 256.
+        model: a model offered by this server.
+        finished: true if the response ended there (its end is part of what was observed); false if it is the beginning of a longer answer.
+    Returns:
+        {"answers": [one per paraphrase], "method", "posterior_seed", "replayed" (the prompt replayed under the posterior noise gave the response back; null under IS), "replay" (that replay's text), "parted_at" (the token where it parted, or null), "tokens" (the response's tokens as the model reads them)}.
+        While it works it streams {"status": "working"}; a client that leaves stops the work.
+    """
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
                                      model, finished)
@@ -176,9 +190,25 @@ def api_hindsight(prompt: str, response: str, paraphrases: str, method: str = "g
 def api_counterfactual(prompt: str, response: str, at: int, replacement: str, method: str = "gcswr", seed: int = 0,
                        temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
                        model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
-    """The response had it written ``replacement`` at token ``at`` (``/hindsight`` lists the tokens), with the same
-    luck: the noise drawn from its posterior given the response. Returns {"counterfactual", "method",
-    "posterior_seed"}; while it works it yields {"status": "working"}."""
+    """A counterfactual edit: what the response would have been had it written `replacement` at token `at`, with
+    the same luck (the noise drawn from its posterior given the response); tokens before `at` stay as they were.
+
+    Args:
+        prompt: the question that was asked.
+        response: the answer it got.
+        at: index of the token to replace, in the response's tokens as /hindsight lists them ("tokens").
+        replacement: the text written there instead (one token as the model tokenizes it).
+        method: gcswr, gcs or is.
+        seed: seed of the posterior draw, a whole number from 0 to 2^63 - 1.
+        temperature: the temperature the response was sampled at, in (0, 2].
+        top_p: the nucleus mass the response was sampled with, in (0, 1].
+        max_new_tokens: tokens of the whole counterfactual response, 1 to 256.
+        model: a model offered by this server.
+        finished: true if the response ended there; false if it is the beginning of a longer answer.
+    Returns:
+        {"counterfactual": the edited response, "method", "posterior_seed"}; with `replacement` equal to the original token it is the response itself.
+        While it works it streams {"status": "working"}; a client that leaves stops the work.
+    """
     try:
         arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
                                           max_new_tokens, model, finished)

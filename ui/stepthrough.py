@@ -167,13 +167,22 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
 @gpu
 def api_trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
               max_new_tokens: int = 16, model: str = DEFAULT_MODEL) -> dict:
-    """The race behind every token of two paraphrases' responses (one per line): per step and paraphrase,
-    the top candidates with probability, noise before/after, arrival time, and the winner.
+    """The race behind every token of two paraphrases' responses: per step and paraphrase, the top candidates with
+    their probability p, exponential clock E (g = -log E is the same noise as a Gumbel), arrival time E/p (the first
+    arrival wins), GCSwR's clock after recycling, and the winner.
 
-    Returns {"responses": [...], "steps": [{"position", "paraphrase", "token", "probability", "noise",
-    "gumbel", "noise_after", "arrival", "won", "uniform", "finished", "forced"}, ...]}. While it works it yields
-    {"status": "working"} (``client.predict`` returns only the result), so the server stops when the client
-    goes away."""
+    Args:
+        paraphrases: exactly 2 rewordings, one per line.
+        method: is, gcs or gcswr.
+        seed: the shared seed, a whole number from 0 to 2^63 - 1.
+        temperature: sampling temperature in (0, 2].
+        top_p: nucleus sampling mass in (0, 1].
+        max_new_tokens: steps to trace, 1 to 64.
+        model: a model offered by this server.
+    Returns:
+        {"responses": [two answers], "steps": [{"position", "paraphrase", "token", "probability", "noise", "gumbel", "noise_after", "arrival", "won", "uniform", "finished", "forced"}, ...]} (IS rows have "uniform" and no noise).
+        While it works it streams {"status": "working"}; a client that leaves stops the work.
+    """
     try:
         arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model)
         trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop), {"status": "working"})

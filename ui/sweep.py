@@ -89,11 +89,21 @@ def api_sweep(
     max_new_tokens: int = 32,
     model: str = DEFAULT_MODEL,
 ) -> dict:
-    """Consistency vs temperature. paraphrases: groups of rewordings, one per line, groups separated by a
-    blank line (or "builtin:N" for the first N built-in groups). Returns the tidy rows and the curve.
+    """Consistency vs temperature (the paper's Fig. 2): each method's mean pairwise consistency of the answers to
+    each group of paraphrases, at each temperature, averaged over seeds.
 
-    While it works it yields {"status": "running"} (``client.predict`` returns only the result), so the
-    server stops when the client goes away."""
+    Args:
+        paraphrases: groups of rewordings, one per line, groups separated by a blank line; or "builtin:N" for the first N built-in groups.
+        temperatures: comma-separated temperatures, 1 to 8 of them, each 0 to 2.
+        seeds: seeds per cell, 1 to 10.
+        methods: comma-separated methods among is, gcs, gcswr.
+        metric: e5 (semantic similarity, the paper's), jaccard (shared words), minilm or aligned (identical token runs).
+        max_new_tokens: tokens per response, 1 to 128.
+        model: a model offered by this server.
+    Returns:
+        {"rows": one record per group, method, temperature and seed with its consistency, "curve": one record per method and temperature with the mean, its standard error over seeds, and the counts}.
+        While it works it streams {"status": "running"}; a client that leaves stops the work.
+    """
     try:
         if isinstance(paraphrases, str) and paraphrases.strip().startswith("builtin:"):
             count = paraphrases.split(":", 1)[1].strip()

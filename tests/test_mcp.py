@@ -1,0 +1,92 @@
+"""The app's endpoints as MCP tools (Gradio's MCP server at /gradio_api/mcp/), driven by the real ``mcp`` client
+against the app launched as users launch it (``python app.py``)."""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+
+import httpx
+import pytest
+from gradio_client import Client
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+import ui
+
+TOOLS = {"compare", "trace", "hindsight", "counterfactual", "sweep", "coupling"}
+
+
+def call_tool(app_url: str, name: str, arguments: dict):
+    """One MCP tool call; the result's text parsed back into the endpoint's dict (Gradio writes it as a Python
+    literal: None for null)."""
+
+    async def call():
+        async with streamable_http_client(f"{app_url}gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                listed = {tool.name for tool in (await session.list_tools()).tools}
+                result = await session.call_tool(name, arguments)
+                return listed, result
+
+    listed, result = asyncio.run(call())
+    assert listed == TOOLS
+    assert not result.isError, result.content
+    (content,) = result.content
+    return ast.literal_eval(content.text)
+
+
+def test_the_schema_lists_every_public_endpoint_with_its_parameters_described(app_url):
+    schema = httpx.get(f"{app_url}gradio_api/mcp/schema", timeout=60).json()
+    tools = {tool["name"]: tool for tool in schema}
+    assert set(tools) == TOOLS
+    for name, tool in tools.items():
+        function = ui.ENDPOINTS[name][0]
+        assert len(tool["description"]) > 80 and "Returns:" in tool["description"], name
+        properties = tool["inputSchema"]["properties"]
+        assert list(properties) == list(inspect.signature(function).parameters), name
+        undescribed = [parameter for parameter, spec in properties.items() if len(spec["description"]) < 8]
+        assert not undescribed, f"{name}: {undescribed} have no description"
+    assert tools["compare"]["inputSchema"]["properties"]["temperature"]["type"] == "number"
+    assert tools["trace"]["inputSchema"]["properties"]["max_new_tokens"]["type"] == "integer"
+    assert tools["hindsight"]["inputSchema"]["properties"]["finished"]["type"] == "boolean"
+
+
+def test_a_coupling_tool_call_returns_the_documented_result(app_url):
+    result = call_tool(app_url, "coupling", {"p": "0.6, 0.3, 0.1", "trials": 400, "steps": 400})
+    assert set(result) == {"curve", "recycling", "recycling_chi_square_p"}
+    first = result["curve"][0]
+    assert first["epsilon"] == 0 and first["theorem1"] == pytest.approx(1.0)  # q = p: shared noise always agrees
+    assert first["independent"] == pytest.approx(0.6**2 + 0.3**2 + 0.1**2)
+    assert 0 <= result["recycling_chi_square_p"] <= 1 and len(result["recycling"]) == 3
+
+
+def test_a_compare_tool_call_gives_what_the_http_api_gives(app_url):
+    paraphrases = "What is DNA?\nExplain DNA briefly."
+    arguments = {"paraphrases": paraphrases, "temperature": 1.0, "max_new_tokens": 8, "seed": 5,
+                 "methods": "is,gcswr", "seeds": 1}
+    by_tool = call_tool(app_url, "compare", arguments)
+    by_http = Client(app_url, verbose=False).predict(paraphrases, 1.0, 8, 5, 1.0, "is,gcswr", seeds=1,
+                                                     api_name="/compare")
+    assert by_tool["paraphrases"] == paraphrases.splitlines()
+    assert by_tool["responses"] == by_http["responses"]  # same seed, same answers, whichever door
+    assert set(by_tool["responses"]) == {"is", "gcswr"} and by_tool["settings"]["seeds"] == [5]
+    assert "verdict" in by_tool and "summary" in by_tool
+
+
+def test_a_bad_tool_call_is_an_error_naming_the_problem(app_url):
+    async def call():
+        async with streamable_http_client(f"{app_url}gradio_api/mcp/") as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                return await session.call_tool("trace", {"paraphrases": "only one line", "max_new_tokens": 4})
+
+    result = asyncio.run(call())
+    assert result.isError and "enter exactly 2 paraphrases" in result.content[0].text
+
+
+@pytest.mark.parametrize("setting, served", [("0", False), ("off", False), ("1", True)])
+def test_gcs_mcp_turns_the_tools_off(monkeypatch, setting, served):
+    monkeypatch.setenv("GCS_MCP", setting)
+    assert ui.mcp_server() is served
