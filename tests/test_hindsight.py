@@ -282,3 +282,22 @@ def test_hindsight_bad_input_names_the_problem(embedded_model, kwargs, message):
     arguments = dict(prompt="Name a colour.", response="Blue", paraphrases=["Tell me a colour."], model=embedded_model)
     with pytest.raises(ValueError, match=message):
         gcs.hindsight(**{**arguments, **kwargs})
+
+
+def test_the_replay_reproduces_24_token_unfinished_responses_at_the_default_dtype(embedded_model):
+    """The issue's own measurement, where bf16 failed before (5/20): Y = 24 tokens of GCSwR at T = 1, cut by the
+    token limit (unfinished); hindsight on the prompt itself must continue Y, for 20 seeds of 20."""
+    prompt = "Why do leaves change color in autumn?"
+    frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(REPLAY_SEEDS)), max_new_tokens=24,
+                        model=embedded_model)
+    unfinished = [(int(seed), response) for seed, response, finished
+                  in zip(frame.seed, frame.raw_response, frame.finished) if not finished]
+    assert len(unfinished) >= REPLAY_SEEDS // 2, "too few responses ran into the token limit to test the premise"
+    parted = []
+    for seed, response in unfinished:
+        report = gcs.hindsight_report(prompt, response, [prompt], seed=seed, max_new_tokens=24, finished=False,
+                                      model=embedded_model)
+        assert len(report.response_tokens) >= 20  # a long observation, as the issue measured
+        if not report.replayed:
+            parted.append((seed, report.parted_at))
+    assert not parted, f"the replay parted from Y (seed, token): {parted}"
