@@ -425,7 +425,7 @@ def hindsight_report(
     questions = [prompt, *paraphrases]
     batch = Batch([Row(q, method, settings.seeds[0]) for q in questions], model, settings, dict(generate_kwargs),
                   sampler=noise.select([0] * len(questions)).sampler())
-    if batch.row_invariant:
+    if batch.runner.row_invariant:
         decoded = batch.decode(tokens_out := batch.complete(stop))
         replay_ids = batch._response(tokens_out[batch.main[0]].tolist())[0]
     else:  # the replay alone, as the posterior's logits were computed; the paraphrases apart
