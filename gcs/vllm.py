@@ -114,7 +114,8 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick]) -> torch.Tensor:
         if method == "gcswr":
             for i, (member, token) in enumerate(zip(members, tokens.tolist())):  # own copies: a kept state (a
                 # preempted request, the state one step back) must not hold the whole batch's tensors alive
-                member.request.advance((sampler.residual[i].clone(), sampler.draws[i].clone()), token)
+                member.request.drew(member.index, states[i], token, (sampler.residual[i].clone(),
+                                                                     sampler.draws[i].clone()))
         chosen = torch.full((len(members), vocab), -math.inf, dtype=logits.dtype, device=device)
         logits[rows] = chosen.scatter_(1, tokens[:, None], 0.0)
     return logits

@@ -114,41 +114,55 @@ def token_stream(token_ids: Sequence[int]) -> int:
 
 
 # -- per-request state -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Draw:
+    """One GCSwR draw of a request: the output ``index`` it drew, the state ``before`` it, the ``token`` it chose
+    and the state ``after`` it (what the next index draws from)."""
+
+    index: int
+    before: tuple[torch.Tensor, torch.Tensor]
+    token: int
+    after: tuple[torch.Tensor, torch.Tensor]
+
+
 class RequestState:
     """One request's sampler state, kept with the request rather than its batch slot.
 
-    ``position`` is the output index the current GCSwR state (``residual``, ``draws``) draws
-    next. The state one position back is kept too: vLLM may discard a draw (a row still in
-    chunked prefill samples a token nobody keeps), and the next call then asks for the same
-    index again.
+    ``last`` is the request's latest GCSwR draw. Its state ``after`` draws the next output index, and
+    its state ``before`` is kept too: vLLM may discard a draw (a row still in chunked prefill samples a
+    token nobody keeps), and the next call then asks for the same index again.
     """
 
     def __init__(self, args: RequestArgs, stream: int | None = None):
         self.args = args
         self.stream = args.stream if args.stream is not None else stream
-        self.position, self.state, self.chosen, self.previous = 0, None, None, None
+        self.last: Draw | None = None
 
     def state_for(self, index: int, last_token: int | None, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """GCSwR's ``(residual, draws)`` for drawing output token ``index``."""
-        follows = last_token is None or last_token < 0 or last_token == self.chosen
-        if self.state is not None and index == self.position and (index == 0 or follows):
-            return self.state
-        if self.previous is not None and index == self.position - 1:  # the last draw was discarded
-            (self.state, self.chosen), self.previous = self.previous, None
-            self.position -= 1
-            return self.state
+        """GCSwR's ``(residual, draws)`` for drawing output token ``index``.
+
+        The state the last draw left, when vLLM asks for the index after it and kept its token
+        (``last_token``: the request's last output token, None or negative where unknown); the state
+        before it, when vLLM asks for the same index again (it discarded that draw); else the seed's
+        initial noise: the start, or a lost state past it.
+        """
+        last = self.last
+        if last is not None and index == last.index + 1 and (last_token is None or last_token < 0
+                                                              or last_token == last.token):
+            return last.after
+        if last is not None and index == last.index:
+            return last.before
         if index > 0:
             # Exact still (given the history, residuals are iid Exp(1) like fresh noise), but this request
             # loses its coupling from here on.
             logger.warning("gcs: GCSwR state of a request was lost at output index %d (it restarts from fresh "
                            "noise); its tokens stay exact samples but are no longer coupled", index)
-        self.position, self.previous, self.chosen = index, None, None
-        self.state = RecyclingGumbelSampler.initial_state(self.args.seed, vocab, device)
-        return self.state
+        return RecyclingGumbelSampler.initial_state(self.args.seed, vocab, device)
 
-    def advance(self, state: tuple[torch.Tensor, torch.Tensor], token: int) -> None:
-        self.previous = (self.state, self.chosen)
-        self.state, self.chosen, self.position = state, token, self.position + 1
+    def drew(self, index: int, before: tuple[torch.Tensor, torch.Tensor], token: int,
+             after: tuple[torch.Tensor, torch.Tensor]) -> None:
+        """Record a draw: output ``index`` drawn from ``before`` (what ``state_for`` gave) chose ``token``."""
+        self.last = Draw(index, before, token, after)
 
 
 class RequestRegistry:
