@@ -33,7 +33,8 @@ from .experiments import (
 from .trace import Candidate, Trace, TraceStep, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
-from .hindsight import HindsightReport, Posterior, hindsight, hindsight_report, posterior
+from .hindsight import HindsightReport, hindsight, hindsight_report
+from .posterior import Posterior, posterior
 from .counterfactual import counterfactual, response_tokens
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
 from .noise import gumbel
