@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from .batch import Batch, Row, stop_token_ids
-from .checks import check_method, check_prompts, check_seed
+from .checks import check_prompts
 from .models import Model, resolve_model
 from .posterior import Posterior, posterior
 from .samplers import Sampler
@@ -135,16 +135,18 @@ def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None
     return None if len(expected) == len(got) else min(len(expected), len(got))
 
 
-def _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished) -> SamplingSettings:
+def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -> tuple[str, int]:
+    """The method and seed of an observed response's settings, after checking what hindsight and counterfactuals
+    need: a prompt, ``finished`` a bool, one method and one seed, and a temperature above 0 (luck to share)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt must be non-blank text")
     if not isinstance(finished, bool):
         raise ValueError(f"finished must be True or False, got {finished!r}")
-    settings = SamplingSettings([check_method(method)], [check_seed(seed)], temperature, None, top_p, max_new_tokens)
+    method_and_seed = settings.method_and_seed()
     if settings.temperature == 0:
         raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
                          "above 0")
-    return settings
+    return method_and_seed
 
 
 def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, finished: bool,
@@ -155,38 +157,21 @@ def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, 
     return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), settings.seeds[0], ends)
 
 
-def hindsight_report(
-    prompt: str,
-    response: str,
-    paraphrases: Sequence[str],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    max_new_tokens: int = 64,
-    finished: bool = True,
-    model: Model | str | None = None,
-    stop: threading.Event | None = None,
-    **generate_kwargs,
-) -> HindsightReport:
-    """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
-
-    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
-    batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
-    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
-    """
-    settings = _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished)
+def hindsight_with(prompt: str, response: str, paraphrases: Sequence[str], settings: SamplingSettings,
+                   finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
+                   **generate_kwargs) -> HindsightReport:
+    """The core of ``hindsight`` and ``hindsight_report``: ``settings`` hold one method and one seed."""
+    method, seed = check_observation(prompt, settings, finished)
     paraphrases = check_prompts(paraphrases, "paraphrases")
     model = resolve_model(model)
     ids = response_ids(response, model)
     tokens = [model.tokenizer.decode([i]) for i in ids]
-    method = settings.methods[0]
     if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
-        batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, dict(generate_kwargs))
+        batch = Batch([Row(b, method, seed) for b in paraphrases], model, settings, dict(generate_kwargs))
         return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens)
     noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs, stop)
     questions = [prompt, *paraphrases]
-    batch = Batch([Row(q, method, settings.seeds[0]) for q in questions], model, settings, dict(generate_kwargs),
+    batch = Batch([Row(q, method, seed) for q in questions], model, settings, dict(generate_kwargs),
                   sampler=noise.select([0] * len(questions)).sampler())
     if batch.runner.row_invariant:
         decoded = batch.decode(tokens_out := batch.complete(stop))
@@ -207,20 +192,23 @@ def hindsight_report(
     return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted)
 
 
-def hindsight(
-    prompt: str,
-    response: str,
-    paraphrases: Sequence[str],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    max_new_tokens: int = 64,
-    finished: bool = True,
-    model: Model | str | None = None,
-    stop: threading.Event | None = None,
-    **generate_kwargs,
-) -> list[str]:
+def hindsight_report(prompt: str, response: str, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+                     temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64,
+                     finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
+                     **generate_kwargs) -> HindsightReport:
+    """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
+
+    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
+    batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
+    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
+
+
+def hindsight(prompt: str, response: str, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+              temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64, finished: bool = True,
+              model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
     ``response`` is text (typed in, or a response from ``gcs.compare``), tokenized with the model's
@@ -234,5 +222,5 @@ def hindsight(
 
     >>> # gcs.hindsight("Name a colour.", "Blue.", ["Tell me a colour."], seed=3)  -> ['Blue.']
     """
-    return hindsight_report(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
-                            finished, model, stop, **generate_kwargs).answers
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs).answers
