@@ -45,7 +45,7 @@ def main() -> None:
         models[(name, "stock")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
         models[(name, "invariant")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
         if engine == "vllm":  # build both engines now, each with its own setting
-            from gcs.vllm import engine as vllm_engine
+            from gcs.vllm_engine import engine as vllm_engine
 
             for kind in ("invariant", "stock"):
                 os.environ["GCS_ROW_INVARIANT"] = "on" if kind == "invariant" else "off"

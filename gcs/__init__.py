@@ -1,10 +1,13 @@
 """gcs: Gumbel Consistency Sampling.
 
 Data flow: checks/settings -> noise -> samplers (reference: the literal algorithm; on CPU, GCSwR's fused kernel) ->
-processor -> models/prompts, invariance (kernels that make a row's tokens independent of its batch) -> batch (one
-generate call; the runner) -> generation/reword, trace (the race step by step), hindsight (posterior noise given a
-response) and counterfactual (an edit under that noise) -> scoring -> surprise and verdict (paired, simultaneous,
-degenerate answers flagged) -> experiments/style -> cli (and the Gradio app, outside this package).
+processor -> models/prompts, invariance (kernels that make a row's tokens independent of its batch) -> batch (rows laid
+out as one batch) -> runner (the batch decoded step by step by transformers' generate; vllm_engine: by vLLM) -> packing
+(many rows through few batches) -> generation/rewording, trace (the race step by step), posterior (the noise given a
+response) -> hindsight (paraphrases answered with that noise) and counterfactual (an edit under it) -> scoring ->
+surprise and verdict (paired, simultaneous, degenerate answers flagged) -> experiments/style -> cli (and the Gradio
+app, outside this package). The vLLM plugin (vllm, vllm_requests) is what a ``vllm serve`` process loads; gcs
+imports it only for ``engine="vllm"`` (through vllm_engine).
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])
@@ -33,7 +36,8 @@ from .experiments import (
 from .trace import Candidate, Trace, TraceStep, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
-from .hindsight import HindsightReport, Posterior, hindsight, hindsight_report, posterior
+from .hindsight import HindsightReport, hindsight, hindsight_report
+from .posterior import Posterior, posterior
 from .counterfactual import counterfactual, response_tokens
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
 from .noise import gumbel

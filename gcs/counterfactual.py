@@ -23,9 +23,10 @@ from collections.abc import Sequence
 
 from .batch import Batch, Row, prompt_stream
 from .checks import is_integer
-from .hindsight import _checked_settings, observed_noise, response_ids
+from .hindsight import check_observation, observed_noise, response_ids
 from .models import Model, resolve_model
 from .samplers import make_sampler
+from .settings import SamplingSettings
 
 
 def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> list[int]:
@@ -46,33 +47,11 @@ def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> lis
     return ids
 
 
-def counterfactual(
-    prompt: str,
-    response: str,
-    at: int,
-    replacement: str | int | Sequence[int],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    max_new_tokens: int = 64,
-    finished: bool = True,
-    model: Model | str | None = None,
-    stop: threading.Event | None = None,
-) -> str:
-    """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
-
-    ``response`` is text as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its tokens
-    as the model tokenizes it (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a
-    finished response). ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
-    ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
-    Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
-    Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
-    token with ``gcs.Cancelled``.
-
-    >>> # gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1)
-    """
-    settings = _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished)
+def counterfactual_with(prompt: str, response: str, at: int, replacement: str | int | Sequence[int],
+                        settings: SamplingSettings, finished: bool = True, model: Model | str | None = None,
+                        stop: threading.Event | None = None) -> str:
+    """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
+    method, seed = check_observation(prompt, settings, finished)
     model = resolve_model(model)
     ids = response_ids(response, model)
     if not is_integer(at) or not 0 <= at < len(ids) + finished:
@@ -81,7 +60,6 @@ def counterfactual(
     if at + len(forced) >= settings.max_new_tokens:
         raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room after the replacement "
                          f"(it ends at token {at + len(forced)})")
-    method, seed = settings.methods[0], settings.seeds[0]
     if method == "is":  # nothing shared: force the prefix too, then sample afresh
         sampler = make_sampler("is", seed=seed, streams=[prompt_stream(prompt)])  # the row's own stream, as generate's
         forced, at = [*ids[:at], *forced], 0
@@ -94,6 +72,26 @@ def counterfactual(
     if method != "is" and tokens[0, :at].tolist() != ids[:at]:  # the premise: the replay follows the response
         raise RuntimeError("the replay parted from the response before the edit; please report this")
     return batch.decode(tokens)[0]["response"]
+
+
+def counterfactual(prompt: str, response: str, at: int, replacement: str | int | Sequence[int], method: str = "gcswr",
+                   seed: int = 0, temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64,
+                   finished: bool = True, model: Model | str | None = None,
+                   stop: threading.Event | None = None) -> str:
+    """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
+
+    ``response`` is text as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its tokens
+    as the model tokenizes it (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a
+    finished response). ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
+    ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
+    Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
+    Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
+    token with ``gcs.Cancelled``.
+
+    >>> # gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1)
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return counterfactual_with(prompt, response, at, replacement, settings, finished, model, stop)
 
 
 def response_tokens(response: str, model: Model | str | None = None) -> list[str]:

@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from .batch import Row, run_batches
+from .batch import Row
+from .packing import run_batches
 from .checks import METHODS, as_groups, check_engine, check_count, check_methods, check_seed_list, check_temperatures
 from .data import Group
 from .models import Model, resolve_model

@@ -16,12 +16,13 @@ from collections.abc import Iterator, Sequence
 import pandas as pd
 
 from .batch import Batch, Row
-from .checks import MAX_NEW_TOKENS, METHODS, check_engine, check_method, check_prompts, check_seed, is_integer
+from .checks import MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
 from .models import Model, resolve_model
 from .rewording import reword
 from .settings import SamplingSettings
 
-__all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", "prepare"]
+__all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", "generate_with", "compare_with",
+           "prepare"]
 
 Ensemble = None | int | Sequence[Sequence[str]]
 FRAME_COLUMNS = ("prompt_index", "prompt", "method", "seed", "temperature", "top_k", "top_p", "ensemble",
@@ -60,31 +61,55 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     return Batch(rows, model, settings, dict(generate_kwargs), engine), ensembled
 
 
-def _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble,
-              settings: SamplingSettings | None = None) -> tuple[SamplingSettings, object]:
-    """The settings (``settings`` if given, else built from the keywords) and any explicit list of rewordings."""
-    count = ensemble if is_integer(ensemble) else 0
-    rewordings = None if ensemble is None or is_integer(ensemble) else ensemble
-    if settings is None:
-        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
-    elif not isinstance(settings, SamplingSettings):
+def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
+    """``ensemble`` as (rewordings the model writes per prompt, explicit rewordings or None).
+
+    >>> _ensemble(None), _ensemble(2), _ensemble([["Explain DNA."]])
+    ((0, None), (2, None), (0, [['Explain DNA.']]))
+    """
+    if ensemble is None or is_integer(ensemble):
+        return (ensemble if is_integer(ensemble) else 0), None
+    return 0, ensemble
+
+
+def _checked(settings: SamplingSettings) -> SamplingSettings:
+    if not isinstance(settings, SamplingSettings):
         raise ValueError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
-    return settings, rewordings
+    return settings
 
 
-def generate(
-    prompts: Sequence[str],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    max_new_tokens: int = 50,
-    model: Model | str | None = None,
-    ensemble: Ensemble = None,
-    engine: str = "transformers",
-    **generate_kwargs,
-) -> list[str]:
+def decoded_rows(batch: Batch, streaming: bool = False) -> Iterator[list[dict]]:
+    """The batch's decoded rows: after every step when ``streaming`` (the last item is final), else once, at the end."""
+    if streaming:
+        yield from batch.stream()
+    else:
+        yield batch.decode(batch.run())
+
+
+def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
+                  rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
+                  streaming: bool = False, **generate_kwargs) -> Iterator[list[str]]:
+    """The core of ``generate`` and ``stream``: one response per row (method x seed x prompt) under ``settings``,
+    after every step when ``streaming``, else once."""
+    batch, _ = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
+    for rows in decoded_rows(batch, streaming):
+        yield [row["response"] for row in rows]
+
+
+def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
+                 rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
+                 streaming: bool = False, **generate_kwargs) -> Iterator[pd.DataFrame]:
+    """The core of ``compare`` and ``stream_compare``: the tidy frame of every method x seed x prompt under
+    ``settings``, after every step when ``streaming``, else once."""
+    batch, ensembled = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
+    for rows in decoded_rows(batch, streaming):
+        yield frame(batch, rows, ensembled)
+
+
+def generate(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
+             top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
+             model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
+             **generate_kwargs) -> list[str]:
     """One response per prompt, all rows in one batched ``generate`` (KV cache, left padding).
 
     ``method`` is "is", "gcs" or "gcswr"; prompts generated with one ``seed`` share their
@@ -97,10 +122,10 @@ def generate(
     long for the context window (after making room for ``max_new_tokens``) is refused.
     ``engine="vllm"`` runs the same samplers inside vLLM (``gcs.vllm``; no ensembling there).
     """
-    settings, rewordings = _settings([check_method(method)], [check_seed(seed)], temperature, top_k, top_p,
-                                     max_new_tokens, ensemble)
-    batch, _ = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
-    return [row["response"] for row in batch.decode(batch.run())]
+    count, rewordings = _ensemble(ensemble)
+    settings = SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, count)
+    (responses,) = generate_with(prompts, settings, model, rewordings, engine, **generate_kwargs)
+    return responses
 
 
 def stream(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
@@ -108,11 +133,9 @@ def stream(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, tempera
            model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
            **generate_kwargs) -> Iterator[list[str]]:
     """Like ``generate`` (same arguments), but yields all partial responses after every token; the last is final."""
-    settings, rewordings = _settings([check_method(method)], [check_seed(seed)], temperature, top_k, top_p,
-                                     max_new_tokens, ensemble)
-    batch, _ = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
-    for rows in batch.stream():
-        yield [row["response"] for row in rows]
+    count, rewordings = _ensemble(ensemble)
+    settings = SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, count)
+    yield from generate_with(prompts, settings, model, rewordings, engine, streaming=True, **generate_kwargs)
 
 
 def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
@@ -128,20 +151,10 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
 
 
-def compare(
-    prompts: Sequence[str],
-    methods: Sequence[str] | str = METHODS,
-    seeds: Sequence[int] | int = (0,),
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    max_new_tokens: int = 50,
-    model: Model | str | None = None,
-    ensemble: Ensemble = None,
-    settings: SamplingSettings | None = None,
-    engine: str = "transformers",
-    **generate_kwargs,
-) -> pd.DataFrame:
+def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seeds: Sequence[int] | int = (0,),
+            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
+            model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
+            engine: str = "transformers", **generate_kwargs) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
 
     Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble
@@ -150,9 +163,11 @@ def compare(
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
     ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``).
     """
-    settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble, settings)
-    batch, ensembled = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
-    return frame(batch, batch.decode(batch.run()), ensembled)
+    count, rewordings = _ensemble(ensemble)
+    if settings is None:
+        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    (table,) = compare_with(prompts, settings, model, rewordings, engine, **generate_kwargs)
+    return table
 
 
 def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS,
@@ -161,7 +176,7 @@ def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHOD
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
                    engine: str = "transformers", **generate_kwargs) -> Iterator[pd.DataFrame]:
     """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is final."""
-    settings, rewordings = _settings(methods, seeds, temperature, top_k, top_p, max_new_tokens, ensemble, settings)
-    batch, ensembled = prepare(prompts, settings, model, rewordings, engine, **generate_kwargs)
-    for decoded in batch.stream():
-        yield frame(batch, decoded, ensembled)
+    count, rewordings = _ensemble(ensemble)
+    if settings is None:
+        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, **generate_kwargs)

@@ -4,28 +4,13 @@
     # -> one answer per paraphrase, generated with noise drawn from its posterior given the response
 
 A response ``Y`` to prompt ``A`` says something about the noise that produced it. Hindsight
-samples the shared noise from its posterior given that ``A`` produced ``Y`` (the teacher-forced
-probabilities of ``Y`` under ``A``), then answers each paraphrase ``B`` with that noise: a draw of
-what coupled sampling would have answered to ``B`` in a world where ``A`` got ``Y``.
-
-The posterior, exactly, in the race form of ``gcs.samplers`` (noise ``E ~ Exp(1)``, token ``i``
-arrives at ``E_i / p_i``, the first arrival wins). Given that token ``k`` won a race over iid Exp(1)
-noise, the race time ``T`` is Exp(1), and every loser's residual ``E_i - T p_i`` is a fresh Exp(1),
-independent of ``T``, of ``k`` and of each other (memorylessness). So, for one race:
-``E_k = T p_k`` and ``E_i = R_i + T p_i`` with ``T, R_i`` iid Exp(1) (``race_posterior``).
-
-- GCS: every position has its own noise vector, independent of the others: each position's
-  posterior is one race posterior, and positions after ``Y`` keep fresh noise.
-- GCSwR (Theorem 2): the state after the last step is iid Exp(1) given the whole history, and the
-  state before a step is the race posterior of the state after it (the losers' residuals ``R_i``
-  *are* the state after; the winner's entry after is its freshly drawn noise). Walking backward
-  from iid Exp(1) gives the initial noise and every noise value ``Y`` drew; values ``Y`` never
-  drew stay fresh.
-- IS: the responses' randomness is independent, so ``B``'s answer is independent of ``Y``.
+samples the shared noise from its posterior given that ``A`` produced ``Y`` (``gcs.posterior``, from
+the teacher-forced probabilities of ``Y`` under ``A``), then answers each paraphrase ``B`` with that
+noise: a draw of what coupled sampling would have answered to ``B`` in a world where ``A`` got ``Y``.
+Under IS the responses' randomness is independent, so ``B``'s answer is independent of ``Y``.
 
 A finished response (``finished=True``, the default) is observed with its end: the model emitted
-one of its end-of-turn tokens right after ``Y``. That last race is conditioned on "some end token won":
-which one is drawn in proportion to its probability, then it is conditioned on like any other token.
+one of its end-of-turn tokens right after ``Y``.
 
 The posterior is computed from the very logits generation uses: ``Y`` is teacher-forced through the
 same ``generate`` path, one row alone, as the replay then runs (``forced_logits``). A replay of ``A``
@@ -42,235 +27,13 @@ from dataclasses import dataclass
 import torch
 
 from .batch import Batch, Row, stop_token_ids
-from .checks import check_method, check_prompts, check_seed
+from .checks import check_prompts
 from .models import Model, resolve_model
-from .noise import HashedNoise, derive_seed, derive_seeds
-from .samplers import GumbelSampler, RecyclingGumbelSampler, Sampler, relative_rates
+from .posterior import Posterior, posterior
+from .samplers import Sampler
 from .settings import SamplingSettings
 
 MAX_RESPONSE_TOKENS = 1024
-REPLAY_ATTEMPTS = 20  # a posterior draw whose float32 replay differs from Y (a near-tie) is drawn again
-
-
-def race_posterior(probabilities: torch.Tensor, winners: torch.Tensor, after: torch.Tensor,
-                   generator: torch.Generator | None = None) -> torch.Tensor:
-    """Exp(1) noise before a race [rows, vocab], given its winners [rows] and the losers' residuals ``after``.
-
-    ``probabilities`` [rows, vocab] (float64, rows sum to 1). ``after`` holds each loser's residual
-    ``R_i`` (iid Exp(1)); the winner's entry of ``after`` is not used. Returns ``E`` with ``E_k = T p_k``
-    and ``E_i = R_i + T p_i``, ``T ~ Exp(1)``: then ``argmin E / p`` is ``k``.
-
-    >>> p = torch.tensor([[0.5, 0.3, 0.2]], dtype=torch.float64)
-    >>> e = race_posterior(p, torch.tensor([2]), torch.ones(1, 3, dtype=torch.float64))
-    >>> int((e / p).argmin())
-    2
-    """
-    rows = torch.arange(len(winners))
-    race_time = torch.empty(len(winners), dtype=torch.float64).exponential_(generator=generator)
-    noise = after + race_time[:, None] * probabilities
-    noise[rows, winners] = race_time * probabilities[rows, winners]
-    return noise
-
-
-def _exponentials(shape, generator) -> torch.Tensor:
-    return torch.empty(shape, dtype=torch.float64).exponential_(generator=generator)
-
-
-@dataclass(frozen=True)
-class Posterior:
-    """Noise drawn from its posterior given responses, one row per response (``posterior``).
-
-    ``response`` [rows, n]: the token ids. GCS: ``positions`` [rows, n, vocab], the noise of each of
-    ``Y``'s positions. GCSwR: ``initial`` [rows, vocab], the state before the first token; ``fresh``
-    [rows, n], the noise drawn for the winner after each step, which is that token's
-    ``draw_index``-th value. ``seeds``: the noise ``Y`` never used is fresh, from these seeds.
-    """
-
-    method: str
-    response: torch.Tensor
-    seeds: tuple[int, ...]
-    positions: torch.Tensor | None = None
-    initial: torch.Tensor | None = None
-    fresh: torch.Tensor | None = None
-    draw_index: torch.Tensor | None = None
-
-    def select(self, rows: Sequence[int]) -> Posterior:
-        """The posterior rows ``rows`` (repeats allowed: paraphrases that share one response's luck)."""
-        index = torch.as_tensor(list(rows), dtype=torch.long)
-        pick = lambda x: None if x is None else x[index]  # noqa: E731
-        return Posterior(self.method, self.response[index], tuple(self.seeds[i] for i in index.tolist()),
-                         pick(self.positions), pick(self.initial), pick(self.fresh), pick(self.draw_index))
-
-    def sampler(self) -> Sampler:
-        """A sampler for ``len(response)`` rows that draws with this noise (``sample`` as any ``gcs.Sampler``)."""
-        if self.method == "gcs":
-            return GumbelSampler(seed=list(self.seeds), noise=PositionPosterior(self))
-        return RecyclingGumbelSampler(seed=list(self.seeds), noise=RecycledPosterior(self))
-
-
-def draw_indices(response: torch.Tensor) -> torch.Tensor:
-    """For each step, how often its token has won up to and including it: the draw index of its new noise.
-
-    >>> draw_indices(torch.tensor([[5, 7, 5, 5]])).tolist()
-    [[1, 1, 2, 3]]
-    """
-    same = response[:, :, None] == response[:, None, :]  # [rows, t, s]: step s picked step t's token
-    return torch.tril(same).sum(dim=-1)
-
-
-def rates_to_probabilities(logits: torch.Tensor) -> torch.Tensor:
-    """The exact distribution the samplers race over: ``relative_rates`` (float32), normalised in float64.
-
-    A token whose float32 rate underflows to 0 has probability 0, as it has in every sampler.
-    """
-    flat = logits.reshape(-1, logits.shape[-1]).float()
-    rates = relative_rates(flat, flat.max(dim=-1).values).double()
-    return (rates / rates.sum(dim=-1, keepdim=True)).reshape(logits.shape)
-
-
-def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: int = 0,
-              ends: Sequence[int] | None = None) -> Posterior:
-    """Noise from its posterior given that rows with (warped) ``logits`` [rows, n, vocab] produced ``response``
-    [rows, n] under ``method`` ("gcs" or "gcswr"). ``seed`` picks the draw (a different seed, another draw).
-
-    ``ends``: the responses ended right after ``response`` with one of these token ids (end of turn);
-    ``logits`` then has one step more, the race that an end token won. Which one won is drawn in
-    proportion to its probability, and ``Posterior.response`` includes it.
-
-    Every row's replay (``replay``) reproduces its response; a draw whose float32 replay would not (a
-    near-tie rounded the other way) is drawn again. A response token of probability 0 is a ValueError.
-    """
-    method = check_method(method)
-    if method == "is":
-        raise ValueError("IS has no shared noise to infer: a paraphrase's answer is independent of the response")
-    steps = response.shape[1] + (ends is not None) if response.dim() == 2 else -1
-    if logits.dim() != 3 or response.shape[0] != logits.shape[0] or logits.shape[1] != steps or steps == 0:
-        raise ValueError(f"logits must be [rows, n{' + 1' if ends is not None else ''}, vocab] and response [rows, n] "
-                         f"with a step to observe, got {list(logits.shape)} and {list(response.shape)}")
-    probabilities = rates_to_probabilities(logits)
-    response = response.long().cpu()
-    chosen = probabilities[:, : response.shape[1]].gather(-1, response[:, :, None]).squeeze(-1)
-    if (chosen <= 0).any():
-        row, step = (chosen <= 0).nonzero()[0].tolist()
-        raise ValueError(f"the response is impossible under these settings: its token {step + 1} (id "
-                         f"{int(response[row, step])}) has probability 0 (a lower temperature or top-p cut it)")
-    generator = torch.Generator().manual_seed(derive_seed(check_seed(seed), 1))
-    if ends is not None:
-        response = torch.cat([response, _draw_end(probabilities[:, -1], ends, generator)[:, None]], dim=1)
-    rows = len(response)
-    seeds = tuple(derive_seeds(seed, 2 + torch.arange(rows)).tolist())
-    draw = _gcs_posterior if method == "gcs" else _gcswr_posterior
-    result = draw(probabilities, response, seeds, generator)
-    for _ in range(REPLAY_ATTEMPTS):
-        wrong = (replay(result, logits) != response).any(dim=1).nonzero().squeeze(1)
-        if len(wrong) == 0:
-            return result
-        redrawn = draw(probabilities[wrong], response[wrong], tuple(seeds[i] for i in wrong.tolist()), generator)
-        result = _replace_rows(result, wrong, redrawn)
-    raise RuntimeError(f"no posterior draw replays the response exactly after {REPLAY_ATTEMPTS} attempts")
-
-
-def _draw_end(last: torch.Tensor, ends: Sequence[int], generator: torch.Generator) -> torch.Tensor:
-    """Which end token won each row's last race [rows]: drawn in proportion to its probability in ``last``
-    [rows, vocab]; a ValueError where no end token can win."""
-    ends = torch.as_tensor(list(ends), dtype=torch.long)
-    weights = last[:, ends]
-    if (weights.sum(dim=1) <= 0).any():
-        raise ValueError("the response cannot end there under these settings: every end-of-turn token has "
-                         "probability 0 after it (use finished=False if it goes on)")
-    return ends[torch.multinomial(weights, 1, generator=generator).squeeze(1)]
-
-
-def _gcs_posterior(probabilities, response, seeds, generator) -> Posterior:
-    rows, n, vocab = probabilities.shape
-    flat = race_posterior(probabilities.reshape(-1, vocab), response.reshape(-1),
-                          _exponentials((rows * n, vocab), generator), generator)
-    return Posterior("gcs", response, seeds, positions=flat.reshape(rows, n, vocab).float())
-
-
-def _gcswr_posterior(probabilities, response, seeds, generator) -> Posterior:
-    rows, n, vocab = probabilities.shape
-    state = _exponentials((rows, vocab), generator)  # after the last step: iid Exp(1) given the history
-    fresh = torch.empty(rows, n, dtype=torch.float64)
-    index = torch.arange(rows)
-    for step in reversed(range(n)):
-        fresh[:, step] = state[index, response[:, step]]  # the winner's entry after a step is its new draw
-        state = race_posterior(probabilities[:, step], response[:, step], state, generator)
-    return Posterior("gcswr", response, seeds, initial=state.float(), fresh=fresh.float(),
-                     draw_index=draw_indices(response))
-
-
-def _replace_rows(result: Posterior, rows: torch.Tensor, redrawn: Posterior) -> Posterior:
-    def put(old, new):
-        if old is None:
-            return None
-        old = old.clone()
-        old[rows] = new
-        return old
-
-    return Posterior(result.method, result.response, result.seeds, put(result.positions, redrawn.positions),
-                     put(result.initial, redrawn.initial), put(result.fresh, redrawn.fresh), result.draw_index)
-
-
-def replay(noise: Posterior, logits: torch.Tensor) -> torch.Tensor:
-    """The tokens [rows, n] the posterior's sampler picks from teacher-forced ``logits`` [rows, n, vocab]."""
-    sampler = noise.sampler()
-    return torch.stack([sampler.sample(logits[:, step].float()) for step in range(logits.shape[1])], dim=1)
-
-
-class PositionPosterior(HashedNoise):
-    """GCS's noise source for a ``Posterior``: positions that ``Y`` covers take their posterior vector,
-    later positions fresh hashed noise. The posterior is moved to the sampler's device once, in ``start``."""
-
-    hashed = False
-
-    def __init__(self, noise: Posterior):
-        self.positions = noise.positions
-
-    def start(self, seeds, vocab):
-        super().start(seeds, vocab)
-        self.positions = self.positions.to(seeds.device)
-        if self.positions.shape[0] != len(seeds) or self.positions.shape[2] != vocab:
-            raise ValueError(f"the posterior covers {self.positions.shape[0]} rows of {self.positions.shape[2]} tokens, "
-                             f"not {len(seeds)} of {vocab}")
-        return self
-
-    def vector(self, draws):
-        values = super().vector(draws)
-        known = (draws < self.positions.shape[1]).nonzero().squeeze(1)
-        values[known] = self.positions[known, draws[known]]
-        return values
-
-
-class RecycledPosterior(HashedNoise):
-    """GCSwR's noise source for a ``Posterior``: its initial state, and for every (token, draw index) that
-    ``Y`` drew, the value it drew; fresh hashed noise for the rest."""
-
-    hashed = False
-
-    def __init__(self, noise: Posterior):
-        self.initial, self.known = noise.initial, (noise.response, noise.draw_index, noise.fresh)
-
-    def start(self, seeds, vocab):
-        super().start(seeds, vocab)
-        self.initial = self.initial.to(seeds.device)
-        self.known = tuple(x.to(seeds.device) for x in self.known)
-        if self.initial.shape != (len(seeds), vocab):
-            raise ValueError(f"the posterior covers {list(self.initial.shape)} (rows, tokens), not {[len(seeds), vocab]}")
-        return self
-
-    def vector(self, draws):
-        if (draws != 0).any():
-            raise ValueError("a recycled posterior holds the initial state (draw 0) only")
-        return self.initial.clone()
-
-    def token(self, rows, tokens, draws):
-        values = super().token(rows, tokens, draws)
-        response, draw_index, fresh = (x[rows] for x in self.known)
-        match = (response == tokens[:, None]) & (draw_index == draws[:, None])  # at most one step per row
-        found = match.any(dim=1)
-        values[found] = fresh[found, match[found].int().argmax(dim=1)]
-        return values
 
 
 class _TeacherForcing(Sampler):
@@ -372,16 +135,18 @@ def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None
     return None if len(expected) == len(got) else min(len(expected), len(got))
 
 
-def _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished) -> SamplingSettings:
+def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -> tuple[str, int]:
+    """The method and seed of an observed response's settings, after checking what hindsight and counterfactuals
+    need: a prompt, ``finished`` a bool, one method and one seed, and a temperature above 0 (luck to share)."""
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt must be non-blank text")
     if not isinstance(finished, bool):
         raise ValueError(f"finished must be True or False, got {finished!r}")
-    settings = SamplingSettings([check_method(method)], [check_seed(seed)], temperature, None, top_p, max_new_tokens)
+    method_and_seed = settings.method_and_seed()
     if settings.temperature == 0:
         raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
                          "above 0")
-    return settings
+    return method_and_seed
 
 
 def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, finished: bool,
@@ -392,40 +157,23 @@ def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, 
     return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), settings.seeds[0], ends)
 
 
-def hindsight_report(
-    prompt: str,
-    response: str,
-    paraphrases: Sequence[str],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    max_new_tokens: int = 64,
-    finished: bool = True,
-    model: Model | str | None = None,
-    stop: threading.Event | None = None,
-    **generate_kwargs,
-) -> HindsightReport:
-    """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
-
-    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
-    batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
-    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
-    """
-    settings = _checked_settings(prompt, method, seed, temperature, top_p, max_new_tokens, finished)
+def hindsight_with(prompt: str, response: str, paraphrases: Sequence[str], settings: SamplingSettings,
+                   finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
+                   **generate_kwargs) -> HindsightReport:
+    """The core of ``hindsight`` and ``hindsight_report``: ``settings`` hold one method and one seed."""
+    method, seed = check_observation(prompt, settings, finished)
     paraphrases = check_prompts(paraphrases, "paraphrases")
     model = resolve_model(model)
     ids = response_ids(response, model)
     tokens = [model.tokenizer.decode([i]) for i in ids]
-    method = settings.methods[0]
     if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
-        batch = Batch([Row(b, method, settings.seeds[0]) for b in paraphrases], model, settings, dict(generate_kwargs))
+        batch = Batch([Row(b, method, seed) for b in paraphrases], model, settings, dict(generate_kwargs))
         return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens)
     noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs, stop)
     questions = [prompt, *paraphrases]
-    batch = Batch([Row(q, method, settings.seeds[0]) for q in questions], model, settings, dict(generate_kwargs),
+    batch = Batch([Row(q, method, seed) for q in questions], model, settings, dict(generate_kwargs),
                   sampler=noise.select([0] * len(questions)).sampler())
-    if batch.row_invariant:
+    if batch.runner.row_invariant:
         decoded = batch.decode(tokens_out := batch.complete(stop))
         replay_ids = batch._response(tokens_out[batch.main[0]].tolist())[0]
     else:  # the replay alone, as the posterior's logits were computed; the paraphrases apart
@@ -444,20 +192,23 @@ def hindsight_report(
     return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted)
 
 
-def hindsight(
-    prompt: str,
-    response: str,
-    paraphrases: Sequence[str],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    max_new_tokens: int = 64,
-    finished: bool = True,
-    model: Model | str | None = None,
-    stop: threading.Event | None = None,
-    **generate_kwargs,
-) -> list[str]:
+def hindsight_report(prompt: str, response: str, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+                     temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64,
+                     finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
+                     **generate_kwargs) -> HindsightReport:
+    """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
+
+    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
+    batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
+    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
+
+
+def hindsight(prompt: str, response: str, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+              temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64, finished: bool = True,
+              model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
     ``response`` is text (typed in, or a response from ``gcs.compare``), tokenized with the model's
@@ -471,5 +222,5 @@ def hindsight(
 
     >>> # gcs.hindsight("Name a colour.", "Blue.", ["Tell me a colour."], seed=3)  -> ['Blue.']
     """
-    return hindsight_report(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
-                            finished, model, stop, **generate_kwargs).answers
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs).answers

@@ -20,7 +20,7 @@ Two changes make a row's computation a function of that row alone, bit for bit:
   place in the batch).
 
 ``make_row_invariant(model)`` installs both on a transformers model (in place, once);
-``gcs.batch.Batch`` does it for every model on CPU (``ensure_row_invariant``;
+the transformers runner (``gcs.runner``) does it for every model on CPU (``ensure_row_invariant``;
 ``GCS_ROW_INVARIANT`` = auto, on, off). The rest of a decoder (embeddings, norms, rotary
 embeddings, activations) is row-wise already.
 
@@ -30,7 +30,7 @@ embeddings, activations) is row-wise already.
 >>> torch.equal(layer(x)[2], layer(x[2:3])[0])  # a row alone = the same row in a batch
 True
 
-On the vLLM engine (``gcs.vllm``) the same blocks wrap vLLM's own CPU linear kernels, and
+On the vLLM engine (``gcs.vllm_engine``) the same blocks wrap vLLM's own CPU linear kernels, and
 its CPU attention runs each sequence on its own (``VLLM_CPU_ATTN_SPLIT_KV=0``).
 """
 

@@ -23,7 +23,8 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .batch import Row, run_batches
+from .batch import Row
+from .packing import run_batches
 from .checks import check_count, check_prompts, check_seed
 from .models import Model, resolve_model
 from .noise import derive_seed

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from .checks import (
     METHODS,
     check_max_new_tokens,
+    check_method,
     check_methods,
     check_rewordings,
     check_sampling_settings,
+    check_seed,
     check_seeds,
     check_temperature,
 )
@@ -61,6 +63,27 @@ class SamplingSettings:
         set_("top_p", None if self.top_p is None else float(self.top_p))
         set_("max_new_tokens", check_max_new_tokens(self.max_new_tokens))
         set_("ensemble", check_rewordings(self.ensemble))
+
+    @classmethod
+    def single(cls, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_k: int | None = None,
+               top_p: float | None = None, max_new_tokens: int = 50, ensemble: int = 0) -> SamplingSettings:
+        """Settings of one method and one seed, each checked as one (errors name ``method`` and ``seed``).
+
+        >>> SamplingSettings.single("GCS", 3, temperature=0.5).methods
+        ('gcs',)
+        """
+        return cls([check_method(method)], [check_seed(seed)], temperature, top_k, top_p, max_new_tokens, ensemble)
+
+    def method_and_seed(self) -> tuple[str, int]:
+        """The method and the seed of settings that hold one of each; ValueError otherwise.
+
+        >>> SamplingSettings.single("is", 7).method_and_seed()
+        ('is', 7)
+        """
+        if len(self.methods) != 1 or len(self.seeds) != 1:
+            raise ValueError(f"these settings must hold one method and one seed, got methods={list(self.methods)} "
+                             f"and seeds={list(self.seeds)}")
+        return self.methods[0], self.seeds[0]
 
     def replace(self, **changes) -> SamplingSettings:
         """A copy with some fields changed (validated again)."""

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 
 from .batch import Batch, Row
-from .checks import check_count, check_method, check_prompts, check_seed
+from .checks import check_count, check_prompts
 from .models import Model, resolve_model
 from .samplers import make_sampler
 from .settings import SamplingSettings
@@ -125,40 +125,19 @@ class _Recorder:
         return Candidate(token, self.decode(token), p, noise, noise_after, noise / p if p > 0 else math.inf)
 
 
-def trace(
-    prompts: Sequence[str],
-    method: str = "gcswr",
-    seed: int = 0,
-    temperature: float = 1.0,
-    top_p: float | None = None,
-    max_new_tokens: int = 32,
-    top: int = DEFAULT_TOP,
-    model: Model | str | None = None,
-    forced: Sequence[tuple[int, int, int]] = (),
-    stop: threading.Event | None = None,
-) -> Trace:
-    """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
-
-    Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
-    under the warped distribution, their noise before (and, for GCSwR, after) the draw, their
-    arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
-    ``forced``: (position, row, token id) triples: that row emits that token there instead of its
-    race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
-    it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
-
-    >>> # t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
-    >>> # [s.winner_text for s in t.steps[0]]  -> the first token of each response
-    """
+def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DEFAULT_TOP,
+               model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
+               stop: threading.Event | None = None) -> Trace:
+    """The core of ``trace``: ``settings`` hold one method and one seed, and a temperature above 0."""
     prompts = check_prompts(prompts)
-    method = check_method(method)
-    settings = SamplingSettings([method], [check_seed(seed)], temperature, None, top_p, max_new_tokens)
+    method, seed = settings.method_and_seed()
     if settings.temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: there is no noise to trace; use a temperature above 0")
     top = check_count(top, "top", 1, 100)
     model = resolve_model(model)
-    forced = _checked_forced(forced, len(prompts), max_new_tokens, len(model.tokenizer))
+    forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(model.tokenizer))
     recorder = _Recorder(method, top, lambda token: model.tokenizer.decode([token]))
-    batch = Batch([Row(p, method, settings.seeds[0]) for p in prompts], model, settings, observer=recorder)
+    batch = Batch([Row(p, method, seed) for p in prompts], model, settings, observer=recorder)
     if forced:  # the batch's own sampler, with the interventions scheduled
         batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams)
         for position in sorted({f[0] for f in forced}):
@@ -174,8 +153,28 @@ def trace(
         token_ids.append(tuple(ids))
         responses.append(record["response"])
     steps = _mark(recorder.steps, token_ids, {(position, row) for position, row, _ in forced})
-    return Trace(tuple(prompts), method, settings.seeds[0], settings.temperature, settings.top_p, steps,
-                 tuple(token_ids), tuple(responses), tuple(forced))
+    return Trace(tuple(prompts), method, seed, settings.temperature, settings.top_p, steps, tuple(token_ids),
+                 tuple(responses), tuple(forced))
+
+
+def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
+          top_p: float | None = None, max_new_tokens: int = 32, top: int = DEFAULT_TOP,
+          model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
+          stop: threading.Event | None = None) -> Trace:
+    """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
+
+    Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
+    under the warped distribution, their noise before (and, for GCSwR, after) the draw, their
+    arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
+    ``forced``: (position, row, token id) triples: that row emits that token there instead of its
+    race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
+    it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+
+    >>> # t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
+    >>> # [s.winner_text for s in t.steps[0]]  -> the first token of each response
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return trace_with(prompts, settings, top, model, forced, stop)
 
 
 def _checked_forced(forced, rows: int, positions: int, vocab: int) -> tuple[tuple[int, int, int], ...]:

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import gcs
-from gcs.hindsight import posterior
+from gcs.posterior import posterior
 from test_hindsight import SIGNIFICANCE, STEPS, VOCAB, along, homogeneity_p_value, run, synthetic_table
 
 SAMPLES = 100_000

@@ -15,7 +15,7 @@ import scipy.stats
 import torch
 
 import gcs
-from gcs.hindsight import draw_indices, posterior, race_posterior, replay
+from gcs.posterior import draw_indices, posterior, race_posterior, replay
 from gcs.noise import derive_seeds
 
 VOCAB, STEPS, SAMPLES = 3, 3, 30_000

@@ -23,7 +23,8 @@ from gcs.hindsight import forced_rows
 from gcs.prompts import format_prompt
 from gcs.samplers import make_sampler
 from gcs.settings import SamplingSettings
-from gcs.vllm import CPU_MAX_NUM_SEQS, engine, observe, plugin_registered, run_batch, sampling_params
+from gcs.vllm import observe, plugin_registered, sampling_params
+from gcs.vllm_engine import CPU_MAX_NUM_SEQS, engine, run_batch
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain why the sky is blue during the day."]
 

@@ -1,0 +1,234 @@
+"""Runners: a ``gcs.batch.Batch`` decoded by one engine, token ids step by step.
+
+A runner has one method that does the work, ``steps(stop)``: every row's token ids so far,
+after each decoding step. ``run`` is its last step as a tensor [rows, new tokens] (a stop
+token then padding after a row finishes), and ``Batch.stream`` decodes each step.
+
+    runner = runner_for(batch)            # TransformersRunner here; VLLMRunner (gcs.vllm_engine) for "vllm"
+    for token_ids in runner.steps():      # [[5], [7]] -> [[5, 9], [7, 2]] -> ...
+        ...
+    runner.run()                          # tensor([[5, 9, ...], [7, 2, ...]])
+
+``TransformersRunner`` runs transformers' ``generate`` with the KV cache. Generation settings
+are pinned: transformers fills generation fields from the model's own ``generation_config``
+and runs the resulting processors *before* ours, so a checkpoint's ``repetition_penalty=1.1``
+would silently change the sampled distribution. Every call runs with every such field
+neutral (``neutral_generation_defaults``). Every row's prompt but its last token is
+prefilled once per distinct prompt (``prefill``), so a row takes the same two steps whatever
+the batch holds.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import queue
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import torch
+from transformers import DynamicCache, GenerationConfig, StoppingCriteria, StoppingCriteriaList
+from transformers.generation.streamers import BaseStreamer
+
+from .invariance import ensure_row_invariant
+from .models import Model
+
+logger = logging.getLogger(__name__)
+
+# Neutral values of every generation field that would add a logits processor before ours
+# (min_new_tokens also replaces a model's min_length, which is left unset: transformers warns when both are
+# given; do_sample=False drops every sampling warper).
+NEUTRAL_GENERATION = dict(
+    do_sample=False, num_beams=1, num_return_sequences=1, repetition_penalty=1.0, encoder_repetition_penalty=1.0,
+    no_repeat_ngram_size=0, encoder_no_repeat_ngram_size=0, min_new_tokens=0, guidance_scale=1.0,
+    renormalize_logits=False, remove_invalid_values=False, suppress_tokens=None, begin_suppress_tokens=None,
+    bad_words_ids=None, sequence_bias=None, forced_bos_token_id=None, forced_eos_token_id=None,
+    exponential_decay_length_penalty=None, watermarking_config=None, dola_layers=None, penalty_alpha=None,
+    token_healing=False,
+)
+_GENERATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> lock around the swap below
+_GENERATING_LOCK = threading.Lock()
+_WARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> warnings said about it
+
+
+def runner_for(batch):
+    """The runner of ``batch.engine``: ``TransformersRunner``, or ``gcs.vllm_engine.VLLMRunner`` (imports vLLM)."""
+    if batch.engine == "vllm":
+        from .vllm_engine import VLLMRunner
+
+        return VLLMRunner(batch)
+    return TransformersRunner(batch)
+
+
+def padded(token_ids: list[list[int]], pad: int) -> torch.Tensor:
+    """Rows of token ids as one long tensor, the short ones padded with ``pad``.
+
+    >>> padded([[5, 6], [7]], 0).tolist()
+    [[5, 6], [7, 0]]
+    """
+    width = max(1, max((len(ids) for ids in token_ids), default=1))
+    return torch.tensor([ids + [pad] * (width - len(ids)) for ids in token_ids], dtype=torch.long)
+
+
+def _warn_once(model: Model, message: str) -> None:
+    """Log ``message`` as a warning the first time it is said about ``model``."""
+    said = _WARNED.setdefault(model.model, set())
+    if message not in said:
+        said.add(message)
+        logger.warning(message)
+
+
+@contextmanager
+def neutral_generation_defaults(model: Model):
+    """While generating, the model's own ``generation_config`` holds no distribution-changing default.
+
+    transformers fills generation fields from the model's defaults (5.x: every field left
+    None; 4.x: every field *equal to the global default*, so even an explicit
+    ``repetition_penalty=1.0`` is replaced by the checkpoint's 1.1). Swapping in a copy with
+    the neutral values makes both behave; a lock per model keeps concurrent calls apart.
+    """
+    with _GENERATING_LOCK:
+        lock = _GENERATING.setdefault(model.model, threading.Lock())
+    with lock:
+        original = model.model.generation_config
+        neutral = copy.deepcopy(original)
+        for name, value in NEUTRAL_GENERATION.items():
+            if hasattr(neutral, name):
+                setattr(neutral, name, copy.copy(value))
+        model.model.generation_config = neutral
+        try:
+            yield
+        finally:
+            model.model.generation_config = original
+
+
+def generation_config(model: Model, max_new_tokens: int, stop_ids: Sequence[int], generate_kwargs: dict):
+    """A ``GenerationConfig`` under which transformers adds no processor of its own, and the leftover kwargs.
+
+    Use it inside ``neutral_generation_defaults(model)``. Keywords in ``generate_kwargs``
+    (say ``min_new_tokens``) are the caller's explicit choice and are kept.
+    """
+    config = GenerationConfig(**NEUTRAL_GENERATION, max_new_tokens=max_new_tokens, eos_token_id=list(stop_ids),
+                              pad_token_id=model.tokenizer.pad_token_id)
+    return config, config.update(**generate_kwargs)
+
+
+def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor):
+    """The KV cache of every row's prompt but its last token, computed once per *distinct* padded prompt.
+
+    Every row then takes the same two steps whatever the batch holds: its prompt's prefix, then its last
+    token as the first step of ``generate``. A prompt that repeats in the batch (every method x seed
+    answers the same paraphrases) is prefilled once: a side-by-side run of 4 seeds x 3 methods prefills 3
+    prompts instead of 36 rows. None (each row prefilled whole, for every batch of this model) where the
+    model's cache cannot be built this way.
+    """
+    if ids.shape[1] < 2:
+        return None
+    distinct, rows = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
+    first = torch.full((len(distinct),), len(ids), dtype=torch.long, device=ids.device)
+    first.scatter_reduce_(0, rows, torch.arange(len(ids), device=ids.device), reduce="amin")
+    try:
+        cache = DynamicCache(config=model.model.config)
+        prefix_mask = mask[first, :-1]
+        positions = (prefix_mask.cumsum(dim=-1) - 1).clamp(min=0)  # left padding: count real tokens only
+        with torch.inference_mode():
+            model.model(input_ids=ids[first, :-1], attention_mask=prefix_mask, position_ids=positions,
+                        past_key_values=cache, use_cache=True)
+        cache.reorder_cache(rows)  # one cache row per batch row, by index
+        return cache
+    except (TypeError, AttributeError, NotImplementedError) as error:  # a cache class without these methods
+        _warn_once(model, f"this model's cache cannot be prefilled apart ({error}): every row is prefilled whole")
+        return None
+
+
+class TransformersRunner:
+    """A batch through transformers' ``generate``: KV cache, left padding, gcs's processors only.
+
+    Makes the model's kernels row-invariant where that is wanted (``gcs.invariance``; on CPU by
+    default), once per model, when the batch is laid out: ``row_invariant`` says whether they are.
+    """
+
+    def __init__(self, batch):
+        self.batch = batch
+        self.row_invariant = ensure_row_invariant(batch.model.model)
+
+    @torch.inference_mode()
+    def run(self, stop: threading.Event | None = None, streamer: BaseStreamer | None = None) -> torch.Tensor:
+        """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
+
+        The last step of ``steps``, computed without its per-step queue: one ``generate`` call.
+        Setting ``stop`` ends generation after the current step (a cancelled stream).
+        """
+        batch = self.batch
+        config, other_kwargs = generation_config(batch.model, batch.settings.max_new_tokens, batch.stop_ids,
+                                                 batch.generate_kwargs)
+        if stop is not None:
+            other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
+        if "past_key_values" not in other_kwargs:
+            other_kwargs["past_key_values"] = prefill(batch.model, batch.inputs["input_ids"],
+                                                      batch.inputs["attention_mask"])
+        with neutral_generation_defaults(batch.model):
+            output = batch.model.model.generate(**batch.inputs, generation_config=config,
+                                                logits_processor=batch.processors(), streamer=streamer, **other_kwargs)
+        return output[:, batch.inputs["input_ids"].shape[1] :].cpu()
+
+    def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
+        """Every row's token ids so far, after each step (``run`` in a worker thread, read through a queue).
+
+        Closing the iterator early (a consumer that stops reading) sets ``stop`` (an event of its own when
+        none is given), so generation ends after the current step, and waits for the worker thread: no
+        generation outlives its consumer.
+        """
+        stop = threading.Event() if stop is None else stop
+        tokens, outcome, done = _TokenQueue(), {}, object()
+
+        def work():
+            try:
+                self.run(stop, streamer=tokens)
+            except BaseException as error:  # re-raised in the consumer's thread
+                outcome["error"] = error
+            tokens.steps.put(done)
+
+        worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
+        worker.start()
+        try:
+            token_ids = [[] for _ in range(len(self.batch.groups))]
+            while (step := tokens.steps.get()) is not done:
+                for ids, token in zip(token_ids, step.tolist()):
+                    ids.append(token)
+                yield token_ids
+            if "error" in outcome:
+                raise outcome["error"]
+        finally:
+            if worker.is_alive():
+                logger.info("generation stopped early: its consumer went away")
+            stop.set()
+            worker.join()
+
+
+class _TokenQueue(BaseStreamer):
+    """Receives each step's tokens from transformers (the first put is the prompt) into a queue."""
+
+    def __init__(self):
+        self.steps: queue.Queue = queue.Queue()
+        self._prompt_seen = False
+
+    def put(self, value):
+        if self._prompt_seen:
+            self.steps.put(value.reshape(-1).clone())
+        self._prompt_seen = True
+
+    def end(self):
+        pass
+
+
+class _StopWhenSet(StoppingCriteria):
+    """Stops every row once ``event`` is set: how an abandoned stream frees the model."""
+
+    def __init__(self, event: threading.Event):
+        self.event = event
+
+    def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)

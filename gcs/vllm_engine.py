@@ -1,0 +1,148 @@
+"""vLLM as gcs's engine: one ``vllm.LLM`` per model (the plugin loaded), and the runner that decodes a batch on it.
+
+    gcs.generate(["What is DNA?"], engine="vllm")   # a Batch whose runner is VLLMRunner
+
+Needs vLLM; only ``gcs.generate(engine="vllm")`` and friends import this module (through
+``gcs.runner.runner_for``), never a ``vllm serve`` process, which loads the plugin alone
+(``gcs.vllm``). Every row of a batch is one vLLM request sampled by the plugin, so its tokens
+are the ones ``gcs``'s own samplers draw from vLLM's logits.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+
+import torch
+
+from .invariance import in_row_blocks, wanted
+from .runner import padded
+from .vllm import GumbelSamplingProcessor, plugin_registered
+from .vllm_requests import sampling_params
+
+logger = logging.getLogger(__name__)
+
+CPU_MAX_NUM_SEQS = 48
+CPU_KV_CACHE_BYTES = 2 << 30
+_ENGINES: dict[tuple, object] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
+def engine(model, **llm_kwargs):
+    """A ``vllm.LLM`` for a ``gcs.Model`` (one per model, dtype and arguments per process), with the plugin loaded.
+
+    The embedded default runs from its cached safetensors copy; other models by their
+    name. Defaults: the model's dtype, at most 4,096 tokens of context, the model's
+    ``generation_config`` ignored (no hidden penalties), and on CPU an in-process, eager executor
+    running at most ``CPU_MAX_NUM_SEQS`` requests at once (the transformers runner's CPU batch) in a
+    ``CPU_KV_CACHE_BYTES`` (2 GiB) KV cache.
+    ``llm_kwargs`` (e.g. ``tensor_parallel_size=4``) override them.
+    """
+    from vllm import LLM
+
+    from .models import DEFAULT_MODEL, embedded_model_path
+
+    invariant = wanted(model.device)
+    if model.device.type == "cpu":
+        # vLLM's engine core in this process, not a worker process: start-up halves (set it yourself to override)
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if invariant:
+        # each sequence's attention on its own: split KV work depends on the batch (gcs.invariance)
+        os.environ["VLLM_CPU_ATTN_SPLIT_KV"] = "0"
+
+    dtype = next(model.model.parameters()).dtype
+    options = {
+        "model": str(embedded_model_path()) if model.name == DEFAULT_MODEL else model.name,
+        "dtype": str(dtype).removeprefix("torch."),
+        "max_model_len": min(model.context_window, 4096),
+        "generation_config": "vllm",
+        # On CPU: in-process, and eager (eager starts in about 30 s here; compiling the graphs had not finished
+        # after 3 minutes).
+        # and a fixed KV cache (vLLM's CPU default reserves 92 % of memory and refuses to start on a busy machine).
+        **({"distributed_executor_backend": "uni", "max_num_seqs": CPU_MAX_NUM_SEQS, "enforce_eager": True,
+            "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES} if model.device.type == "cpu" else {}),
+        **({} if plugin_registered() else {"logits_processors": [GumbelSamplingProcessor]}),
+        **llm_kwargs,
+    }
+    key = (invariant, *sorted((k, repr(v)) for k, v in options.items()))
+    with _ENGINES_LOCK:
+        if key not in _ENGINES:
+            # vLLM logs ~150 lines while it starts (a warning per weight cast to bf16): errors only, unless chosen
+            os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+            llm = LLM(**options)
+            if invariant:
+                llm.apply_model(_linears_in_row_blocks)
+            _ENGINES[key] = (llm, threading.Lock())
+        return _ENGINES[key]
+
+
+def _linears_in_row_blocks(model: torch.nn.Module) -> int:
+    """Wrap every CPU linear kernel of a vLLM model ``in_row_blocks`` (in the worker; once); how many were wrapped."""
+    wrapped = 0
+    for module in model.modules():
+        linear = getattr(module, "cpu_linear", None)
+        if linear is not None and not isinstance(linear, functools.partial):
+            module.cpu_linear = functools.partial(in_row_blocks, linear)
+            wrapped += 1
+    return wrapped
+
+
+class VLLMRunner:
+    """A ``gcs.batch.Batch`` on vLLM: every row is one request; all are queued at once and vLLM batches them
+    (continuous batching). A batch on this engine has no rewordings (``check_engine`` refuses them)."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
+        """Every row's token ids so far, after each engine step.
+
+        Closing the iterator early, or setting ``stop``, aborts the unfinished requests.
+        """
+        batch = self.batch
+        llm, lock = engine(batch.model)
+        temperature, top_k, top_p = batch.settings.warping
+        mask = batch.inputs["attention_mask"].bool().cpu()
+        prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask)]
+        params = [
+            sampling_params(method, seed, stream if method == "is" else None, temperature=temperature,
+                            top_k=top_k or 0, top_p=top_p or 1.0, max_tokens=batch.settings.max_new_tokens,
+                            stop_token_ids=list(batch.stop_ids))
+            for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams)
+        ]
+        names = [f"gcs-{uuid.uuid4().hex}-{i}" for i in range(len(prompts))]
+        row_of = {name: i for i, name in enumerate(names)}
+        tokens: list[list[int]] = [[] for _ in prompts]
+        with lock:  # one batch at a time per engine: vLLM's LLM is not thread-safe
+            core, running = llm.llm_engine, set(names)
+            try:
+                for name, prompt, request_params in zip(names, prompts, params):
+                    core.add_request(name, prompt, request_params)
+                while running and not (stop is not None and stop.is_set()):
+                    for output in core.step():
+                        tokens[row_of[output.request_id]] = list(output.outputs[0].token_ids)
+                        if output.finished:
+                            running.discard(output.request_id)
+                    yield tokens
+            except GeneratorExit:
+                logger.info("generation stopped early: its consumer went away")
+                raise
+            finally:
+                if running:
+                    core.abort_request(sorted(running))
+
+    def run(self, stop: threading.Event | None = None) -> torch.Tensor:
+        """The last step: token ids [rows, new tokens], padded with a stop token like the transformers runner's."""
+        token_ids = []
+        for token_ids in self.steps(stop):
+            pass
+        return padded(token_ids, self.batch.stop_ids[0])
+
+
+def run_batch(batch, stop: threading.Event | None = None) -> torch.Tensor:
+    """``batch`` run on vLLM to the end (``VLLMRunner.run``)."""
+    return VLLMRunner(batch).run(stop)
