@@ -292,16 +292,14 @@ def method_choices() -> list[tuple[str, str]]:
 
 
 # -- errors ---------------------------------------------------------------------------------------
-def user_message(error: Exception) -> str:
-    """The message a user sees, as text (markup in it is escaped); internal failures are logged, not shown in full.
-
-    A user error (ValueError) is logged in one line; a fault with its traceback.
-    """
+def _message_text(error: Exception) -> str:
+    """What a user is told about ``error``, as plain text (unescaped); logged here, once: a user error (ValueError)
+    in one line, a fault with its traceback. Internal failures are not shown in full."""
     if isinstance(error, gr.Error):  # already a message for the user
         return str(error.message)
     if isinstance(error, ValueError):
         logger.info("refused: %s", str(error)[:300])
-        return html.escape(str(error), quote=False)
+        return str(error)
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -311,9 +309,29 @@ def user_message(error: Exception) -> str:
     return f"generation failed ({type(error).__name__}); please try again"
 
 
+def user_message(error: Exception) -> str:
+    """The message a user sees, as HTML text (markup in it is escaped), for a toast or an API error."""
+    return html.escape(_message_text(error), quote=False)
+
+
 def user_error(error: Exception) -> gr.Error:
     """``user_message`` as the ``gr.Error`` an API client receives (logged once, in one line for user errors)."""
     return gr.Error(user_message(error), print_exception=False)
+
+
+# Every ASCII punctuation mark: CommonMark lets a backslash escape each one, and Markdown syntax (links, images,
+# autolinks, HTML, emphasis, code, headings, lists, tables, $$ math, entities) is made of nothing else.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def as_text(text) -> str:
+    r"""Markdown that shows ``text`` as written: nothing in it becomes a link, an image, markup or math. Every
+    user-derived string that goes into a ``gr.Markdown`` value (a status line, a note) goes through this.
+
+    >>> print(as_text("[x](https://evil.example) <b>**$$"))
+    \[x\]\(https\:\/\/evil\.example\) \<b\>\*\*\$\$
+    """
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(text))
 
 
 TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor follow the user to other tabs
@@ -321,10 +339,11 @@ TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor 
 
 def failed(error: Exception, outputs: int) -> tuple:
     """A UI handler's answer to an error: a toast and "Failed: ..." in the status (the last output); every
-    other output keeps what it showed (an error must not wipe earlier results)."""
-    message = user_message(error)
-    gr.Warning(message, duration=TOAST_SECONDS)
-    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {message}")
+    other output keeps what it showed (an error must not wipe earlier results). The toast is HTML and the status
+    Markdown: the message (which may quote user input) is escaped for each, so it shows as text in both."""
+    message = _message_text(error)
+    gr.Warning(html.escape(message, quote=False), duration=TOAST_SECONDS)
+    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {as_text(message)}")
 
 
 def caption(text: str) -> gr.Markdown:
