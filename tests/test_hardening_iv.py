@@ -16,7 +16,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import common, hindsight, stepthrough  # noqa: E402
+from ui import common, compare, hindsight, stepthrough  # noqa: E402
 
 PUNCTUATION = r"[!-/:-@\[-`{-~]"  # ASCII punctuation: what every piece of Markdown syntax is made of
 
@@ -79,3 +79,32 @@ def test_markdown_in_a_traced_token_shows_as_text():
     elements, text = rendered(stepthrough.explanation(trace, 0))
     assert not {"a", "img"} & set(elements), elements
     assert "picked '[x](https://evil.example/a)'" in text
+
+
+# -- a seed list: its length before its elements -------------------------------------------------------------------
+class Untouchable(list):
+    """A list whose length is known but whose elements must not be read."""
+
+    def __len__(self):
+        return 10_000_000
+
+    def __iter__(self):
+        raise AssertionError("the elements were read before the count was checked")
+
+    def __getitem__(self, index):
+        raise AssertionError("the elements were read before the count was checked")
+
+
+@pytest.mark.parametrize("seed, seeds", [(0, Untouchable()), (0, ["not a seed"] * 17), ("not a seed", [1] * 17),
+                                         ("not a seed", 17)])
+def test_a_seed_count_is_checked_before_the_seeds(seed, seeds):
+    with pytest.raises(ValueError, match="seeds per run must be a whole number from 1 to 16, got (17|10000000)$"):
+        compare.seed_list(seed, seeds)
+
+
+def test_a_seed_list_still_checks_each_seed_and_runs_a_repeat_once():
+    assert compare.seed_list(0, [9, 2, 9]) == [9, 2] and compare.seed_list(0, (3,)) == [3]
+    with pytest.raises(ValueError, match="seed must be a whole number"):
+        compare.seed_list(0, [1, -2])
+    with pytest.raises(ValueError, match="seeds per run must be a whole number from 1 to 16, got 0"):
+        compare.seed_list(0, [])

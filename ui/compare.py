@@ -43,17 +43,17 @@ OUTPUTS = (*(f"column-{m}" for m in gcs.METHODS), *(f"plot-column-{m}" for m in 
 
 
 def seed_list(seed, seeds) -> list[int]:
-    """The seeds of a run: a count (``seed``, ``seed + 1``, ...) or an explicit list, within the demo's limits.
+    """The seeds of a run: a count (``seed``, ``seed + 1``, ...) or an explicit list (at most 16 entries; a repeated
+    seed runs once), within the demo's limits. The count is checked before any element.
 
     >>> seed_list(7, 3), seed_list(0, [5, 2, 5])
     ([7, 8, 9], [5, 2])
     """
+    listed = isinstance(seeds, (list, tuple))
+    count = check("seeds per run", len(seeds) if listed else seeds)  # first: a huge list's elements are never read
     seed = check("seed", seed)
-    if isinstance(seeds, (list, tuple)):
-        chosen = list(dict.fromkeys(check("seed", s) for s in seeds))
-        check("seeds per run", len(chosen))
-        return chosen
-    count = check("seeds per run", seeds)
+    if listed:
+        return list(dict.fromkeys(check("seed", s) for s in seeds))
     if seed + count - 1 > gcs.MAX_SEED:
         raise ValueError(f"seed {seed} with {count} seeds runs past the largest seed (2^63 - 1); use a smaller seed")
     return [seed + i for i in range(count)]
