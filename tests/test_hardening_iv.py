@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import re
 import sys
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import ui  # noqa: E402
 from ui import common, compare, hindsight, stepthrough  # noqa: E402
 
 PUNCTUATION = r"[!-/:-@\[-`{-~]"  # ASCII punctuation: what every piece of Markdown syntax is made of
@@ -108,3 +110,41 @@ def test_a_seed_list_still_checks_each_seed_and_runs_a_repeat_once():
         compare.seed_list(0, [1, -2])
     with pytest.raises(ValueError, match="seeds per run must be a whole number from 1 to 16, got 0"):
         compare.seed_list(0, [])
+
+
+# -- a number typed past a slider's range ------------------------------------------------------------------------
+def _release_handlers(demo) -> dict[str, list]:
+    """Each slider's label -> the handlers of its release events."""
+    handlers: dict[str, list] = {}
+    for function in demo.fns.values():
+        for block_id, event in function.targets:
+            block = demo.blocks.get(block_id)
+            if event == "release" and isinstance(block, ui.gr.Slider):
+                handlers.setdefault(str(block.label), []).append((block, function))
+    return handlers
+
+
+def test_a_number_typed_past_a_slider_s_range_is_named_in_a_toast():
+    """Gradio's Slider sets a typed 5 to its maximum 2 when the box loses focus, silently; the page sends the typed
+    value with the release event just before (seen in a real browser: test_browser.py), so the app says so."""
+    demo = ui.build()
+    sliders = [block for block in demo.blocks.values() if isinstance(block, ui.gr.Slider)]
+    handlers = _release_handlers(demo)
+    assert len(sum(handlers.values(), [])) == len(sliders), "every slider says when a typed number is out of range"
+    temperatures = handlers["temperature"]
+    assert len(temperatures) == 3  # side by side, inside the sampler, hindsight
+    for slider, function in temperatures:
+        assert not function.preprocess and function.queue and function.concurrency_id == "browse"
+        with pytest.warns(UserWarning) as toasts:
+            function.fn(5)
+        high = f"{slider.maximum:g}"
+        assert str(toasts[0].message) == (f"temperature: 5 is outside this setting's range ({slider.minimum:g} to "
+                                          f"{high}); {high} is used")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no toast within the range, nor for what is not a number
+            for value in (slider.minimum, 1.0, slider.maximum, "5", None, True):
+                function.fn(value)
+        with pytest.warns(UserWarning, match=r"temperature: -1 is outside .*; 0(\.05)? is used"):
+            function.fn(-1)
+        with pytest.warns(UserWarning, match=r"temperature: inf is outside"):
+            function.fn(10**400)

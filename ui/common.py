@@ -346,6 +346,33 @@ def failed(error: Exception, outputs: int) -> tuple:
     return (*[gr.skip()] * (outputs - 1), f"**Failed:** {as_text(message)}")
 
 
+def range_notice(slider: gr.Slider):
+    """The handler behind ``say_slider_ranges`` for one slider: a toast when ``value`` is outside its range."""
+    label, low, high = str(slider.label or "this setting"), float(slider.minimum), float(slider.maximum)
+
+    def notice(value) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        value = float(value) if abs(value) < 1e308 else (math.inf if value > 0 else -math.inf)  # no OverflowError
+        if math.isnan(value) or low <= value <= high:
+            return
+        nearest = high if value > high else low
+        gr.Warning(html.escape(f"{label}: {value:g} is outside this setting's range ({low:g} to {high:g}); "
+                               f"{nearest:g} is used", quote=False), duration=TOAST_SECONDS)
+
+    return notice
+
+
+def say_slider_ranges(sliders) -> None:
+    """A number typed into a slider's box past its range is set to the nearest end when the box loses focus
+    (Gradio 6.x's Slider), silently. Just before, the page sends the typed value with the slider's release
+    event, so each slider's release (handled unprocessed: Gradio would refuse the value before the handler saw
+    it) says in a toast what was typed and what is used instead. Call it inside the ``gr.Blocks``."""
+    for slider in sliders:
+        slider.release(range_notice(slider), slider, None, preprocess=False, api_visibility="private",
+                       show_progress="hidden", concurrency_id="browse", concurrency_limit=4)
+
+
 def caption(text: str) -> gr.Markdown:
     """The one line under a plot that says what the viewer should see."""
     return gr.Markdown(f"<small>{text}</small>", elem_classes="caption")
