@@ -9,7 +9,6 @@ import errno
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -71,28 +70,7 @@ def test_total_work_is_capped(client):
                                                                                     api_name="/compare"))
 
 
-# 3. an abandoned call stops generating and frees the model lane
-def test_abandoned_compare_stops_generating(client, app_url, app_log):
-    # the client says "generating" once the server has streamed a progress update, then is killed mid-generation
-    script = (
-        "import sys, time; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
-        "job = c.submit(sys.argv[2], 1.0, 256, 0, seeds=1, api_name='/compare')\n"
-        "while not job.outputs() and not job.done(): time.sleep(0.1)\n"
-        "print('generating' if not job.done() else f'finished first: {job.exception()}', flush=True); job.result()"
-    )
-    before = app_log.read_text().count("stopped early")
-    abandoned = subprocess.Popen([sys.executable, "-c", script, app_url, LONG_STORIES], stdout=subprocess.PIPE,
-                                 text=True)
-    try:
-        assert abandoned.stdout.readline().strip() == "generating"
-    finally:
-        abandoned.kill()
-        abandoned.wait()
-    deadline = time.time() + WAIT_S
-    while app_log.read_text().count("stopped early") == before:
-        assert time.time() < deadline, f"the abandoned call kept generating: {app_log.read_text()[-1500:]}"
-        time.sleep(0.5)
-    assert client.predict(PARAPHRASES, 0.0, 4, 0, 1.0, "gcswr", seeds=1, api_name="/compare")["responses"]["gcswr"]
+# 3. an abandoned call stops generating and frees the model lane: test_hardening_more.py
 
 
 # 4. light endpoints have their own capacity: a full model lane does not refuse them

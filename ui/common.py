@@ -574,11 +574,13 @@ HEARTBEAT_S = 0.5
 
 
 def run_cancellable(work, heartbeat=None):
-    """Run ``work(stop)`` in a thread, yielding ``heartbeat`` every half second; returns its result.
+    """Run ``work(stop)`` in a thread, yielding ``heartbeat`` at once (the work is under way) and then every half
+    second; returns its result.
 
     In a Gradio handler, ``result = yield from run_cancellable(...)`` makes a long job stoppable: when the
     client goes away Gradio closes the generator, which sets ``stop``; ``work`` passes it on
-    (``gcs.sweep(stop=...)``) and the model is free again after the current token.
+    (``gcs.sweep(stop=...)``) and the model is free again after the current token. The log then says whether
+    the work stopped before its end (``gcs.Cancelled``) or had already finished.
     """
     stop, outcome = threading.Event(), {}
 
@@ -591,16 +593,24 @@ def run_cancellable(work, heartbeat=None):
     context = contextvars.copy_context()  # Gradio's progress tracking (track_tqdm) follows the request's context
     worker = threading.Thread(target=context.run, args=(target,), daemon=True, name="gcs-cancellable")
     worker.start()
+    abandoned = False
     try:
+        yield heartbeat
         while worker.is_alive():
             worker.join(HEARTBEAT_S)
             if worker.is_alive():
                 yield heartbeat
+    except GeneratorExit:
+        abandoned = True
+        logger.info("request abandoned by its client: stopping its work")
+        raise
     finally:
-        if worker.is_alive():
-            logger.info("request abandoned by its client: stopping its work")
         stop.set()
         worker.join()
+        if abandoned:
+            error = outcome.get("error")
+            logger.info("abandoned request: its work %s", "stopped before its end" if isinstance(error, gcs.Cancelled)
+                        else "had already finished" if "result" in outcome else f"failed ({type(error).__name__})")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]

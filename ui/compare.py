@@ -20,7 +20,7 @@ import gcs
 
 from .common import (
     DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, caption, check, check_flag, check_work, download_folder, engine_for,
-    failed, gpu, load_allowed_model, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer,
+    failed, gpu, load_allowed_model, logger, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer,
     user_error,
 )
 
@@ -265,10 +265,16 @@ def api_compare(
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model, seeds)
-        frame = None
-        for step, frame in enumerate(_run(prompts, settings, loaded, streaming=True)):
-            if step % 8 == 0:
-                yield {"status": "generating", "tokens": step}
+        frame, tokens, stream = None, 0, _run(prompts, settings, loaded, streaming=True)
+        try:
+            for tokens, frame in enumerate(stream, start=1):
+                if tokens % 8 == 1:
+                    yield {"status": "generating", "tokens": tokens - 1}
+        except GeneratorExit:  # the client went away
+            stream.close()  # the generation stops after the current token (and is waited for)
+            logger.info("/compare abandoned by its client: its generation stopped after %d of at most %d tokens",
+                        tokens, settings.max_new_tokens)
+            raise
         report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
     except Exception as error:
         raise user_error(error) from error
