@@ -148,3 +148,13 @@ def test_a_number_typed_past_a_slider_s_range_is_named_in_a_toast():
             function.fn(-1)
         with pytest.warns(UserWarning, match=r"temperature: inf is outside"):
             function.fn(10**400)
+
+
+# -- the log, and the caps on /hindsight ------------------------------------------------------------------------
+def test_what_the_server_prints_reaches_its_log_file_line_by_line(tmp_path):
+    """stdout to a file is block-buffered: a refused call's echo (or anything printed) would reach the log late,
+    so a check of the log could pass before it arrived. Each finished line is written through."""
+    with open(tmp_path / "app.log", "w") as file:
+        stream = common.RedactingStream(file)
+        print("HF_TOKEN=hf_abcdefghijklmnopqrstuvwx printed", file=stream)
+        assert (tmp_path / "app.log").read_text() == "[redacted] printed\n"

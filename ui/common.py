@@ -414,7 +414,8 @@ class RedactSecrets(logging.Filter):
 
 class RedactingStream(io.TextIOBase):
     """stdout/stderr for the server: what anything prints (Gradio prints a refused call's inputs) is redacted and
-    each write is cut to ``MAX_WRITE`` characters, so no secret and no megabyte of user input reaches the log."""
+    each write is cut to ``MAX_WRITE`` characters, so no secret and no megabyte of user input reaches the log;
+    written through at each line end (a log file would otherwise get stdout in blocks, late)."""
 
     MAX_WRITE = 4_000
 
@@ -425,6 +426,8 @@ class RedactingStream(io.TextIOBase):
         shown = text if len(text) <= self.MAX_WRITE else \
             f"{text[: self.MAX_WRITE]}… [{len(text) - self.MAX_WRITE:,} characters cut]\n"
         self.stream.write(redact(shown))
+        if "\n" in shown:  # line by line, as a terminal shows it: a log file is never hours behind
+            self.stream.flush()
         return len(text)
 
     def flush(self) -> None:
@@ -552,6 +555,8 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
         function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
         sent = len(body.data) if isinstance(body.data, list) else 0
         if function is not None and sent < len(function.inputs):
+            logger.info("refused a call to %s with %d of its %d values", function.api_name or "an event", sent,
+                        len(function.inputs))
             return False, (f'this endpoint takes {len(function.inputs)} values in "data" (see /gradio_api/info), '
                            f"got {sent}"), "error"
         lane = getattr(function, "concurrency_id", None)
