@@ -158,3 +158,18 @@ def test_what_the_server_prints_reaches_its_log_file_line_by_line(tmp_path):
         stream = common.RedactingStream(file)
         print("HF_TOKEN=hf_abcdefghijklmnopqrstuvwx printed", file=stream)
         assert (tmp_path / "app.log").read_text() == "[redacted] printed\n"
+
+
+def test_hindsight_s_total_work_is_capped(monkeypatch):
+    """Within /hindsight's own limits (5 texts of 256 tokens, 256 response and 256 new tokens) the work stays
+    under the shared cap, so only a lower cap shows that /hindsight checks it: every text's prompt, the response
+    forced through it and the new tokens count."""
+    worst = 5 * (common.LIMITS["prompt tokens"].high + common.LIMITS["hindsight response tokens"].high
+                 + common.LIMITS["max_new_tokens"].high)
+    assert worst <= common.LIMITS["work tokens"].high
+    monkeypatch.setitem(common.LIMITS, "work tokens", common.Limit(1, 600, whole=True))
+    arguments = ("Why is the sky blue?", "Because of Rayleigh scattering.", "Why's the sky blue?\nWhat makes it blue?",
+                 "gcswr", 0, 1.0, 1.0, 256, ui.DEFAULT_MODEL)
+    with pytest.raises(ValueError, match=r"this request is [\d,]+ tokens of work .* the limit here is 600"):
+        hindsight.hindsight_inputs(*arguments)
+    assert hindsight.hindsight_inputs(*arguments[:7], 64, ui.DEFAULT_MODEL)["max_new_tokens"] == 64  # under it
