@@ -189,3 +189,36 @@ def test_sweep_tab_plots_curves(page, screenshots):
     page.locator("#run-sweep").click()
     expect(page.locator("#sweep-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     screenshot(page, screenshots / "screenshot-sweep.png")
+
+
+@pytest.mark.parametrize("hostile", ["[x](https://evil.example/a) ![](https://evil.example/t.png)",
+                                     "<https://evil.example/auto> **b** `c` $$x$$"])
+def test_markdown_in_an_error_shows_as_text(page, hostile):
+    """The status line is Markdown: Markdown quoted from user input in an error shows as typed there (it used to
+    render: a live link, an image fetched from someone else's host, bold, code, math)."""
+    requested = []
+    page.on("request", lambda request: requested.append(request.url))
+    page.get_by_role("tab", name="Coupling explorer").click()
+    page.get_by_label("p (weights; normalised for you)").fill(hostile)
+    page.locator("#run-coupling").click()
+    status = page.locator("#coupling-status")
+    expect(status).to_contain_text("p must be numbers", timeout=TIMEOUT_MS)
+    assert f"got '{hostile}'" in status.inner_text(), status.inner_html()  # as typed
+    assert page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
+    assert status.locator("a, img, code, .katex, em").count() == 0 and status.locator("strong").count() == 1
+    assert not [url for url in requested if urlsplit(url).hostname == "evil.example"]
+    page.get_by_label("p (weights; normalised for you)").fill("0.5, 0.3, 0.15, 0.05")
+
+
+def test_a_number_typed_past_a_slider_s_range_is_named(page):
+    """Gradio sets a typed 5 to the slider's maximum, 2, when the box loses focus; the page says so in a toast."""
+    page.get_by_role("tab", name="Side by side").click()
+    box = page.locator("input[aria-label='number input for temperature']:visible").first
+    box.fill("5")
+    box.press("Tab")
+    expect(page.get_by_text("temperature: 5 is outside this setting's range (0 to 2); 2 is used").first).to_be_visible(
+        timeout=TIMEOUT_MS)
+    expect(box).to_have_value("2")
+    box.fill("1")
+    box.press("Tab")
+    expect(box).to_have_value("1")

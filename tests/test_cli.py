@@ -51,17 +51,38 @@ def test_rerun_skips_finished_rows_and_extends(finished_run, tmp_path):
     assert changed.returncode == 2 and "other settings" in changed.stderr
 
 
+# ``python -m gcs`` whose first write of results is followed by a pause that lasts until the process is killed:
+# the kill lands mid-run on any machine (a run of this size can end within a poll interval of its first write).
+HELD_AFTER_FIRST_WRITE = """
+import sys, threading
+from gcs import cli, results
+append, marker = results.ResultsLog.append, sys.argv.pop(1)
+
+def append_then_hold(self, frame):
+    append(self, frame)
+    open(marker, "w").close()
+    threading.Event().wait()
+
+results.ResultsLog.append = append_then_hold
+sys.exit(cli.main())
+"""
+
+
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(finished_run, tmp_path):
-    out = tmp_path / "killed"
-    child = subprocess.Popen([sys.executable, "-m", "gcs", *RUN, "--out", str(out)],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    results, deadline = out / "results.csv", time.time() + 120
-    while time.time() < deadline and not (results.exists() and results.read_text().count("\n") > 1):
-        time.sleep(0.02)
-    child.send_signal(signal.SIGKILL)
-    child.wait()
-    partial = results.read_text().count("\n") - 1
-    assert 0 < partial < 48, "the kill should land mid-run"
+    out, held = tmp_path / "killed", tmp_path / "first-write-done"
+    child = subprocess.Popen([sys.executable, "-c", HELD_AFTER_FIRST_WRITE, str(held), *RUN, "--out", str(out)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 900  # generous: a busy machine is slow, not broken
+        while not held.exists():
+            assert child.poll() is None, f"the run ended before its first write: {child.stderr.read()[-2000:]}"
+            assert time.time() < deadline, "no results were written within 900 s"
+            time.sleep(0.05)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    partial = (out / "results.csv").read_text().count("\n") - 1
+    assert 0 < partial < 48, f"the kill should land mid-run, after the first write: {partial} rows"
     resumed = gcs_cli(*RUN, "--out", str(out))
     assert resumed.returncode == 0, resumed.stderr
     pd.testing.assert_frame_equal(_rows(out), _rows(finished_run), check_exact=False, atol=1e-6)

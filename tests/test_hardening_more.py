@@ -6,6 +6,7 @@ Every check waits for what it needs to see (a log line, an answer), never for a 
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -65,42 +66,72 @@ def test_a_response_with_control_characters_is_refused_by_hindsight(client, resp
     assert "the response contains control characters" in message
 
 
-@pytest.mark.parametrize("endpoint, arguments", [
-    ("/trace", ("Tell me a long story about a dragon.\nTell me a long tale about a dragon.", "gcswr", 0, 1.0, 1.0, 64)),
-    ("/hindsight", ("Tell me a long story.", "Once upon a time", "Tell me a long tale.\nTell me a story, a long one.",
-                    "gcswr", 0, 1.0, 1.0, 256, "smollm2-135m-instruct", False)),
-])
+MODEL = "smollm2-135m-instruct"
+STORIES = "\n".join(f"Tell me a long story about dragon number {i}, with every detail." for i in range(8))
+# Each call as long as the demo's limits allow (256 new tokens, 64 traced), so that it cannot end in the moment
+# between its first progress update and its client's kill, on any machine.
+ABANDONED = [
+    ("/compare", (STORIES, 1.0, 256, 0, 1.0, "is,gcs,gcswr", False, MODEL, 4)),  # 96 rows: ~27,000 of 32,768 tokens
+    ("/trace", ("Tell me a long story about a dragon.\nTell me a long tale about a dragon.", "gcswr", 0, 1.0, 1.0, 64,
+                MODEL)),
+    ("/hindsight", ("Tell me a long story.", "Once upon a time", "Tell me a long tale.\nTell me a story, a long one.\n"
+                    "Tell me a long dragon story.\nTell me a very long story.", "gcswr", 0, 1.0, 1.0, 256, MODEL, False)),
+    ("/counterfactual", ("Tell me a long story.", "Once upon a time", 1, " dragon", "gcswr", 0, 1.0, 1.0, 256, MODEL,
+                         False)),
+]
+# The client: submit, print the first update (progress, or the result had it finished first), wait to be killed.
+ABANDONING_CLIENT = ("import json, sys, time; from gradio_client import Client; c = Client(sys.argv[1], verbose=False)\n"
+                     "job = c.submit(*json.loads(sys.argv[3]), api_name=sys.argv[2])\n"
+                     "for update in job:\n    print(json.dumps(update)[:300], flush=True); break\n"
+                     "else:\n    print(json.dumps({'finished first': str(job.exception())[:300]}), flush=True)\n"
+                     "time.sleep(3600)")
+
+
+@pytest.mark.parametrize("endpoint, arguments", ABANDONED)
 def test_an_abandoned_call_stops_its_work(app_url, app_log, client, endpoint, arguments):
-    """A client that goes away mid-call: the app logs that it stops the work, and the model lane serves again."""
-    script = ("import sys, json; from gradio_client import Client; c = Client(sys.argv[1], verbose=False); "
-              "job = c.submit(*json.loads(sys.argv[3]), api_name=sys.argv[2]); "
-              "[print('working', flush=True) for update in job if update == {'status': 'working'}]")
+    """A client that goes away mid-call: the model lane serves the next call, and the log shows the work stopped
+    before its end (/compare: fewer tokens than asked for; the others: gcs.Cancelled). A call that had ended
+    before the kill fails the test by name: nothing is skipped."""
     import json
 
-    before = app_log.read_text().count("request abandoned by its client")
-    abandoned = subprocess.Popen([sys.executable, "-c", script, app_url, endpoint, json.dumps(arguments)],
+    marker = "/compare abandoned by its client" if endpoint == "/compare" else "abandoned request: its work"
+    before = app_log.read_text().count(marker)
+    abandoned = subprocess.Popen([sys.executable, "-c", ABANDONING_CLIENT, app_url, endpoint, json.dumps(arguments)],
                                  stdout=subprocess.PIPE, text=True)
     try:
-        assert abandoned.stdout.readline().strip() == "working"  # the work is under way
+        first = abandoned.stdout.readline()  # the client's first update: the work is under way
+        assert json.loads(first).get("status") in ("working", "generating"), f"no progress before the kill: {first}"
     finally:
         abandoned.kill()
         abandoned.wait()
-    deadline = time.time() + WAIT_S
-    while app_log.read_text().count("request abandoned by its client") == before:
-        assert time.time() < deadline, f"the abandoned call kept working: {app_log.read_text()[-1500:]}"
-        time.sleep(0.5)
+    # the lane is free again: the next call is served (the client waits as long as it takes)
     assert client.predict("Why?\nHow come?", "gcswr", 0, 1.0, 1.0, 4, api_name="/trace")["responses"]
+    deadline = time.time() + WAIT_S
+    while app_log.read_text().count(marker) == before:
+        assert time.time() < deadline, f"no {marker!r} in the log: did the call end before the kill? " \
+                                       f"{app_log.read_text()[-1500:]}"
+        time.sleep(0.5)
+    (line,) = [line for line in app_log.read_text().splitlines() if marker in line][before:]
+    if endpoint == "/compare":
+        done, most = map(int, re.search(r"stopped after (\d+) of at most (\d+) tokens", line).groups())
+        assert done < most == 256, f"the generation was not cut short: {line}"
+    else:
+        assert line.endswith("its work stopped before its end"), line
 
 
 def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, app_log):
     secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K" * 2
     huge = "why " * 200_000  # under the body limit, far over anything a log should hold
+    before = app_log.read_text().count("refused a call to trace with 1 of its 7 values")
     for data in ([f"HF_TOKEN={secret}"], [huge]):
         response = httpx.post(app_url + "gradio_api/call/trace", json={"data": data}, timeout=WAIT_S)
         assert response.status_code == 400 and "this endpoint takes 7 values" in response.text  # no echo, no addresses
         assert secret not in response.text and len(response.text) < 1_000
-    deadline = time.time() + 30  # give the server's output time to reach the file
-    while time.time() < deadline and app_log.read_text().count("why why") == 0 and "[redacted]" not in app_log.read_text():
+    # Both refusals were answered, so whatever their handling printed has been written (the app writes its output
+    # through at each line end); wait for the app's own line about each refusal, however slow the machine.
+    marker, deadline = "refused a call to trace with 1 of its 7 values", time.time() + WAIT_S
+    while app_log.read_text().count(marker) < before + 2:
+        assert time.time() < deadline, f"the refusals were never logged: {app_log.read_text()[-1500:]}"
         time.sleep(0.5)
     log = app_log.read_text()
     assert secret not in log

@@ -251,16 +251,17 @@ def test_the_replay_reproduces_every_response_at_the_default_dtype(embedded_mode
     prompt = "Is fire hot? Reply yes or no."
     frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(REPLAY_SEEDS)), max_new_tokens=8,
                         model=embedded_model)
-    replayed = {True: 0, False: 0}
+    ended, halves = 0, 0  # how many finished responses, and how many true halves (a strict, non-empty prefix)
     for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished):
-        for observed, as_finished in ((response, bool(finished)), (response[: len(response) // 2], False)):
-            if not observed.strip():
-                observed = response
+        half = response[: len(response) // 2]
+        for observed, as_finished in ((response, bool(finished)), (half if half.strip() else response, False)):
             report = gcs.hindsight_report(prompt, observed, [prompt], seed=int(seed), max_new_tokens=8,
                                           finished=as_finished, model=embedded_model)
             assert report.replayed, f"seed {seed}: the replay parted at token {report.parted_at}: {report.replay!r}"
-            replayed[as_finished] += 1
-    assert replayed[True] >= 1 and sum(replayed.values()) == 2 * REPLAY_SEEDS
+        ended, halves = ended + bool(finished), halves + bool(half.strip())
+    # both promises were put to the test, not only vacuously: some responses ended, some halves were real prefixes
+    assert ended >= 1, f"none of the {REPLAY_SEEDS} responses ended within 8 tokens: no replayed end was checked"
+    assert halves >= 1, f"none of the {REPLAY_SEEDS} responses had a non-empty first half: no prefix was checked"
 
 
 def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):

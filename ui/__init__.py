@@ -27,7 +27,7 @@ import gcs
 
 from . import compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
-from .common import DEFAULT_MODEL, guard_queue, load_allowed_model, logger, start_engine
+from .common import DEFAULT_MODEL, guard_queue, load_allowed_model, logger, say_slider_ranges, start_engine
 from .links import Links
 
 __all__ = ["build", "warm_up", "mcp_server", "gpu", "CSS", "ENDPOINTS"]
@@ -90,6 +90,7 @@ def build(queue_size: int = 16) -> gr.Blocks:
             with gr.Tab("About", id="about"):
                 gr.Markdown(ABOUT)
         tabs.select(_selected_tab, None, selected, api_visibility="private")
+        say_slider_ranges([block for block in demo.blocks.values() if isinstance(block, gr.Slider)])
         links = Links(tabs, {"compare": compare_links, "trace": trace_links, "hindsight": hindsight_links,
                              "sweep": sweep_links, "coupling": coupling_links}, selected)
         links.wire(demo, share, link).then(coupling.coupling_ui, coupling_inputs, coupling_outputs,

@@ -292,16 +292,14 @@ def method_choices() -> list[tuple[str, str]]:
 
 
 # -- errors ---------------------------------------------------------------------------------------
-def user_message(error: Exception) -> str:
-    """The message a user sees, as text (markup in it is escaped); internal failures are logged, not shown in full.
-
-    A user error (ValueError) is logged in one line; a fault with its traceback.
-    """
+def _message_text(error: Exception) -> str:
+    """What a user is told about ``error``, as plain text (unescaped); logged here, once: a user error (ValueError)
+    in one line, a fault with its traceback. Internal failures are not shown in full."""
     if isinstance(error, gr.Error):  # already a message for the user
         return str(error.message)
     if isinstance(error, ValueError):
         logger.info("refused: %s", str(error)[:300])
-        return html.escape(str(error), quote=False)
+        return str(error)
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -311,9 +309,29 @@ def user_message(error: Exception) -> str:
     return f"generation failed ({type(error).__name__}); please try again"
 
 
+def user_message(error: Exception) -> str:
+    """The message a user sees, as HTML text (markup in it is escaped), for a toast or an API error."""
+    return html.escape(_message_text(error), quote=False)
+
+
 def user_error(error: Exception) -> gr.Error:
     """``user_message`` as the ``gr.Error`` an API client receives (logged once, in one line for user errors)."""
     return gr.Error(user_message(error), print_exception=False)
+
+
+# Every ASCII punctuation mark: CommonMark lets a backslash escape each one, and Markdown syntax (links, images,
+# autolinks, HTML, emphasis, code, headings, lists, tables, $$ math, entities) is made of nothing else.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def as_text(text) -> str:
+    r"""Markdown that shows ``text`` as written: nothing in it becomes a link, an image, markup or math. Every
+    user-derived string that goes into a ``gr.Markdown`` value (a status line, a note) goes through this.
+
+    >>> print(as_text("[x](https://evil.example) <b>**$$"))
+    \[x\]\(https\:\/\/evil\.example\) \<b\>\*\*\$\$
+    """
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(text))
 
 
 TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor follow the user to other tabs
@@ -321,10 +339,38 @@ TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor 
 
 def failed(error: Exception, outputs: int) -> tuple:
     """A UI handler's answer to an error: a toast and "Failed: ..." in the status (the last output); every
-    other output keeps what it showed (an error must not wipe earlier results)."""
-    message = user_message(error)
-    gr.Warning(message, duration=TOAST_SECONDS)
-    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {message}")
+    other output keeps what it showed (an error must not wipe earlier results). The toast is HTML and the status
+    Markdown: the message (which may quote user input) is escaped for each, so it shows as text in both."""
+    message = _message_text(error)
+    gr.Warning(html.escape(message, quote=False), duration=TOAST_SECONDS)
+    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {as_text(message)}")
+
+
+def range_notice(slider: gr.Slider):
+    """The handler behind ``say_slider_ranges`` for one slider: a toast when ``value`` is outside its range."""
+    label, low, high = str(slider.label or "this setting"), float(slider.minimum), float(slider.maximum)
+
+    def notice(value) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        value = float(value) if abs(value) < 1e308 else (math.inf if value > 0 else -math.inf)  # no OverflowError
+        if math.isnan(value) or low <= value <= high:
+            return
+        nearest = high if value > high else low
+        gr.Warning(html.escape(f"{label}: {value:g} is outside this setting's range ({low:g} to {high:g}); "
+                               f"{nearest:g} is used", quote=False), duration=TOAST_SECONDS)
+
+    return notice
+
+
+def say_slider_ranges(sliders) -> None:
+    """A number typed into a slider's box past its range is set to the nearest end when the box loses focus
+    (Gradio 6.x's Slider), silently. Just before, the page sends the typed value with the slider's release
+    event, so each slider's release (handled unprocessed: Gradio would refuse the value before the handler saw
+    it) says in a toast what was typed and what is used instead. Call it inside the ``gr.Blocks``."""
+    for slider in sliders:
+        slider.release(range_notice(slider), slider, None, preprocess=False, api_visibility="private",
+                       show_progress="hidden", concurrency_id="browse", concurrency_limit=4)
 
 
 def caption(text: str) -> gr.Markdown:
@@ -368,7 +414,8 @@ class RedactSecrets(logging.Filter):
 
 class RedactingStream(io.TextIOBase):
     """stdout/stderr for the server: what anything prints (Gradio prints a refused call's inputs) is redacted and
-    each write is cut to ``MAX_WRITE`` characters, so no secret and no megabyte of user input reaches the log."""
+    each write is cut to ``MAX_WRITE`` characters, so no secret and no megabyte of user input reaches the log;
+    written through at each line end (a log file would otherwise get stdout in blocks, late)."""
 
     MAX_WRITE = 4_000
 
@@ -379,6 +426,8 @@ class RedactingStream(io.TextIOBase):
         shown = text if len(text) <= self.MAX_WRITE else \
             f"{text[: self.MAX_WRITE]}… [{len(text) - self.MAX_WRITE:,} characters cut]\n"
         self.stream.write(redact(shown))
+        if "\n" in shown:  # line by line, as a terminal shows it: a log file is never hours behind
+            self.stream.flush()
         return len(text)
 
     def flush(self) -> None:
@@ -506,6 +555,8 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
         function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
         sent = len(body.data) if isinstance(body.data, list) else 0
         if function is not None and sent < len(function.inputs):
+            logger.info("refused a call to %s with %d of its %d values", function.api_name or "an event", sent,
+                        len(function.inputs))
             return False, (f'this endpoint takes {len(function.inputs)} values in "data" (see /gradio_api/info), '
                            f"got {sent}"), "error"
         lane = getattr(function, "concurrency_id", None)
@@ -528,11 +579,13 @@ HEARTBEAT_S = 0.5
 
 
 def run_cancellable(work, heartbeat=None):
-    """Run ``work(stop)`` in a thread, yielding ``heartbeat`` every half second; returns its result.
+    """Run ``work(stop)`` in a thread, yielding ``heartbeat`` at once (the work is under way) and then every half
+    second; returns its result.
 
     In a Gradio handler, ``result = yield from run_cancellable(...)`` makes a long job stoppable: when the
     client goes away Gradio closes the generator, which sets ``stop``; ``work`` passes it on
-    (``gcs.sweep(stop=...)``) and the model is free again after the current token.
+    (``gcs.sweep(stop=...)``) and the model is free again after the current token. The log then says whether
+    the work stopped before its end (``gcs.Cancelled``) or had already finished.
     """
     stop, outcome = threading.Event(), {}
 
@@ -545,16 +598,24 @@ def run_cancellable(work, heartbeat=None):
     context = contextvars.copy_context()  # Gradio's progress tracking (track_tqdm) follows the request's context
     worker = threading.Thread(target=context.run, args=(target,), daemon=True, name="gcs-cancellable")
     worker.start()
+    abandoned = False
     try:
+        yield heartbeat
         while worker.is_alive():
             worker.join(HEARTBEAT_S)
             if worker.is_alive():
                 yield heartbeat
+    except GeneratorExit:
+        abandoned = True
+        logger.info("request abandoned by its client: stopping its work")
+        raise
     finally:
-        if worker.is_alive():
-            logger.info("request abandoned by its client: stopping its work")
         stop.set()
         worker.join()
+        if abandoned:
+            error = outcome.get("error")
+            logger.info("abandoned request: its work %s", "stopped before its end" if isinstance(error, gcs.Cancelled)
+                        else "had already finished" if "result" in outcome else f"failed ({type(error).__name__})")
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]

@@ -20,7 +20,7 @@ import gcs
 
 from .common import (
     DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, caption, check, check_flag, check_work, download_folder, engine_for,
-    failed, gpu, load_allowed_model, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer,
+    failed, gpu, load_allowed_model, logger, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer,
     user_error,
 )
 
@@ -43,17 +43,17 @@ OUTPUTS = (*(f"column-{m}" for m in gcs.METHODS), *(f"plot-column-{m}" for m in 
 
 
 def seed_list(seed, seeds) -> list[int]:
-    """The seeds of a run: a count (``seed``, ``seed + 1``, ...) or an explicit list, within the demo's limits.
+    """The seeds of a run: a count (``seed``, ``seed + 1``, ...) or an explicit list (at most 16 entries; a repeated
+    seed runs once), within the demo's limits. The count is checked before any element.
 
     >>> seed_list(7, 3), seed_list(0, [5, 2, 5])
     ([7, 8, 9], [5, 2])
     """
+    listed = isinstance(seeds, (list, tuple))
+    count = check("seeds per run", len(seeds) if listed else seeds)  # first: a huge list's elements are never read
     seed = check("seed", seed)
-    if isinstance(seeds, (list, tuple)):
-        chosen = list(dict.fromkeys(check("seed", s) for s in seeds))
-        check("seeds per run", len(chosen))
-        return chosen
-    count = check("seeds per run", seeds)
+    if listed:
+        return list(dict.fromkeys(check("seed", s) for s in seeds))
     if seed + count - 1 > gcs.MAX_SEED:
         raise ValueError(f"seed {seed} with {count} seeds runs past the largest seed (2^63 - 1); use a smaller seed")
     return [seed + i for i in range(count)]
@@ -272,10 +272,16 @@ def api_compare(
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model, seeds)
-        frame = None
-        for step, frame in enumerate(_run(prompts, settings, loaded, streaming=True)):
-            if step % 8 == 0:
-                yield {"status": "generating", "tokens": step}
+        frame, tokens, stream = None, 0, _run(prompts, settings, loaded, streaming=True)
+        try:
+            for tokens, frame in enumerate(stream, start=1):
+                if tokens % 8 == 1:
+                    yield {"status": "generating", "tokens": tokens - 1}
+        except GeneratorExit:  # the client went away
+            stream.close()  # the generation stops after the current token (and is waited for)
+            logger.info("/compare abandoned by its client: its generation stopped after %d of at most %d tokens",
+                        tokens, settings.max_new_tokens)
+            raise
         report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
     except Exception as error:
         raise user_error(error) from error

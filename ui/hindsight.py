@@ -3,7 +3,6 @@ same luck? (``gcs.hindsight``: the shared noise drawn from its posterior given t
 
 from __future__ import annotations
 
-import html
 
 import gradio as gr
 import pandas as pd
@@ -11,8 +10,8 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, check, check_count_of, check_flag, check_text, check_work, failed, gpu,
-    load_allowed_model, method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
+    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, as_text, check, check_count_of, check_flag, check_text, check_work, failed,
+    gpu, load_allowed_model, method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
 )
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 
@@ -76,7 +75,7 @@ def replay_check(report: gcs.HindsightReport) -> str:
     where = report.parted_at
     token = report.response_tokens[where] if where < tokens else "the end of turn"
     return (f"**Replay check ✗** The replay of the prompt parted from the response at token {where + 1} "
-            f"({html.escape(repr(token))}): {html.escape(report.replay)!s}")
+            f"({as_text(repr(token))}): {as_text(report.replay)}")  # the user's text, as text
 
 
 def token_choices(tokens: list[str], finished: bool) -> list[tuple[str, int]]:

@@ -14,7 +14,7 @@ import pandas as pd
 import gcs
 
 from .common import (
-    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, caption, check, check_work, failed, gpu, load_allowed_model,
+    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, as_text, caption, check, check_work, failed, gpu, load_allowed_model,
     method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
 )
 
@@ -116,7 +116,7 @@ def explanation(trace: gcs.Trace, position: int) -> str:
             continue
         winner = next(c for c in step.candidates if c.token_id == step.winner)
         picked = "was forced to emit" if step.forced else "picked"
-        line = f"- Paraphrase {step.row + 1} {picked} **{winner.text!r}** (p = {winner.probability:.3f}"
+        line = f"- Paraphrase {step.row + 1} {picked} **{as_text(repr(winner.text))}** (p = {winner.probability:.3f}"
         if trace.method == "is":
             line += f", uniform u = {step.uniform:.3f})"
         else:
