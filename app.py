@@ -20,7 +20,8 @@ import sys
 import gradio as gr
 from starlette.middleware import Middleware
 
-from ui.common import BodyLimit, RedactingStream, RedactSecrets, QueuedOnly
+from ui.logs import RedactingStream, RedactSecrets
+from ui.serving import BodyLimit, QueuedOnly
 
 demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
 

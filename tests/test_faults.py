@@ -24,7 +24,9 @@ from conftest import refused_in_ui
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from ui import common, compare, sweep  # noqa: E402  (the app's tabs, in-process)
+import dataclasses  # noqa: E402
+
+from ui import compare, logs, serving, settings, sweep  # noqa: E402  (the app's tabs, in-process)
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
@@ -33,13 +35,13 @@ PARAPHRASES = "What is DNA?\nExplain what DNA is."
 def transformers_engine(monkeypatch):
     """These faults are injected into the transformers model, so the app's tabs generate with it here
     (where vLLM is installed the app would use vLLM)."""
-    monkeypatch.setattr(common, "ENGINE", "transformers")
+    monkeypatch.setattr(settings.ENGINE, "name", "transformers")
 
 
 @pytest.fixture
 def app_model() -> gcs.Model:
     """The model object the app's tabs use (its default dtype), to inject faults into."""
-    return common.load_allowed_model(gcs.DEFAULT_MODEL)
+    return settings.load_allowed_model(gcs.DEFAULT_MODEL)
 
 
 def final(generator):
@@ -93,7 +95,8 @@ def test_exception_inside_a_streamed_generation(app_model, caplog):
 
 
 def test_model_load_failure_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(common, "ALLOWED_MODELS", [*common.ALLOWED_MODELS, "no-such-org/no-such-model"])
+    offered = (*settings.SETTINGS.allowed_models, "no-such-org/no-such-model")
+    monkeypatch.setattr(settings, "SETTINGS", dataclasses.replace(settings.SETTINGS, allowed_models=offered))
     with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
         final(compare.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model"))
     assert final(compare.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr"))["responses"]["gcswr"]
@@ -141,7 +144,7 @@ def test_a_good_upload_runs_a_sweep(tmp_path):
 def test_secrets_never_reach_the_log(caplog):
     record = logging.LogRecord("gcs.app", logging.INFO, __file__, 1, "loading with %s and token=%s",
                                ("hf_abcdefghijklmnopqrstuvwxyz123456", "s3cr3t"), None)
-    assert common.RedactSecrets().filter(record)
+    assert logs.RedactSecrets().filter(record)
     assert record.getMessage() == "loading with [redacted] and [redacted]"
 
 
@@ -169,8 +172,8 @@ def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url):
 
 
 def test_download_folders_are_bounded():
-    folders = [common.download_folder("gcs-test-") for _ in range(common.KEPT_DOWNLOADS + 6)]
-    assert sum(folder.exists() for folder in folders) == common.KEPT_DOWNLOADS
+    folders = [serving.download_folder("gcs-test-") for _ in range(serving.KEPT_DOWNLOADS + 6)]
+    assert sum(folder.exists() for folder in folders) == serving.KEPT_DOWNLOADS
     assert not folders[0].exists() and folders[-1].exists()
 
 
@@ -181,10 +184,10 @@ def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch,
     def broken(model, **kwargs):
         raise RuntimeError("no engine today")
 
-    monkeypatch.setattr(common, "ENGINE", "vllm")
+    monkeypatch.setattr(settings.ENGINE, "name", "vllm")
     monkeypatch.setattr(gcs.vllm, "engine", broken)
     with caplog.at_level(logging.ERROR, logger="gcs.app"):
-        common.start_engine(app_model)
-    assert common.ENGINE == "transformers" and common.engine_for(False) == "transformers"
+        settings.ENGINE.start(app_model)
+    assert settings.ENGINE.name == "transformers" and settings.ENGINE.for_request(False) == "transformers"
     assert "no engine today" in caplog.text
     assert compare_ui()[-1][-1] == "Done."

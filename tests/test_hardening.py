@@ -27,7 +27,7 @@ from conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from ui import common, compare  # noqa: E402
+from ui import compare, logs, messages  # noqa: E402
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 WAIT_S = 600  # generous: a busy machine is slow, not broken
@@ -207,7 +207,7 @@ def test_redaction_covers_tracebacks_and_headers():
             handler_output.append(self.format(record))
 
     handler = Collect()
-    handler.addFilter(common.RedactSecrets())
+    handler.addFilter(logs.RedactSecrets())
     logger = logging.getLogger("gcs.test-redaction")
     logger.addHandler(handler)
     try:
@@ -231,7 +231,7 @@ def test_markup_in_user_text_is_escaped(embedded_model):
     labels = [str(text) for row in heatmap.data[0].customdata for text in row]  # the paraphrases, on hover
     assert all("<a" not in label and "<b>" not in label for label in labels)
     assert any("&lt;a href" in label for label in labels)
-    error = common.user_error(ValueError('p must be numbers, got \'<img src="http://evil.example/x.png">\''))
+    error = messages.user_error(ValueError('p must be numbers, got \'<img src="http://evil.example/x.png">\''))
     assert "<img" not in str(error.message) and "&lt;img" in str(error.message)
 
 

@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import common, compare, hindsight, stepthrough  # noqa: E402
+from ui import compare, hindsight, limits, logs, messages, stepthrough  # noqa: E402
 
 PUNCTUATION = r"[!-/:-@\[-`{-~]"  # ASCII punctuation: what every piece of Markdown syntax is made of
 
@@ -52,7 +52,7 @@ def test_markdown_quoted_in_an_error_shows_as_text(hostile):
     (html.escape alone stops only HTML). The toast is HTML: escaped for HTML."""
     message = f"p must be numbers separated by commas, got {hostile}"
     with pytest.warns(UserWarning) as toasts:
-        *kept, status = common.failed(ValueError(message), 3)
+        *kept, status = messages.failed(ValueError(message), 3)
     elements, text = rendered(status)
     assert elements == ["p", "strong"], f"the status renders markup from the message: {status!r} -> {elements}"
     assert words(text) == words(f"Failed: {message}")  # every character shows as it was typed
@@ -155,7 +155,7 @@ def test_what_the_server_prints_reaches_its_log_file_line_by_line(tmp_path):
     """stdout to a file is block-buffered: a refused call's echo (or anything printed) would reach the log late,
     so a check of the log could pass before it arrived. Each finished line is written through."""
     with open(tmp_path / "app.log", "w") as file:
-        stream = common.RedactingStream(file)
+        stream = logs.RedactingStream(file)
         print("HF_TOKEN=hf_abcdefghijklmnopqrstuvwx printed", file=stream)
         assert (tmp_path / "app.log").read_text() == "[redacted] printed\n"
 
@@ -164,10 +164,10 @@ def test_hindsight_s_total_work_is_capped(monkeypatch):
     """Within /hindsight's own limits (5 texts of 256 tokens, 256 response and 256 new tokens) the work stays
     under the shared cap, so only a lower cap shows that /hindsight checks it: every text's prompt, the response
     forced through it and the new tokens count."""
-    worst = 5 * (common.LIMITS["prompt tokens"].high + common.LIMITS["hindsight response tokens"].high
-                 + common.LIMITS["max_new_tokens"].high)
-    assert worst <= common.LIMITS["work tokens"].high
-    monkeypatch.setitem(common.LIMITS, "work tokens", common.Limit(1, 600, whole=True))
+    worst = 5 * (limits.LIMITS["prompt tokens"].high + limits.LIMITS["hindsight response tokens"].high
+                 + limits.LIMITS["max_new_tokens"].high)
+    assert worst <= limits.LIMITS["work tokens"].high
+    monkeypatch.setitem(limits.LIMITS, "work tokens", limits.Limit(1, 600, whole=True))
     arguments = ("Why is the sky blue?", "Because of Rayleigh scattering.", "Why's the sky blue?\nWhat makes it blue?",
                  "gcswr", 0, 1.0, 1.0, 256, ui.DEFAULT_MODEL)
     with pytest.raises(ValueError, match=r"this request is [\d,]+ tokens of work .* the limit here is 600"):

@@ -12,7 +12,7 @@ from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import common, compare, hindsight, links, stepthrough  # noqa: E402
+from ui import compare, hindsight, limits, links, settings, stepthrough  # noqa: E402
 
 import gcs  # noqa: E402
 
@@ -27,7 +27,7 @@ def last(updates):
 @pytest.fixture(scope="module")
 def app_model() -> gcs.Model:
     """The model the app's tabs use (loaded once)."""
-    return common.load_allowed_model(gcs.DEFAULT_MODEL)
+    return settings.load_allowed_model(gcs.DEFAULT_MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +157,7 @@ def test_seed_lists():
     (gr.Slider(0, 2), "0.5", 0.5),
     (gr.Slider(1, 16, step=1), "4", 4),
     (gr.Number(precision=0, minimum=0), "7", 7),
-    (gr.Number(precision=0, minimum=0, maximum=common.PAGE_SEED_MAX), "9007199254740991", 2**53 - 1),  # exact
+    (gr.Number(precision=0, minimum=0, maximum=limits.PAGE_SEED_MAX), "9007199254740991", 2**53 - 1),  # exact
     (gr.Checkbox(), "true", True),
     (gr.CheckboxGroup(["is", "gcs"]), "gcs,is", ["gcs", "is"]),
     (gr.Radio(["a", "b"]), "b", "b"),
@@ -173,8 +173,8 @@ def test_link_values_parse(component, text, expected):
     (gr.Slider(0, 2), "nan", "must be a number"),
     (gr.Number(precision=0, minimum=0), "1.5", "must be a whole number"),
     # through a float 2^53 + 1 became 2^53, a seed the page cannot hold exactly: refused, not changed
-    (gr.Number(precision=0, minimum=0, maximum=common.PAGE_SEED_MAX), "9007199254740993", "from 0 to 9007199254740991"),
-    (gr.Number(precision=0, minimum=0, maximum=common.PAGE_SEED_MAX), "1e308", "from 0 to 9007199254740991"),
+    (gr.Number(precision=0, minimum=0, maximum=limits.PAGE_SEED_MAX), "9007199254740993", "from 0 to 9007199254740991"),
+    (gr.Number(precision=0, minimum=0, maximum=limits.PAGE_SEED_MAX), "1e308", "from 0 to 9007199254740991"),
     (gr.Checkbox(), "yes", "must be true or false"),
     (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "unknown choices 'beam'"),
     (gr.Radio(["a", "b"]), "c", "must be one of a, b"),
@@ -190,14 +190,14 @@ def test_every_seed_box_stops_where_its_value_stays_exact():
     boxes = [block for block in demo.blocks.values() if isinstance(block, gr.Number) and "seed" in (block.label or "")]
     assert len(boxes) == 4
     for box in boxes:
-        assert box.maximum is not None and box.maximum <= common.PAGE_SEED_MAX and float(box.maximum) == box.maximum
+        assert box.maximum is not None and box.maximum <= limits.PAGE_SEED_MAX and float(box.maximum) == box.maximum
 
 
 def test_coupling_numbers_are_bounded_and_quoted_briefly():
     with pytest.raises(ValueError, match="p has 10,000,000 characters; the limit here is 2,000"):
-        common.parse_numbers("1," * 5_000_000, "p")
+        limits.parse_numbers("1," * 5_000_000, "p")
     with pytest.raises(ValueError) as refused:
-        common.parse_numbers("0.5, x" + "y" * 1_900, "q")
+        limits.parse_numbers("0.5, x" + "y" * 1_900, "q")
     assert len(str(refused.value)) < 200 and "must be numbers separated by commas" in str(refused.value)
     assert gcs.coupling.check_distribution([1e308, 1e308]).tolist() == [0.5, 0.5]  # no overflow to inf
 
@@ -233,7 +233,7 @@ def test_a_link_s_text_reaches_the_toast_as_text_and_the_log_in_one_line(caplog)
 
 
 def test_every_event_of_the_app_goes_through_the_queue():
-    """The app closes Gradio's unqueued routes (ui.common.QueuedOnly) but for events declared unqueued: only
+    """The app closes Gradio's unqueued routes (ui.serving.QueuedOnly) but for events declared unqueued: only
     Gradio's own example loaders are; one of ours with queue=False would do nothing in the page."""
     unqueued = {fn.name for fn in ui.build().fns.values() if fn.fn is not None and not fn.queue}
     assert unqueued <= {"load_example"}, unqueued

@@ -1,6 +1,5 @@
 """The gcs dashboard's UI, one module per tab; ``app.py`` builds and launches it.
 
-- ``common``: the demo's limits table, input parsing, the model allowlist, errors, downloads.
 - ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics).
 - ``stepthrough``: inside the sampler, the race behind each token (``gcs.trace``).
 - ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``), and what the
@@ -10,12 +9,20 @@
 - ``about``: what the demo shows.
 - ``links``: every tab's settings in the page's query string, and a copy-link button.
 
-Every computation comes from ``gcs``'s public names; these modules lay out and display.
+What the tabs share, one job a module:
+
+- ``settings``: the models offered, the default model and the engine, read from the environment once.
+- ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
+- ``messages``: errors as toasts and status lines, user text shown as text, captions.
+- ``serving``: request bodies, closed routes, each lane's waiting limit, cancellable work, downloads.
+- ``logs``: the app's logger and redaction; ``zerogpu``: the ``@gpu`` decorator (imported first).
+
+Every computation comes from ``gcs``; these modules lay out, check and display.
 """
 
 from __future__ import annotations
 
-from .common import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
+from .zerogpu import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
 
 import importlib.metadata
 import os
@@ -27,7 +34,10 @@ import gcs
 
 from . import compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
-from .common import DEFAULT_MODEL, guard_queue, load_allowed_model, logger, say_slider_ranges, start_engine
+from .logs import logger
+from .messages import say_slider_ranges
+from .serving import guard_queue
+from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 
 __all__ = ["build", "warm_up", "mcp_server", "gpu", "CSS", "ENDPOINTS"]
@@ -114,7 +124,7 @@ def warm_up() -> None:
         except Exception:  # shows up again, as that request's error, when someone asks for it
             logger.exception("could not load the default model %r", DEFAULT_MODEL)
             return
-        start_engine(model)
+        ENGINE.start(model)
         try:
             gcs.cpu_kernel()  # compiled once unless cached; GCSwR requests meanwhile wait for it
             logger.info(gcs.kernel_status())

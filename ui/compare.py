@@ -18,11 +18,12 @@ import scipy.stats
 
 import gcs
 
-from .common import (
-    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, caption, check, check_flag, check_work, download_folder, engine_for,
-    failed, gpu, load_allowed_model, logger, method_choices, model_dropdown, parse_paraphrases, thread_tokenizer,
-    user_error,
-)
+from .zerogpu import gpu
+from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
+from .logs import logger
+from .messages import caption, failed, user_error
+from .serving import download_folder
+from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
 
 METRICS = ("e5", "jaccard", "minilm", "aligned")
 METRIC_LABELS = {"e5": "E5", "jaccard": "Jaccard", "minilm": "MiniLM", "aligned": "aligned",
@@ -78,7 +79,7 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, method
 
 def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool):
     run = gcs.stream_compare if streaming else gcs.compare
-    return run(prompts, model=model, settings=settings, engine=engine_for(bool(settings.ensemble)))
+    return run(prompts, model=model, settings=settings, engine=ENGINE.for_request(bool(settings.ensemble)))
 
 
 # -- what one seed shows ---------------------------------------------------------------------------

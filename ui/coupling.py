@@ -6,7 +6,8 @@ import gradio as gr
 
 import gcs
 
-from .common import LIMITS, caption, check, failed, parse_numbers, user_error
+from .limits import check, LIMITS, parse_numbers
+from .messages import caption, failed, user_error
 
 
 def explore(p_text, q_text, max_epsilon, trials, steps, seed):

@@ -9,10 +9,13 @@ import pandas as pd
 
 import gcs
 
-from .common import (
-    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, as_text, check, check_count_of, check_flag, check_text, check_work, failed,
-    gpu, load_allowed_model, method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
+from .zerogpu import gpu
+from .limits import (
+    check, check_count_of, check_flag, check_text, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases,
 )
+from .messages import as_text, failed, user_error
+from .serving import run_cancellable
+from .settings import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 
 OUTPUTS = ("answers", "replay", "explanation", "token choices", "status")

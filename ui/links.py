@@ -15,7 +15,7 @@ import urllib.parse
 
 import gradio as gr
 
-from .common import logger
+from .logs import logger
 
 MAX_QUERY_CHARACTERS = 20_000
 

@@ -13,10 +13,11 @@ import pandas as pd
 
 import gcs
 
-from .common import (
-    DEFAULT_MODEL, LIMITS, PAGE_SEED_MAX, as_text, caption, check, check_work, failed, gpu, load_allowed_model,
-    method_choices, model_dropdown, parse_paraphrases, run_cancellable, user_error,
-)
+from .zerogpu import gpu
+from .limits import check, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
+from .messages import as_text, caption, failed, user_error
+from .serving import run_cancellable
+from .settings import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
 PLAY_SECONDS = 0.8

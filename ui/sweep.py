@@ -10,11 +10,11 @@ import gradio as gr
 
 import gcs
 
-from .common import (
-    DEFAULT_MODEL, LIMITS, caption, check, check_count_of, check_metric, check_work, download_folder, engine_for,
-    failed, gpu, load_allowed_model, method_choices, model_dropdown, parse_numbers, parse_paraphrases, run_cancellable,
-    user_error,
-)
+from .zerogpu import gpu
+from .limits import check, check_count_of, check_metric, check_work, LIMITS, parse_numbers, parse_paraphrases
+from .messages import caption, failed, user_error
+from .serving import download_folder, run_cancellable
+from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
 
@@ -53,7 +53,7 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
     prompts = [p for group in groups for p in group.prompts]
     check_work(prompts, model, len(temperatures) * len(methods) * seeds, max_new_tokens, "sweep work tokens")
     return gcs.sweep(groups, temperatures, methods, seeds, [metric], model, max_new_tokens, show_progress=True,
-                     stop=stop, engine=engine_for(False))
+                     stop=stop, engine=ENGINE.for_request(False))
 
 
 def curve_table(frame):

@@ -1,0 +1,43 @@
+"""The private Gradio API that ``ui.serving.guard_queue`` wraps, checked on the installed Gradio: if an upgrade
+changes it, this fails instead of the lanes' waiting limits going soft without a word."""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+
+import gradio as gr  # noqa: E402
+import pytest  # noqa: E402
+from gradio.queueing import EventQueue  # noqa: E402
+
+from ui import serving  # noqa: E402
+
+
+def test_the_installed_gradio_is_in_the_tested_range_that_requirements_pin():
+    assert serving.gradio_tested(), f"gradio {gr.__version__} is outside {serving.TESTED_GRADIO}"
+    requirements = open(os.path.join(os.path.dirname(__file__), "..", "requirements.txt")).read()
+    low, high = serving.TESTED_GRADIO
+    assert f"gradio[mcp]>={low[0]}.{low[1]},<{high[0]}" in requirements
+
+
+@pytest.mark.parametrize("version, tested", [("6.0.0", True), ("6.31.0", True), ("6.99", True), ("7.0.0", False),
+                                             ("5.49.1", False), ("10.1", False)])
+def test_gradio_tested_reads_major_and_minor(version, tested):
+    assert serving.gradio_tested(version) is tested
+
+
+def test_the_queue_api_the_guard_wraps_has_the_shape_it_expects():
+    with gr.Blocks() as demo:
+        box = gr.Textbox()
+        box.submit(lambda text: text, box, box, concurrency_id="lane", concurrency_limit=1)
+    demo.queue(max_size=None)
+    queue = demo._queue
+    assert inspect.iscoroutinefunction(queue.push)
+    assert list(inspect.signature(queue.push).parameters) == ["body", "request", "username"]
+    queue.create_event_queue_for_fn(demo.fns[0])  # what Gradio does for every event when the app starts
+    lane = queue.event_queue_per_concurrency_id["lane"]
+    assert isinstance(lane, EventQueue) and lane.queue == []  # what the guard counts: a lane's waiting events
+    serving.guard_queue(demo, {"lane": 2})
+    assert queue.push.__name__ == "guarded_push"

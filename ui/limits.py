@@ -1,0 +1,176 @@
+"""The public demo's limits and input parsing (the library itself allows more).
+
+``LIMITS`` is the one table of the demo's bounds, and ``check(name, value)`` the one place they are enforced,
+so the UI, the API and the robustness table in docs/ say the same thing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import gcs
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A number the demo accepts: ``low`` to ``high`` (``low`` excluded when ``open_low``), whole or not."""
+
+    low: float
+    high: float
+    whole: bool = False
+    open_low: bool = False
+    high_text: str = ""  # how to write ``high`` in a message, when its digits would not help
+
+    def describe(self) -> str:
+        high = self.high_text or (f"{int(self.high):,}" if self.whole else f"{self.high:g}")
+        if self.whole:
+            return f"a whole number from {int(self.low):,} to {high}"
+        return f"in ({self.low:g}, {high}]" if self.open_low else f"between {self.low:g} and {high}"
+
+
+# The page holds numbers as JavaScript doubles: whole numbers are exact up to 2^53 - 1, so the seed boxes stop
+# there (a larger typed or linked seed would silently become another). The API takes seeds up to 2^63 - 1.
+PAGE_SEED_MAX = 2**53 - 1
+
+LIMITS = {
+    "paraphrases": Limit(2, 8, whole=True),
+    "paraphrase characters": Limit(1, 1000, whole=True),
+    "temperature": Limit(0, 2),
+    "top_p": Limit(0, 1, open_low=True),
+    "max_new_tokens": Limit(1, 256, whole=True),
+    "prompt tokens": Limit(1, 256, whole=True),  # one paraphrase as the model sees it (template included)
+    "work tokens": Limit(1, 64 * (256 + 256), whole=True),  # rows x (prompt + new tokens) of one side-by-side run
+    "seed": Limit(0, gcs.MAX_SEED, whole=True, high_text="2^63 - 1"),
+    "seeds per run": Limit(1, 16, whole=True),  # side by side: every method x seed x paraphrase in one batch
+    "trace tokens": Limit(1, 64, whole=True),
+    "hindsight paraphrases": Limit(1, 4, whole=True),
+    "hindsight response tokens": Limit(1, 256, whole=True),
+    "seeds": Limit(1, 10, whole=True),
+    "sweep max_new_tokens": Limit(1, 128, whole=True),
+    "temperatures": Limit(1, 8, whole=True),
+    "groups": Limit(1, 50, whole=True),
+    "sweep cells": Limit(1, 240, whole=True),
+    "sweep work tokens": Limit(1, 150_000, whole=True),
+    "upload bytes": Limit(1, 1_000_000, whole=True),
+    "max ε": Limit(0, 10),
+    "trials": Limit(100, 20_000, whole=True),
+    "steps": Limit(100, 20_000, whole=True),
+    "coupling seed": Limit(0, 2**31, whole=True),
+}
+
+
+def check(name: str, value) -> float | int:
+    """``value`` if it is within ``LIMITS[name]`` (as int for whole numbers), else ValueError naming the limit.
+
+    >>> check("temperature", 0.7), check("seeds", 4.0)
+    (0.7, 4)
+    >>> check("top_p", 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: top_p must be in (0, 1], got 0
+    """
+    limit = LIMITS[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    inside = (limit.low < value if limit.open_low else limit.low <= value) and value <= limit.high
+    if not inside or (limit.whole and value != int(value)):
+        raise ValueError(f"{name} must be {limit.describe()}, got {value:g}" if isinstance(value, float)
+                         else f"{name} must be {limit.describe()}, got {value}")
+    return int(value) if limit.whole else float(value)
+
+
+def check_count_of(name: str, items: list) -> list:
+    """``items`` if their number is within ``LIMITS[name]``."""
+    limit = LIMITS[name]
+    if not limit.low <= len(items) <= limit.high:
+        raise ValueError(f"give {int(limit.low)} to {int(limit.high)} {name}, got {len(items)}")
+    return items
+
+
+METRICS = gcs.METRICS  # the demo offers the bundled metrics only (the library also takes "e5:MODEL_ID")
+
+
+def check_metric(metric) -> str:
+    if metric not in METRICS:
+        raise ValueError(f"metric {str(metric)[:40]!r} is not offered here; choose one of: {', '.join(METRICS)}")
+    return metric
+
+
+def check_flag(value, name: str) -> bool:
+    """A true boolean (the API must not read "yes" or 1 as true)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_tokens: int, limit: str) -> None:
+    """Refuse a paraphrase over the prompt-token limit, or a request whose total work (every row's prompt and
+    new tokens) is over ``LIMITS[limit]``: each parameter within its range can still multiply into too much."""
+    lengths = gcs.prompt_lengths(prompts, model)
+    most = int(LIMITS["prompt tokens"].high)
+    for i, length in enumerate(lengths, start=1):
+        if length > most:
+            raise ValueError(f"paraphrase {i} is {length:,} tokens long as the model sees it; the limit here is {most:,}")
+    work = rows_per_prompt * sum(length + new_tokens for length in lengths)
+    if work > LIMITS[limit].high:
+        raise ValueError(f"this request is {work:,} tokens of work (every response's prompt and new tokens); the limit "
+                         f"here is {int(LIMITS[limit].high):,}: use fewer paraphrases, methods, seeds or new tokens")
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Invisible text that reads differently than it shows: Unicode tag characters (four tokens each, unseen) and
+# bidirectional embeddings, overrides and isolates (they reorder what is displayed).
+_INVISIBLE = re.compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069]")
+
+
+def check_text(text: str, name: str) -> str:
+    """``text`` if it holds no control character and no invisible or direction-overriding one."""
+    if _CONTROL.search(text):
+        raise ValueError(f"{name} contains control characters")
+    if _INVISIBLE.search(text):
+        raise ValueError(f"{name} contains invisible or direction-overriding characters")
+    return text
+
+
+def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None = None,
+                      name: str = "paraphrases") -> list[str]:
+    """Paraphrases typed one per line: 2 to 8 of them (or ``minimum`` to ``maximum``), each up to 1,000 characters,
+    no control characters."""
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be text, one per line")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    limit, chars = LIMITS["paraphrases"], int(LIMITS["paraphrase characters"].high)
+    low, high = int(limit.low if minimum is None else minimum), int(limit.high if maximum is None else maximum)
+    singular = name[:-1] if name.endswith("s") else name
+    if len(lines) > high > low:
+        raise ValueError(f"at most {high} {name} here, got {len(lines)}")
+    if not low <= len(lines) <= high:
+        what = f"one {singular}" if low == high == 1 else f"exactly {low} {name}" if low == high else \
+            f"{low} to {high} {name}"
+        raise ValueError(f"enter {what}, one per line (got {len(lines)})")
+    for i, line in enumerate(lines, start=1):
+        if len(line) > chars:
+            raise ValueError(f"{singular} {i} has {len(line):,} characters; the limit here is {chars:,}")
+        check_text(line, f"{singular} {i}")
+    return lines
+
+
+MAX_NUMBERS_CHARACTERS = 2_000
+
+
+def parse_numbers(text: str, name: str, separators: str = r"[,;\s]+") -> list[float]:
+    """Numbers separated by commas (or spaces), or ValueError naming the field (quoting at most 60 characters).
+
+    >>> parse_numbers("0.5, 0.25 0.25", "p")
+    [0.5, 0.25, 0.25]
+    """
+    text = str(text or "").strip()
+    if len(text) > MAX_NUMBERS_CHARACTERS:
+        raise ValueError(f"{name} has {len(text):,} characters; the limit here is {MAX_NUMBERS_CHARACTERS:,}")
+    try:
+        return [float(x) for x in re.split(separators, text) if x]
+    except ValueError:
+        quoted = text if len(text) <= 60 else text[:60] + "…"
+        raise ValueError(f"{name} must be numbers separated by commas, got {quoted!r}") from None

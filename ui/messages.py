@@ -1,0 +1,99 @@
+"""What a user reads when something goes wrong, and the one line under a plot: errors as toasts and status
+lines, user text shown as text (never as markup), a slider's range said out loud."""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+
+import gradio as gr
+import torch
+
+from .logs import logger
+
+
+def _message_text(error: Exception) -> str:
+    """What a user is told about ``error``, as plain text (unescaped); logged here, once: a user error (ValueError)
+    in one line, a fault with its traceback. Internal failures are not shown in full."""
+    if isinstance(error, gr.Error):  # already a message for the user
+        return str(error.message)
+    if isinstance(error, ValueError):
+        logger.info("refused: %s", str(error)[:300])
+        return str(error)
+    if isinstance(error, torch.OutOfMemoryError):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+        logger.warning("out of memory: %s", str(error)[:200])
+        return "out of memory for this request: use fewer paraphrases, seeds or new tokens"
+    logger.exception("request failed")
+    return f"generation failed ({type(error).__name__}); please try again"
+
+
+def user_message(error: Exception) -> str:
+    """The message a user sees, as HTML text (markup in it is escaped), for a toast or an API error."""
+    return html.escape(_message_text(error), quote=False)
+
+
+def user_error(error: Exception) -> gr.Error:
+    """``user_message`` as the ``gr.Error`` an API client receives (logged once, in one line for user errors)."""
+    return gr.Error(user_message(error), print_exception=False)
+
+
+# Every ASCII punctuation mark: CommonMark lets a backslash escape each one, and Markdown syntax (links, images,
+# autolinks, HTML, emphasis, code, headings, lists, tables, $$ math, entities) is made of nothing else.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def as_text(text) -> str:
+    r"""Markdown that shows ``text`` as written: nothing in it becomes a link, an image, markup or math. Every
+    user-derived string that goes into a ``gr.Markdown`` value (a status line, a note) goes through this.
+
+    >>> print(as_text("[x](https://evil.example) <b>**$$"))
+    \[x\]\(https\:\/\/evil\.example\) \<b\>\*\*\$\$
+    """
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", str(text))
+
+
+TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor follow the user to other tabs
+
+
+def failed(error: Exception, outputs: int) -> tuple:
+    """A UI handler's answer to an error: a toast and "Failed: ..." in the status (the last output); every
+    other output keeps what it showed (an error must not wipe earlier results). The toast is HTML and the status
+    Markdown: the message (which may quote user input) is escaped for each, so it shows as text in both."""
+    message = _message_text(error)
+    gr.Warning(html.escape(message, quote=False), duration=TOAST_SECONDS)
+    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {as_text(message)}")
+
+
+def range_notice(slider: gr.Slider):
+    """The handler behind ``say_slider_ranges`` for one slider: a toast when ``value`` is outside its range."""
+    label, low, high = str(slider.label or "this setting"), float(slider.minimum), float(slider.maximum)
+
+    def notice(value) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return
+        value = float(value) if abs(value) < 1e308 else (math.inf if value > 0 else -math.inf)  # no OverflowError
+        if math.isnan(value) or low <= value <= high:
+            return
+        nearest = high if value > high else low
+        gr.Warning(html.escape(f"{label}: {value:g} is outside this setting's range ({low:g} to {high:g}); "
+                               f"{nearest:g} is used", quote=False), duration=TOAST_SECONDS)
+
+    return notice
+
+
+def say_slider_ranges(sliders) -> None:
+    """A number typed into a slider's box past its range is set to the nearest end when the box loses focus
+    (Gradio 6.x's Slider), silently. Just before, the page sends the typed value with the slider's release
+    event, so each slider's release (handled unprocessed: Gradio would refuse the value before the handler saw
+    it) says in a toast what was typed and what is used instead. Call it inside the ``gr.Blocks``."""
+    for slider in sliders:
+        slider.release(range_notice(slider), slider, None, preprocess=False, api_visibility="private",
+                       show_progress="hidden", concurrency_id="browse", concurrency_limit=4)
+
+
+def caption(text: str) -> gr.Markdown:
+    """The one line under a plot that says what the viewer should see."""
+    return gr.Markdown(f"<small>{text}</small>", elem_classes="caption")

@@ -1,0 +1,123 @@
+"""The demo's settings, read from the environment once: which models it offers, which it loads first, and what it
+generates with.
+
+    GCS_ALLOWED_MODELS   extra models to offer (comma-separated; self-hosting)
+    GCS_DEFAULT_MODEL    the model the page opens with
+    GCS_ENGINE           "transformers", "vllm" or "auto" (vLLM where it is installed)
+
+``SETTINGS`` never changes after start-up. What can change is whether the vLLM engine actually started:
+``ENGINE`` holds that, and falls back to transformers (once, logged) when it cannot start.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import threading
+from dataclasses import dataclass
+
+import gradio as gr
+import torch
+
+import gcs
+
+from .logs import logger
+
+HUB_MODELS = ("HuggingFaceTB/SmolLM2-360M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")
+GPU_MODELS = ("meta-llama/Meta-Llama-3-8B-Instruct",)
+
+
+def _hub_reachable() -> bool:
+    return bool(os.environ.get("SPACE_ID")) and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the demo offers and runs: ``allowed_models`` (the allowlist, ``default_model`` first among them when
+    it was added) and ``engine`` (what it generates with, before any fallback)."""
+
+    allowed_models: tuple[str, ...]
+    default_model: str
+    engine: str
+
+    @classmethod
+    def from_environment(cls) -> Settings:
+        hub = _hub_reachable()
+        models = [gcs.DEFAULT_MODEL] if gcs.embedded_model_installed() or not hub else []
+        if hub:
+            models += [*HUB_MODELS, *(GPU_MODELS if torch.cuda.is_available() else ())]
+        models += [m.strip() for m in os.environ.get("GCS_ALLOWED_MODELS", "").split(",") if m.strip()]
+        default = os.environ.get("GCS_DEFAULT_MODEL") or (HUB_MODELS[0] if hub else gcs.DEFAULT_MODEL)
+        if default not in models:
+            models.insert(0, default)
+        return cls(tuple(dict.fromkeys(models)), default, _engine_setting())
+
+
+def _engine_setting() -> str:
+    """``$GCS_ENGINE`` ("transformers" or "vllm"), else vLLM where it is installed (2-2.5x faster here,
+    bench/bench_vllm.py) and transformers elsewhere."""
+    choice = os.environ.get("GCS_ENGINE", "auto").strip().lower()
+    if choice == "auto":
+        return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
+    return gcs.check_engine(choice)
+
+
+SETTINGS = Settings.from_environment()
+DEFAULT_MODEL = SETTINGS.default_model
+
+
+class Engine:
+    """What the demo generates with now: ``SETTINGS.engine``, until a vLLM engine fails to start."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def start(self, model: gcs.Model) -> None:
+        """Start the vLLM engine for ``model`` (nothing to do for transformers); if it cannot start, the demo
+        generates with transformers from then on."""
+        if self.name != "vllm":
+            return
+        try:
+            from gcs.vllm import engine
+
+            engine(model)
+            logger.info("generating with vLLM (GCS_ENGINE=transformers switches it off)")
+        except Exception:
+            logger.exception("could not start the vLLM engine: generating with transformers instead")
+            self.name = "transformers"
+
+    def for_request(self, ensembling: bool) -> str:
+        """Ensembling mixes several rows' logits in each step, which only the transformers engine does."""
+        return "transformers" if ensembling else self.name
+
+
+ENGINE = Engine(SETTINGS.engine)
+
+
+def load_allowed_model(name: str) -> gcs.Model:
+    if name not in SETTINGS.allowed_models:
+        raise ValueError(f"model {name!r} is not offered here; choose one of: {', '.join(SETTINGS.allowed_models)}")
+    return gcs.load_model(name)
+
+
+_THREAD_TOKENIZERS = threading.local()
+
+
+def thread_tokenizer(name: str):
+    """The model's tokenizer for this thread alone: a fast tokenizer keeps its padding and truncation state
+    between calls, so the browse lane's tokenizing beside a generation (or beside another browse request)
+    must not share one (seen: a padded batch built with another thread's settings)."""
+    tokenizers = _THREAD_TOKENIZERS.__dict__.setdefault("by_model", {})
+    if name not in tokenizers:
+        tokenizers[name] = copy.deepcopy(load_allowed_model(name).tokenizer)
+    return tokenizers[name]
+
+
+def model_dropdown() -> gr.Dropdown:
+    return gr.Dropdown(choices=list(SETTINGS.allowed_models), value=SETTINGS.default_model, label="model",
+                       info="embedded SmolLM2-135M-Instruct works offline")
+
+
+def method_choices() -> list[tuple[str, str]]:
+    return [(gcs.METHOD_NAMES[m], m) for m in gcs.METHODS]
