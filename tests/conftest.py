@@ -175,6 +175,21 @@ def running_server(command: list[str], log: Path, ready_url: str, env: dict, fai
             process.wait()
 
 
+@pytest.fixture(scope="module")
+def client(app_url):
+    """A gradio_client for the running app (as users call its API)."""
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def error_text(call) -> str:
+    """The text of the error that ``call()`` raises (a test fails if it raises none)."""
+    with pytest.raises(Exception) as caught:
+        call()
+    return str(caught.value)
+
+
 @pytest.fixture(scope="session")
 def app_url(app_server):
     return app_server[0]

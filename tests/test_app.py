@@ -8,15 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from gradio_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
-
-
-@pytest.fixture(scope="session")
-def client(app_url):
-    return Client(app_url, verbose=False)
 
 
 def test_api_lists_the_endpoints(client):

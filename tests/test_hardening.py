@@ -23,7 +23,7 @@ from gradio_client import Client
 import gcs
 from gcs import cli
 
-from conftest import free_port
+from conftest import error_text, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,21 +33,10 @@ PARAPHRASES = "What is DNA?\nExplain what DNA is."
 WAIT_S = 600  # generous: a busy machine is slow, not broken
 
 
-@pytest.fixture(scope="module")
-def client(app_url):
-    return Client(app_url, verbose=False)
-
-
-def _error_text(call) -> str:
-    with pytest.raises(Exception) as caught:
-        call()
-    return str(caught.value)
-
-
 # 1. /sweep's metric is allowlisted; no error reveals the server's filesystem
 def test_sweep_metric_cannot_name_a_server_path(client, tmp_path):
     existing, missing = str(Path.home()), str(tmp_path / "no-such-folder")
-    messages = [_error_text(lambda m=m: client.predict(PARAPHRASES, "1", 1, "is", m, 4, api_name="/sweep"))
+    messages = [error_text(lambda m=m: client.predict(PARAPHRASES, "1", 1, "is", m, 4, api_name="/sweep"))
                 for m in (f"minilm:{existing}", f"minilm:{missing}", f"e5:{existing}", "e5:intfloat/e5-large-v2")]
     for message in messages:
         assert "is not offered here" in message
@@ -63,11 +52,11 @@ def test_repeated_methods_run_once(client):
 
 def test_total_work_is_capped(client):
     eight = "\n".join(f"Question number {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
-    message = _error_text(lambda: client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True,
+    message = error_text(lambda: client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True,
                                                  api_name="/compare"))
     assert "tokens of work" in message and "the limit here is 32,768" in message
     long_one = "What is DNA?\n" + "1 2 3 4 5 6 7 8 9 " * 55  # under 1,000 characters, ~500 tokens
-    assert "tokens long as the model sees it" in _error_text(lambda: client.predict(long_one, 1.0, 8, 0,
+    assert "tokens long as the model sees it" in error_text(lambda: client.predict(long_one, 1.0, 8, 0,
                                                                                     api_name="/compare"))
 
 
@@ -244,7 +233,7 @@ def test_markup_in_user_text_is_escaped(embedded_model):
      ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, 5), "methods must be")],
 )
 def test_small_bad_inputs(client, endpoint, arguments, message):
-    assert message in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
+    assert message in error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
 
 def test_deeply_nested_json_upload_is_a_clear_error():
@@ -278,7 +267,7 @@ def test_full_disk_is_a_clear_error(tmp_path, capsys, monkeypatch):
 # 10. a user error is logged in one line, never with a traceback
 def test_a_refused_request_logs_one_line(client, app_log):
     before = app_log.read_text()
-    message = _error_text(lambda: client.predict("only one line", 1.0, 8, 0, api_name="/compare"))
+    message = error_text(lambda: client.predict("only one line", 1.0, 8, 0, api_name="/compare"))
     assert "enter 2 to 8 paraphrases" in message
     deadline = time.time() + 600  # the log is written by another process: wait for the line, however slow
     while "refused: enter 2 to 8 paraphrases" not in app_log.read_text()[len(before):]:

@@ -13,22 +13,11 @@ import time
 
 import httpx
 import pytest
-from gradio_client import Client
+from conftest import error_text
 
 WAIT_S = 600  # generous: a busy machine is slow, not broken
 HIEROGLYPHS = "\U00013000" * 1000  # 1,000 characters, about 4,000 tokens
 TAGS = "Why is the sky blue?" + "\U000e0041" * 20  # invisible: four tokens each
-
-
-@pytest.fixture(scope="module")
-def client(app_url):
-    return Client(app_url, verbose=False)
-
-
-def _error_text(call) -> str:
-    with pytest.raises(Exception) as caught:
-        call()
-    return str(caught.value)
 
 
 def test_oversized_bodies_are_refused_before_they_are_read(app_url, client):
@@ -47,7 +36,7 @@ def test_oversized_bodies_are_refused_before_they_are_read(app_url, client):
     ("/counterfactual", (HIEROGLYPHS, "Blue.", 0, " Red")),
 ])
 def test_every_model_endpoint_caps_a_paraphrase_s_tokens(client, endpoint, arguments):
-    assert "tokens long as the model sees it" in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
+    assert "tokens long as the model sees it" in error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
 
 @pytest.mark.parametrize("endpoint, arguments", [
@@ -56,12 +45,12 @@ def test_every_model_endpoint_caps_a_paraphrase_s_tokens(client, endpoint, argum
     ("/hindsight", ("Why is the sky blue?", "Blue\u202e.", "What makes it blue?")),
 ])
 def test_invisible_and_direction_overriding_characters_are_refused(client, endpoint, arguments):
-    assert "invisible or direction-overriding" in _error_text(lambda: client.predict(*arguments, api_name=endpoint))
+    assert "invisible or direction-overriding" in error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
 
 @pytest.mark.parametrize("response", ["Blue\x00.", "Blue\x01 sky", "Blue\x1b[2J"])
 def test_a_response_with_control_characters_is_refused_by_hindsight(client, response):
-    message = _error_text(lambda: client.predict("Why is the sky blue?", response, "What makes it blue?",
+    message = error_text(lambda: client.predict("Why is the sky blue?", response, "What makes it blue?",
                                                  api_name="/hindsight"))
     assert "the response contains control characters" in message
 
