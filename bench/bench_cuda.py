@@ -5,8 +5,8 @@
 1. The same seed on CPU and on CUDA (fp32): how many rows give the same tokens, per method (GCS noise
    bits are device-independent; GCSwR may part after a few dozen tokens, see gcs/noise.py).
 2. On CUDA: ``gcs.trace``'s winners are ``generate``'s tokens; a shared prefill gives the same tokens as
-   a full one; hindsight replaying the prompt itself continues the response (fp32 and bf16: bf16's
-   one-pass vs step-by-step rounding can part them).
+   a full one; hindsight's replay of the prompt itself gives the response back, whole (with its end) and
+   its first half (unfinished), in fp32 and bf16 (the posterior comes from the step-by-step logits).
 3. bf16 timings of a side-by-side run: 1 seed (9 rows) vs 4 seeds (36) vs 16 seeds (144, the demo's
    CUDA default), 3 paraphrases x 3 methods, every response exactly --tokens tokens.
 """
@@ -64,14 +64,16 @@ def cuda_checks(tokens: int) -> None:
         generated = gcs.generate(PROMPTS[:2], "gcswr", seed=3, max_new_tokens=tokens, model=model)
         rows = [Row(p, method, seed) for method in ("is", "gcswr") for seed in (0, 1) for p in PROMPTS]
         shared = torch.equal(Batch(rows, model, settings).run(), Batch(rows, model, settings, {"past_key_values": None}).run())
-        continued = 0
-        for seed in range(8):
-            response = gcs.generate([PROMPTS[0]], "gcswr", seed=seed, max_new_tokens=tokens, model=model)[0]
-            half = " ".join(response.split()[: max(1, len(response.split()) // 2)])
-            (again,) = gcs.hindsight(PROMPTS[0], half, [PROMPTS[0]], seed=seed, max_new_tokens=tokens, model=model)
-            continued += again.startswith(half)
+        frame = gcs.compare([PROMPTS[0]], methods=["gcswr"], seeds=list(range(8)), max_new_tokens=tokens, model=model)
+        replayed = 0
+        for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished):
+            # the whole response (with its end, if it ended) and its first half (unfinished), as tests/ do on CPU
+            for observed, ended in ((response, bool(finished)), (response[: len(response) // 2] or response, False)):
+                report = gcs.hindsight_report(PROMPTS[0], observed, [PROMPTS[0]], seed=int(seed),
+                                              max_new_tokens=tokens, finished=ended, model=model)
+                replayed += bool(report.replayed)
         print(f"  {str(dtype):<15} trace winners = generate: {list(trace.responses) == generated}; shared prefill "
-              f"= full prefill: {shared}; hindsight on the prompt continues the response: {continued}/8")
+              f"= full prefill: {shared}; hindsight replays the response: {replayed}/16 (8 whole, 8 first halves)")
 
 
 def timings(tokens: int) -> None:
