@@ -51,6 +51,16 @@ def test_the_sign_flip_p_value_counts_every_sign_pattern(n):
         assert sign_flip_p(d) == pytest.approx(expected)
 
 
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 12])
+def test_the_sign_flip_p_value_matches_scipy_permutation_test(n):
+    """scipy's exact paired permutation test (one sample, signs flipped), on random differences with ties."""
+    rng = np.random.default_rng(20 + n)
+    for d in (rng.normal(0.02, 0.05, n).round(3), np.r_[np.full(n // 2, 0.01), rng.normal(0, 0.02, n - n // 2)]):
+        reference = scipy.stats.permutation_test((d,), lambda x, axis: np.mean(x, axis=axis), vectorized=True,
+                                                 permutation_type="samples", n_resamples=np.inf)
+        assert sign_flip_p(d) == pytest.approx(reference.pvalue)
+
+
 @pytest.mark.parametrize("differences", [[0.02, 0.02], [0.001] * 4, [0.0] * 5, [0.05] * 3])
 def test_differences_without_spread_never_make_a_claim_from_a_zero_width_interval(differences):
     n = len(differences)
