@@ -30,7 +30,7 @@ from .experiments import (
     summary_table,
     sweep,
 )
-from .trace import Candidate, Trace, TraceStep, trace
+from .trace import CarriedWin, Candidate, Trace, TraceStep, carried_win, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
 from .hindsight import HindsightReport, Posterior, hindsight, hindsight_report, posterior
@@ -168,6 +168,8 @@ __all__ = [
     "Trace",
     "TraceStep",
     "Candidate",
+    "carried_win",
+    "CarriedWin",
     "hindsight",
     "hindsight_report",
     "HindsightReport",
