@@ -74,7 +74,7 @@ from .theory import agreement_probability, p_repeat
 __version__ = "0.1.0"
 
 _FIGURES = ("consistency_figure", "style_figure", "similarity_heatmap", "coupling_figure", "recycling_figure",
-            "paired_figure", "race_figure")
+            "paired_figure", "race_figure", "race_scale")
 
 
 def __getattr__(name: str):
@@ -164,6 +164,7 @@ __all__ = [
     "mean_interval",
     "paired_figure",
     "race_figure",
+    "race_scale",
     "trace",
     "Trace",
     "TraceStep",
