@@ -32,6 +32,9 @@ __all__ = ["build", "warm_up", "gpu", "CSS"]
 
 CSS = """
 .method-column { min-width: 260px; }
+/* in a row of equal-height columns gradio grows every block of a shorter column: only the response box grows, so
+   the three boxes start (and end) level under their headings */
+.method-column > .method-heading { flex-grow: 0 !important; }
 #status { min-height: 1.5em; }
 .caption { color: var(--body-text-color-subdued); margin-top: -0.5em; }
 /* responses wrap between words, never inside one (gradio lays tokens out as flex items and breaks anywhere) */
