@@ -74,7 +74,7 @@ def build(queue_size: int = 16) -> gr.Blocks:
         selected = gr.State("compare")
         with gr.Tabs() as tabs:
             compare_links, compare_run = compare.build(_examples())
-            trace_links = stepthrough.build()
+            trace_links, follow_trace_link = stepthrough.build()
             hindsight_links = hindsight.build(compare_run)
             sweep_links = sweep.build()
             coupling_inputs, coupling_outputs, coupling_links = coupling.build()
@@ -83,8 +83,10 @@ def build(queue_size: int = 16) -> gr.Blocks:
         tabs.select(_selected_tab, None, selected, api_visibility="private")
         links = Links(tabs, {"compare": compare_links, "trace": trace_links, "hindsight": hindsight_links,
                              "sweep": sweep_links, "coupling": coupling_links}, selected)
-        links.wire(demo, share, link).then(coupling.coupling_ui, coupling_inputs, coupling_outputs,
-                                           api_visibility="private", concurrency_id="coupling", concurrency_limit=4)
+        load = links.wire(demo, share, link)
+        load.then(coupling.coupling_ui, coupling_inputs, coupling_outputs, api_visibility="private",
+                  concurrency_id="coupling", concurrency_limit=4)
+        follow_trace_link(load, selected)
         gr.api(compare.api_compare, api_name="compare", concurrency_id="model", concurrency_limit=1)
         gr.api(stepthrough.api_trace, api_name="trace", concurrency_id="model", concurrency_limit=1)
         gr.api(hindsight.api_hindsight, api_name="hindsight", concurrency_id="model", concurrency_limit=1)
