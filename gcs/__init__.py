@@ -33,7 +33,7 @@ from .experiments import (
     summary_table,
     sweep,
 )
-from .trace import Candidate, Trace, TraceStep, trace
+from .trace import CarriedWin, Candidate, Trace, TraceStep, carried_win, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
 from .hindsight import HindsightReport, hindsight, hindsight_report
@@ -78,7 +78,7 @@ from .theory import agreement_probability, p_repeat
 __version__ = "0.1.0"
 
 _FIGURES = ("consistency_figure", "style_figure", "similarity_heatmap", "coupling_figure", "recycling_figure",
-            "paired_figure", "race_figure")
+            "paired_figure", "race_figure", "race_scale")
 
 
 def __getattr__(name: str):
@@ -168,10 +168,13 @@ __all__ = [
     "mean_interval",
     "paired_figure",
     "race_figure",
+    "race_scale",
     "trace",
     "Trace",
     "TraceStep",
     "Candidate",
+    "carried_win",
+    "CarriedWin",
     "hindsight",
     "hindsight_report",
     "HindsightReport",

@@ -4,11 +4,14 @@
 - ``style_figure``: p_repeat per style dimension and method (Table 2);
 - ``similarity_heatmap``: one method's pairwise similarities between responses;
 - ``paired_figure``: per-seed differences from IS with the mean and its 95 % interval;
-- ``race_figure``: one step of ``gcs.trace`` (probabilities and arrival times);
+- ``race_figure``: one step of ``gcs.trace`` (probabilities and arrival times; ``race_scale``: one scale for
+  several rows' races);
 - ``coupling_figure`` / ``recycling_figure``: the coupling explorer (Theorem 1, Theorem 2).
 """
 
 from __future__ import annotations
+
+import html
 
 import numpy as np
 import pandas as pd
@@ -105,33 +108,67 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, metric: str = "
     return figure
 
 
-def race_figure(step, title: str = ""):
-    """One row's step of a ``gcs.trace``: each candidate's probability, and its arrival time E/p in the race.
+def race_scale(steps) -> dict:
+    """One scale for several rows' races (``race_figure(step, **race_scale(steps))``): the largest probability and
+    the range of finite arrival times over all their candidates, so side-by-side panels compare at a glance."""
+    candidates = [c for step in steps for c in step.candidates]
+    arrivals = [c.arrival for c in candidates if c.arrival is not None and 0 < c.arrival < np.inf]
+    return {"probability_max": max((c.probability for c in candidates), default=1.0),
+            "arrival_range": (min(arrivals), max(arrivals)) if arrivals else None}
 
-    The winner (the first arrival, or IS's inverse-CDF pick) is red; with GCSwR the hover shows each
-    candidate's noise before and after recycling.
+
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Tick values and labels for a log axis from ``low`` to ``high``: powers of ten only, written plainly.
+
+    >>> power_ticks(0.3, 250)
+    ([0.1, 1.0, 10.0, 100.0, 1000.0], ['0.1', '1', '10', '100', '1000'])
+    """
+    first, last = int(np.floor(np.log10(low))), int(np.ceil(np.log10(high)))
+    values = [10.0**k for k in range(first, last + 1)]
+    labels = [f"{10.0**k:g}" if -3 <= k <= 4 else f"10{str(k).translate(SUPERSCRIPTS)}" for k in range(first, last + 1)]
+    return values, labels
+
+
+def race_figure(step, title: str = "", probability_max: float | None = None,
+                arrival_range: tuple[float, float] | None = None):
+    """One row's step of a ``gcs.trace``: each candidate's probability p and, in a race, its arrival time E/p.
+
+    The winner (the first arrival, or IS's inverse-CDF pick) is red; the hover shows each candidate's clock E,
+    its Gumbel form g = -log E and, with GCSwR, the clock after the race. ``probability_max`` and
+    ``arrival_range`` fix the axes (``race_scale`` gives one scale for several rows); the arrival axis is
+    logarithmic with a tick at each power of ten. Token text is shown as text (escaped).
     """
     from plotly.subplots import make_subplots
 
     candidates = step.candidates
-    names = [f"{i + 1}. {c.text!r}" for i, c in enumerate(candidates)]
+    names = [f"{i + 1}. {html.escape(repr(c.text), quote=False)}" for i, c in enumerate(candidates)]
     colors = [METHOD_COLORS["gcswr"] if c.token_id == step.winner else "#9ecae1" for c in candidates]
     hover = [f"p = {c.probability:.4f}" + ("" if c.noise is None else
-                                           f"<br>E = {c.noise:.4g}, g = −log E = {c.gumbel:+.3f}<br>arrival E/p = {c.arrival:.4g}")
-             + ("" if c.noise_after is None else f"<br>after the draw: E = {c.noise_after:.4g}") for c in candidates]
+                                           f"<br>clock E = {c.noise:.4g} (g = −log E = {c.gumbel:+.3f})"
+                                           f"<br>arrival E/p = {c.arrival:.4g}")
+             + ("" if c.noise_after is None else f"<br>clock after the race: E = {c.noise_after:.4g}")
+             for c in candidates]
     race = step.uniform is None
     figure = make_subplots(rows=1, cols=2 if race else 1, shared_yaxes=True, horizontal_spacing=0.04,
-                           subplot_titles=("probability", "arrival time E/p (first arrival wins)") if race
-                           else ("probability",))
+                           subplot_titles=("probability p", "arrival E/p (log scale): first arrival wins") if race
+                           else ("probability p",))
     figure.add_trace(go.Bar(y=names, x=[c.probability for c in candidates], orientation="h", marker_color=colors,
                             hovertext=hover, hoverinfo="text"), row=1, col=1)
+    top = probability_max if probability_max is not None else max(c.probability for c in candidates)
+    figure.update_xaxes(range=[0, 1.05 * top], row=1, col=1)
     if race:
         arrivals = [c.arrival if np.isfinite(c.arrival) else None for c in candidates]
         figure.add_trace(go.Bar(y=names, x=arrivals, orientation="h", marker_color=colors, hovertext=hover,
                                 hoverinfo="text"), row=1, col=2)
-        figure.update_xaxes(type="log", row=1, col=2)
+        low, high = arrival_range or race_scale([step])["arrival_range"] or (0.1, 10.0)
+        values, labels = power_ticks(low, high)
+        figure.update_xaxes(type="log", range=[np.log10(values[0]), np.log10(values[-1])], tickvals=values,
+                            ticktext=labels, row=1, col=2)
     figure.update_yaxes(autorange="reversed")
-    figure.update_layout(title=title, template="plotly_white", height=60 + 28 * len(candidates), showlegend=False,
+    figure.update_layout(title=title, template="plotly_white", height=70 + 24 * len(candidates), showlegend=False,
                          margin=dict(l=10, r=10, t=60, b=30))
     return figure
 

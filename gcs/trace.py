@@ -13,7 +13,9 @@ of ``gcs.samplers`` every token ``i`` holds Exp(1) noise ``E_i`` (the Gumbel val
 - IS draws with an inverse CDF instead: one fresh uniform per row and step, independent between rows.
 - GCS: ``E`` is the position's own noise vector, the same for every row with the seed.
 - GCSwR: ``E`` is the recycled state; after the race every loser keeps ``E_i - T p_i`` (``T`` the
-  winner's arrival) and the winner's noise is redrawn: ``noise_after``.
+  winner's arrival) and the winner's noise is redrawn: ``noise_after``. ``carried_win`` finds a race won
+  by a clock that had already won another row's race at an earlier position (the same token's same
+  draw, carried along by recycling in both rows).
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import pandas as pd
 import torch
 
 from .batch import Batch, Row
-from .checks import check_count, check_prompts
+from .checks import check_count, check_prompts, check_seed
 from .models import Model, resolve_model
+from .noise import DOMAIN_GUMBEL, exponential_noise, row_keys
 from .samplers import make_sampler
 from .settings import SamplingSettings
 
@@ -198,3 +201,70 @@ def _mark(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]], 
                         s.position > len(token_ids[s.row]), (s.position, s.row) in forced) for s in row_steps)
         for row_steps in steps
     )
+
+
+@dataclass(frozen=True)
+class CarriedWin:
+    """GCSwR: the race at (``position``, ``row``) was won by a clock that had already won ``earlier_row``'s race at
+    ``earlier_position``: the same token's same draw (``draw``: how often each row had emitted the token before),
+    so both rows received it as the same value ``drawn`` from the shared seed, and recycling carried it along in
+    each, taking ``T * p`` off at every race it lost: ``clock`` here, ``earlier_clock`` there."""
+
+    position: int
+    row: int
+    token_id: int
+    text: str
+    draw: int
+    drawn: float
+    clock: float
+    earlier_position: int
+    earlier_row: int
+    earlier_clock: float
+
+
+def drawn_clock(seed: int, token_id: int, draw: int) -> float:
+    """The Exp(1) clock GCSwR gives ``token_id`` at its ``draw``-th draw under ``seed`` (draw 0: the start), the same
+    in every row with that seed."""
+    keys = row_keys(torch.tensor([check_seed(seed)]), DOMAIN_GUMBEL)
+    return float(exponential_noise(keys, torch.tensor([draw]), torch.tensor([token_id]))[0])
+
+
+def carried_win(trace: Trace, position: int, row: int) -> CarriedWin | None:
+    """The race at (``position``, ``row``) if its winning clock had already won another row's race at an earlier
+    position (see ``CarriedWin``), else None; the latest such race when there are several.
+
+    Exact, from the trace alone: the same token, the same draw of its clock in both rows (each row's emitted
+    tokens before the race are counted), and in both races a value at most the drawn one (recycling only
+    lowers a clock). Only GCSwR carries clocks; a forced step redraws a clock the trace need not show, so
+    races at or after a row's first forced step are left out.
+    """
+    step = trace.steps[position][row]
+    if trace.method != "gcswr" or not _raced(trace, position, row):
+        return None
+    draw = _emitted(trace, position, row).count(step.winner)
+    drawn = drawn_clock(trace.seed, step.winner, draw)
+    clock = _winning(step).noise
+    for earlier in range(position - 1, -1, -1):
+        for other, past in enumerate(trace.steps[earlier]):
+            if other == row or past.winner != step.winner or not _raced(trace, earlier, other):
+                continue
+            earlier_clock = _winning(past).noise
+            if _emitted(trace, earlier, other).count(step.winner) == draw and max(clock, earlier_clock) <= drawn:
+                return CarriedWin(position, row, step.winner, step.winner_text, draw, drawn, clock, earlier, other,
+                                  earlier_clock)
+    return None
+
+
+def _raced(trace: Trace, position: int, row: int) -> bool:
+    """The row's token at ``position`` is its race's winner: not finished, and no step of the row forced so far."""
+    return not trace.steps[position][row].finished and not any(
+        where <= position and forced_row == row for where, forced_row, _ in trace.forced)
+
+
+def _emitted(trace: Trace, position: int, row: int) -> list[int]:
+    """The tokens ``row`` emitted before ``position``."""
+    return [trace.steps[t][row].winner for t in range(position)]
+
+
+def _winning(step: TraceStep) -> Candidate:
+    return next(c for c in step.candidates if c.token_id == step.winner)

@@ -46,11 +46,43 @@ def screenshot(page, path: Path) -> None:
     page.screenshot(path=str(path), full_page=True)
 
 
+def record_texts(page, selector: str) -> None:
+    """From now on keep every text ``selector`` shows (a MutationObserver): a passing state is seen, however brief."""
+    page.locator(selector).evaluate("""element => {
+        window.seenTexts = window.seenTexts || {};
+        const seen = window.seenTexts[element.id] = [element.innerText];
+        new MutationObserver(() => seen.push(element.innerText))
+            .observe(element, {subtree: true, childList: true, characterData: true});
+    }""")
+
+
+def texts_seen(page, selector: str) -> list[str]:
+    return page.locator(selector).evaluate("element => window.seenTexts[element.id]")
+
+
+def headers(page, table: str) -> list[str]:
+    return [text.strip() for text in page.locator(f"{table} thead th").all_inner_texts()]
+
+
+def bounds(page, selector: str) -> dict:
+    found = page.locator(selector).bounding_box()
+    assert found is not None, f"{selector} is not on the page"
+    return found
+
+
 def test_side_by_side_streams_responses_and_plots(page, screenshots):
+    # before any run the scores table already says what its columns are (no stray "1 2 3" header)
+    expect(page.locator("#scores thead")).to_contain_text("method", timeout=TIMEOUT_MS)
+    assert headers(page, "#scores")[:2] == ["method", "E5"], headers(page, "#scores")
     box = page.locator("#paraphrases textarea")
-    page.get_by_text("What is DNA? Can you explain", exact=False).first.click()  # an example fills the box
+    # an example fills the box; its answer from the server comes after the page shows it, and must not overwrite
+    # what is typed next (seen on a busy machine: the run answered the example instead)
+    with page.expect_response(lambda response: "/run/predict" in response.url, timeout=TIMEOUT_MS):
+        page.get_by_text("What is DNA? Can you explain", exact=False).first.click()
     expect(box).to_have_value(re.compile(r"^What is DNA\?\nCan you explain what DNA is\?"), timeout=TIMEOUT_MS)
-    box.fill("Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky.")
+    sky = "Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky."
+    box.fill(sky)
+    expect(box).to_have_value(sky)
     page.locator("#run-compare").click()
     for method in ("is", "gcs", "gcswr"):  # responses arrive in every column, then the heatmaps
         expect(page.locator(f"#responses-{method}")).to_contain_text("[3]", timeout=TIMEOUT_MS)
@@ -69,6 +101,10 @@ def test_side_by_side_streams_responses_and_plots(page, screenshots):
     # words wrap whole: gradio's own style breaks them anywhere
     word_break = page.locator("#responses-gcswr .textfield").evaluate("e => getComputedStyle(e).wordBreak")
     assert word_break == "normal"
+    tops = [bounds(page, f"#responses-{method}")["y"] for method in ("is", "gcs", "gcswr")]
+    assert max(tops) - min(tops) <= 3, tops  # the three response boxes start level
+    for method in ("is", "gcs", "gcswr"):  # line breaks only between the three answers (two each), none inside one
+        expect(page.locator(f"#responses-{method} .line-break")).to_have_count(6)
     screenshot(page, screenshots / "screenshot-compare.png")
 
 
@@ -81,32 +117,59 @@ def test_the_seed_browser_shows_another_seed(page):
 
 
 def test_bad_input_is_a_toast_and_earlier_results_stay(page):
+    expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    record_texts(page, "#status")
     page.locator("#paraphrases textarea").fill("Only one question?")
     page.locator("#run-compare").click()
     expect(page.get_by_text("enter 2 to 8 paraphrases").first).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#status")).to_contain_text("Failed", timeout=TIMEOUT_MS)
+    assert any("Working…" in text for text in texts_seen(page, "#status"))  # not the last run's "Done." meanwhile
     expect(page.locator("#heatmap-gcswr .js-plotly-plot")).to_be_visible()  # the last run is still on screen
     expect(page.locator("#verdict")).to_contain_text("seeds")
 
 
-def test_step_through_tab(page, screenshots):
+POWERS_OF_TEN = re.compile(r"^(0\.0*1|10*|10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)$")
+
+
+def test_step_through_tab(page):
     page.get_by_role("tab", name="Inside the sampler").click()
+    record_texts(page, "#trace-status")
     page.locator("#trace-start").click()
     expect(page.locator("#trace-status")).to_contain_text("Token 1 of", timeout=TIMEOUT_MS)
+    assert any("Working…" in text for text in texts_seen(page, "#trace-status"))
     expect(page.locator("#trace-race-1 .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     for position in (2, 3, 4, 5, 6):
         page.locator("#trace-step").click()
         expect(page.locator("#trace-status")).to_contain_text(f"Token {position} of", timeout=TIMEOUT_MS)
     page.locator("#trace-back").click()
     expect(page.locator("#trace-status")).to_contain_text("Token 5 of", timeout=TIMEOUT_MS)
-    expect(page.locator("#trace-explanation")).to_contain_text("recycles")
+    expect(page.locator("#trace-explanation")).to_contain_text("keeps its clocks")
     expect(page.locator("#trace-table")).to_contain_text("arrival")
+    # the race sits beside the controls: with the Step button on screen, both races fit on that screen too
+    step, first, second = bounds(page, "#trace-step"), bounds(page, "#trace-race-1"), bounds(page, "#trace-race-2")
+    screen = page.viewport_size["height"]
+    assert abs(first["y"] - step["y"]) < 100 and second["y"] + second["height"] - step["y"] < screen, (step, second)
+    # the log axis reads 0.1, 1, 10, 100 (powers of ten only), the same on both paraphrases' panels
+    ticks = [page.locator(f"#trace-race-{row} g.x2tick text").all_text_contents() for row in (1, 2)]
+    assert ticks[0] == ticks[1] and len(ticks[0]) >= 2 and all(POWERS_OF_TEN.match(t) for t in ticks[0]), ticks
+    probability_ticks = [page.locator(f"#trace-race-{row} g.xtick text").all_text_contents() for row in (1, 2)]
+    assert probability_ticks[0] == probability_ticks[1], probability_ticks
     page.locator("#trace-force-choice input").click()  # branch: force another candidate at this step
     page.get_by_role("option").first.click()
     page.locator("#trace-force").click()
     expect(page.locator("#trace-explanation")).to_contain_text("was forced to emit", timeout=TIMEOUT_MS)
     expect(page.locator("#trace-status")).to_contain_text("Token 5 of", timeout=TIMEOUT_MS)
-    screenshot(page, screenshots / "screenshot-trace.png")
+
+
+def test_is_in_the_step_through_shows_no_clocks(page):
+    page.locator("#trace-method input[value=is]").check()
+    page.locator("#trace-start").click()
+    expect(page.locator("#trace-race-caption")).to_contain_text("IS has no clocks", timeout=TIMEOUT_MS)
+    expect(page.locator("#trace-status")).to_contain_text("Token 1 of", timeout=TIMEOUT_MS)
+    assert headers(page, "#trace-table") == ["paraphrase", "token", "p", "won"], headers(page, "#trace-table")
+    expect(page.locator("#trace-explanation")).to_contain_text("uniform u")
+    assert page.locator("#trace-race-1 g.x2tick").count() == 0  # no arrival panel
+    page.locator("#trace-method input[value=gcswr]").check()
 
 
 def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
@@ -121,9 +184,11 @@ def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
     page.locator("#counterfactual-at input").click()  # what if it had said something else at token 1?
     page.get_by_role("option").nth(1).click()
     page.locator("#counterfactual-replacement textarea").fill(" Light")
+    record_texts(page, "#hindsight-status")  # "Done." now: the new run must not keep it while it works
     page.locator("#run-counterfactual").click()
     expect(page.locator("#counterfactual-answer")).to_contain_text("[had it said that]", timeout=TIMEOUT_MS)
     expect(page.locator("#hindsight-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    assert any("Working…" in text for text in texts_seen(page, "#hindsight-status"))
     screenshot(page, screenshots / "screenshot-hindsight.png")
 
 
@@ -140,6 +205,21 @@ def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):
     expect(page.get_by_text("Ignored in the link: seeds 'many' must be a number").first).to_be_visible(
         timeout=TIMEOUT_MS)
     expect(page.locator("#paraphrases textarea")).to_be_visible()  # the page still works
+    page.goto(app_url)
+
+
+def test_a_step_through_link_restores_its_step_and_runs_it(page, app_url, screenshots):
+    """A shared link shows the step it was taken at, at once (no click); at token 10 of this seed a recycled clock
+    decides paraphrase 2's race, and the explanation says so."""
+    page.goto(app_url + "?tab=trace&seed=0&step=10&q=" + quote("Why is the sky blue?\nWhat makes the sky look blue?"))
+    expect(page.locator("#trace-status")).to_contain_text("Token 10 of 24", timeout=TIMEOUT_MS)
+    explanation = page.locator("#trace-explanation")
+    expect(explanation).to_contain_text("Recycled clock: paraphrase 2's ' both' won with clock E = 0.00018")
+    expect(explanation).to_contain_text("the same clock that won paraphrase 1's race at token 7")
+    expect(page.locator("#trace-race-2 .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    screenshot(page, screenshots / "screenshot-trace.png")  # before the link box shows this server's address
+    page.locator("#share").click()
+    expect(page.locator("#share-link :is(textarea, input)")).to_have_value(re.compile(r"&step=10$"), timeout=TIMEOUT_MS)
     page.goto(app_url)
 
 
@@ -166,6 +246,9 @@ def test_coupling_explorer_plots(page, screenshots):
     page.get_by_role("tab", name="Coupling explorer").click()
     expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#coupling-status")).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)  # never empty
+    expect(page.locator("#coupling-table thead")).to_contain_text("Monte Carlo (shared noise)")
+    assert not [h for h in headers(page, "#coupling-table") if "_" in h], headers(page, "#coupling-table")
     screenshot(page, screenshots / "screenshot-coupling.png")
 
 
@@ -185,9 +268,14 @@ def test_markup_in_an_error_shows_as_text(page):
 
 def test_sweep_tab_plots_curves(page, screenshots):
     page.get_by_role("tab", name="Consistency vs temperature").click()
+    expect(page.locator("#sweep-table thead")).to_contain_text("mean consistency", timeout=TIMEOUT_MS)  # before a run
     page.locator("#sweep-seeds input[type=number]").fill("1")
+    record_texts(page, "#sweep-status")
     page.locator("#run-sweep").click()
     expect(page.locator("#sweep-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#sweep-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    assert any("Working…" in text for text in texts_seen(page, "#sweep-status"))
+    assert headers(page, "#sweep-table")[:3] == ["method", "temperature", "mean consistency"]
     screenshot(page, screenshots / "screenshot-sweep.png")
 
 

@@ -138,7 +138,9 @@ def test_a_good_upload_runs_a_sweep(tmp_path):
     figure, table, csv_path, status = final(sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"],
                                                    "jaccard", 8, gcs.DEFAULT_MODEL))
     assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
-    assert list(table.columns) == ["method", "temperature", "mean", "stderr", "seeds", "n"]  # no constant columns
+    # no constant columns (metric, ensemble), readable headers
+    assert list(table.columns) == [sweep.CURVE_HEADERS[c] for c in ("method", "temperature", "mean", "stderr", "seeds", "n")]
+    assert list(table.columns)[2:4] == ["mean consistency", "± std. error (by seed)"]
 
 
 def test_secrets_never_reach_the_log(caplog):

@@ -17,6 +17,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import gcs  # noqa: E402
 import ui  # noqa: E402
 from ui import compare, hindsight, limits, logs, messages, stepthrough  # noqa: E402
 
@@ -75,9 +76,10 @@ def test_markdown_in_a_replayed_response_shows_as_text():
 
 def test_markdown_in_a_traced_token_shows_as_text():
     """The step-through explanation quotes each winning token (model text, which the prompt can steer): as text."""
-    token = SimpleNamespace(token_id=5, text="[x](https://evil.example/a)", probability=0.5, arrival=1.0)
-    step = SimpleNamespace(finished=False, candidates=[token], winner=5, forced=False, row=0)
-    trace = SimpleNamespace(method="gcs", steps=[[step]])
+    text = "[x](https://evil.example/a)"
+    token = gcs.Candidate(5, text, 0.5, 0.5, None, 1.0)
+    step = gcs.TraceStep(0, 0, (token,), 5, text, None, False)
+    trace = gcs.Trace(("q",), "gcs", 0, 1.0, None, ((step,),), ((5,),), (text,))
     elements, text = rendered(stepthrough.explanation(trace, 0))
     assert not {"a", "img"} & set(elements), elements
     assert "picked '[x](https://evil.example/a)'" in text

@@ -96,3 +96,78 @@ def test_forcing_a_token_branches_the_trace_there(embedded_model, method):
 def test_bad_forcing_names_the_problem(embedded_model, forced, message):
     with pytest.raises(ValueError, match=message):
         gcs.trace(PROMPTS, "gcs", max_new_tokens=4, model=embedded_model, forced=forced)
+
+
+# -- carried_win: a clock that won one paraphrase's race wins the other's later ---------------------------
+SKY = ["Why is the sky blue?", "What makes the sky look blue?"]
+
+
+def test_drawn_clock_is_the_noise_the_sampler_starts_with(embedded_model):
+    """``drawn_clock`` is the sampler's own noise: draw 0 is its start state, and the trace's first race shows it."""
+    from gcs.trace import drawn_clock
+
+    trace = gcs.trace(SKY, "gcswr", seed=3, max_new_tokens=1, model=embedded_model)
+    start, _ = gcs.samplers.RecyclingGumbelSampler.initial_state(3, len(embedded_model.tokenizer))
+    for step in trace.steps[0]:
+        for c in step.candidates:
+            assert c.noise == drawn_clock(3, c.token_id, 0) == float(start[c.token_id])
+        winner = next(c for c in step.candidates if c.token_id == step.winner)
+        assert winner.noise_after == drawn_clock(3, step.winner, 1)  # the winner's fresh clock: its next draw
+
+
+def emitted_before(trace, position, row, token):
+    return sum(trace.steps[t][row].winner == token for t in range(position))
+
+
+def test_carried_wins_on_a_real_trace_are_exactly_the_shared_clocks_that_win_again(embedded_model):
+    from gcs.trace import drawn_clock
+
+    trace = gcs.trace(SKY, "gcswr", seed=0, max_new_tokens=16, model=embedded_model)
+    found = 0
+    for position, steps in enumerate(trace.steps):
+        for step in steps:
+            carried = gcs.carried_win(trace, position, step.row)
+            draw = emitted_before(trace, position, step.row, step.winner)
+            # brute force: an earlier race of the other paraphrase won by the same token's same draw
+            earlier = [(t, other.row) for t in range(position) for other in trace.steps[t]
+                       if other.row != step.row and other.winner == step.winner and not other.finished
+                       and emitted_before(trace, t, other.row, step.winner) == draw]
+            assert (carried is not None) == (bool(earlier) and not step.finished), (position, step.row)
+            if carried is None:
+                continue
+            found += 1
+            assert (carried.earlier_position, carried.earlier_row) == max(earlier)  # the latest
+            assert carried.token_id == step.winner and carried.draw == draw
+            assert carried.drawn == drawn_clock(0, step.winner, draw)
+            winner = next(c for c in step.candidates if c.token_id == step.winner)
+            assert carried.clock == winner.noise <= carried.drawn and carried.earlier_clock <= carried.drawn
+    assert found > 0
+    # seed 0: paraphrase 2's ' both' at token 10 wins with the clock that won paraphrase 1's token 7
+    both = gcs.carried_win(trace, 9, 1)
+    assert (both.text, both.earlier_position, both.earlier_row, both.draw) == (" both", 6, 0, 0)
+
+
+def synthetic(winners, clocks, method="gcswr", forced=()):
+    """A two-row trace whose races are ``winners[t][r]`` (the only candidate) with ``clocks[t][r]``, seed 0."""
+    steps = tuple(tuple(gcs.TraceStep(t, r, (gcs.Candidate(w, f"t{w}", 0.5, clocks[t][r], 1.0, 2 * clocks[t][r]),),
+                                      w, f"t{w}", None, False, (t, r) in {(f[0], f[1]) for f in forced})
+                        for r, w in enumerate(row)) for t, row in enumerate(winners))
+    return gcs.Trace(("a", "b"), method, 0, 1.0, None, steps, ((), ()), ("", ""), tuple(forced))
+
+
+def test_carried_win_needs_the_same_token_the_same_draw_and_a_worn_down_clock():
+    from gcs.trace import drawn_clock
+
+    start = drawn_clock(0, 5, 0)
+    below = start * 0.9
+    carried = gcs.carried_win(synthetic([[5, 7], [8, 5]], [[start, 0.1], [0.1, below]]), 1, 1)
+    assert (carried.token_id, carried.earlier_position, carried.earlier_row, carried.draw, carried.clock,
+            carried.earlier_clock, carried.drawn) == (5, 0, 0, 0, below, start, start)
+    # the same token, but row 2 had emitted it before: its clock is the next draw, not the one row 1 won with
+    assert gcs.carried_win(synthetic([[5, 5], [8, 5]], [[start, start], [0.1, below]]), 1, 1) is None
+    # a value above the drawn clock is not that clock worn down by recycling
+    assert gcs.carried_win(synthetic([[5, 7], [8, 5]], [[start, 0.1], [0.1, start * 1.1]]), 1, 1) is None
+    assert gcs.carried_win(synthetic([[5, 7], [8, 5]], [[start, 0.1], [0.1, below]], "gcs"), 1, 1) is None
+    # a forced step redraws clocks the trace need not show: that row is left out from there on
+    assert gcs.carried_win(synthetic([[5, 7], [8, 5]], [[start, 0.1], [0.1, below]], forced=[(0, 1, 7)]), 1, 1) is None
+    assert gcs.carried_win(synthetic([[5, 7], [8, 5]], [[start, 0.1], [0.1, below]], forced=[(0, 0, 5)]), 1, 1) is None

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import html
+import math
+import re
 import sys
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 import pytest
 
 from conftest import refused_in_ui
 
+from markdown_it import MarkdownIt
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import compare, hindsight, limits, links, settings, stepthrough  # noqa: E402
+from ui import compare, hindsight, limits, links, messages, settings, stepthrough  # noqa: E402
 
 import gcs  # noqa: E402
 
@@ -135,9 +141,10 @@ def test_forcing_a_candidate_branches_the_trace(trace):
     choices = stepthrough.force_choices(trace, 1)
     label, value = choices[0]
     row, token = map(int, value.split(":"))
-    branch, position, *shown = last(stepthrough.force(trace, 1, value, 4, gcs.DEFAULT_MODEL))
-    assert position == 1 and branch.steps[1][row].forced and branch.token_ids[row][1] == token
-    assert branch.token_ids[row][0] == trace.token_ids[row][0] and "was forced to emit" in shown[4]
+    branch, *shown = last(stepthrough.force(trace, 1, value, 4, gcs.DEFAULT_MODEL))
+    shown = dict(zip(stepthrough.OUTPUTS, shown))
+    assert shown["position"] == 1 and branch.steps[1][row].forced and branch.token_ids[row][1] == token
+    assert branch.token_ids[row][0] == trace.token_ids[row][0] and "was forced to emit" in shown["explanation"]
     branch_from = lambda shown, choice: [u[1:] for u in stepthrough.force(shown, 1, choice, 4, gcs.DEFAULT_MODEL)]  # noqa: E731
     refused_in_ui(lambda: branch_from(trace, None), "pick a candidate")
     refused_in_ui(lambda: branch_from(None, value), "press Start first")
@@ -237,3 +244,106 @@ def test_every_event_of_the_app_goes_through_the_queue():
     Gradio's own example loaders are; one of ours with queue=False would do nothing in the page."""
     unqueued = {fn.name for fn in ui.build().fns.values() if fn.fn is not None and not fn.queue}
     assert unqueued <= {"load_example"}, unqueued
+
+
+# -- the step-through a teacher runs, and the side-by-side polish --------------------------------------------
+def shown_at(method: str, token: int, tokens: int = 12):
+    """The step-through's outputs by name for its example at seed 0, started at ``token`` (as a link's step)."""
+    trace, *shown = last(stepthrough.start(stepthrough.EXAMPLE, method, 0, 1.0, 1.0, tokens, gcs.DEFAULT_MODEL, token))
+    return trace, dict(zip(stepthrough.OUTPUTS, shown))
+
+
+@pytest.fixture(scope="module")
+def sky(app_model):
+    return shown_at("gcswr", 10)
+
+
+def test_a_link_s_step_is_shown_and_a_recycled_clock_is_named(sky):
+    trace, shown = sky
+    assert (shown["position"], shown["token"], shown["status"]) == (9, 10, "Token 10 of 12.")
+    # seed 0: paraphrase 2's ' both' wins with the clock that won paraphrase 1's race at token 7 (tests/test_trace.py)
+    shown_text = re.sub(r"<[^>]+>", "", MarkdownIt("commonmark").render(shown["explanation"]))  # as the page shows it
+    assert "Recycled clock: paraphrase 2's ' both' won with clock E = 0.00018, the same clock that won " \
+           "paraphrase 1's race at token 7" in html.unescape(shown_text)
+    assert shown["explanation"].count("Recycled clock") == sum(
+        gcs.carried_win(trace, 9, row) is not None for row in (0, 1))
+    _, past_the_end = shown_at("gcswr", 99, tokens=4)
+    assert past_the_end["status"] == "Token 4 of 4."
+
+
+def test_a_link_runs_the_trace_only_when_it_names_a_step_of_this_tab():
+    assert stepthrough.linked_step("trace", 10) == 10
+    for tab, token in (("compare", 10), ("trace", 0), ("trace", None)):
+        assert isinstance(stepthrough.linked_step(tab, token), type(gr.skip()))
+
+
+def test_the_two_races_share_one_scale_with_plain_powers_of_ten(sky):
+    _, shown = sky
+    one, two = shown["race-1"].layout, shown["race-2"].layout
+    assert one.xaxis.range == two.xaxis.range and one.xaxis2.range == two.xaxis2.range
+    assert one.xaxis2.type == "log" and one.xaxis2.tickvals == two.xaxis2.tickvals
+    for value, label in zip(one.xaxis2.tickvals, one.xaxis2.ticktext):
+        assert math.log10(value) == round(math.log10(value)) and float(label.replace("10⁴", "1e4")) == value
+
+
+def test_is_shows_no_clock_columns_and_its_own_caption(app_model):
+    _, shown = shown_at("is", 1, tokens=4)
+    assert list(shown["table"].columns) == ["paraphrase", "token", "p", "won"]
+    assert "IS has no clocks" in shown["race caption"] and "arrives" not in shown["race caption"]
+    assert "clock" not in shown["explanation"].split("\n", 1)[1]  # the step lines: no clock, only u
+    _, gcs_shown = shown_at("gcs", 1, tokens=4)
+    assert list(gcs_shown["table"].columns) == ["paraphrase", "token", "p", "clock E", "g = −log E", "arrival E/p",
+                                                "won"]
+    assert "arrives" in gcs_shown["race caption"]
+
+
+def test_a_token_s_text_stays_text_in_the_explanation_and_the_race():
+    hostile = '<img src="https://evil.example/x.png">*b*'
+    candidate = gcs.Candidate(7, hostile, 0.5, 0.2, None, 0.4)
+    step = gcs.TraceStep(0, 0, (candidate,), 7, hostile, None, False)
+    for shown in (stepthrough.race_title(step, 0), *gcs.race_figure(step, stepthrough.race_title(step, 0)).data[0].y):
+        assert "<img" not in shown and "&lt;img" in shown, shown  # plot text is HTML
+    page = MarkdownIt("commonmark").render(stepthrough.step_line("gcs", step))  # the explanation is Markdown
+    assert "<img" not in page and "<em>" not in page and hostile in html.unescape(re.sub("<[^>]+>", "", page))
+
+
+def test_a_line_break_inside_a_response_never_starts_another(app_model):
+    responses = ["Leaves fall.\n\nThen snow.", "Leaves fall.\nThen snow comes."]  # "\n\n" is two tokens here
+    for pieces in (compare._pieces(responses),
+                   compare.highlighted(responses, compare.HIGHLIGHTS[0], app_model.tokenizer),
+                   compare.highlighted(responses, compare.HIGHLIGHTS[1], app_model.tokenizer)):
+        with_breaks = [text for text, _ in pieces if "\n" in text]
+        assert with_breaks == ["\n\n", "\n\n"], pieces  # only the separators between responses
+        shown = "".join(text for text, _ in pieces)
+        assert "fall. ↵ Then" in shown and "↵  ↵" not in shown  # one mark for a run of breaks, split or not
+
+
+def test_every_run_button_says_working_before_its_work():
+    """A new run's status says "Working…" at once, not the last run's "Done." (a browse-lane event, then the work)."""
+    demo = ui.build()
+    working = {index: fn.outputs[0].elem_id for index, fn in demo.fns.items()
+               if fn.fn is messages.say_working}
+    chained = {(working[fn.trigger_after], fn.name) for fn in demo.fns.values() if fn.trigger_after in working}
+    assert {("status", "compare_stream"), ("trace-status", "start"), ("trace-status", "force"),
+            ("hindsight-status", "hindsight_ui"), ("hindsight-status", "counterfactual_ui"),
+            ("sweep-status", "sweep_ui"), ("coupling-status", "coupling_ui")} <= chained, chained
+
+
+def test_tables_have_readable_headers_before_and_after_a_run():
+    from ui import coupling, sweep
+
+    done = coupling.coupling_ui("0.5, 0.3, 0.15, 0.05", "", 3, 500, 500, 0)
+    assert done[-1].startswith("Done: 11 points × 500 Monte Carlo trials")
+    assert list(done[2].columns) == list(coupling.CURVE_HEADERS.values())
+    assert "Monte Carlo (shared noise)" in done[2].columns
+    blended = coupling.coupling_ui("0.5, 0.5", "0.2, 0.8", 3, 500, 500, 0)[2]
+    assert blended.columns[0] == "blend weight w" and blended.iloc[-1, 0] == 1.0
+    rows = pd.DataFrame({"method": ["is"] * 2, "temperature": [1.0] * 2, "metric": ["e5"] * 2, "ensemble": [False] * 2,
+                         "seed": [0, 1], "group": ["a"] * 2, "consistency": [0.8, 0.9]})
+    assert list(sweep.curve_table(rows).columns) == list(sweep.CURVE_HEADERS.values())
+    demo = ui.build()
+    headers = {block.elem_id: list(block.value["headers"]) for block in demo.blocks.values()
+               if isinstance(block, gr.Dataframe) and block.elem_id}
+    assert headers["scores"] == compare.SCORE_COLUMNS and headers["sweep-table"][0] == "method"
+    assert headers["coupling-table"][1] == "shared noise: Theorem 1"
+    assert headers["trace-table"][:2] == ["paraphrase", "token"]

@@ -44,6 +44,9 @@ __all__ = ["build", "warm_up", "mcp_server", "gpu", "CSS", "ENDPOINTS"]
 
 CSS = """
 .method-column { min-width: 260px; }
+/* in a row of equal-height columns gradio grows every block of a shorter column: only the response box grows, so
+   the three boxes start (and end) level under their headings */
+.method-column > .method-heading { flex-grow: 0 !important; }
 #status { min-height: 1.5em; }
 .caption { color: var(--body-text-color-subdued); margin-top: -0.5em; }
 /* responses wrap between words, never inside one (gradio lays tokens out as flex items and breaks anywhere) */
@@ -93,7 +96,7 @@ def build(queue_size: int = 16) -> gr.Blocks:
         selected = gr.State("compare")
         with gr.Tabs() as tabs:
             compare_links, compare_run = compare.build(_examples())
-            trace_links = stepthrough.build()
+            trace_links, follow_trace_link = stepthrough.build()
             hindsight_links = hindsight.build(compare_run)
             sweep_links = sweep.build()
             coupling_inputs, coupling_outputs, coupling_links = coupling.build()
@@ -103,8 +106,10 @@ def build(queue_size: int = 16) -> gr.Blocks:
         say_slider_ranges([block for block in demo.blocks.values() if isinstance(block, gr.Slider)])
         links = Links(tabs, {"compare": compare_links, "trace": trace_links, "hindsight": hindsight_links,
                              "sweep": sweep_links, "coupling": coupling_links}, selected)
-        links.wire(demo, share, link).then(coupling.coupling_ui, coupling_inputs, coupling_outputs,
-                                           api_visibility="private", concurrency_id="coupling", concurrency_limit=4)
+        load = links.wire(demo, share, link)
+        load.then(coupling.coupling_ui, coupling_inputs, coupling_outputs, api_visibility="private",
+                  concurrency_id="coupling", concurrency_limit=4)
+        follow_trace_link(load, selected)
         for name, (function, lane) in ENDPOINTS.items():
             function.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
             gr.api(function, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)

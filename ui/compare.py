@@ -21,7 +21,7 @@ import gcs
 from .zerogpu import gpu
 from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
 from .logs import logger
-from .messages import caption, failed, user_error
+from .messages import caption, click_working, failed, one_paragraph, one_paragraph_pieces, user_error
 from .serving import download_folder
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
 
@@ -89,15 +89,13 @@ def _responses(frame: pd.DataFrame, method: str, seed: int) -> list[str]:
 
 
 def _pieces(responses: list[str], marked: list | None = None, names: list[str] | None = None) -> list[tuple[str, str | None]]:
-    """HighlightedText value: numbered (or ``names``d) responses; ``marked`` (per response, (text, label) pieces)
-    colours them."""
+    """HighlightedText value: numbered (or ``names``d) responses, each one paragraph (a line break inside shows as
+    " ↵ "); ``marked`` (per response, (text, label) pieces) colours them."""
     value = []
     for i, response in enumerate(responses):
         value.append((f"[{names[i] if names else i + 1}] ", "paraphrase"))
-        if marked is None:
-            value.append((response.strip() or "…", None))
-        else:
-            value += marked[i]
+        plain = [(one_paragraph(response.strip()) or "…", None)]
+        value += plain if marked is None else one_paragraph_pieces(marked[i])
         value.append(("\n\n", None))
     return value
 
@@ -150,6 +148,7 @@ def score_table(report: gcs.CompareReport) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+SCORE_COLUMNS = ["method", *(METRIC_LABELS[m] for m in METRICS), METRIC_LABELS["prefix"]]  # headers before a run
 VERDICT_METRICS = ("e5", "aligned")  # the paper's metric, and the footprint of shared noise itself
 SURPRISE_RESPONSES = 24  # responses scored for the degenerate-output check (the first seeds'): a median needs few
 
@@ -333,7 +332,8 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
         caption("Each dot is one seed: that seed's consistency minus IS's, on the same paraphrases. "
                 "Dots above the dotted line favour the shared-noise method; the diamond is the mean with "
                 "its 95 % interval, and an interval that crosses 0 is within noise.")
-        scores = gr.Dataframe(label="consistency over seeds (mean pairwise similarity, mean ± s.e.; aligned: share "
+        scores = gr.Dataframe(value=pd.DataFrame(columns=SCORE_COLUMNS),
+                              label="consistency over seeds (mean pairwise similarity, mean ± s.e.; aligned: share "
                                     "of tokens in identical runs of ≥ 3; common prefix: tokens two responses share "
                                     "before they differ)", elem_id="scores", interactive=False, wrap=True)
         with gr.Row():
@@ -348,7 +348,7 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
         with gr.Row(equal_height=True):
             for method in gcs.METHODS:
                 with gr.Column(elem_classes="method-column") as column:
-                    gr.Markdown(f"### {gcs.METHOD_NAMES[method]}")
+                    gr.Markdown(f"### {gcs.METHOD_NAMES[method]}", elem_classes="method-heading")
                     texts.append(gr.HighlightedText(label="responses", color_map=colors, show_legend=False,
                                                     show_inline_category=False, combine_adjacent=True,
                                                     elem_id=f"responses-{method}", elem_classes="response-text"))
@@ -365,8 +365,7 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
         inputs = [paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model, seeds, highlight]
         outputs = [*columns, *plot_columns, *texts, *plots, verdict_box, paired, scores, downloads, seed_shown, state,
                    status]
-        run.click(compare_stream, inputs, outputs, api_visibility="private", concurrency_id="model",
-                  concurrency_limit=1)
+        click_working(run, status, compare_stream, inputs, outputs, concurrency_id="model", concurrency_limit=1)
         for control in (seed_shown, highlight):
             control.change(seed_view, [state, seed_shown, highlight], [*texts, *plots], api_visibility="private",
                            concurrency_id="browse", concurrency_limit=4)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import gradio as gr
+import pandas as pd
 
 import gcs
 
 from .limits import check, LIMITS, parse_numbers
-from .messages import caption, failed, user_error
+from .messages import caption, click_working, failed, user_error
 
 
 def explore(p_text, q_text, max_epsilon, trials, steps, seed):
@@ -38,6 +39,22 @@ def curve_caption(p_text, q_text, max_epsilon, seed) -> str:
             f"pick it.")
 
 
+CURVE_HEADERS = {"epsilon": "ε", "theorem1": "shared noise: Theorem 1",
+                 "monte_carlo_shared": "Monte Carlo (shared noise)", "stderr_shared": "± s.e. (shared)",
+                 "independent": "independent: Σ p·q", "monte_carlo_independent": "Monte Carlo (independent)",
+                 "stderr_independent": "± s.e. (independent)"}
+
+
+def curve_table(curve, blended: bool):
+    """The curve's numbers under readable headers, its first column as the plot's axis (ε, or the blend weight w)."""
+    table = curve.round(4).rename(columns=CURVE_HEADERS)[list(CURVE_HEADERS.values())]
+    if blended:
+        largest = curve["epsilon"].max()
+        table = table.rename(columns={"ε": "blend weight w"}).assign(
+            **{"blend weight w": (curve["epsilon"] / largest if largest > 0 else 1.0).round(4)})
+    return table
+
+
 def coupling_ui(p_text, q_text, max_epsilon, trials, steps, seed):
     try:
         curve, histogram, p_value = explore(p_text, q_text, max_epsilon, trials, steps, seed)
@@ -45,8 +62,10 @@ def coupling_ui(p_text, q_text, max_epsilon, trials, steps, seed):
         verdict = (f"GCSwR drew {int(steps):,} tokens from one fixed distribution, recycling its noise after every "
                    f"draw. Chi-square against the target: **p = {p_value:.3f}** (a p-value far below 0.001 would "
                    f"mean the draws are not exact). Reusing the noise *without* recycling picks one token forever.")
+        done = (f"Done: {len(curve)} points × {int(trials):,} Monte Carlo trials; recycling demo {int(steps):,} "
+                f"steps, chi-square p = {p_value:.3f}.")
         return (gcs.coupling_figure(curve, blended=blended), f"<small>{curve_caption(p_text, q_text, max_epsilon, seed)}"
-                f"</small>", curve.round(4), gcs.recycling_figure(histogram), verdict, "")
+                f"</small>", curve_table(curve, blended), gcs.recycling_figure(histogram), verdict, done)
     except Exception as error:
         return failed(error, len(OUTPUTS))
 
@@ -95,7 +114,8 @@ def build() -> tuple[list, list, dict]:
         status = gr.Markdown(elem_id="coupling-status")
         plot = gr.Plot(label="agreement of one draw from p and one from q", elem_id="coupling-plot")
         plot_caption = gr.Markdown(elem_classes="caption")
-        table = gr.Dataframe(label="numbers", interactive=False)
+        table = gr.Dataframe(value=pd.DataFrame(columns=list(CURVE_HEADERS.values())), label="numbers",
+                             interactive=False, elem_id="coupling-table")
         recycling = gr.Plot(label="recycling demo", elem_id="recycling-plot")
         caption("Green: the target p. Red: how often GCSwR picked each token over many steps with recycled noise; "
                 "it matches green (every step is an exact draw). Yellow: keeping the noise without recycling "
@@ -105,8 +125,7 @@ def build() -> tuple[list, list, dict]:
                       api_visibility="private", concurrency_id="browse", concurrency_limit=4)
         inputs = [p_text, q_text, max_epsilon, trials, steps, seed]
         outputs = [plot, plot_caption, table, recycling, note, status]
-        run.click(coupling_ui, inputs, outputs, api_visibility="private", concurrency_id="coupling",
-                  concurrency_limit=4)
+        click_working(run, status, coupling_ui, inputs, outputs, concurrency_id="coupling", concurrency_limit=4)
     links = {"p": p_text, "q_dist": q_text, "max_epsilon": max_epsilon, "trials": trials, "steps": steps,
              "seed": seed}
     return inputs, outputs, links

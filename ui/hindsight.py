@@ -13,7 +13,7 @@ from .zerogpu import gpu
 from .limits import (
     check, check_count_of, check_flag, check_text, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases,
 )
-from .messages import as_text, failed, user_error
+from .messages import as_text, click_working, failed, user_error
 from .serving import run_cancellable
 from .settings import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
@@ -275,15 +275,11 @@ def build(compare_run: gr.State) -> dict:
                                         show_legend=False, show_inline_category=False, combine_adjacent=True,
                                         elem_id="counterfactual-answer", elem_classes="response-text")
         inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model, finished]
-        run.click(lambda: "Working…", None, status, api_visibility="private", concurrency_id="browse",
-                  concurrency_limit=4).then(
-            hindsight_ui, inputs, [answers, replay, explain, at, status], api_visibility="private",
-            concurrency_id="model", concurrency_limit=1)
+        click_working(run, status, hindsight_ui, inputs, [answers, replay, explain, at, status],
+                      concurrency_id="model", concurrency_limit=1)
         edit_inputs = [prompt, response, at, replacement, method, seed, temperature, top_p, tokens, model, finished]
-        edit.click(lambda: "Working…", None, status, api_visibility="private", concurrency_id="browse",
-                   concurrency_limit=4).then(
-            counterfactual_ui, edit_inputs, [edited, status], api_visibility="private", concurrency_id="model",
-            concurrency_limit=1)
+        click_working(edit, status, counterfactual_ui, edit_inputs, [edited, status], concurrency_id="model",
+                      concurrency_limit=1)
         take.click(from_side_by_side, [compare_run],
                    [prompt, response, paraphrases, method, finished, temperature, top_p, tokens, status],
                    api_visibility="private")

@@ -1,5 +1,5 @@
-"""What a user reads when something goes wrong, and the one line under a plot: errors as toasts and status
-lines, user text shown as text (never as markup), a slider's range said out loud."""
+"""What a user reads besides the results: errors as toasts and status lines, "Working…" while a run works, user
+text shown as text (never as markup), responses on one paragraph, a slider's range said out loud, captions."""
 
 from __future__ import annotations
 
@@ -97,3 +97,50 @@ def say_slider_ranges(sliders) -> None:
 def caption(text: str) -> gr.Markdown:
     """The one line under a plot that says what the viewer should see."""
     return gr.Markdown(f"<small>{text}</small>", elem_classes="caption")
+
+
+LINE_BREAK = " ↵ "
+
+
+def one_paragraph(text: str) -> str:
+    """A response on one paragraph: each line break inside it shows as " ↵ ", so it never looks like the start of
+    another (numbered) response.
+
+    >>> one_paragraph("Leaves fall.\\n\\nThen snow.")
+    'Leaves fall. ↵ Then snow.'
+    """
+    return re.sub(r"[ \t]*\n\s*", LINE_BREAK, text)
+
+
+def one_paragraph_pieces(pieces: list[tuple[str, str | None]]) -> list[tuple[str, str | None]]:
+    """One response's (text, label) pieces with its line breaks as " ↵ ", one mark for a run of breaks even where
+    the tokenizer split the run into pieces (a mark merged into the one before passes on its label, if any).
+
+    >>> one_paragraph_pieces([("art.", None), ("\\n", None), ("\\n", "now")])
+    [('art.', None), (' ↵ ', 'now')]
+    """
+    value = []
+    for text, label in pieces:
+        text = one_paragraph(text)
+        if value and value[-1][0].endswith(LINE_BREAK) and text.startswith(LINE_BREAK):
+            text = text[len(LINE_BREAK):]
+            if not text:
+                value[-1] = (value[-1][0], label or value[-1][1])
+        if text:
+            value.append((text, label))
+    return value
+
+
+WORKING = "Working…"
+
+
+def say_working() -> str:
+    """A status line's text while a new run works (it must not keep the last run's "Done.")."""
+    return WORKING
+
+
+def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outputs, **lane):
+    """``button.click`` that first says "Working…" in ``status`` (at once, while the request waits for its lane or
+    a model loads), then runs ``handler`` in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
+    return button.click(say_working, None, status, api_visibility="private", concurrency_id="browse",
+                        concurrency_limit=4).then(handler, inputs, outputs, api_visibility="private", **lane)

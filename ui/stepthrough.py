@@ -6,6 +6,7 @@ redraw, not a generation.
 
 from __future__ import annotations
 
+import html
 import time
 
 import gradio as gr
@@ -15,21 +16,36 @@ import gcs
 
 from .zerogpu import gpu
 from .limits import check, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
-from .messages import as_text, caption, failed, user_error
+from .messages import as_text, click_working, failed, one_paragraph_pieces, say_working, user_error
 from .serving import run_cancellable
 from .settings import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
 PLAY_SECONDS = 0.8
-OUTPUTS = ("position", "texts", "race-1", "race-2", "table", "explanation", "force choices", "status")
+OUTPUTS = ("position", "token", "texts", "race-1", "race-2", "race caption", "table", "explanation", "force choices",
+           "status")
+# The one vocabulary of the tab, said once at its top: a token's noise is its clock E.
+INTRO = ("Watch two paraphrases being answered one token at a time. Each token is a race: every candidate holds a "
+         "**clock E** (its Exp(1) noise) and **arrives at E/p**, p being its probability; the **first arrival "
+         "wins**. (g = −log E is the same noise in Gumbel form: the first arrival is the largest log p + g.) GCS and "
+         "GCSwR give both paraphrases the same clocks, which is what makes their answers agree; IS picks its tokens "
+         "another way.")
 EXPLAIN = {
-    "is": "**IS** draws each token by inverse CDF with its own uniform: the two paraphrases use independent "
-          "noise (u₁ ≠ u₂), so they agree only where the model is nearly certain.",
-    "gcs": "**GCS** gives every token Exp(1) noise E (Gumbel g = −log E); token i *arrives* at E/p and the first "
-           "arrival wins. Both paraphrases race with the *same* noise vector at this position.",
-    "gcswr": "**GCSwR** races like GCS, then *recycles*: every loser keeps what is left of its clock, "
-             "E − T·p (T: the winner's arrival), and only the winner's noise is redrawn. Both paraphrases carry "
-             "the same recycled state, so the same preferences persist across positions.",
+    "is": "**IS** runs no race: each paraphrase draws its own uniform u and takes the token where the cumulative "
+          "probability first passes u (inverse CDF). The two u's are independent, so the answers agree only where "
+          "the model is nearly certain.",
+    "gcs": "**GCS**: at every token both paraphrases race with the same fresh clocks, so where their probabilities "
+           "are alike the same token tends to arrive first.",
+    "gcswr": "**GCSwR** races like GCS but keeps its clocks: after each race every loser keeps what is left of its "
+             "clock, E − T·p (T: the winner's arrival time), and only the winner gets a fresh clock. Both "
+             "paraphrases start with the same clocks, so a clock that wins in one tends to win in the other too, "
+             "even tokens later.",
+}
+RACE_CAPTION = {
+    "race": "Left: each candidate's probability p (the ten most likely, and the winner in red). Right: when it "
+            "arrives, E/p, on a log scale: the shortest bar wins. Both paraphrases' panels share one scale.",
+    "is": "Bars: the ten most likely candidates' probabilities p, the pick in red; both paraphrases' panels share "
+          "one scale. IS has no clocks and no arrival times: its pick is where the paraphrase's own uniform u falls.",
 }
 
 
@@ -42,15 +58,22 @@ def trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, 
                 top_p=None if top_p == 1 else top_p, max_new_tokens=tokens, model=model)
 
 
-def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name):
-    """Compute the whole trace once (stopped if the page goes away); show position 0."""
+def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name, token=1):
+    """Compute the whole trace once (stopped if the page goes away); show token ``token`` (a link's step), or its
+    last token when the trace is shorter."""
     try:
         arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name)
         trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop),
                                            (gr.skip(),) * (1 + len(OUTPUTS)))
-        yield trace, *view(trace, 0)
+        yield trace, *view(trace, min(max(int(token), 1) - 1, last_position(trace)))
     except Exception as error:
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
+
+
+def linked_step(tab: str, token):
+    """After a link is applied: its step (``tab=trace&step=k``, k >= 1) asks for the trace up to token k, else
+    nothing happens (no model work on a page load that did not ask for it)."""
+    return int(token) if tab == "trace" and isinstance(token, (int, float)) and token >= 1 else gr.skip()
 
 
 def last_position(trace: gcs.Trace) -> int:
@@ -82,49 +105,78 @@ def play(trace: gcs.Trace | None, position):
 
 
 def text_so_far(trace: gcs.Trace, position: int) -> list[tuple[str, str | None]]:
-    """Both responses up to ``position``, tokens both paraphrases picked at the same position marked."""
+    """Both responses up to ``position``, tokens both paraphrases picked at the same position marked; a line break
+    shows as " ↵ " (each response stays one paragraph)."""
     value = []
     for row, prompt in enumerate(trace.prompts):
-        value.append((f"[{row + 1}] ", "paraphrase"))
+        pieces = []
         for t in range(position + 1):
             step = trace.steps[t][row]
             if step.finished:
                 break
             same = all(trace.steps[t][other].winner == step.winner for other in range(len(trace.prompts)))
-            value.append((step.winner_text, "now" if t == position else "same" if same else None))
-        value.append(("\n\n", None))
+            pieces.append((step.winner_text, "now" if t == position else "same" if same else None))
+        value += [(f"[{row + 1}] ", "paraphrase"), *one_paragraph_pieces(pieces), ("\n\n", None)]
     return value
 
 
+def candidate_row(method: str, step: gcs.TraceStep, c: gcs.Candidate) -> dict:
+    """One candidate as a table row: IS has no clock, GCS no clock after the race."""
+    row = {"paraphrase": step.row + 1, "token": repr(c.text), "p": round(c.probability, 4)}
+    if method != "is":
+        row.update({"clock E": round(c.noise, 4), "g = −log E": round(c.gumbel, 3),
+                    "arrival E/p": round(c.arrival, 4)})
+    if method == "gcswr":
+        row["clock after the race"] = round(c.noise_after, 4)
+    return {**row, "won": "✔" if c.token_id == step.winner else ""}
+
+
 def candidates_table(trace: gcs.Trace, position: int) -> pd.DataFrame:
-    rows = []
-    for step in trace.steps[position]:
-        for c in step.candidates:
-            rows.append({"paraphrase": step.row + 1, "token": repr(c.text), "p": round(c.probability, 4),
-                         "E (noise)": None if c.noise is None else round(c.noise, 4),
-                         "g = −log E": None if c.gumbel is None else round(c.gumbel, 3),
-                         "arrival E/p": None if c.arrival is None else round(c.arrival, 4),
-                         "E after": None if c.noise_after is None else round(c.noise_after, 4),
-                         "won": "✔" if c.token_id == step.winner else ""})
-    return pd.DataFrame(rows)
+    return pd.DataFrame([candidate_row(trace.method, step, c)
+                         for step in trace.steps[position] for c in step.candidates])
+
+
+def token_text(text: str) -> str:
+    """A token as Markdown shows it: its repr, bold, as text."""
+    return f"**{as_text(repr(text))}**"
+
+
+def step_line(method: str, step: gcs.TraceStep) -> str:
+    """What one paraphrase did at this step, in one line."""
+    if step.finished:
+        return f"- Paraphrase {step.row + 1} has finished."
+    winner = next(c for c in step.candidates if c.token_id == step.winner)
+    picked = "was forced to emit" if step.forced else "picked"
+    line = f"- Paraphrase {step.row + 1} {picked} {token_text(winner.text)} (p = {winner.probability:.3f}"
+    if method == "is":
+        return line + f", uniform u = {step.uniform:.3f})"
+    line += f", clock E = {winner.noise:.3g}, arrival E/p = {winner.arrival:.3g})"
+    if method == "gcswr":
+        line += f"; it gets a fresh clock: {winner.noise:.3g} → {winner.noise_after:.3g}"
+    return line
+
+
+TIMES = {1: "once", 2: "twice"}
+
+
+def carried_line(carried: gcs.CarriedWin) -> str:
+    """The moment that teaches recycling: a clock that already won another paraphrase's race wins this one."""
+    drawn = "" if carried.draw == 0 else \
+        f", the clock each drew after emitting it {TIMES.get(carried.draw, f'{carried.draw} times')}"
+    return (f"- ↻ **Recycled clock:** paraphrase {carried.row + 1}'s {token_text(carried.text)} won with clock "
+            f"E = {carried.clock:.3g}, the same clock that won paraphrase {carried.earlier_row + 1}'s race at token "
+            f"{carried.earlier_position + 1} (E = {carried.earlier_clock:.3g} there). One seed gave both paraphrases "
+            f"this clock at E = {carried.drawn:.3g}{drawn}; recycling carried it along in each, minus T·p at every "
+            f"race it lost.")
 
 
 def explanation(trace: gcs.Trace, position: int) -> str:
     lines = [EXPLAIN[trace.method]]
     for step in trace.steps[position]:
-        if step.finished:
-            lines.append(f"- Paraphrase {step.row + 1} has finished.")
-            continue
-        winner = next(c for c in step.candidates if c.token_id == step.winner)
-        picked = "was forced to emit" if step.forced else "picked"
-        line = f"- Paraphrase {step.row + 1} {picked} **{as_text(repr(winner.text))}** (p = {winner.probability:.3f}"
-        if trace.method == "is":
-            line += f", uniform u = {step.uniform:.3f})"
-        else:
-            line += f", arrival {winner.arrival:.3g})"
-        if trace.method == "gcswr":
-            line += f"; its noise was redrawn {winner.noise:.3g} → {winner.noise_after:.3g}"
-        lines.append(line)
+        lines.append(step_line(trace.method, step))
+        carried = gcs.carried_win(trace, position, step.row)
+        if carried is not None:
+            lines.append(carried_line(carried))
     winners = {step.winner for step in trace.steps[position] if not step.finished}
     if len(winners) == 1 and len(trace.steps[position]) > 1:
         lines.append("\nBoth picked the same token here.")
@@ -138,12 +190,23 @@ def force_choices(trace: gcs.Trace, position: int) -> list[tuple[str, str]]:
             if c.token_id != step.winner]
 
 
+def race_title(step: gcs.TraceStep, position: int) -> str:
+    if step.finished:
+        return f"paraphrase {step.row + 1} has finished"
+    outcome = "forced" if step.forced else "won"
+    token = html.escape(repr(step.winner_text), quote=False)  # plotly reads markup in a title
+    return f"paraphrase {step.row + 1}, token {position + 1}: {token} {outcome}"
+
+
 def view(trace: gcs.Trace, position: int) -> tuple:
-    races = [gcs.race_figure(step, f"paraphrase {step.row + 1}, token {position + 1}: "
-                                   f"{step.winner_text!r} {'forced' if step.forced else 'won'}")
-             for step in trace.steps[position]]
-    return (position, text_so_far(trace, position), *races, candidates_table(trace, position),
-            explanation(trace, position), gr.update(choices=force_choices(trace, position), value=None),
+    """Everything the tab shows for token ``position + 1``; both races on one scale."""
+    steps = trace.steps[position]
+    scale = gcs.race_scale(steps)
+    races = [gcs.race_figure(step, race_title(step, position), **scale) for step in steps]
+    kind = "is" if trace.method == "is" else "race"
+    return (position, position + 1, text_so_far(trace, position), *races, f"<small>{RACE_CAPTION[kind]}</small>",
+            candidates_table(trace, position), explanation(trace, position),
+            gr.update(choices=force_choices(trace, position), value=None),
             f"Token {position + 1} of {last_position(trace) + 1}.")
 
 
@@ -194,63 +257,71 @@ def api_trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperatur
            .to_dict(orient="records")}
 
 
-def build() -> dict:
-    """The "Inside the sampler" tab; returns its inputs by query-parameter name."""
+def build():
+    """The "Inside the sampler" tab. Returns its inputs by query-parameter name (``step``: the token shown) and
+    ``follow_link(load, selected)``, which makes a page load with ``tab=trace&step=k`` run the trace to token k."""
     with gr.Tab("Inside the sampler", id="trace"):
-        gr.Markdown("Watch two paraphrases being answered one token at a time. Each step is a race: every token "
-                    "holds some noise, and the noise decides which likely token wins. Shared noise is what "
-                    "makes the two answers agree.")
+        gr.Markdown(INTRO)
         with gr.Row():
             paraphrases = gr.Textbox(value=EXAMPLE, lines=2, label="two paraphrases, one per line",
-                                     elem_id="trace-paraphrases")
-            with gr.Column():
-                method = gr.Radio(method_choices(), value="gcswr", label="method", elem_id="trace-method")
-                with gr.Row():
-                    seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX, label="seed")
-                    temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05,
-                                            label="temperature")
-                    top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
-                    tokens = gr.Slider(4, LIMITS["trace tokens"].high, value=24, step=4, label="max new tokens")
+                                     elem_id="trace-paraphrases", scale=3)
+            method = gr.Radio(method_choices(), value="gcswr", label="method", elem_id="trace-method", scale=2)
+            with gr.Column(scale=2):
                 model = model_dropdown()
         with gr.Row():
-            start_button = gr.Button("Start / Reset", variant="primary", elem_id="trace-start")
-            back = gr.Button("◀ Back", elem_id="trace-back")
-            step = gr.Button("Step ▶", elem_id="trace-step")
-            play_button = gr.Button("Play ▶▶", elem_id="trace-play")
-        status = gr.Markdown(elem_id="trace-status")
-        texts = gr.HighlightedText(label="the responses so far (yellow: both picked the same token there; "
-                                         "blue: this step)",
-                                   color_map={"same": "#ffd54f", "now": "#90caf9", "paraphrase": "#e0e0e0"},
-                                   show_legend=False, show_inline_category=False, combine_adjacent=True,
-                                   elem_id="trace-texts", elem_classes="response-text")
-        explain = gr.Markdown(elem_id="trace-explanation")
-        with gr.Row(equal_height=True):
-            race_one = gr.Plot(label="paraphrase 1", elem_id="trace-race-1")
-            race_two = gr.Plot(label="paraphrase 2", elem_id="trace-race-2")
-        caption("Bars: the ten most likely tokens (and the winner, red). Left, their probabilities; right, when each "
-                "arrives in the race (E/p, log scale): the shortest bar wins. With GCS and GCSwR the two races "
-                "use the same noise, so when the probabilities are alike the same token tends to win.")
+            seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX, label="seed")
+            temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05, label="temperature")
+            top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
+            tokens = gr.Slider(4, LIMITS["trace tokens"].high, value=24, step=4, label="max new tokens")
+        with gr.Row():
+            with gr.Column(scale=2, min_width=420):  # the controls, and beside them the race they move
+                with gr.Row():
+                    start_button = gr.Button("Start / Reset", variant="primary", elem_id="trace-start", scale=2,
+                                             min_width=120)
+                    back = gr.Button("◀ Back", elem_id="trace-back", min_width=90)
+                    step = gr.Button("Step ▶", elem_id="trace-step", min_width=90)
+                    play_button = gr.Button("Play ▶▶", elem_id="trace-play", min_width=100)
+                status = gr.Markdown(elem_id="trace-status")
+                texts = gr.HighlightedText(label="the responses so far (yellow: both picked the same token there; "
+                                                 "blue: this step)",
+                                           color_map={"same": "#ffd54f", "now": "#90caf9", "paraphrase": "#e0e0e0"},
+                                           show_legend=False, show_inline_category=False, combine_adjacent=True,
+                                           elem_id="trace-texts", elem_classes="response-text")
+                explain = gr.Markdown(elem_id="trace-explanation")
+            with gr.Column(scale=3):
+                race_one = gr.Plot(label="paraphrase 1", elem_id="trace-race-1")
+                race_two = gr.Plot(label="paraphrase 2", elem_id="trace-race-2")
+                race_caption = gr.Markdown(f"<small>{RACE_CAPTION['race']}</small>", elem_classes="caption",
+                                           elem_id="trace-race-caption")
         with gr.Row():
             forced_choice = gr.Dropdown(choices=[], label="force another candidate here (the trace branches: same "
                                                           "noise before, the forced token, then the race goes on)",
                                         elem_id="trace-force-choice", scale=3)
             force_button = gr.Button("Force it here ▶", elem_id="trace-force", scale=1)
-        table = gr.Dataframe(label="candidates: probability, noise and arrival (GCSwR: noise after recycling)",
-                             interactive=False, elem_id="trace-table")
-        trace_state, position = gr.State(None), gr.State(0)
-        outputs = [position, texts, race_one, race_two, table, explain, forced_choice, status]
+        table = gr.Dataframe(value=pd.DataFrame(columns=["paraphrase", "token", "p", "won"]),
+                             label="this step's candidates, both paraphrases", interactive=False,
+                             elem_id="trace-table")
+        shown = gr.Number(value=0, precision=0, minimum=0, maximum=LIMITS["trace tokens"].high, visible=False,
+                          label="token shown")  # 1-based, 0 before Start: a shared link's step
+        trace_state, position, requested = gr.State(None), gr.State(0), gr.State(None)
+        outputs = [position, shown, texts, race_one, race_two, race_caption, table, explain, forced_choice, status]
         inputs = [paraphrases, method, seed, temperature, top_p, tokens, model]
-        start_button.click(start, inputs, [trace_state, *outputs], api_visibility="private",
-                                      concurrency_id="model", concurrency_limit=1)
-        step.click(lambda t, p: move(t, p, 1), [trace_state, position], outputs, api_visibility="private",
-                   concurrency_id="browse", concurrency_limit=4)
-        back.click(lambda t, p: move(t, p, -1), [trace_state, position], outputs, api_visibility="private",
-                   concurrency_id="browse", concurrency_limit=4)
-        playing = play_button.click(play, [trace_state, position], outputs, api_visibility="private",
-                                    concurrency_id="browse", concurrency_limit=4)
-        force_button.click(force, [trace_state, position, forced_choice, tokens, model], [trace_state, *outputs],
-                           api_visibility="private", concurrency_id="model", concurrency_limit=1)
+        model_lane = dict(concurrency_id="model", concurrency_limit=1)
+        browse_lane = dict(api_visibility="private", concurrency_id="browse", concurrency_limit=4)
+        click_working(start_button, status, start, inputs, [trace_state, *outputs], **model_lane)
+        step.click(lambda t, p: move(t, p, 1), [trace_state, position], outputs, **browse_lane)
+        back.click(lambda t, p: move(t, p, -1), [trace_state, position], outputs, **browse_lane)
+        playing = play_button.click(play, [trace_state, position], outputs, **browse_lane)
+        click_working(force_button, status, force, [trace_state, position, forced_choice, tokens, model],
+                      [trace_state, *outputs], **model_lane)
         for event in (step.click, back.click, start_button.click, force_button.click):
             event(None, None, None, cancels=[playing], api_visibility="private")
-    return {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
-            "max_new_tokens": tokens, "model": model}
+        requested.change(say_working, None, status, **browse_lane).then(
+            start, [*inputs, requested], [trace_state, *outputs], api_visibility="private", **model_lane)
+
+    def follow_link(load, selected: gr.State) -> None:
+        load.then(linked_step, [selected, shown], requested, **browse_lane)
+
+    links = {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
+             "max_new_tokens": tokens, "model": model, "step": shown}
+    return links, follow_link

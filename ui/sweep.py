@@ -7,12 +7,13 @@ import re
 from pathlib import Path
 
 import gradio as gr
+import pandas as pd
 
 import gcs
 
 from .zerogpu import gpu
 from .limits import check, check_count_of, check_metric, check_work, LIMITS, parse_numbers, parse_paraphrases
-from .messages import caption, failed, user_error
+from .messages import caption, click_working, failed, user_error
 from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 
@@ -56,11 +57,15 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
                      stop=stop, engine=ENGINE.for_request(False))
 
 
+CURVE_HEADERS = {"method": "method", "temperature": "temperature", "mean": "mean consistency",
+                 "stderr": "± std. error (by seed)", "seeds": "seeds", "n": "cells (groups × seeds)"}
+
+
 def curve_table(frame):
     # one metric and no ensembling in this tab: those columns would only repeat one value
     table = gcs.consistency_by_temperature(frame).drop(columns=["metric", "ensemble"]).round(4)
     table["method"] = table["method"].map(gcs.METHOD_NAMES)
-    return table
+    return table.rename(columns=CURVE_HEADERS)
 
 
 @gpu
@@ -153,13 +158,14 @@ def build() -> dict:
         caption("Each line is a method; points are the mean consistency over groups and seeds, bars its standard "
                 "error (clustered by seed). At temperature 0 every method is greedy and they coincide; as the "
                 "temperature rises, shared noise (GCS, GCSwR) should stay above IS.")
-        table = gr.Dataframe(label="mean ± std.err (clustered by seed: one seed's groups share noise)",
-                             interactive=False)
+        table = gr.Dataframe(value=pd.DataFrame(columns=list(CURVE_HEADERS.values())),
+                             label="mean ± std.err (clustered by seed: one seed's groups share noise)",
+                             interactive=False, elem_id="sweep-table")
         csv = gr.File(label="download all rows (CSV)", interactive=False)
         source.change(source_inputs, source, [builtin_count, groups_text, upload], api_visibility="private",
                       concurrency_id="browse", concurrency_limit=4)
-        run.click(sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, tokens,
-                             model], [curve, table, csv, status], api_visibility="private", concurrency_id="model",
-                  concurrency_limit=1)
+        click_working(run, status, sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods,
+                                              metric, tokens, model], [curve, table, csv, status],
+                      concurrency_id="model", concurrency_limit=1)
     return {"source": source, "groups": builtin_count, "q": groups_text, "temperatures": temperatures, "seeds": seeds,
             "methods": methods, "metric": metric, "max_new_tokens": tokens, "model": model}
