@@ -51,7 +51,7 @@ class _TeacherForcing(Sampler):
             raise ValueError(f"{len(self.responses)} responses to force but {self.batch_size} rows")
 
     def _peek(self):
-        return torch.zeros(self.batch_size)
+        return torch.zeros(self.batch_size, dtype=torch.float32)
 
     def _draw(self, logits, row_max, active):
         step = int(self.steps.max())

@@ -163,7 +163,8 @@ def vocabulary_noise(keys: torch.Tensor, draws: torch.Tensor, vocab_size: int) -
     token_ids = torch.arange(vocab_size, device=keys.device)[None, :]
     if keys.device.type != "cpu":
         return exponential(splitmix64(draw_keys + token_ids))
-    noise = torch.empty(len(keys), vocab_size, device=keys.device)
+    # float32 always: another thread may hold a different default dtype (vLLM loads its model under bf16)
+    noise = torch.empty(len(keys), vocab_size, dtype=torch.float32, device=keys.device)
     columns = max(1, TILE_ENTRIES // max(1, len(keys)))
     for start in range(0, vocab_size, columns):
         tile = slice(start, start + columns)

@@ -6,7 +6,7 @@ import torch
 from scipy import stats
 
 from conftest import P_VALUE_THRESHOLD
-from gcs import noise
+from gcs import make_sampler, noise
 
 MASK = (1 << 64) - 1
 
@@ -115,3 +115,25 @@ def test_cuda_tokens_keep_what_is_promised():
             assert all(torch.equal(a, b) for a, b in tokens)
         else:
             assert torch.equal(*tokens[0])
+
+
+@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+def test_noise_and_draws_do_not_follow_the_default_dtype(method):
+    """torch's default dtype is process-wide: vLLM sets it to bf16 while it loads a model, in another thread while
+    the app serves. Noise is float32 and a seed's draws are the same whatever the default (seen: the fused
+    kernel refused a bf16 noise buffer built under vLLM's default)."""
+    logits = torch.randn(3, 4096, generator=torch.Generator().manual_seed(0))
+
+    def draws():
+        sampler = make_sampler(method, seed=[5, 5, 6])
+        return [sampler.sample(logits + step).tolist() for step in range(4)], sampler.noise.vector(torch.zeros(3, dtype=torch.long))
+
+    expected, expected_noise = draws()
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        got, noise = draws()
+    finally:
+        torch.set_default_dtype(previous)
+    assert noise.dtype == torch.float32 and torch.equal(noise, expected_noise)
+    assert got == expected
