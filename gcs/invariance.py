@@ -199,7 +199,7 @@ def is_row_invariant(model: torch.nn.Module) -> bool:
 
 def wanted(device: torch.device | str) -> bool:
     """Whether models on ``device`` get row-invariant kernels: ``$GCS_ROW_INVARIANT`` (auto, on, off); auto means
-    on CPU only (measured there; on CUDA the fused kernels are kept, see the README's promise table)."""
+    on CPU only (measured there; on CUDA the fused kernels are kept, see the promise table in docs/library.md)."""
     setting = os.environ.get(SETTING, "auto").strip().lower()
     if setting not in ("auto", "on", "off"):
         raise ValueError(f"{SETTING} must be auto, on or off, got {setting!r}")

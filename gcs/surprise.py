@@ -10,7 +10,7 @@ excess is near 0; at low temperatures it is negative (the likeliest words); text
 write (high temperatures, shared noise forcing unlikely tokens everywhere) is far above 0. Agreement
 between such answers is agreement between noise, not consistency: ``degenerate`` flags a run whose
 median excess is above ``DEGENERATE_EXCESS`` nats per token (calibrated on the built-in sets,
-``bench/bench_surprise.py``; README, *The verdict*).
+``bench/bench_surprise.py``; docs/experiments.md, *The verdict*).
 """
 
 from __future__ import annotations

@@ -283,7 +283,7 @@ def plugin_registered() -> bool:
 
 
 def __getattr__(name: str):
-    # ``gcs.vllm.engine`` (the README's name, and the app's) imports the engine on first use only.
+    # ``gcs.vllm.engine`` (the documented name, and the app's) imports the engine on first use only.
     if name in _ENGINE_NAMES:
         from . import vllm_engine
 

@@ -141,7 +141,7 @@ def build() -> dict:
                 groups_text = gr.Textbox(lines=6, label="my paraphrases: one per line, a blank line between groups",
                                          value="What is DNA?\nExplain what DNA is.\n\nWhy is the sky blue?\n"
                                                "What makes the sky look blue?", visible=False)
-                upload = gr.File(label="upload .jsonl / .csv (see README for the schema; ≤ 1 MB)",
+                upload = gr.File(label="upload .jsonl / .csv (schema: docs/experiments.md, paraphrase sets; ≤ 1 MB)",
                                  file_types=[".jsonl", ".csv"], type="filepath", visible=False)
             with gr.Column():
                 temperatures = gr.Textbox(value="0, 0.5, 1", label="temperatures")
