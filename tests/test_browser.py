@@ -33,6 +33,9 @@ def page(app_url):
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        # every action (a click, a fill, and what it waits for after) waits as long as a busy machine needs: a click
+        # once timed out at Playwright's default 30 s while the page was busy beside a full test run
+        page.set_default_timeout(TIMEOUT_MS)
         page.goto(app_url)
         yield page
         browser.close()
