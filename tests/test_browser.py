@@ -247,6 +247,7 @@ def test_markup_in_a_link_shows_as_text(page, app_url, query, shown):
 
 def test_coupling_explorer_plots(page, screenshots):
     page.get_by_role("tab", name="Coupling explorer").click()
+    page.locator("#run-coupling").click()  # as a user would (the run on page load may belong to an earlier page)
     expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#coupling-status")).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)  # never empty

@@ -70,6 +70,15 @@ def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_n
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
 
+def start_linked(*inputs_and_step):
+    """``start`` for a link's step; nothing to compute when the step was cleared (None)."""
+    *inputs, step = inputs_and_step
+    if step is None:
+        yield (gr.skip(),) * (1 + len(OUTPUTS))
+        return
+    yield from start(*inputs, token=step)
+
+
 def linked_step(tab: str, token):
     """After a link is applied: its step (``tab=trace&step=k``, k >= 1) asks for the trace up to token k, else
     nothing happens (no model work on a page load that did not ask for it)."""
@@ -316,8 +325,9 @@ def build():
                       [trace_state, *outputs], **model_lane)
         for event in (step.click, back.click, start_button.click, force_button.click):
             event(None, None, None, cancels=[playing], api_visibility="private")
-        requested.change(say_working, None, status, **browse_lane).then(
-            start, [*inputs, requested], [trace_state, *outputs], api_visibility="private", **model_lane)
+        requested.change(lambda step: say_working() if step is not None else gr.skip(), requested, status,
+                         **browse_lane).then(start_linked, [*inputs, requested], [trace_state, *outputs],
+                                             api_visibility="private", **model_lane)
 
     def follow_link(load, selected: gr.State) -> None:
         load.then(linked_step, [selected, shown], requested, **browse_lane)
