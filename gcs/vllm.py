@@ -160,8 +160,8 @@ class GumbelSamplingV1(V1LogitsProcessor):
         self.slots: dict[int, tuple[RequestState, list[int]]] = {}
 
     @classmethod
-    def validate_params(cls, sampling_params: SamplingParams) -> None:
-        request_args(sampling_params)
+    def validate_params(cls, params: SamplingParams) -> None:
+        request_args(params)
 
     def is_argmax_invariant(self) -> bool:
         return False  # it picks the token: greedy rows at temperature 0 are skipped inside
@@ -208,15 +208,15 @@ class GumbelSamplingV2(V2LogitsProcessor):
         self.slots: dict[int, RequestState] = {}  # persistent request slot -> state
 
     @classmethod
-    def validate_params(cls, sampling_params: SamplingParams) -> None:
-        request_args(sampling_params)
+    def validate_params(cls, params: SamplingParams) -> None:
+        request_args(params)
 
-    def add_request(self, req_idx: int, sampling_params: SamplingParams) -> bool:
-        args = request_args(sampling_params)
+    def add_request(self, req_idx: int, params: SamplingParams) -> bool:
+        args = request_args(params)
         if args is None:
             self.slots.pop(req_idx, None)
             return False
-        self.slots[req_idx] = self.registry.state(sampling_params, args, None)
+        self.slots[req_idx] = self.registry.state(params, args, None)
         return True
 
     def apply(self, logits: torch.Tensor, ctx) -> torch.Tensor:
@@ -273,8 +273,8 @@ class GumbelSamplingProcessor(V1LogitsProcessor, V2LogitsProcessor):
         raise TypeError("GumbelSamplingProcessor takes (vllm_config, device, is_pin_memory) or (vllm_config, req_states)")
 
     @classmethod
-    def validate_params(cls, sampling_params: SamplingParams) -> None:
-        request_args(sampling_params)
+    def validate_params(cls, params: SamplingParams) -> None:
+        request_args(params)
 
 
 def plugin_registered() -> bool:
