@@ -1,6 +1,7 @@
 """The gcs dashboard's UI, one module per tab; ``app.py`` builds and launches it.
 
-- ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics).
+- ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics); ``verdict``: its
+  score table and headline verdict (also the /compare endpoint's).
 - ``stepthrough``: inside the sampler, the race behind each token (``gcs.trace``).
 - ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``), and what the
   response would have been had it said something else (``gcs.counterfactual``).

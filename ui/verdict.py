@@ -1,0 +1,78 @@
+"""What a side-by-side run shows over all its seeds: the score table (each metric's mean ± standard error per
+method) and the headline verdict (paired statistics, degenerate answers flagged, the seeds a 1-point E5
+difference would need). Text and tables only: ``ui.compare`` lays them out and the /compare endpoint returns the
+verdict."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import scipy.stats
+
+import gcs
+
+METRICS = ("e5", "jaccard", "minilm", "aligned")
+METRIC_LABELS = {"e5": "E5", "jaccard": "Jaccard", "minilm": "MiniLM", "aligned": "aligned",
+                 "prefix": "common prefix (tokens)"}
+
+
+def score_table(report: gcs.CompareReport) -> pd.DataFrame:
+    """Per method: each metric's mean ± standard error over seeds, and the mean common prefix."""
+    summary = report.summary.set_index(["method", "metric"])
+    rows = []
+    for method in report.table["method"]:
+        row = {"method": gcs.METHOD_NAMES[method]}
+        for metric in METRICS:
+            mean, error = summary.loc[(method, metric), ["mean", "stderr"]]
+            row[METRIC_LABELS[metric]] = f"{mean:.3f}" + ("" if pd.isna(error) else f" ± {error:.3f}")
+        if "prefix" in report.table:
+            row[METRIC_LABELS["prefix"]] = round(float(report.table.set_index("method").loc[method, "prefix"]), 1)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+SCORE_COLUMNS = ["method", *(METRIC_LABELS[m] for m in METRICS), METRIC_LABELS["prefix"]]  # headers before a run
+VERDICT_METRICS = ("e5", "aligned")  # the paper's metric, and the footprint of shared noise itself
+SURPRISE_RESPONSES = 24  # responses scored for the degenerate-output check (the first seeds'): a median needs few
+
+
+def seeds_for(spread: float, comparisons: int, difference: float = 0.01, confidence: float = 0.95) -> int | None:
+    """How many seeds make the simultaneous interval's half-width at most ``difference`` for paired differences
+    with standard deviation ``spread`` (None when there is no spread to go by).
+
+    >>> seeds_for(0.02, 4), seeds_for(0.0, 4)
+    (29, None)
+    """
+    if not spread > 0:
+        return None
+    alpha = (1 - confidence) / comparisons
+    for n in range(2, 100_000):
+        if scipy.stats.t.ppf(1 - alpha / 2, n - 1) * spread / math.sqrt(n) <= difference:
+            return n
+    return None
+
+
+def verdict(report: gcs.CompareReport, frame: pd.DataFrame, settings: gcs.SamplingSettings, model: gcs.Model) -> str:
+    """The headline: E5 means over the seeds, ``gcs.verdict``'s sentences (E5 and aligned agreement, holding
+    together; degenerate answers flagged), and how many seeds would resolve a 1-point E5 difference."""
+    seeds = list(settings.seeds)
+    summary = report.summary[report.summary["metric"] == "e5"].set_index("method")
+    means = " · ".join(f"{gcs.METHOD_NAMES[m]} {summary.loc[m, 'mean']:.3f}"
+                       + ("" if pd.isna(summary.loc[m, "stderr"]) else f" ± {summary.loc[m, 'stderr']:.3f}")
+                       for m in gcs.METHODS if m in summary.index)
+    lines = [f"**E5 consistency, mean ± standard error over {len(seeds)} seed{'s' * (len(seeds) > 1)}:** {means}"]
+    if "is" not in summary.index or len(settings.methods) < 2:
+        lines.append("Select IS and another method, to compare against the baseline.")
+        return "\n\n".join(lines)
+    sample = frame[frame["seed"].isin(seeds[: max(1, SURPRISE_RESPONSES // max(1, len(frame) // len(seeds)))])]
+    excess = gcs.excess_surprise(list(sample["prompt"]), list(sample["raw_response"]), model)
+    scores = report.scores[report.scores["metric"].isin(VERDICT_METRICS)]
+    lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=excess)]  # no user text
+    scores_e5 = scores[scores["metric"] == "e5"].pivot(index="seed", columns="method", values="consistency")
+    other = "gcswr" if "gcswr" in scores_e5 else next(m for m in scores_e5 if m != "is")
+    needed = seeds_for(float((scores_e5[other] - scores_e5["is"]).std()), (len(settings.methods) - 1) * 2)
+    if needed is not None:
+        lines.append(f"<small>With this spread, about {needed} seeds resolve a 1-point E5 difference between "
+                     f"{gcs.METHOD_NAMES[other]} and IS (this run: {len(seeds)}).</small>")
+    return "\n\n".join(lines)
