@@ -217,16 +217,21 @@ def app_server(tmp_path_factory):
 
 
 def refused_in_ui(updates, message: str) -> None:
-    """A UI handler's answer to an error: its last update keeps every output (``gr.skip()``) but the status,
-    which says the run failed with ``message``; ``updates`` is a callable returning the handler's updates
-    (a toast carries the message: outside a request it is a UserWarning)."""
+    """A UI handler's answer to an error: its last update keeps every output but the status, which says the run
+    failed with ``message``; ``updates`` is a callable returning the handler's updates (a toast carries the
+    message: outside a request it is a UserWarning). A positional update keeps an output with ``gr.skip()``; an
+    update by name (``ui.messages.by_name``) by leaving it out: it holds the status alone."""
     import re
 
     import gradio as gr
 
     with pytest.warns(UserWarning, match=re.escape(message)):
         answers = updates()
-    *kept, status = answers[-1] if isinstance(answers, list) else answers
+    answer = answers[-1] if isinstance(answers, list) else answers
+    if isinstance(answer, dict):  # an update by name: nothing but the status
+        assert set(answer) == {"status"}, f"an error must not wipe earlier results: {sorted(answer)}"
+        answer = (answer["status"],)
+    *kept, status = answer
     shown = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", status)  # the status as Markdown shows it (escapes undone)
     assert status.startswith("**Failed:**") and message in shown, status
     assert all(output == gr.skip() for output in kept), "an error must not wipe earlier results"

@@ -74,7 +74,7 @@ def test_ui_handler(case):
                  "methods": ["gcswr"], "ensembling": False, "model_name": gcs.DEFAULT_MODEL}
     arguments.update({("model_name" if k == "model" else k): v for k, v in settings.items()})
     if message is None:
-        assert list(compare.compare_stream(*arguments.values()))[-1][-1] == "Done."
+        assert list(compare.compare_stream(*arguments.values()))[-1]["status"] == "Done."
     else:
         refused_in_ui(lambda: list(compare.compare_stream(*arguments.values())), message)
 

@@ -81,7 +81,7 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_mo
     with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
         final(compare.api_compare(PARAPHRASES, 1.0, 8, 0))
     updates = compare_ui()
-    assert updates[-1][-1] == "Done."
+    assert updates[-1]["status"] == "Done."
 
 
 def test_exception_inside_a_streamed_generation(app_model, caplog):
@@ -91,7 +91,7 @@ def test_exception_inside_a_streamed_generation(app_model, caplog):
     assert calls[0] == 4  # it failed mid-stream, after tokens had been streamed
     assert "kernel exploded" in caplog.text  # the details go to the log, not to the user
     assert not any(t.name == "gcs-generate" for t in threading.enumerate())
-    assert compare_ui()[-1][-1] == "Done."
+    assert compare_ui()[-1]["status"] == "Done."
 
 
 def test_model_load_failure_is_a_clear_error(monkeypatch):
@@ -192,4 +192,4 @@ def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch,
         settings.ENGINE.start(app_model)
     assert settings.ENGINE.name == "transformers" and settings.ENGINE.for_request(False) == "transformers"
     assert "no engine today" in caplog.text
-    assert compare_ui()[-1][-1] == "Done."
+    assert compare_ui()[-1]["status"] == "Done."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import inspect
 import math
 import re
 import sys
@@ -327,6 +328,30 @@ def test_every_run_button_says_working_before_its_work():
     assert {("status", "compare_stream"), ("trace-status", "start"), ("trace-status", "force"),
             ("hindsight-status", "hindsight_ui"), ("hindsight-status", "counterfactual_ui"),
             ("sweep-status", "sweep_ui"), ("coupling-status", "coupling_ui")} <= chained, chained
+
+
+def test_updates_by_name_reach_their_components():
+    """``messages.by_name``: each update's names become the wired components (none: nothing changes), a generator
+    still streams and keeps its name, and a client that leaves closes the handler's own generator."""
+    answers, status = gr.Textbox(), gr.Markdown()
+    closed = []
+
+    def stream(text):
+        try:
+            yield {"answers": text}
+            yield {}
+            yield {"answers": text, "status": "Done."}
+        finally:
+            closed.append(text)
+
+    adapted = messages.by_name(stream, {"answers": answers, "status": status})
+    assert adapted.__name__ == "stream" and inspect.isgeneratorfunction(adapted)
+    assert list(adapted("a")) == [{answers: "a"}, gr.skip(), {answers: "a", status: "Done."}]
+    updates = adapted("b")
+    assert next(updates) == {answers: "b"}
+    updates.close()
+    assert closed == ["a", "b"]
+    assert messages.by_name(lambda: {"status": "x"}, {"answers": answers, "status": status})() == {status: "x"}
 
 
 def test_tables_have_readable_headers_before_and_after_a_run():

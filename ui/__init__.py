@@ -14,7 +14,8 @@ What the tabs share, one job a module:
 
 - ``settings``: the models offered, the default model and the engine, read from the environment once.
 - ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
-- ``messages``: errors as toasts and status lines, user text shown as text, captions.
+- ``messages``: errors as toasts and status lines, user text shown as text, captions, handlers whose updates
+  name their outputs (``by_name``).
 - ``serving``: request bodies, closed routes, each lane's waiting limit, cancellable work, downloads.
 - ``logs``: the app's logger and redaction; ``zerogpu``: the ``@gpu`` decorator (imported first).
 

@@ -19,7 +19,7 @@ import gcs
 from .zerogpu import gpu
 from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
 from .logs import logger
-from .messages import caption, click_working, failed, one_paragraph, one_paragraph_pieces, user_error
+from .messages import by_name, caption, click_working, failure, one_paragraph, one_paragraph_pieces, user_error
 from .serving import download_folder
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
 from .verdict import METRICS, SCORE_COLUMNS, score_table, verdict
@@ -33,10 +33,6 @@ DEFAULT_TEMPERATURE = 1.0
 HIGHLIGHTS = ("aligned spans", "words present in every response")
 SPAN_COLORS = ("#ffd54f", "#80deea", "#ef9a9a", "#a5d6a7", "#ce93d8", "#ffab91", "#90caf9", "#e6ee9c")
 SPAN_LABELS = [f"span {i + 1}" for i in range(len(SPAN_COLORS))]
-# The handler's outputs, in order: tests and the event wiring both use these names.
-OUTPUTS = (*(f"column-{m}" for m in gcs.METHODS), *(f"plot-column-{m}" for m in gcs.METHODS),
-           *(f"responses-{m}" for m in gcs.METHODS), *(f"heatmap-{m}" for m in gcs.METHODS),
-           "verdict", "paired", "scores", "downloads", "seed-shown", "run-state", "status")
 
 
 def seed_list(seed, seeds) -> list[int]:
@@ -107,25 +103,24 @@ def highlighted(responses: list[str], highlight: str, tokenizer, names: list[str
     return _pieces(responses, marked, names)
 
 
-def seed_view(run: dict, seed, highlight: str) -> list:
-    """The seed browser: that seed's highlighted responses and E5 heatmaps, one per method."""
+def seed_view(run: dict, seed, highlight: str) -> dict:
+    """The seed browser: that seed's highlighted responses and E5 heatmaps, one per method (nothing before a run)."""
     if not run:
-        return [gr.skip()] * (2 * len(gcs.METHODS))
+        return {}
     frame, tokenizer = pd.DataFrame(run["frame"]), thread_tokenizer(run["model"])
     seed = int(seed) if seed is not None else run["seeds"][0]
     labels = [html.escape(p) for p in run["prompts"]]  # user text shown as text
-    texts, plots = [], []
+    view = {}
     for method in gcs.METHODS:
-        if method not in run["methods"]:
-            texts.append([])
-            plots.append(None)
-            continue
-        texts.append(highlighted(_responses(frame, method, seed), highlight, tokenizer))
-        matrix = run["matrices"][f"{method}/{seed}"]
-        score = gcs.scoring.mean_off_diagonal(matrix)
-        plots.append(gcs.similarity_heatmap(matrix, labels, f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
-                                            zmin=0.5))
-    return texts + plots
+        text, plot = [], None
+        if method in run["methods"]:
+            text = highlighted(_responses(frame, method, seed), highlight, tokenizer)
+            matrix = run["matrices"][f"{method}/{seed}"]
+            score = gcs.scoring.mean_off_diagonal(matrix)
+            plot = gcs.similarity_heatmap(matrix, labels, f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
+                                          zmin=0.5)
+        view[f"responses-{method}"], view[f"heatmap-{method}"] = text, plot
+    return view
 
 
 def _save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
@@ -149,29 +144,32 @@ def run_state(frame, report: gcs.CompareReport, prompts, settings, model) -> dic
 def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name,
                    seeds=DEFAULT_SEEDS, highlight=HIGHLIGHTS[0]):
     """UI: the first seed's responses stream into the method columns; then scores, the paired view, heatmaps.
+    Each update is ``{output name: value}`` for the outputs that change (``build`` wires the names).
 
     A refused or failed run shows its message as a toast and in the status line; earlier results stay.
     """
     try:
         prompts, settings, model = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                   ensembling, model_name, seeds)
-        visible = [gr.update(visible=m in settings.methods) for m in gcs.METHODS] * 2
+        visible = {f"{column}-{m}": gr.update(visible=m in settings.methods)
+                   for column in ("column", "plot-column") for m in gcs.METHODS}
         first, rows = settings.seeds[0], len(settings.methods) * len(settings.seeds) * len(prompts)
-        frame, skip = None, [gr.skip()] * 6  # verdict, paired, scores, downloads, seed shown, state
+        frame = None
         for step, frame in enumerate(_run(prompts, settings, model, streaming=True)):
             if step % 4 == 0:  # a browser update per few tokens is smooth enough and keeps the queue light
-                texts = [_pieces(_responses(frame, m, first)) for m in gcs.METHODS]
-                yield (*visible, *texts, *[gr.skip()] * 3, *skip,
-                       f"Generating {rows} responses ({len(settings.methods)} methods × {len(settings.seeds)} seeds × "
-                       f"{len(prompts)} paraphrases)… {step + 1} tokens; showing seed {first}")
+                yield {**visible, **{f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS},
+                       "status": f"Generating {rows} responses ({len(settings.methods)} methods × "
+                                 f"{len(settings.seeds)} seeds × {len(prompts)} paraphrases)… {step + 1} tokens; "
+                                 f"showing seed {first}"}
         report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
         state = run_state(frame, report, prompts, settings, model)
-        paired = gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None
-        yield (*visible, *seed_view(state, first, highlight), verdict(report, frame, settings, model), paired,
-               score_table(report), _save_run(frame, report),
-               gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1), state, "Done.")
+        yield {**visible, **seed_view(state, first, highlight), "verdict": verdict(report, frame, settings, model),
+               "paired": gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None,
+               "scores": score_table(report), "downloads": _save_run(frame, report),
+               "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
+               "run-state": state, "status": "Done."}
     except Exception as error:
-        yield failed(error, len(OUTPUTS))
+        yield {"status": failure(error)}
 
 
 @gpu
@@ -277,32 +275,32 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
                                  info="aligned spans: the same words in the same order as response [1] (runs of "
                                       "≥ 3 tokens), one colour per stretch; the other view marks any token that "
                                       "occurs in every response, common words included", elem_id="highlight")
-        columns, plot_columns, texts, plots = [], [], [], []
+        columns, shown = {}, {}  # by output name: each method's two columns; the seed browser's responses and heatmaps
         colors = {"paraphrase": "#e0e0e0", "shared": SPAN_COLORS[0], **dict(zip(SPAN_LABELS, SPAN_COLORS))}
         with gr.Row(equal_height=True):
             for method in gcs.METHODS:
-                with gr.Column(elem_classes="method-column") as column:
+                with gr.Column(elem_classes="method-column") as columns[f"column-{method}"]:
                     gr.Markdown(f"### {gcs.METHOD_NAMES[method]}", elem_classes="method-heading")
-                    texts.append(gr.HighlightedText(label="responses", color_map=colors, show_legend=False,
-                                                    show_inline_category=False, combine_adjacent=True,
-                                                    elem_id=f"responses-{method}", elem_classes="response-text"))
-                columns.append(column)
+                    shown[f"responses-{method}"] = gr.HighlightedText(
+                        label="responses", color_map=colors, show_legend=False, show_inline_category=False,
+                        combine_adjacent=True, elem_id=f"responses-{method}", elem_classes="response-text")
         with gr.Row(equal_height=True):
             for method in gcs.METHODS:
-                with gr.Column(elem_classes="method-column") as column:
-                    plots.append(gr.Plot(label=f"{gcs.METHOD_NAMES[method]}: E5 similarity", elem_id=f"heatmap-{method}"))
-                plot_columns.append(column)
+                with gr.Column(elem_classes="method-column") as columns[f"plot-column-{method}"]:
+                    shown[f"heatmap-{method}"] = gr.Plot(label=f"{gcs.METHOD_NAMES[method]}: E5 similarity",
+                                                         elem_id=f"heatmap-{method}")
         caption("Heatmaps: similarity of each pair of responses (paraphrase numbers on the axes, their text on "
                 "hover). Darker off the diagonal means the answers to different wordings agree more.")
         downloads = gr.File(label="download this run (CSV, JSON)", file_count="multiple", interactive=False)
         state = gr.State(None)
         inputs = [paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model, seeds, highlight]
-        outputs = [*columns, *plot_columns, *texts, *plots, verdict_box, paired, scores, downloads, seed_shown, state,
-                   status]
-        click_working(run, status, compare_stream, inputs, outputs, concurrency_id="model", concurrency_limit=1)
+        components = {**columns, **shown, "verdict": verdict_box, "paired": paired, "scores": scores,
+                      "downloads": downloads, "seed-shown": seed_shown, "run-state": state, "status": status}
+        click_working(run, status, by_name(compare_stream, components), inputs, list(components.values()),
+                      concurrency_id="model", concurrency_limit=1)
         for control in (seed_shown, highlight):
-            control.change(seed_view, [state, seed_shown, highlight], [*texts, *plots], api_visibility="private",
-                           concurrency_id="browse", concurrency_limit=4)
+            control.change(by_name(seed_view, shown), [state, seed_shown, highlight], list(shown.values()),
+                           api_visibility="private", concurrency_id="browse", concurrency_limit=4)
     links = {"q": paraphrases, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
              "seed": seed, "seeds": seeds, "methods": methods, "model": model, "highlight": highlight}
     return links, state

@@ -3,7 +3,9 @@ text shown as text (never as markup), responses on one paragraph, a slider's ran
 
 from __future__ import annotations
 
+import functools
 import html
+import inspect
 import math
 import re
 
@@ -58,13 +60,19 @@ def as_text(text) -> str:
 TOAST_SECONDS = 8  # a toast goes away by itself: old ones neither stack up nor follow the user to other tabs
 
 
-def failed(error: Exception, outputs: int) -> tuple:
-    """A UI handler's answer to an error: a toast and "Failed: ..." in the status (the last output); every
-    other output keeps what it showed (an error must not wipe earlier results). The toast is HTML and the status
+def failure(error: Exception) -> str:
+    """A toast for ``error`` and the status line that says it ("Failed: ..."). The toast is HTML and the status
     Markdown: the message (which may quote user input) is escaped for each, so it shows as text in both."""
     message = _message_text(error)
     gr.Warning(html.escape(message, quote=False), duration=TOAST_SECONDS)
-    return (*[gr.skip()] * (outputs - 1), f"**Failed:** {as_text(message)}")
+    return f"**Failed:** {as_text(message)}"
+
+
+def failed(error: Exception, outputs: int) -> tuple:
+    """A UI handler's answer to an error, for positional outputs: ``failure``'s toast and status (the last
+    output); every other output keeps what it showed (an error must not wipe earlier results). A handler whose
+    updates name their outputs (``by_name``) answers ``{"status": failure(error)}`` instead."""
+    return (*[gr.skip()] * (outputs - 1), failure(error))
 
 
 def range_notice(slider: gr.Slider):
@@ -144,3 +152,34 @@ def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outpu
     a model loads), then runs ``handler`` in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
     return button.click(say_working, None, status, api_visibility="private", concurrency_id="browse",
                         concurrency_limit=4).then(handler, inputs, outputs, api_visibility="private", **lane)
+
+
+def by_name(handler, components: dict):
+    """``handler`` for an event whose outputs are ``components`` (output name -> component): each of its answers
+    (or, for a generator, each update it yields, streamed as they come) is a dict ``{name: value}`` holding only
+    the outputs that change; an output left out keeps what it shows. Wire it with
+    ``outputs=list(components.values())``. The adapter keeps the handler's name, signature and decorators (``@gpu``
+    runs inside it), and closes the handler's generator when the client leaves."""
+
+    def to_components(update: dict):
+        # Gradio reads an empty dict as one value, not as "no change": say that with a skip.
+        return {components[name]: value for name, value in update.items()} or gr.skip()
+
+    if inspect.isgeneratorfunction(handler):
+        @functools.wraps(handler)
+        def streamed(*args):
+            updates = handler(*args)
+            try:
+                for update in updates:
+                    yield to_components(update)
+            finally:
+                updates.close()
+
+        adapted = streamed
+    else:
+        @functools.wraps(handler)
+        def adapted(*args):
+            return to_components(handler(*args))
+
+    adapted.components = components  # the names its updates may use (tests compare them with the wiring)
+    return adapted
