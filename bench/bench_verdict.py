@@ -73,6 +73,12 @@ def main() -> None:
                                      metrics=METRICS)
                 rows.append({"set": name, "seeds": n, **resolved, "null": bool(nulls["beyond_noise"].any()),
                              "flagged": bool(flagged)})
+            # one line per group as it finishes, so a run stopped early still says what it measured
+            mine = rows[-len(counts):]
+            print(f"  T={temperature:g} {name} group {group.id}: "
+                  + "; ".join(f"{r['seeds']} seeds: E5 {'+' if r['e5'] else '-'} aligned {'+' if r['aligned'] else '-'}"
+                              f" null {'!' if r['null'] else '-'}" for r in mine)
+                  + (" (flagged)" if flagged else ""), flush=True)
         table = pd.DataFrame(rows)
         for name in [*sets, "all"] if len(sets) > 1 else sets:
             part = table if name == "all" else table[table["set"] == name]
