@@ -70,6 +70,11 @@ class TraceStep:
     finished: bool
     forced: bool = False  # the token was forced here (``trace(forced=...)``), not the race's winner
 
+    @property
+    def winning(self) -> Candidate:
+        """The winner's candidate: its probability, clock and arrival."""
+        return next(c for c in self.candidates if c.token_id == self.winner)
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -243,12 +248,12 @@ def carried_win(trace: Trace, position: int, row: int) -> CarriedWin | None:
         return None
     draw = _emitted(trace, position, row).count(step.winner)
     drawn = drawn_clock(trace.seed, step.winner, draw)
-    clock = _winning(step).noise
+    clock = step.winning.noise
     for earlier in range(position - 1, -1, -1):
         for other, past in enumerate(trace.steps[earlier]):
             if other == row or past.winner != step.winner or not _raced(trace, earlier, other):
                 continue
-            earlier_clock = _winning(past).noise
+            earlier_clock = past.winning.noise
             if _emitted(trace, earlier, other).count(step.winner) == draw and max(clock, earlier_clock) <= drawn:
                 return CarriedWin(position, row, step.winner, step.winner_text, draw, drawn, clock, earlier, other,
                                   earlier_clock)
@@ -264,7 +269,3 @@ def _raced(trace: Trace, position: int, row: int) -> bool:
 def _emitted(trace: Trace, position: int, row: int) -> list[int]:
     """The tokens ``row`` emitted before ``position``."""
     return [trace.steps[t][row].winner for t in range(position)]
-
-
-def _winning(step: TraceStep) -> Candidate:
-    return next(c for c in step.candidates if c.token_id == step.winner)

@@ -154,7 +154,7 @@ def step_line(method: str, step: gcs.TraceStep) -> str:
     """What one paraphrase did at this step, in one line."""
     if step.finished:
         return f"- Paraphrase {step.row + 1} has finished."
-    winner = next(c for c in step.candidates if c.token_id == step.winner)
+    winner = step.winning
     picked = "was forced to emit" if step.forced else "picked"
     line = f"- Paraphrase {step.row + 1} {picked} {token_text(winner.text)} (p = {winner.probability:.3f}"
     if method == "is":
