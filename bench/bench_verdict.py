@@ -34,15 +34,20 @@ def main() -> None:
     parser.add_argument("--temperatures", default="0.7,1")
     parser.add_argument("--engine", default="vllm", choices=gcs.ENGINES)
     args = parser.parse_args()
-    model = gcs.load_model()
     groups = []  # (set name, group)
     for item in args.sets.split(","):
         name, _, count = item.partition(":")
-        groups += [(name, group) for group in gcs.load_groups(name)[: int(count) if count else None]]
+        if count and not count.isdigit():
+            parser.error(f"--sets: {item!r} should be name or name:groups, with groups a whole number")
+        try:
+            groups += [(name, group) for group in gcs.load_groups(name)[: int(count) if count else None]]
+        except ValueError as error:
+            parser.error(f"--sets: {error}")
     single = sorted({name for name, group in groups if len(group.prompts) < 2})
     if single:
         parser.error(f"{', '.join(single)}: groups of one prompt have no consistency to compare; pass paraphrase sets")
     sets = list(dict.fromkeys(name for name, _ in groups))
+    model = gcs.load_model()
     seeds = list(range(args.seeds))
     counts = [n for n in (4, 8, 16) if n <= args.seeds]
     print(f"model {model.name} ({model.model.dtype}), engine {args.engine}, {len(groups)} groups "
@@ -63,6 +68,7 @@ def main() -> None:
             first = frame[frame["seed"] < 2]
             flagged = gcs.surprise.degenerate(gcs.excess_surprise(list(first["prompt"]), list(first["raw_response"]),
                                                                   model))
+            group_rows = []
             for n in counts:
                 scores = both.scores[both.scores["seed"] < n]
                 family = paired_tests(scores[scores["method"].isin(gcs.METHODS)], metrics=METRICS)
@@ -71,13 +77,13 @@ def main() -> None:
                                          and family.loc[("gcswr", metric), "diff"] > 0) for metric in METRICS}
                 nulls = paired_tests(scores[scores["method"].isin(["gcswr", "null"])], baseline="gcswr",
                                      metrics=METRICS)
-                rows.append({"set": name, "seeds": n, **resolved, "null": bool(nulls["beyond_noise"].any()),
-                             "flagged": bool(flagged)})
+                group_rows.append({"set": name, "seeds": n, **resolved, "null": bool(nulls["beyond_noise"].any()),
+                                   "flagged": bool(flagged)})
+            rows += group_rows
             # one line per group as it finishes, so a run stopped early still says what it measured
-            mine = rows[-len(counts):]
             print(f"  T={temperature:g} {name} group {group.id}: "
                   + "; ".join(f"{r['seeds']} seeds: E5 {'+' if r['e5'] else '-'} aligned {'+' if r['aligned'] else '-'}"
-                              f" null {'!' if r['null'] else '-'}" for r in mine)
+                              f" null {'!' if r['null'] else '-'}" for r in group_rows)
                   + (" (flagged)" if flagged else ""), flush=True)
         table = pd.DataFrame(rows)
         for name in [*sets, "all"] if len(sets) > 1 else sets:
