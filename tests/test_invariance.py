@@ -17,8 +17,8 @@ from transformers import DynamicCache
 import gcs
 from gcs.batch import Batch, Row
 from gcs.invariance import (
-    ROW_BLOCK, RowBlockLinear, attend, ensure_row_invariant, in_row_blocks, is_row_invariant, make_row_invariant,
-    wanted,
+    _PACKED, ROW_BLOCK, RowBlockLinear, attend, ensure_row_invariant, in_row_blocks, is_row_invariant,
+    make_row_invariant, wanted,
 )
 from conftest import tiny_llama
 
@@ -85,6 +85,38 @@ def test_row_blocks_compute_the_linear_layer():
     expected = layer(x)
     layer.__class__ = RowBlockLinear
     assert torch.allclose(layer(x), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_weights_give_the_bits_of_plain_blocks_and_follow_the_weight(dtype):
+    """Packing the weight once (oneDNN / MKL) is a speed lever only: the blocks' bits stay F.linear's, and a
+    changed weight is packed again."""
+    layer = torch.nn.Linear(24, 40).to(dtype)
+    layer.__class__ = RowBlockLinear
+    x = torch.randn(2, ROW_BLOCK + 5, 24, generator=torch.Generator().manual_seed(1)).to(dtype)
+    bf16 = dtype == torch.bfloat16
+    available = torch.ops.mkldnn._is_mkldnn_bf16_supported() if bf16 else torch.backends.mkl.is_available()
+    for change in (None, lambda: layer.weight.mul_(-3), lambda: setattr(layer, "weight", torch.nn.Parameter(
+            torch.randn(40, 24).to(dtype)))):
+        with torch.no_grad():
+            if change is not None:
+                change()
+            got = layer(x)
+        assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, layer.bias))
+        assert (_PACKED[layer][1] is not None) == available  # packed where this torch build can
+    assert not torch.equal(got, torch.zeros_like(got))
+    trained = layer(x.requires_grad_())  # with autograd: plain blocks, gradients flow
+    trained.sum().backward()
+    assert layer.weight.grad is not None and x.grad is not None
+
+
+def test_packing_leaves_the_memory_headroom(monkeypatch):
+    layer = torch.nn.Linear(8, 4)
+    layer.__class__ = RowBlockLinear
+    monkeypatch.setattr("gcs.invariance.PACKING_HEADROOM", 1.0)  # no copy can leave all memory free
+    with torch.no_grad():
+        layer(torch.randn(3, 8))
+    assert _PACKED[layer][1] is None
 
 
 def test_conversion_is_idempotent_and_refuses_what_it_cannot_compute(monkeypatch, caplog):
