@@ -141,10 +141,7 @@ def test_carried_wins_on_a_real_trace_are_exactly_the_shared_clocks_that_win_aga
             assert carried.drawn == drawn_clock(0, step.winner, draw)
             winner = next(c for c in step.candidates if c.token_id == step.winner)
             assert carried.clock == winner.noise <= carried.drawn and carried.earlier_clock <= carried.drawn
-    assert found > 0
-    # seed 0: paraphrase 2's ' both' at token 10 wins with the clock that won paraphrase 1's token 7
-    both = gcs.carried_win(trace, 9, 1)
-    assert (both.text, both.earlier_position, both.earlier_row, both.draw) == (" both", 6, 0, 0)
+    assert found > 0  # which races these are depends on the machine's kernels, as the tokens do
 
 
 def synthetic(winners, clocks, method="gcswr", forced=()):
