@@ -4,6 +4,10 @@
 
 1. Many seeds: --seeds seeds x 3 paraphrases x 3 methods (144 rows for 16) in one batch vs 1 seed (9 rows),
    all responses held to exactly --tokens tokens. Target: <= 3x the 1-seed time for 16 seeds.
+   Beside it, a floor: the decode's matrix products alone (every linear layer of the model, --tokens
+   steps, stock kernels with no row blocks), at both row counts; no implementation of the many-seed run
+   can be faster than its floor on this machine. The app's side by side also scores every response with
+   E5 (the verdict's metric): that scoring is timed too, and the floor of a scored run is the sum.
 2. A step-through Step: the handler's work per click once the trace is computed (it redraws from the
    trace, never generates). Target: <= 0.5 s warm.
 3. Hindsight for a --tokens-token response and 2 paraphrases vs a plain 2-row generate of --tokens
@@ -18,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+from torch.nn import functional as F
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
@@ -49,6 +55,17 @@ def main() -> None:
     ratio = best[many] / best["1 seed (9 rows)"]
     print(f"many seeds: {args.seeds} seeds / 1 seed = {ratio:.2f}x (target <= 3x for 16 seeds; "
           f"{args.seeds} serial runs would be {args.seeds}x)")
+    one, many_rows = best["1 seed (9 rows)"], 9 * args.seeds
+    floors = {rows: decode_matmul_seconds(model.model, rows, n) for rows in (9, many_rows)}
+    print(f"floor: the decode's matrix products alone (stock kernels): {floors[9]:.2f} s at 9 rows, "
+          f"{floors[many_rows]:.2f} s at {many_rows} rows = {floors[many_rows] / one:.2f}x the whole 1-seed run")
+    frames = {seeds: compare(list(range(seeds)))() for seeds in (1, args.seeds)}
+    scoring = best_in_turns({seeds: lambda frame=frame: e5_scores(frame) for seeds, frame in frames.items()},
+                            args.rounds)
+    print(f"E5 scoring (the app's, per method and seed): {scoring[1]:.2f} s for 9 responses, "
+          f"{scoring[args.seeds]:.2f} s for {many_rows}; a scored side by side: {args.seeds} seeds / 1 seed = "
+          f"{(best[many] + scoring[args.seeds]) / (one + scoring[1]):.2f}x, its floor (matrix products + scoring) "
+          f"{(floors[many_rows] + scoring[args.seeds]) / (one + scoring[1]):.2f}x")
 
     from ui import stepthrough
 
@@ -73,6 +90,30 @@ def main() -> None:
         print(f"  {name:<26} {seconds:6.2f} s")
     ratio = best["hindsight (2 paraphrases)"] / best["plain 2-row generate"]
     print(f"hindsight: a {tokens}-token response, 2 paraphrases / plain 2-row generate = {ratio:.2f}x (target <= 1.5x)")
+
+
+def decode_matmul_seconds(model: torch.nn.Module, rows: int, steps: int, rounds: int = 3) -> float:
+    """Seconds that ``steps`` decode steps of ``rows`` rows spend in the model's linear layers (LM head
+    included), with the stock ``F.linear`` on every row at once: the fastest each layer's product ran."""
+    total = 0.0
+    with torch.inference_mode():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear):
+                x = torch.randn(rows, module.in_features, dtype=module.weight.dtype)
+                F.linear(x, module.weight)  # warm
+                times = []
+                for _ in range(rounds):
+                    start = time.perf_counter()
+                    F.linear(x, module.weight)
+                    times.append(time.perf_counter() - start)
+                total += min(times)
+    return total * steps
+
+
+def e5_scores(frame) -> list:
+    """E5 similarity matrices of a compare frame's responses, one per (method, seed), as the side by side scores."""
+    groups = [group.response.tolist() for _, group in frame.groupby(["method", "seed"])]
+    return gcs.scoring.similarity_matrices(groups, "e5")
 
 
 def _hindsight(prompt, response, paraphrases, n, model):
