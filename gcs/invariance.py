@@ -128,8 +128,10 @@ class RowBlockLinear(torch.nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.weight
-        if torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad):
-            return in_row_blocks(F.linear, x, weight, self.bias)  # the packed kernels have no backward
+        if (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)) or x.dtype != weight.dtype \
+                or torch.is_autocast_enabled("cpu"):
+            # the packed kernels have no backward, and compute in the weight's dtype whatever autocast says
+            return in_row_blocks(F.linear, x, weight, self.bias)
         try:
             key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
         except RuntimeError:  # an inference tensor has no version counter: never packed

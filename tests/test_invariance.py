@@ -110,6 +110,16 @@ def test_packed_weights_give_the_bits_of_plain_blocks_and_follow_the_weight(dtyp
     assert layer.weight.grad is not None and x.grad is not None
 
 
+def test_under_autocast_the_blocks_compute_as_f_linear_does():
+    """A packed fp32 weight would compute in fp32; autocast asks for bf16, as F.linear gives it."""
+    layer = torch.nn.Linear(24, 40)
+    layer.__class__ = RowBlockLinear
+    x = torch.randn(ROW_BLOCK + 5, 24, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        got, expected = layer(x), in_row_blocks(F.linear, x, layer.weight, layer.bias)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, expected)
+
+
 def test_packing_leaves_the_memory_headroom(monkeypatch):
     layer = torch.nn.Linear(8, 4)
     layer.__class__ = RowBlockLinear
