@@ -4,7 +4,7 @@
                                      [--engine transformers|vllm]
 
 For each dtype, copies of the embedded model: one with ``gcs.invariance.make_row_invariant``
-(the default on CPU: row blocks with each weight packed once), one with the stock kernels
+(the default on CPU: row blocks, each bf16 weight packed once), one with the stock kernels
 (``GCS_ROW_INVARIANT=off``) and, on transformers, one with row blocks whose weights are not packed
 (``unpacked``: what the blocks cost before packing; the same tokens). On ``--engine vllm``
 the two are vLLM engines with and without row-blocked linear kernels; vLLM reads its environment

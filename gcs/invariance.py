@@ -12,9 +12,9 @@ IS rows over 64 tokens), and GCSwR's recycling carries a flip to every later tok
 Two changes make a row's computation a function of that row alone, bit for bit:
 
 - ``RowBlockLinear``: every linear layer runs on fixed blocks of ``ROW_BLOCK`` rows (the
-  last block padded with zeros), so the BLAS sees one shape only, whatever the batch. Its
-  weight is packed once for the blocks (``_packed_kernel``: the same bits, fewer passes over
-  the weight), which makes a 144-row side by side faster than the stock kernels.
+  last block padded with zeros), so the BLAS sees one shape only, whatever the batch. A
+  bfloat16 weight is packed once for the blocks (``_packed_kernel``: the same bits, fewer passes
+  over the weight), which makes a 144-row side by side faster than the stock kernels.
 - ``row_invariant_attention``: each row attends over its own tokens only. Rows are
   grouped by how much left padding they carry, the padding is cut off, and each group's
   attention is computed from ``torch.bmm`` (``attend``), which computes every matrix of a
@@ -42,6 +42,7 @@ import logging
 import os
 import threading
 import weakref
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -66,86 +67,125 @@ def in_row_blocks(linear, x: torch.Tensor, *args) -> torch.Tensor:
     """
     rows = x.reshape(-1, x.shape[-1]).contiguous()
     count = rows.shape[0]
-    padded = F.pad(rows, (0, 0, 0, -count % ROW_BLOCK)) if count % ROW_BLOCK else rows
+    missing = -count % ROW_BLOCK if count else ROW_BLOCK  # no rows: one block of zeros gives the output's shape
+    padded = F.pad(rows, (0, 0, 0, missing)) if missing else rows
     out = torch.cat([linear(block, *args) for block in padded.split(ROW_BLOCK)])[:count]
     return out.reshape(*x.shape[:-1], out.shape[-1])
 
 
 PACKING_HEADROOM = 0.25  # weights are packed only while this share of the machine's memory stays free
+SAMPLED = 256  # weight elements compared on every call: an edit autograd does not see (``weight.data``) repacks
 
 
 def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable | None:
-    """A kernel ``(block, weight, bias)`` for ``ROW_BLOCK``-row blocks with ``weight`` [out, in] packed once into
-    the BLAS's own layout (oneDNN for bfloat16, MKL for float32), or None where none applies.
+    """A kernel ``(block, weight, bias)`` for ``ROW_BLOCK``-row blocks with a bfloat16 ``weight`` [out, in] packed
+    once into oneDNN's own layout, or None where that does not apply.
 
     ``F.linear`` packs the weight again on every call, i.e. once per block: at 144 rows the LM head of the
     embedded model took 47 ms in blocks against 27 ms packed once (22 ms stock, unblocked). Used only if
     it gives ``F.linear``'s bits on a probe block (with ``bias``), so packing is a speed lever that never
     changes a token: where it would, or where the copy would not fit in memory, blocks call ``F.linear``.
+    float32 is not packed: MKL's packed copies took 1.5 times the weights' memory for about 10 % on the
+    LM head alone.
     """
-    if weight.device.type != "cpu" or weight.dim() != 2 or not weight.is_contiguous():
+    if weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or weight.dim() != 2 \
+            or not weight.is_contiguous():
         return None
     try:
-        if weight.dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight, ROW_BLOCK)
-
-            def kernel(block, weight, bias):
-                return torch.ops.mkldnn._linear_pointwise(block, packed, bias, "none", [None], "")
-        elif weight.dtype == torch.float32 and torch.backends.mkl.is_available():
-            packed = torch.ops.mkl._mkl_reorder_linear_weight(weight, ROW_BLOCK)
-
-            def kernel(block, weight, bias):
-                return torch.ops.mkl._mkl_linear(block, packed, weight, bias, ROW_BLOCK)
-        else:
+        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
             return None
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight, ROW_BLOCK)
+
+        def kernel(block, weight, bias):
+            return torch.ops.mkldnn._linear_pointwise(block, packed, bias, "none", [None], "")
+
         probe = torch.randn(ROW_BLOCK, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
         if not torch.equal(kernel(probe, weight, bias), F.linear(probe, weight, bias)):
-            logger.info("a packed %s weight %s rounds unlike F.linear here: not packed", weight.dtype,
-                        tuple(weight.shape))
+            logger.info("a packed weight %s rounds unlike F.linear here: not packed", tuple(weight.shape))
             return None
-    except (RuntimeError, AttributeError) as error:  # an op this build of torch lacks
-        logger.info("weights not packed (%s)", error)
+    except Exception as error:  # noqa: BLE001 -- a speed lever only: any failure keeps F.linear
+        logger.info("weights not packed (%s: %s)", type(error).__name__, error)
         return None
     return kernel
 
 
 def _room_for(weight: torch.Tensor) -> bool:
-    """Whether a packed copy of ``weight`` leaves ``PACKING_HEADROOM`` of the machine's memory free."""
+    """Whether a packed copy of ``weight`` (about its size) leaves ``PACKING_HEADROOM`` of the memory free: the
+    machine's, or a container's (cgroup v2) where that is smaller."""
     import psutil  # accelerate's dependency: installed with gcs
 
     memory = psutil.virtual_memory()
-    return memory.available - weight.nbytes >= PACKING_HEADROOM * memory.total
+    total, available = memory.total, memory.available
+    try:
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+            total, available = min(total, int(limit)), min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return available - weight.nbytes >= PACKING_HEADROOM * total
+
+
+def _identity(weight: torch.Tensor) -> tuple | None:
+    """What a packed copy of ``weight`` depends on: its address, layout and version, and the thread count; None
+    for an inference tensor (no version counter). A new dtype or device means a new address: the cache holds
+    the old weight, so no later tensor takes its address."""
+    try:
+        return weight.data_ptr(), weight.shape, weight.stride(), weight._version, torch.get_num_threads()
+    except RuntimeError:
+        return None
+
+
+class _PackedWeight:
+    """A layer's packed kernel (or None), valid while the key and a sample of the weight's values hold."""
+
+    def __init__(self, key: tuple, weight: torch.Tensor, bias: torch.Tensor | None):
+        self.key = key
+        self.kernel = _packed_kernel(weight, bias) if _room_for(weight) else None
+        if self.kernel is not None:
+            self.alias = weight.detach()  # holds the packed weight's memory, so no later tensor can take its address
+            self.sample = self._sampled(weight).clone()
+
+    @staticmethod
+    def _sampled(weight: torch.Tensor) -> torch.Tensor:
+        """``SAMPLED`` evenly spaced elements of the (contiguous) weight, as a view: cheap enough for every call."""
+        size = weight.numel()
+        step = max(size // SAMPLED, 1)
+        return weight.detach().view(-1).as_strided((min(SAMPLED, size),), (step,))
+
+    def current(self, key: tuple, weight: torch.Tensor) -> bool:
+        return key == self.key and (self.kernel is None or torch.equal(self._sampled(weight), self.sample))
 
 
 class RowBlockLinear(torch.nn.Linear):
     """``nn.Linear`` computed ``in_row_blocks``. A drop-in class for an existing ``nn.Linear``
     (``make_row_invariant`` swaps the class; the weights stay where they are).
 
-    In inference on CPU the weight is packed once for the blocks (``_packed_kernel``; the same bits as
-    ``F.linear``) and packed again when it changes: a new tensor, dtype or device, or an in-place update
-    that autograd sees (``weight.mul_``, ``load_state_dict``; not one made through ``weight.data``).
+    In inference on CPU a bfloat16 weight is packed once for the blocks (``_packed_kernel``; the same bits
+    as ``F.linear``) and packed again when it changes: another tensor, shape, dtype or device, an in-place
+    update autograd sees (``weight.mul_``, ``load_state_dict``), or one through ``weight.data`` that
+    changes any of ``SAMPLED`` evenly spaced elements (a merged LoRA adapter does). Layers that accelerate
+    loads on each call (offloading hooks) are never packed.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        weight = self.weight
+        weight, bias = self.weight, self.bias
         if (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)) or x.dtype != weight.dtype \
-                or torch.is_autocast_enabled("cpu"):
-            # the packed kernels have no backward, and compute in the weight's dtype whatever autocast says
-            return in_row_blocks(F.linear, x, weight, self.bias)
-        try:
-            key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
-        except RuntimeError:  # an inference tensor has no version counter: never packed
-            return in_row_blocks(F.linear, x, weight, self.bias)
-        cached = _PACKED.get(self)
-        if cached is None or cached[0] != key:
-            # the alias holds the packed weight's memory, so no later tensor can take its address
-            kernel = _packed_kernel(weight, self.bias) if _room_for(weight) else None
-            cached = _PACKED[self] = (key, kernel, weight.detach())
-        return in_row_blocks(cached[1] or F.linear, x, weight, self.bias)
+                or torch.is_autocast_enabled("cpu") or "_hf_hook" in self.__dict__:
+            # the packed kernels have no backward, compute in the weight's dtype whatever autocast says, and
+            # would be packed again at every call of an offloaded layer
+            return in_row_blocks(F.linear, x, weight, bias)
+        key = _identity(weight)  # the bias is never packed: it is read at every call
+        if key is None:
+            return in_row_blocks(F.linear, x, weight, bias)
+        packed = _PACKED.get(self)
+        if packed is None or not packed.current(key, weight):
+            packed = _PACKED[self] = _PackedWeight(key, weight, bias)
+        return in_row_blocks(packed.kernel or F.linear, x, weight, bias)
 
 
-# layer -> (its weight's identity, the packed kernel or None, an alias of the weight); kept beside the layers
-# so that copying or pickling a model never meets the BLAS's opaque packed tensors
+# layer -> its _PackedWeight; kept beside the layers so that copying or pickling a model never meets
+# oneDNN's opaque packed tensors
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

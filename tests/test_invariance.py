@@ -89,22 +89,29 @@ def test_row_blocks_compute_the_linear_layer():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_packed_weights_give_the_bits_of_plain_blocks_and_follow_the_weight(dtype):
-    """Packing the weight once (oneDNN / MKL) is a speed lever only: the blocks' bits stay F.linear's, and a
-    changed weight is packed again."""
+    """Packing a bf16 weight once (oneDNN) is a speed lever only: the blocks' bits stay F.linear's, and a changed
+    weight is packed again, however it changed (in place, replaced, cut to fewer rows at the same address,
+    edited through .data as a merged LoRA adapter is). fp32 is never packed."""
     layer = torch.nn.Linear(24, 40).to(dtype)
     layer.__class__ = RowBlockLinear
     x = torch.randn(2, ROW_BLOCK + 5, 24, generator=torch.Generator().manual_seed(1)).to(dtype)
-    bf16 = dtype == torch.bfloat16
-    available = torch.ops.mkldnn._is_mkldnn_bf16_supported() if bf16 else torch.backends.mkl.is_available()
-    for change in (None, lambda: layer.weight.mul_(-3), lambda: setattr(layer, "weight", torch.nn.Parameter(
-            torch.randn(40, 24).to(dtype)))):
+    packs = dtype == torch.bfloat16 and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    changes = [None, lambda: layer.weight.mul_(-3),
+               lambda: setattr(layer, "weight", torch.nn.Parameter(torch.randn(40, 24).to(dtype))),
+               lambda: layer.weight.data.add_(0.5),
+               lambda: (setattr(layer, "weight", torch.nn.Parameter(layer.weight[:32])),
+                        setattr(layer, "bias", torch.nn.Parameter(layer.bias[:32]))),
+               lambda: layer.bias.data.add_(1)]  # the bias is never packed: read at every call
+    for change in changes:
         with torch.no_grad():
             if change is not None:
                 change()
             got = layer(x)
         assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, layer.bias))
-        assert (_PACKED[layer][1] is not None) == available  # packed where this torch build can
-    assert not torch.equal(got, torch.zeros_like(got))
+        assert (_PACKED[layer].kernel is not None) == packs  # packed where this CPU and torch build can
+    assert got.shape[-1] == 32 and got.abs().sum() > 0
+    with torch.no_grad():
+        assert layer(x[:, :0]).shape == (2, 0, 32)  # no rows
     trained = layer(x.requires_grad_())  # with autograd: plain blocks, gradients flow
     trained.sum().backward()
     assert layer.weight.grad is not None and x.grad is not None
@@ -121,12 +128,29 @@ def test_under_autocast_the_blocks_compute_as_f_linear_does():
 
 
 def test_packing_leaves_the_memory_headroom(monkeypatch):
-    layer = torch.nn.Linear(8, 4)
-    layer.__class__ = RowBlockLinear
-    monkeypatch.setattr("gcs.invariance.PACKING_HEADROOM", 1.0)  # no copy can leave all memory free
+    x = torch.randn(3, 8).to(torch.bfloat16)
+    layers = [torch.nn.Linear(8, 4).to(torch.bfloat16) for _ in range(2)]
+    for layer in layers:
+        layer.__class__ = RowBlockLinear
     with torch.no_grad():
-        layer(torch.randn(3, 8))
-    assert _PACKED[layer][1] is None
+        layers[0](x)
+        monkeypatch.setattr("gcs.invariance.PACKING_HEADROOM", 1.0)  # no copy can leave all memory free
+        layers[1](x)
+    assert (_PACKED[layers[0]].kernel is not None) == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert _PACKED[layers[1]].kernel is None
+
+
+def test_a_layer_accelerate_offloads_is_never_packed():
+    """Its hook brings the weight in at every call: a packed copy would be made again each time, and kept."""
+    from accelerate.hooks import ModelHook, add_hook_to_module
+
+    layer = torch.nn.Linear(8, 4).to(torch.bfloat16)
+    layer.__class__ = RowBlockLinear
+    add_hook_to_module(layer, ModelHook())
+    x = torch.randn(3, 8).to(torch.bfloat16)
+    with torch.no_grad():
+        got = layer(x)
+    assert layer not in _PACKED and torch.equal(got, in_row_blocks(F.linear, x, layer.weight, layer.bias))
 
 
 def test_conversion_is_idempotent_and_refuses_what_it_cannot_compute(monkeypatch, caplog):
