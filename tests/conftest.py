@@ -132,6 +132,15 @@ def embedded_model():
     return gcs.load_model()
 
 
+def first_recycled_win(trace, row: int = 1):
+    """The first race of ``row`` (by position) that a recycled clock wins (``gcs.carried_win``). Which race that is
+    depends on the machine's kernels, as the tokens do: tests find it instead of naming a token."""
+    import gcs
+
+    return next(win for position in range(1, len(trace.steps))
+                if (win := gcs.carried_win(trace, position, row)) is not None)
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

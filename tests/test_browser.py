@@ -17,6 +17,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 import gcs
+from conftest import first_recycled_win
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -219,8 +220,7 @@ def test_a_step_through_link_restores_its_step_and_runs_it(page, app_url, screen
     found from the same trace computed here, with the model and dtype the app runs."""
     paraphrases = ["Why is the sky blue?", "What makes the sky look blue?"]
     trace = gcs.trace(paraphrases, "gcswr", seed=0, max_new_tokens=24, model=embedded_model)
-    carried = next(win for position in range(1, len(trace.steps))
-                   if (win := gcs.carried_win(trace, position, 1)) is not None)
+    carried = first_recycled_win(trace)
     step = carried.position + 1
     page.goto(app_url + f"?tab=trace&seed=0&step={step}&q=" + quote("\n".join(paraphrases)))
     expect(page.locator("#trace-status")).to_contain_text(f"Token {step} of ", timeout=TIMEOUT_MS)

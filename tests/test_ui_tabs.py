@@ -13,7 +13,7 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-from conftest import refused_in_ui
+from conftest import first_recycled_win, refused_in_ui
 
 from markdown_it import MarkdownIt
 
@@ -259,8 +259,7 @@ def sky(app_model):
     """The example at the first step where paraphrase 2's race is won by a recycled clock (which step that is
     depends on the machine's kernels, as the tokens do), and that carried win."""
     trace, _ = shown_at("gcswr", 1)
-    carried = next(win for position in range(1, len(trace.steps))
-                   if (win := gcs.carried_win(trace, position, 1)) is not None)
+    carried = first_recycled_win(trace)
     return (*shown_at("gcswr", carried.position + 1), carried)
 
 
