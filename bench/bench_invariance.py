@@ -4,14 +4,17 @@
                                      [--engine transformers|vllm]
 
 For each dtype, copies of the embedded model: one with ``gcs.invariance.make_row_invariant``
-(the default on CPU: row blocks, each bf16 weight packed once), one with the stock kernels
-(``GCS_ROW_INVARIANT=off``) and, on transformers, one with row blocks whose weights are not packed
-(``unpacked``: what the blocks cost before packing; the same tokens). On ``--engine vllm``
-the two are vLLM engines with and without row-blocked linear kernels; vLLM reads its environment
+(the default on CPU: each bf16 weight packed once, rows in one call at the widths that give 16-row
+blocks' bits), one with the stock kernels (``GCS_ROW_INVARIANT=off``) and, on transformers, one whose
+weights are not packed (``unpacked``). ``blocks`` is the invariant copy with ``ONE_CALL`` off: every
+call in 16-row blocks (what one call saves; the same tokens). On ``--engine vllm``
+they are vLLM engines with and without row-blocked linear kernels; vLLM reads its environment
 once per process, so both run each sequence's attention on its own (``VLLM_CPU_ATTN_SPLIT_KV=0``,
 what the invariant engine needs): the ratio is the cost of the row blocks alone. Each runs the side by
-side (3 paraphrases x 3 methods x --seeds seeds, every response held to exactly --tokens tokens)
-and a single row; contenders take turns (``timing.best_in_turns``) and each keeps its best.
+side (3 paraphrases x 3 methods x --seeds seeds) and a single row, every response held to exactly
+--tokens tokens whatever its tokens (transformers: ``min_new_tokens``; vLLM: the requests
+``gcs.generate`` makes, with the stop tokens ignored), since the kernels give some rows other
+tokens; contenders take turns (``timing.best_in_turns``) and each keeps its best.
 Prints every time and the ratios invariant / stock; also whether each copy's single row equals
 its row in the side by side (the promise; the stock kernels break it in some rows).
 """
@@ -26,6 +29,7 @@ from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
 import gcs.invariance
+from gcs.batch import Batch, Row
 from gcs.invariance import make_row_invariant
 from gcs.models import _load, DEFAULT_MODEL
 
@@ -57,6 +61,7 @@ def main() -> None:
             models[(name, "unpacked")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
             make_row_invariant(models[(name, "invariant")].model)
             make_row_invariant(models[(name, "unpacked")].model)
+        models[(name, "blocks")] = models[(name, "invariant")]  # the same kernels, with ONE_CALL off when it runs
     print(f"embedded model on CPU, engine {engine}, {n} tokens per response, side by side = 3 paraphrases x 3 "
           f"methods x {len(seeds)} seeds ({9 * len(seeds)} rows); {torch.get_num_threads()} threads")
 
@@ -65,21 +70,32 @@ def main() -> None:
             os.environ["GCS_ROW_INVARIANT"] = "off" if kind == "stock" else "on"
             # a layer decides once, on its first call, whether to pack: "unpacked" never leaves room
             gcs.invariance.PACKING_HEADROOM = 1.0 if kind == "unpacked" else headroom
+            gcs.invariance.ONE_CALL = kind != "blocks"
             return run()
         return timed
 
     headroom = gcs.invariance.PACKING_HEADROOM
 
-    # every row does the same work: transformers holds them to n tokens; vLLM ignores the stop tokens
-    hold = {"min_new_tokens": n} if engine == "transformers" else {}
+    # every row does the same work, whatever its tokens: exactly n of them (transformers: min_new_tokens; vLLM:
+    # the requests gcs.generate makes, with the stop tokens ignored)
+    def on_vllm(rows, model):
+        from gcs.vllm_engine import VLLMRunner, engine as vllm_engine
+
+        batch = Batch(rows, model, gcs.SamplingSettings(temperature=1.0, max_new_tokens=n), engine="vllm")
+        prompts, params = VLLMRunner(batch).requests(ignore_eos=True, stop_token_ids=[])
+        return lambda: vllm_engine(model)[0].generate(prompts, params, use_tqdm=False)
 
     def side_by_side(model):
+        if engine == "vllm":
+            return on_vllm([Row(p, m, seed) for p in PARAPHRASES for m in gcs.METHODS for seed in seeds], model)
         settings = gcs.SamplingSettings(seeds=seeds, temperature=1.0, max_new_tokens=n)
-        return lambda: gcs.compare(PARAPHRASES, settings=settings, model=model, engine=engine, **hold)
+        return lambda: gcs.compare(PARAPHRASES, settings=settings, model=model, min_new_tokens=n)
 
     def one_row(model):
-        return lambda: gcs.generate(PARAPHRASES[:1], "gcswr", seed=0, max_new_tokens=n, model=model, engine=engine,
-                                    **hold)
+        if engine == "vllm":
+            return on_vllm([Row(PARAPHRASES[0], "gcswr", 0)], model)
+        return lambda: gcs.generate(PARAPHRASES[:1], "gcswr", seed=0, max_new_tokens=n, model=model,
+                                    min_new_tokens=n)
 
     contenders = {(*key, "side by side"): setting(key[1], side_by_side(model)) for key, model in models.items()}
     contenders.update({(*key, "one row"): setting(key[1], one_row(model)) for key, model in models.items()})
@@ -89,19 +105,22 @@ def main() -> None:
         print(f"  {dtype:<9} {kind:<10} {work:<13} {seconds:8.2f}")
     for dtype in dict.fromkeys(key[0] for key in models):
         for work in ("side by side", "one row"):
-            ratio = best[(dtype, "invariant", work)] / best[(dtype, "stock", work)]
-            unpacked = best.get((dtype, "unpacked", work))
-            print(f"{dtype} {work}: invariant / stock = {ratio:.2f}x"
-                  + (f" (unpacked / stock = {unpacked / best[(dtype, 'stock', work)]:.2f}x)" if unpacked else ""))
+            stock = best[(dtype, "stock", work)]
+            print(f"{dtype} {work}: " + ", ".join(f"{kind} / stock = {best[(dtype, kind, work)] / stock:.2f}x"
+                                                   for kind in ("invariant", "blocks", "unpacked")
+                                                   if (dtype, kind, work) in best))
     baseline = next(iter(models))[0]
     for work in ("side by side", "one row"):
         for dtype in dict.fromkeys(key[0] for key in models):
             ratio = best[(dtype, "invariant", work)] / best[(baseline, "stock", work)]
             print(f"{work}: {dtype} invariant / {baseline} stock = {ratio:.2f}x")
+    responses = {}
     for key, model in models.items():
         os.environ["GCS_ROW_INVARIANT"] = "off" if key[1] == "stock" else "on"
+        gcs.invariance.ONE_CALL = key[1] != "blocks"
         frame = gcs.compare(PARAPHRASES, settings=gcs.SamplingSettings(seeds=seeds, max_new_tokens=n), model=model,
                             engine=engine)
+        responses[key] = frame.response.tolist()
         same = 0
         for method in gcs.METHODS:
             for seed in seeds:
@@ -109,7 +128,10 @@ def main() -> None:
                 row = frame[(frame.method == method) & (frame.seed == seed) & (frame.prompt_index == 0)]
                 same += alone == row.response.tolist()
         print(f"{key[0]} {key[1]}: a row alone = the same row in the side by side in {same}/{3 * len(seeds)} rows")
-
+    for (dtype, kind), texts in responses.items():
+        if kind not in ("stock", "invariant"):
+            same = sum(a == b for a, b in zip(texts, responses[(dtype, "invariant")]))
+            print(f"{dtype} {kind}: the invariant copy's responses in {same}/{len(texts)} rows of the side by side")
 
 if __name__ == "__main__":
     main()

@@ -11,10 +11,12 @@ IS rows over 64 tokens), and GCSwR's recycling carries a flip to every later tok
 
 Two changes make a row's computation a function of that row alone, bit for bit:
 
-- ``RowBlockLinear``: every linear layer runs on fixed blocks of ``ROW_BLOCK`` rows (the
-  last block padded with zeros), so the BLAS sees one shape only, whatever the batch. A
-  bfloat16 weight is packed once for the blocks (``_packed_kernel``: the same bits, fewer passes
-  over the weight), which makes a 144-row side by side faster than the stock kernels.
+- ``RowBlockLinear``: every linear layer gives each row the bits that fixed blocks of
+  ``ROW_BLOCK`` rows (the last one padded with zeros) give it, so the BLAS's choice of kernel by
+  row count never reaches a row. One call stands in for the blocks at the widths where a probe
+  showed it gives their bits (``in_row_blocks``), and a bfloat16 weight is packed once
+  (``_packed_kernel``: the same bits, fewer passes over the weight); together they make a
+  144-row side by side faster than the stock kernels and one row nearly as fast.
 - ``row_invariant_attention``: each row attends over its own tokens only. Rows are
   grouped by how much left padding they carry, the padding is cut off, and each group's
   attention is computed from ``torch.bmm`` (``attend``), which computes every matrix of a
@@ -43,7 +45,7 @@ import os
 import threading
 import weakref
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Hashable
 
 import torch
 from torch.nn import functional as F
@@ -56,9 +58,17 @@ SETTING = "GCS_ROW_INVARIANT"  # auto (CPU only), on, off
 _CONVERTING = threading.Lock()
 
 
-def in_row_blocks(linear, x: torch.Tensor, *args) -> torch.Tensor:
-    """``linear(x, *args)`` computed on fixed blocks of ``ROW_BLOCK`` rows of ``x`` [..., in] (the last block
-    padded with zeros): the kernel sees one shape only, so each row's output is independent of the others.
+def in_row_blocks(linear, x: torch.Tensor, *args, kernel: Hashable | None = None,
+                  widths: dict | None = None) -> torch.Tensor:
+    """``linear(x, *args)`` computed so that each row of ``x`` [..., in] gets the bits that fixed blocks of
+    ``ROW_BLOCK`` rows give it (the last block padded with zeros): the kernel's rounding never sees the other
+    rows, so each row's output is independent of them.
+
+    Without ``kernel`` it is computed in those blocks. With ``kernel`` (what ``linear``'s rounding depends on
+    besides the rows: its code and shapes, see ``_kernel_key``) up to ``WIDEST`` rows go in one call, padded
+    to the narrowest width at which one call was shown to give every row the blocks' bits
+    (``_width_for``): the same output, with one pass over the weight instead of one per block and few
+    rows of zeros. More rows go in chunks of ``WIDEST``. ``widths`` caches the chosen widths for one layer.
 
     >>> w = torch.randn(3, 8)
     >>> x = torch.randn(5, 8)
@@ -67,10 +77,105 @@ def in_row_blocks(linear, x: torch.Tensor, *args) -> torch.Tensor:
     """
     rows = x.reshape(-1, x.shape[-1]).contiguous()
     count = rows.shape[0]
+    if kernel is None or not count or not ONE_CALL:
+        out = _blocks(linear, rows, args)
+    elif count <= WIDEST:
+        out = _in_one_call(linear, kernel, {} if widths is None else widths, rows, args)
+    else:
+        widths = {} if widths is None else widths
+        out = torch.cat([_in_one_call(linear, kernel, widths, chunk, args) for chunk in rows.split(WIDEST)])
+    return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
+
+
+def _blocks(linear, rows: torch.Tensor, args: tuple) -> torch.Tensor:
+    """``linear`` on ``rows`` [n, in] in blocks of ``ROW_BLOCK`` rows, the last one padded with zeros."""
+    count = rows.shape[0]
     missing = -count % ROW_BLOCK if count else ROW_BLOCK  # no rows: one block of zeros gives the output's shape
     padded = F.pad(rows, (0, 0, 0, missing)) if missing else rows
-    out = torch.cat([linear(block, *args) for block in padded.split(ROW_BLOCK)])[:count]
-    return out.reshape(*x.shape[:-1], out.shape[-1])
+    return torch.cat([linear(block, *args) for block in padded.split(ROW_BLOCK)])[:count]
+
+
+ONE_CALL = True  # False: always blocks (what one call saves: bench/bench_invariance.py)
+WIDEST = 64  # rows one call may take (more rows: chunks of this many)
+PROBE_ROWS = 256  # random rows on which one call of a width must give the blocks' bits before it stands in for them
+_WIDTHS: dict[tuple, int | None] = {}  # (kernel, rows, threads) -> the width they are computed at (None: blocks)
+
+
+def _in_one_call(linear, kernel: Hashable, widths: dict, rows: torch.Tensor, args: tuple) -> torch.Tensor:
+    """``rows`` (at most ``WIDEST``) through ``linear`` in one call at ``_width_for``'s width, else in blocks."""
+    count = rows.shape[0]
+    local = (count, torch.get_num_threads())
+    width = widths[local] if local in widths else widths.setdefault(local, _width_for(linear, kernel, rows, args))
+    if width is None:
+        return _blocks(linear, rows, args)
+    if width == count:
+        return linear(rows, *args)
+    return linear(F.pad(rows, (0, 0, 0, width - count)), *args)[:count]
+
+
+def _width_for(linear, kernel: Hashable, rows: torch.Tensor, args: tuple) -> int | None:
+    """The narrowest width, of ``len(rows)`` itself, the next power of two (at least 2) and the next multiple of
+    ``ROW_BLOCK``, at which one call of ``linear`` gives every row the bits of ``_blocks``; None if none does.
+
+    A width is probed once per kernel and thread count, on ``PROBE_ROWS`` random rows: a kernel's order of
+    summation does not depend on the values, so a width that rounds unlike the blocks shows on some of them
+    (measured: oneDNN's one-row kernel for the embedded model's 1536-wide layer rounds 1 in 10 rows
+    otherwise, so 256 rows miss it with probability 0.9^256).
+    """
+    count = rows.shape[0]
+    for width in sorted({count, max(2, 1 << (count - 1).bit_length()), -(-count // ROW_BLOCK) * ROW_BLOCK}):
+        key = (kernel, width, torch.get_num_threads())
+        if key not in _WIDTHS:
+            _WIDTHS[key] = width if width == ROW_BLOCK or _rounds_like_blocks(linear, width, rows, args) else None
+        if _WIDTHS[key] is not None:
+            return width
+    return None
+
+
+def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> bool:
+    """Whether one call of ``linear`` on ``width`` random rows gives the blocks' bits, over ``PROBE_ROWS`` rows."""
+    generator = torch.Generator().manual_seed(width)
+    try:
+        with torch.no_grad():
+            for _ in range(-(-PROBE_ROWS // width)):
+                probe = torch.randn(width, rows.shape[1], generator=generator).to(rows.device, rows.dtype)
+                if not torch.equal(linear(probe, *args), _blocks(linear, probe, args)):
+                    return False
+    except Exception as error:  # noqa: BLE001 -- a speed lever only: any failure keeps the blocks
+        logger.info("one call of %d rows not used (%s: %s)", width, type(error).__name__, error)
+        return False
+    return True
+
+
+def _kernel_key(linear, x: torch.Tensor, out_features: int, args: tuple) -> tuple:
+    """What the rounding of ``linear(x, *args)`` depends on besides the rows: the kernel's code (layers
+    dispatched alike share it), the input and output widths, and the arguments' dtypes and shapes."""
+    described = tuple(None if arg is None else (arg.dtype, tuple(arg.shape)) if isinstance(arg, torch.Tensor)
+                      else arg for arg in args)
+    return getattr(linear, "__code__", linear), x.shape[-1], out_features, x.dtype, described
+
+
+class RowBlocks:
+    """A layer's linear kernel ``linear(x, *args) -> [..., out]`` (e.g. vLLM's ``cpu_linear``) computed
+    ``in_row_blocks``: blocks for its first call, which shows its output width; after that, one call
+    wherever it computes like the blocks.
+
+    >>> layer = RowBlocks(F.linear)
+    >>> w, x = torch.randn(3, 8), torch.randn(5, 8)
+    >>> torch.equal(layer(x, w)[2], layer(x[2:3], w)[0])
+    True
+    """
+
+    def __init__(self, linear):
+        self.linear = linear
+        self.kernel: tuple | None = None
+        self.widths: dict = {}
+
+    def __call__(self, x: torch.Tensor, *args) -> torch.Tensor:
+        out = in_row_blocks(self.linear, x, *args, kernel=self.kernel, widths=self.widths)
+        if self.kernel is None:
+            self.kernel = _kernel_key(self.linear, x, out.shape[-1], args)
+        return out
 
 
 PACKING_HEADROOM = 0.25  # weights are packed only while this share of the machine's memory stays free
@@ -137,11 +242,13 @@ def _identity(weight: torch.Tensor) -> tuple | None:
 
 
 class _PackedWeight:
-    """A layer's packed kernel (or None), valid while the key and a sample of the weight's values hold."""
+    """A layer's packed kernel (or None) and the widths it computes in one call (``in_row_blocks``), valid while
+    the key and a sample of the weight's values hold."""
 
     def __init__(self, key: tuple, weight: torch.Tensor, bias: torch.Tensor | None):
         self.key = key
         self.kernel = _packed_kernel(weight, bias) if _room_for(weight) else None
+        self.one_call: dict[bool, tuple] = {}  # with a bias or not -> (the kernel's key, its widths by row count)
         if self.kernel is not None:
             self.alias = weight.detach()  # holds the packed weight's memory, so no later tensor can take its address
             self.sample = self._sampled(weight).clone()
@@ -181,7 +288,12 @@ class RowBlockLinear(torch.nn.Linear):
         packed = _PACKED.get(self)
         if packed is None or not packed.current(key, weight):
             packed = _PACKED[self] = _PackedWeight(key, weight, bias)
-        return in_row_blocks(packed.kernel or F.linear, x, weight, bias)
+        kernel = packed.kernel or F.linear
+        has_bias = bias is not None
+        if has_bias not in packed.one_call:  # the bias is read at every call: it may come or go without a repack
+            packed.one_call[has_bias] = _kernel_key(kernel, x, weight.shape[0], (weight, bias)), {}
+        kernel_key, widths = packed.one_call[has_bias]
+        return in_row_blocks(kernel, x, weight, bias, kernel=kernel_key, widths=widths)
 
 
 # layer -> its _PackedWeight; kept beside the layers so that copying or pickling a model never meets

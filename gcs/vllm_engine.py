@@ -10,7 +10,6 @@ are the ones ``gcs``'s own samplers draw from vLLM's logits.
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import threading
@@ -19,7 +18,7 @@ from collections.abc import Iterator
 
 import torch
 
-from .invariance import in_row_blocks, wanted
+from .invariance import RowBlocks, wanted
 from .runner import padded
 from .vllm import GumbelSamplingProcessor, plugin_registered
 from .vllm_requests import sampling_params
@@ -81,12 +80,12 @@ def engine(model, **llm_kwargs):
 
 
 def _linears_in_row_blocks(model: torch.nn.Module) -> int:
-    """Wrap every CPU linear kernel of a vLLM model ``in_row_blocks`` (in the worker; once); how many were wrapped."""
+    """Wrap every CPU linear kernel of a vLLM model in ``RowBlocks`` (in the worker; once); how many were wrapped."""
     wrapped = 0
     for module in model.modules():
         linear = getattr(module, "cpu_linear", None)
-        if linear is not None and not isinstance(linear, functools.partial):
-            module.cpu_linear = functools.partial(in_row_blocks, linear)
+        if linear is not None and not isinstance(linear, RowBlocks):
+            module.cpu_linear = RowBlocks(linear)
             wrapped += 1
     return wrapped
 
@@ -98,22 +97,28 @@ class VLLMRunner:
     def __init__(self, batch):
         self.batch = batch
 
+    def requests(self, **overrides) -> tuple[list[dict], list]:
+        """Each row's vLLM prompt (its token ids) and ``SamplingParams``; ``overrides`` are more ``SamplingParams``
+        fields (a benchmark's ``ignore_eos=True``)."""
+        batch = self.batch
+        temperature, top_k, top_p = batch.settings.warping
+        mask = batch.inputs["attention_mask"].bool().cpu()
+        prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask)]
+        params = [
+            sampling_params(method, seed, stream if method == "is" else None, **{
+                "temperature": temperature, "top_k": top_k or 0, "top_p": top_p or 1.0,
+                "max_tokens": batch.settings.max_new_tokens, "stop_token_ids": list(batch.stop_ids), **overrides})
+            for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams)
+        ]
+        return prompts, params
+
     def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
         """Every row's token ids so far, after each engine step.
 
         Closing the iterator early, or setting ``stop``, aborts the unfinished requests.
         """
-        batch = self.batch
-        llm, lock = engine(batch.model)
-        temperature, top_k, top_p = batch.settings.warping
-        mask = batch.inputs["attention_mask"].bool().cpu()
-        prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask)]
-        params = [
-            sampling_params(method, seed, stream if method == "is" else None, temperature=temperature,
-                            top_k=top_k or 0, top_p=top_p or 1.0, max_tokens=batch.settings.max_new_tokens,
-                            stop_token_ids=list(batch.stop_ids))
-            for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams)
-        ]
+        llm, lock = engine(self.batch.model)
+        prompts, params = self.requests()
         names = [f"gcs-{uuid.uuid4().hex}-{i}" for i in range(len(prompts))]
         row_of = {name: i for i, name in enumerate(names)}
         tokens: list[list[int]] = [[] for _ in prompts]

@@ -17,7 +17,7 @@ from transformers import DynamicCache
 import gcs
 from gcs.batch import Batch, Row
 from gcs.invariance import (
-    _PACKED, ROW_BLOCK, RowBlockLinear, attend, ensure_row_invariant, in_row_blocks, is_row_invariant,
+    _PACKED, ROW_BLOCK, WIDEST, RowBlockLinear, RowBlocks, attend, ensure_row_invariant, in_row_blocks, is_row_invariant,
     make_row_invariant, wanted,
 )
 from conftest import tiny_llama
@@ -85,6 +85,59 @@ def test_row_blocks_compute_the_linear_layer():
     expected = layer(x)
     layer.__class__ = RowBlockLinear
     assert torch.allclose(layer(x), expected, atol=1e-6)
+
+
+def _rounding_by_width(rare: bool):
+    """A linear kernel whose rounding depends on how many rows it is given, as BLAS and oneDNN kernels' can: at a
+    width that is not a multiple of 8 it rounds its output to float16 in some rows (every row, or only ~1 in
+    10 where ``rare``, as oneDNN's one-row kernel did for the embedded model's 1536-wide layer)."""
+    def linear(x, weight, bias):
+        out = (x.unsqueeze(-2) * weight).sum(-1) + bias  # each row alone: the same bits at any width
+        if x.shape[0] % 8:
+            rows = x[:, :1] > 1.28 if rare else torch.ones_like(x[:, :1], dtype=torch.bool)
+            out = torch.where(rows, out.half().to(out.dtype), out)
+        return out
+    return linear
+
+
+@pytest.mark.parametrize("rare", [False, True])
+def test_one_call_stands_in_for_the_blocks_only_at_widths_where_it_gives_their_bits(rare):
+    """Every row gets the bits 16-row blocks give it, at every row count (chunks above WIDEST included); widths at
+    which one call rounds otherwise, even in only 1 row in 10, are padded to one that does not."""
+    linear = _rounding_by_width(rare)
+    weight, bias = torch.randn(24, 12, generator=torch.Generator().manual_seed(3)), torch.randn(24)
+    layer = RowBlocks(linear)
+    x = torch.randn(2 * WIDEST + 21, 12, generator=torch.Generator().manual_seed(4))
+    for count in [1, 2, 3, 5, 8, 15, 16, 17, 24, 40, WIDEST, WIDEST + 1, 2 * WIDEST + 21]:
+        for _ in range(2):  # the first call of a layer is in blocks; later ones use the widths probed
+            assert torch.equal(layer(x[:count], weight, bias), in_row_blocks(linear, x[:count], weight, bias)), count
+    chosen = {count: width for (count, _), width in layer.widths.items()}
+    # the narrowest of the count, the next power of two and the next multiple of 16 that is a multiple of 8
+    assert {count: chosen[count] for count in (1, 3, 5, 8, 15, 17, 21, 24, 40, WIDEST)} == {
+        1: 16, 3: 16, 5: 8, 8: 8, 15: 16, 17: 32, 21: 32, 24: 24, 40: 40, WIDEST: WIDEST}  # 21: the last chunk
+    # the check can fail: one unpadded call of 5 rows does not give the blocks' bits
+    bumped = x[:5].clone()
+    bumped[:, 0] = 2.0
+    assert not torch.equal(linear(bumped, weight, bias), in_row_blocks(linear, bumped, weight, bias))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("packed", [False, True])
+def test_real_kernels_in_one_call_give_every_row_the_blocks_bits(dtype, packed):
+    """F.linear and the packed oneDNN kernel, at every row count up to 150 and after the widths are known."""
+    layer = torch.nn.Linear(96, 200).to(dtype)
+    layer.__class__ = RowBlockLinear
+    headroom = gcs.invariance.PACKING_HEADROOM
+    gcs.invariance.PACKING_HEADROOM = headroom if packed else 1.0  # 1.0: no room for a packed copy
+    try:
+        x = torch.randn(150, 96, generator=torch.Generator().manual_seed(5)).to(dtype)
+        with torch.no_grad():
+            for count in range(1, 151):
+                assert torch.equal(layer(x[:count]), in_row_blocks(F.linear, x[:count], layer.weight, layer.bias))
+    finally:
+        gcs.invariance.PACKING_HEADROOM = headroom
+    assert (_PACKED[layer].kernel is not None) == (packed and dtype == torch.bfloat16
+                                                   and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
