@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 
 import torch
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
@@ -99,7 +100,20 @@ def main() -> None:
 
     contenders = {(*key, "side by side"): setting(key[1], side_by_side(model)) for key, model in models.items()}
     contenders.update({(*key, "one row"): setting(key[1], one_row(model)) for key, model in models.items()})
+    probing = {"pairs": 0, "seconds": 0.0}
+    probe = gcs.invariance._rounds_like_blocks
+
+    def timed_probe(*probe_args):  # what finding the one-call widths costs (once per process; in the first round)
+        start = time.perf_counter()
+        try:
+            return probe(*probe_args)
+        finally:
+            probing["pairs"] += 1
+            probing["seconds"] += time.perf_counter() - start
+
+    gcs.invariance._rounds_like_blocks = timed_probe
     best = best_in_turns(contenders, args.rounds)
+    print(f"probing the one-call widths: {probing['pairs']} (kernel, width) pairs, {probing['seconds']:.2f} s in all")
     print(f"  {'dtype':<9} {'kernels':<10} {'workload':<13} {'seconds':>8}")
     for (dtype, kind, work), seconds in best.items():
         print(f"  {dtype:<9} {kind:<10} {work:<13} {seconds:8.2f}")

@@ -97,7 +97,9 @@ def _blocks(linear, rows: torch.Tensor, args: tuple) -> torch.Tensor:
 
 ONE_CALL = True  # False: always blocks (what one call saves: bench/bench_invariance.py)
 WIDEST = 64  # rows one call may take (more rows: chunks of this many)
-PROBE_ROWS = 256  # random rows on which one call of a width must give the blocks' bits before it stands in for them
+# output elements on which one call of a width must give the blocks' bits before it stands in for them (256 rows of
+# a 576-wide layer: oneDNN's one-row kernel for a 1536-wide layer rounded 1 row of 576 elements in 10 otherwise)
+PROBE_ELEMENTS = 256 * 576
 _WIDTHS: dict[tuple, int | None] = {}  # (kernel, rows, threads) -> the width they are computed at (None: blocks)
 
 
@@ -117,10 +119,7 @@ def _width_for(linear, kernel: Hashable, rows: torch.Tensor, args: tuple) -> int
     """The narrowest width, of ``len(rows)`` itself, the next power of two (at least 2) and the next multiple of
     ``ROW_BLOCK``, at which one call of ``linear`` gives every row the bits of ``_blocks``; None if none does.
 
-    A width is probed once per kernel and thread count, on ``PROBE_ROWS`` random rows: a kernel's order of
-    summation does not depend on the values, so a width that rounds unlike the blocks shows on some of them
-    (measured: oneDNN's one-row kernel for the embedded model's 1536-wide layer rounds 1 in 10 rows
-    otherwise, so 256 rows miss it with probability 0.9^256).
+    A width is probed once per kernel and thread count (``_rounds_like_blocks``).
     """
     count = rows.shape[0]
     for width in sorted({count, max(2, 1 << (count - 1).bit_length()), -(-count // ROW_BLOCK) * ROW_BLOCK}):
@@ -133,14 +132,23 @@ def _width_for(linear, kernel: Hashable, rows: torch.Tensor, args: tuple) -> int
 
 
 def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> bool:
-    """Whether one call of ``linear`` on ``width`` random rows gives the blocks' bits, over ``PROBE_ROWS`` rows."""
+    """Whether calls of ``linear`` on ``width`` random rows give the blocks' bits, over ``PROBE_ELEMENTS`` outputs.
+
+    A kernel's order of summation does not depend on the values, so a width that sums in another order shows
+    as a different rounding somewhere: in every row, or in rare elements only. The rarest measured (oneDNN's
+    one-row kernel for the embedded model's 1536-wide layer: 1 row of 576 outputs in 10) is missed by
+    ``PROBE_ELEMENTS`` outputs with a probability below 0.9^256.
+    """
     generator = torch.Generator().manual_seed(width)
+    probed = 0
     try:
         with torch.no_grad():
-            for _ in range(-(-PROBE_ROWS // width)):
+            while probed < PROBE_ELEMENTS:
                 probe = torch.randn(width, rows.shape[1], generator=generator).to(rows.device, rows.dtype)
-                if not torch.equal(linear(probe, *args), _blocks(linear, probe, args)):
+                out = linear(probe, *args)
+                if not torch.equal(out, _blocks(linear, probe, args)):
                     return False
+                probed += max(out.numel(), 1)
     except Exception as error:  # noqa: BLE001 -- a speed lever only: any failure keeps the blocks
         logger.info("one call of %d rows not used (%s: %s)", width, type(error).__name__, error)
         return False

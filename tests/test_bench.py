@@ -93,5 +93,6 @@ def test_the_invariance_benchmark_prints_times_ratios_and_the_promise():
     for kind in ("unpacked", "blocks"):
         assert re.search(rf"float32 {kind}: a row alone = the same row in the side by side in 3/3 rows", out), out
         assert re.search(rf"float32 {kind}: the invariant copy's responses in 9/9 rows of the side by side", out), out
+    assert re.search(r"probing the one-call widths: [1-9]\d* \(kernel, width\) pairs, \d+\.\d\d s in all", out), out
     ratios = r"float32 side by side: invariant / stock = \d+\.\d\dx, blocks / stock = \d+\.\d\dx, unpacked / stock"
     assert re.search(ratios, out), out

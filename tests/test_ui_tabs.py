@@ -314,6 +314,15 @@ def test_a_token_s_text_stays_text_in_the_explanation_and_the_race():
     assert "<img" not in page and "<em>" not in page and hostile in html.unescape(re.sub("<[^>]+>", "", page))
 
 
+def test_an_unlikely_winner_s_probability_is_shown_not_rounded_to_zero():
+    """A recycled clock can win at p = 0.00003; "p = 0.000" would say the model could not emit it."""
+    candidate = gcs.Candidate(7, " both", 3.1234e-05, 1.5e-05, 0.8, 0.4802)
+    step = gcs.TraceStep(8, 1, (candidate,), 7, " both", None, False)
+    assert "(p = 3.12e-05, clock E = 1.5e-05" in stepthrough.step_line("gcswr", step)
+    row = stepthrough.candidate_row("gcswr", step, candidate)
+    assert row["p"] == 3.123e-05 and row["clock E"] == 1.5e-05 and row["clock after the race"] == 0.8
+
+
 def test_a_line_break_inside_a_response_never_starts_another(app_model):
     responses = ["Leaves fall.\n\nThen snow.", "Leaves fall.\nThen snow comes."]  # "\n\n" is two tokens here
     for pieces in (compare._pieces(responses),

@@ -129,14 +129,23 @@ def text_so_far(trace: gcs.Trace, position: int) -> list[tuple[str, str | None]]
     return value
 
 
+def significant(value: float, digits: int = 4) -> float:
+    """``value`` to ``digits`` significant digits: a winner with p = 0.00003 must not read as p = 0.
+
+    >>> significant(0.000031234), significant(12.34567)
+    (3.123e-05, 12.35)
+    """
+    return float(f"{value:.{digits}g}")
+
+
 def candidate_row(method: str, step: gcs.TraceStep, c: gcs.Candidate) -> dict:
     """One candidate as a table row: IS has no clock, GCS no clock after the race."""
-    row = {"paraphrase": step.row + 1, "token": repr(c.text), "p": round(c.probability, 4)}
+    row = {"paraphrase": step.row + 1, "token": repr(c.text), "p": significant(c.probability)}
     if method != "is":
-        row.update({"clock E": round(c.noise, 4), "g = −log E": round(c.gumbel, 3),
-                    "arrival E/p": round(c.arrival, 4)})
+        row.update({"clock E": significant(c.noise), "g = −log E": round(c.gumbel, 3),
+                    "arrival E/p": significant(c.arrival)})
     if method == "gcswr":
-        row["clock after the race"] = round(c.noise_after, 4)
+        row["clock after the race"] = significant(c.noise_after)
     return {**row, "won": "✔" if c.token_id == step.winner else ""}
 
 
@@ -156,7 +165,7 @@ def step_line(method: str, step: gcs.TraceStep) -> str:
         return f"- Paraphrase {step.row + 1} has finished."
     winner = step.winning
     picked = "was forced to emit" if step.forced else "picked"
-    line = f"- Paraphrase {step.row + 1} {picked} {token_text(winner.text)} (p = {winner.probability:.3f}"
+    line = f"- Paraphrase {step.row + 1} {picked} {token_text(winner.text)} (p = {winner.probability:.3g}"
     if method == "is":
         return line + f", uniform u = {step.uniform:.3f})"
     line += f", clock E = {winner.noise:.3g}, arrival E/p = {winner.arrival:.3g})"
