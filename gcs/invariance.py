@@ -97,16 +97,35 @@ def _blocks(linear, rows: torch.Tensor, args: tuple) -> torch.Tensor:
 
 ONE_CALL = True  # False: always blocks (what one call saves: bench/bench_invariance.py)
 WIDEST = 64  # rows one call may take (more rows: chunks of this many)
-# output elements on which one call of a width must give the blocks' bits before it stands in for them (256 rows of
-# a 576-wide layer: oneDNN's one-row kernel for a 1536-wide layer rounded 1 row of 576 elements in 10 otherwise)
+# outputs on which one call of a width must give the blocks' bits before it stands in for them (256 rows of a
+# 576-wide layer: oneDNN's one-row kernel for a 1536-wide layer rounded 1 row of 576 outputs in 10 otherwise),
+# from at least PROBE_MIN_ROWS and at most PROBE_MAX_ROWS random rows
 PROBE_ELEMENTS = 256 * 576
-_WIDTHS: dict[tuple, int | None] = {}  # (kernel, rows, threads) -> the width they are computed at (None: blocks)
+PROBE_MIN_ROWS, PROBE_MAX_ROWS = 32, 2048
+_WIDTHS: dict[tuple, int | None] = {}  # (kernel, width, numerics) -> the width if one call computes like blocks
+
+
+_MKLDNN_MATMUL = getattr(torch.backends.mkldnn, "matmul", None)  # its fp32_precision follows both precision APIs
+
+
+def _numerics(x: torch.Tensor) -> tuple:
+    """What else a kernel's rounding on ``x``'s device may depend on: the thread count and the float32 matmul
+    precision settings (oneDNN's on CPU; TF32 and reduced-precision reductions on CUDA)."""
+    try:
+        if x.is_cuda:
+            matmul = torch.backends.cuda.matmul
+            return (torch.get_num_threads(), matmul.allow_tf32, matmul.allow_bf16_reduced_precision_reduction,
+                    matmul.allow_fp16_reduced_precision_reduction)
+        precision = _MKLDNN_MATMUL.fp32_precision if _MKLDNN_MATMUL else torch.get_float32_matmul_precision()
+        return torch.get_num_threads(), torch.backends.mkldnn.enabled, precision
+    except RuntimeError as error:  # torch refuses to read a precision set through both of its APIs
+        return torch.get_num_threads(), str(error)
 
 
 def _in_one_call(linear, kernel: Hashable, widths: dict, rows: torch.Tensor, args: tuple) -> torch.Tensor:
     """``rows`` (at most ``WIDEST``) through ``linear`` in one call at ``_width_for``'s width, else in blocks."""
     count = rows.shape[0]
-    local = (count, torch.get_num_threads())
+    local = (count, _numerics(rows))
     width = widths[local] if local in widths else widths.setdefault(local, _width_for(linear, kernel, rows, args))
     if width is None:
         return _blocks(linear, rows, args)
@@ -119,48 +138,82 @@ def _width_for(linear, kernel: Hashable, rows: torch.Tensor, args: tuple) -> int
     """The narrowest width, of ``len(rows)`` itself, the next power of two (at least 2) and the next multiple of
     ``ROW_BLOCK``, at which one call of ``linear`` gives every row the bits of ``_blocks``; None if none does.
 
-    A width is probed once per kernel and thread count (``_rounds_like_blocks``).
+    A width's verdict is kept for every layer with the same kernel key and numerics; a probe that could not
+    tell (``_rounds_like_blocks`` gives None) keeps the blocks for this layer only.
     """
     count = rows.shape[0]
     for width in sorted({count, max(2, 1 << (count - 1).bit_length()), -(-count // ROW_BLOCK) * ROW_BLOCK}):
-        key = (kernel, width, torch.get_num_threads())
+        if width == ROW_BLOCK:  # one call of 16 rows is the block itself
+            return width
+        key = (kernel, width, _numerics(rows))
         if key not in _WIDTHS:
-            _WIDTHS[key] = width if width == ROW_BLOCK or _rounds_like_blocks(linear, width, rows, args) else None
+            verdict = _rounds_like_blocks(linear, width, rows, args)
+            if verdict is None:
+                return None
+            _WIDTHS[key] = width if verdict else None
         if _WIDTHS[key] is not None:
             return width
     return None
 
 
-def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> bool:
-    """Whether calls of ``linear`` on ``width`` random rows give the blocks' bits, over ``PROBE_ELEMENTS`` outputs.
+def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> bool | None:
+    """Whether calls of ``linear`` on ``width`` rows give the blocks' bits on random rows; None if the probe
+    cannot tell (most outputs ignore the input: a zero or pruned weight agrees at any width).
 
     A kernel's order of summation does not depend on the values, so a width that sums in another order shows
-    as a different rounding somewhere: in every row, or in rare elements only. The rarest measured (oneDNN's
-    one-row kernel for the embedded model's 1536-wide layer: 1 row of 576 outputs in 10) is missed by
-    ``PROBE_ELEMENTS`` outputs with a probability below 0.9^256.
+    as a different rounding somewhere: in every row, or in rare outputs only. Outputs count where they differ
+    from the output for a row of zeros (the bias), until ``PROBE_ELEMENTS`` have agreed; the rarest difference
+    measured (oneDNN's one-row kernel for the embedded model's 1536-wide layer: 1 row of 576 outputs in 10)
+    escapes that many with a probability below 0.9^256.
     """
     generator = torch.Generator().manual_seed(width)
-    probed = 0
+    in_features = rows.shape[1]
     try:
         with torch.no_grad():
-            while probed < PROBE_ELEMENTS:
-                probe = torch.randn(width, rows.shape[1], generator=generator).to(rows.device, rows.dtype)
-                out = linear(probe, *args)
-                if not torch.equal(out, _blocks(linear, probe, args)):
-                    return False
-                probed += max(out.numel(), 1)
+            bias_only = _blocks(linear, rows.new_zeros(1, in_features), args)
+            wanted = max(PROBE_MIN_ROWS, -(-PROBE_ELEMENTS // max(bias_only.shape[-1], 1)))
+            count = -(-min(wanted, PROBE_MAX_ROWS) // width) * width
+            probe = torch.randn(count, in_features, generator=generator).to(rows.device, rows.dtype)
+            # a row's blocks do not depend on the other rows of the block: all probe rows' blocks at once
+            reference = _blocks(linear, probe, args)
+            one_call = torch.cat([linear(chunk, *args) for chunk in probe.split(width)])
+            if not torch.equal(one_call, reference):
+                return False
+            informative = int((one_call != bias_only).sum())
     except Exception as error:  # noqa: BLE001 -- a speed lever only: any failure keeps the blocks
         logger.info("one call of %d rows not used (%s: %s)", width, type(error).__name__, error)
         return False
-    return True
+    return True if informative >= min(PROBE_ELEMENTS, one_call.numel() // 2) else None
+
+
+def _described(value) -> Hashable:
+    """A value as a kernel key sees it: a tensor's dtype, shape, strides and device (with its index); a plain
+    value itself; anything else its type."""
+    if isinstance(value, torch.Tensor):  # oneDNN's packed tensors have a layout of their own and no strides
+        strides = value.stride() if value.layout == torch.strided else value.layout
+        return value.dtype, tuple(value.shape), strides, value.device
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return type(value).__qualname__
+
+
+def _contents(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:  # a closure variable not assigned yet
+        return None
 
 
 def _kernel_key(linear, x: torch.Tensor, out_features: int, args: tuple) -> tuple:
-    """What the rounding of ``linear(x, *args)`` depends on besides the rows: the kernel's code (layers
-    dispatched alike share it), the input and output widths, and the arguments' dtypes and shapes."""
-    described = tuple(None if arg is None else (arg.dtype, tuple(arg.shape)) if isinstance(arg, torch.Tensor)
-                      else arg for arg in args)
-    return getattr(linear, "__code__", linear), x.shape[-1], out_features, x.dtype, described
+    """What the rounding of ``linear(x, *args)`` depends on besides the rows and ``_numerics``: the kernel's code
+    with what its closure and defaults hold (layers dispatched alike share them), the input and output
+    widths and dtype, and the arguments (tensors by dtype, shape, strides and device)."""
+    function = getattr(linear, "__func__", linear)  # a bound method: its function, and its object's type below
+    cells = tuple(_described(_contents(cell)) for cell in getattr(function, "__closure__", None) or ())
+    defaults = tuple(_described(value) for value in getattr(function, "__defaults__", None) or ())
+    owner = _described(getattr(linear, "__self__", None))
+    return (getattr(function, "__code__", function), cells, defaults, owner, x.shape[-1], out_features, x.dtype,
+            tuple(_described(arg) for arg in args))
 
 
 class RowBlocks:
@@ -286,7 +339,7 @@ class RowBlockLinear(torch.nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         weight, bias = self.weight, self.bias
         if (torch.is_grad_enabled() and (weight.requires_grad or x.requires_grad)) or x.dtype != weight.dtype \
-                or torch.is_autocast_enabled("cpu") or "_hf_hook" in self.__dict__:
+                or torch.is_autocast_enabled(x.device.type) or "_hf_hook" in self.__dict__:
             # the packed kernels have no backward, compute in the weight's dtype whatever autocast says, and
             # would be packed again at every call of an offloaded layer
             return in_row_blocks(F.linear, x, weight, bias)

@@ -17,7 +17,7 @@ from transformers import DynamicCache
 import gcs
 from gcs.batch import Batch, Row
 from gcs.invariance import (
-    _PACKED, ROW_BLOCK, WIDEST, RowBlockLinear, RowBlocks, attend, ensure_row_invariant, in_row_blocks, is_row_invariant,
+    _PACKED, ROW_BLOCK, WIDEST, RowBlockLinear, RowBlocks, _kernel_key, attend, ensure_row_invariant, in_row_blocks, is_row_invariant,
     make_row_invariant, wanted,
 )
 from conftest import tiny_llama
@@ -87,16 +87,23 @@ def test_row_blocks_compute_the_linear_layer():
     assert torch.allclose(layer(x), expected, atol=1e-6)
 
 
-def _rounding_by_width(rare: bool):
+@pytest.fixture(autouse=True)
+def fresh_verdicts(monkeypatch):
+    """Each test probes its own widths: verdicts kept from another test's kernels would hide a missing probe."""
+    monkeypatch.setattr(gcs.invariance, "_WIDTHS", {})
+
+
+def _rounding_by_width(rare: bool, precision: str | None = None):
     """A linear kernel whose rounding depends on how many rows it is given, as BLAS and oneDNN kernels' can: at a
-    width that is not a multiple of 8 it rounds its output to float16 in some rows (every row, or only ~1 in
-    10 where ``rare``, as oneDNN's one-row kernel did for the embedded model's 1536-wide layer)."""
+    width that is not a multiple of 8 its products are rounded to float16 in some rows (every row, or only ~1
+    in 10 where ``rare``, as oneDNN's one-row kernel did for the embedded model's 1536-wide layer); with
+    ``precision``, only while that is torch's float32 matmul precision."""
     def linear(x, weight, bias):
-        out = (x.unsqueeze(-2) * weight).sum(-1) + bias  # each row alone: the same bits at any width
-        if x.shape[0] % 8:
+        products = (x.unsqueeze(-2) * weight).sum(-1)  # each row alone: the same bits at any width
+        if x.shape[0] % 8 and precision in (None, torch.get_float32_matmul_precision()):
             rows = x[:, :1] > 1.28 if rare else torch.ones_like(x[:, :1], dtype=torch.bool)
-            out = torch.where(rows, out.half().to(out.dtype), out)
-        return out
+            products = torch.where(rows, products.half().to(products.dtype), products)
+        return products + bias
     return linear
 
 
@@ -119,6 +126,46 @@ def test_one_call_stands_in_for_the_blocks_only_at_widths_where_it_gives_their_b
     bumped = x[:5].clone()
     bumped[:, 0] = 2.0
     assert not torch.equal(linear(bumped, weight, bias), in_row_blocks(linear, bumped, weight, bias))
+
+
+def test_a_layer_whose_outputs_ignore_the_input_vouches_for_no_width():
+    """A zero weight (PEFT's lora_B before training, a pruned layer) agrees with the blocks at any width: its probe
+    proves nothing, so another layer of the same kernel and shape probes for itself."""
+    linear = _rounding_by_width(rare=False)
+    real, bias = torch.randn(24, 12, generator=torch.Generator().manual_seed(6)), torch.randn(24)
+    x = torch.randn(5, 12, generator=torch.Generator().manual_seed(7))
+    untrained = RowBlocks(linear)
+    for _ in range(2):  # the first call shows the kernel; the second probes
+        assert torch.equal(untrained(x, torch.zeros(24, 12), bias), in_row_blocks(linear, x, torch.zeros(24, 12), bias))
+    assert not gcs.invariance._WIDTHS and untrained.widths  # a verdict for this layer only
+    trained = RowBlocks(linear)
+    for _ in range(2):
+        assert torch.equal(trained(x, real, bias), in_row_blocks(linear, x, real, bias))
+    assert {width for (_, width, _), verdict in gcs.invariance._WIDTHS.items()} == {5, 8}
+
+
+def test_a_width_probed_under_one_matmul_precision_is_probed_again_under_another():
+    """torch.set_float32_matmul_precision changes which kernels fp32 products take (at width 1-3 here, "highest"
+    rounds unlike the blocks and "medium" does not): the verdicts are kept per precision."""
+    linear = _rounding_by_width(rare=False, precision="highest")
+    weight, bias = torch.randn(24, 12, generator=torch.Generator().manual_seed(8)), torch.randn(24)
+    x = torch.randn(5, 12, generator=torch.Generator().manual_seed(9))
+    layer, before = RowBlocks(linear), torch.get_float32_matmul_precision()
+    try:
+        for precision in ("medium", "medium", "highest"):
+            torch.set_float32_matmul_precision(precision)
+            assert torch.equal(layer(x, weight, bias), in_row_blocks(linear, x, weight, bias)), precision
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert sorted(layer.widths.values()) == [5, 8]  # one call of 5 rows under "medium", padded to 8 under "highest"
+
+
+def test_kernels_that_differ_only_in_what_their_closure_holds_have_different_keys():
+    x, weight = torch.randn(3, 12), torch.randn(24, 12)
+    keys = {_kernel_key(_rounding_by_width(rare), x, 24, (weight, None)) for rare in (False, True)}
+    assert len(keys) == 2
+    assert _kernel_key(F.linear, x, 24, (weight, None)) != _kernel_key(F.linear, x, 24, (weight.t().contiguous().t(),
+                                                                                          None))  # strides
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
