@@ -161,10 +161,11 @@ def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> 
     cannot tell (most outputs ignore the input: a zero or pruned weight agrees at any width).
 
     A kernel's order of summation does not depend on the values, so a width that sums in another order shows
-    as a different rounding somewhere: in every row, or in rare outputs only. Outputs count where they differ
-    from the output for a row of zeros (the bias), until ``PROBE_ELEMENTS`` have agreed; the rarest difference
-    measured (oneDNN's one-row kernel for the embedded model's 1536-wide layer: 1 row of 576 outputs in 10)
-    escapes that many with a probability below 0.9^256.
+    as a different rounding somewhere: in every row, or in rare outputs only. The probe covers
+    ``PROBE_ELEMENTS`` outputs (``PROBE_MIN_ROWS`` to ``PROBE_MAX_ROWS`` rows) and tells where that many, or
+    half of them, differ from the output for a row of zeros (the bias); the rarest difference measured
+    (oneDNN's one-row kernel for the embedded model's 1536-wide layer: 1 row of 576 outputs in 10) escapes
+    ``PROBE_ELEMENTS`` outputs with a probability below 0.9^256.
     """
     generator = torch.Generator().manual_seed(width)
     in_features = rows.shape[1]
