@@ -79,11 +79,10 @@ def in_row_blocks(linear, x: torch.Tensor, *args, kernel: Hashable | None = None
     count = rows.shape[0]
     if kernel is None or not count or not ONE_CALL:
         out = _blocks(linear, rows, args)
-    elif count <= WIDEST:
-        out = _in_one_call(linear, kernel, {} if widths is None else widths, rows, args)
     else:
         widths = {} if widths is None else widths
-        out = torch.cat([_in_one_call(linear, kernel, widths, chunk, args) for chunk in rows.split(WIDEST)])
+        out = _in_one_call(linear, kernel, widths, rows, args) if count <= WIDEST else \
+            torch.cat([_in_one_call(linear, kernel, widths, chunk, args) for chunk in rows.split(WIDEST)])
     return out if x.dim() == 2 else out.reshape(*x.shape[:-1], out.shape[-1])
 
 
@@ -124,9 +123,11 @@ def _numerics(x: torch.Tensor) -> tuple:
 
 def _in_one_call(linear, kernel: Hashable, widths: dict, rows: torch.Tensor, args: tuple) -> torch.Tensor:
     """``rows`` (at most ``WIDEST``) through ``linear`` in one call at ``_width_for``'s width, else in blocks."""
-    count = rows.shape[0]
-    local = (count, _numerics(rows))
-    width = widths[local] if local in widths else widths.setdefault(local, _width_for(linear, kernel, rows, args))
+    count, numerics = rows.shape[0], _numerics(rows)
+    local = (count, numerics)
+    if local not in widths:
+        widths[local] = _width_for(linear, kernel, numerics, rows, args)
+    width = widths[local]
     if width is None:
         return _blocks(linear, rows, args)
     if width == count:
@@ -134,7 +135,7 @@ def _in_one_call(linear, kernel: Hashable, widths: dict, rows: torch.Tensor, arg
     return linear(F.pad(rows, (0, 0, 0, width - count)), *args)[:count]
 
 
-def _width_for(linear, kernel: Hashable, rows: torch.Tensor, args: tuple) -> int | None:
+def _width_for(linear, kernel: Hashable, numerics: tuple, rows: torch.Tensor, args: tuple) -> int | None:
     """The narrowest width, of ``len(rows)`` itself, the next power of two (at least 2) and the next multiple of
     ``ROW_BLOCK``, at which one call of ``linear`` gives every row the bits of ``_blocks``; None if none does.
 
@@ -145,7 +146,7 @@ def _width_for(linear, kernel: Hashable, rows: torch.Tensor, args: tuple) -> int
     for width in sorted({count, max(2, 1 << (count - 1).bit_length()), -(-count // ROW_BLOCK) * ROW_BLOCK}):
         if width == ROW_BLOCK:  # one call of 16 rows is the block itself
             return width
-        key = (kernel, width, _numerics(rows))
+        key = (kernel, width, numerics)
         if key not in _WIDTHS:
             verdict = _rounds_like_blocks(linear, width, rows, args)
             if verdict is None:
