@@ -10,8 +10,8 @@ finish), ``summary.md`` (Table 1 / Table 2 layout), ``figure.html`` (plotly) and
 ``run.json`` (the settings). Re-running the same command resumes: finished rows are
 skipped, and a run killed at any moment loses no finished row and duplicates none.
 Adding seeds, temperatures, methods (or ensembling) to a finished run computes only the
-new cells; changing a setting that the existing rows depend on (model, metrics, max new
-tokens, top-k/top-p, data) is refused. The figure embeds plotly.js, so it opens offline.
+new cells; changing a setting that the existing rows depend on (model, engine, dtype, metrics,
+max new tokens, top-k/top-p, data) is refused. The figure embeds plotly.js, so it opens offline.
 """
 
 from __future__ import annotations
@@ -71,17 +71,33 @@ def _data_fingerprint(data: str) -> str:
 
 
 def _claim_out_dir(out: Path, settings: dict) -> None:
-    """Create ``out`` or check that the run already there used the same fixed settings."""
+    """Create ``out`` or check that the run already there used the same fixed settings (a setting the record
+    lacks, from a run of an older gcs, counts as changed: its rows may have been computed otherwise)."""
     out.mkdir(parents=True, exist_ok=True)
     record = out / "run.json"
     if record.exists():
         previous = json.loads(record.read_text())
-        changed = {k: (previous.get(k), v) for k, v in settings.items() if previous.get(k) != v}
+        changed = {k: (previous.get(k, _NOT_RECORDED), v) for k, v in settings.items() if previous.get(k) != v}
         if changed:
-            details = "; ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in changed.items())
+            details = "; ".join(f"{k}: {_shown(a)} there, {_shown(b)} now" for k, (a, b) in changed.items())
             raise ValueError(f"{out} holds a run with other settings ({details}); use another --out")
         return
     _write_atomic(record, json.dumps(settings, indent=2) + "\n")
+
+
+_NOT_RECORDED = object()
+
+
+def _shown(value) -> str:
+    return "not recorded" if value is _NOT_RECORDED else repr(value)
+
+
+def _run_record(command: str, model, args: argparse.Namespace, **settings) -> dict:
+    """What a run's rows depend on, as ``run.json`` records it: the command, the model with its engine and the dtype
+    it ran in (resolved: "auto" is bf16 on one machine and fp32 on another), the data's fingerprint and ``settings``."""
+    dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
+    return {"command": command, "model": model.name, "engine": args.engine, "dtype": dtype, **settings,
+            "data": _data_fingerprint(args.data)}
 
 
 def _quiet_transformers() -> None:
@@ -109,10 +125,8 @@ def command_run(args: argparse.Namespace) -> Path:
     metrics = list(plan.metrics)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
-    _claim_out_dir(out, {
-        "command": "run", "model": model.name, "metrics": metrics, "max_new_tokens": args.max_new_tokens,
-        "top_k": args.top_k, "top_p": args.top_p, "rewordings": args.rewordings, "data": _data_fingerprint(args.data),
-    })
+    _claim_out_dir(out, _run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
+                                    top_k=args.top_k, top_p=args.top_p, rewordings=args.rewordings))
     log = _sweep_log(out, metrics)
     sweep(plan.groups, plan.temperatures, plan.settings.methods, plan.settings.seeds, metrics, model,
           args.max_new_tokens, args.top_k, args.top_p, plan.ensembling, args.rewordings, batch_rows=args.batch_rows,
@@ -151,10 +165,8 @@ def command_style(args: argparse.Namespace) -> Path:
                                 max_new_tokens=args.max_new_tokens)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
-    _claim_out_dir(out, {
-        "command": "style", "model": model.name, "temperature": args.temperature,
-        "max_new_tokens": args.max_new_tokens, "data": _data_fingerprint(args.data),
-    })
+    _claim_out_dir(out, _run_record("style", model, args, temperature=args.temperature,
+                                    max_new_tokens=args.max_new_tokens))
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
     style_responses(questions, settings.methods, settings.seeds, settings.temperature, settings.max_new_tokens, model,
                     batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,

