@@ -40,6 +40,7 @@ from .hindsight import HindsightReport, hindsight, hindsight_report
 from .posterior import Posterior, posterior
 from .counterfactual import counterfactual, response_tokens
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
+from .invariance import make_row_invariant, row_invariant_kernels
 from .noise import gumbel
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
@@ -113,6 +114,8 @@ __all__ = [
     "Model",
     "load_model",
     "embedded_model_installed",
+    "make_row_invariant",
+    "row_invariant_kernels",
     "format_prompt",
     "strip_followups",
     "MAX_NEW_TOKENS",

@@ -23,10 +23,11 @@ Two changes make a row's computation a function of that row alone, bit for bit:
   batch alike; PyTorch's fused CPU attention does not (a row's output changed with its
   place in the batch).
 
-``make_row_invariant(model)`` installs both on a transformers model (in place, once);
-the transformers runner (``gcs.runner``) does it for every model on CPU (``ensure_row_invariant``;
-``GCS_ROW_INVARIANT`` = auto, on, off). The rest of a decoder (embeddings, norms, rotary
-embeddings, activations) is row-wise already.
+``make_row_invariant(model)`` installs both on a transformers model for good (in place, once): gcs does it
+to the models it loads itself. A model the caller passed in gets them for the duration of each gcs call only
+(``row_invariant_kernels``) and comes back as given. The transformers runner (``gcs.runner``) uses them on
+CPU (``row_invariance``; ``GCS_ROW_INVARIANT`` = auto, on, off). The rest of a decoder (embeddings, norms,
+rotary embeddings, activations) is row-wise already.
 
 >>> import torch
 >>> layer = RowBlockLinear(8, 3)
@@ -45,6 +46,8 @@ import os
 import threading
 import weakref
 from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Callable, Hashable
 
 import torch
@@ -457,31 +460,83 @@ def _register() -> None:
     AttentionMaskInterface.register(ATTENTION, sdpa_mask)
 
 
+def refusal(model: torch.nn.Module) -> str | None:
+    """Why row-invariant kernels cannot compute ``model`` (not a transformers model, logit soft-capping, attention
+    sinks), or None when they can."""
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(model, "set_attn_implementation"):
+        return f"{type(model).__name__} is not a transformers model: row-invariant kernels need one"
+    for name in ("attn_logit_softcapping", "attention_sinks", "use_sinks"):
+        if getattr(config, name, None):
+            return f"{type(model).__name__} uses {name}, which row-invariant attention does not compute"
+    return None
+
+
+def _install(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Row-invariant attention and linear layers on ``model``, in place; the layers whose class was swapped."""
+    _register()
+    model.set_attn_implementation(ATTENTION)
+    swapped = [module for module in model.modules() if type(module) is torch.nn.Linear]
+    for module in swapped:
+        module.__class__ = RowBlockLinear
+    return swapped
+
+
 def make_row_invariant(model: torch.nn.Module) -> torch.nn.Module:
-    """Give a transformers causal LM row-invariant kernels, in place (idempotent); returns the model.
+    """Give a transformers causal LM row-invariant kernels for good, in place (idempotent); returns the model.
 
     Every plain ``nn.Linear`` becomes a ``RowBlockLinear`` and attention runs through
     ``row_invariant_attention``. Refused with a ValueError naming the reason for a model this
-    attention would compute wrongly (logit soft-capping, attention sinks) or cannot reach.
+    attention would compute wrongly (logit soft-capping, attention sinks) or cannot reach. gcs does this to
+    the models it loads itself (``gcs.load_model``); a model of yours is converted only for the duration of
+    each gcs call (``row_invariant_kernels``) unless you call this on it: then it keeps the kernels, and
+    saves the conversion each call costs.
     """
-    config = getattr(model, "config", None)
-    if config is None or not hasattr(model, "set_attn_implementation"):
-        raise ValueError(f"{type(model).__name__} is not a transformers model: row-invariant kernels need one")
-    for name in ("attn_logit_softcapping", "attention_sinks", "use_sinks"):
-        if getattr(config, name, None):
-            raise ValueError(f"{type(model).__name__} uses {name}, which row-invariant attention does not compute")
+    reason = refusal(model)
+    if reason:
+        raise ValueError(reason)
     with _CONVERTING:
         if not is_row_invariant(model):
-            _register()
-            model.set_attn_implementation(ATTENTION)
-            for module in model.modules():
-                if type(module) is torch.nn.Linear:
-                    module.__class__ = RowBlockLinear
+            _install(model)
     return model
 
 
+@contextmanager
+def row_invariant_kernels(model: torch.nn.Module) -> Iterator[None]:
+    """Row-invariant kernels on ``model`` inside the block only: its linear layers' classes and its attention
+    implementation are put back as they were when it ends (an exception included), so a model the caller
+    gave gcs comes back as given. Nothing is swapped for a model that already has them (``make_row_invariant``,
+    or an enclosing block: nesting is free). Callers keep other threads off the model meanwhile
+    (``gcs.runner.generating`` holds the model's lock).
+
+    >>> import transformers
+    >>> config = transformers.LlamaConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+    ...                                   num_attention_heads=2, attn_implementation="sdpa")
+    >>> model = transformers.LlamaForCausalLM(config)
+    >>> with row_invariant_kernels(model):
+    ...     type(model.lm_head).__name__, model.config._attn_implementation
+    ('RowBlockLinear', 'gcs_row_invariant')
+    >>> type(model.lm_head).__name__, model.config._attn_implementation
+    ('Linear', 'sdpa')
+    """
+    reason = refusal(model)
+    if reason:
+        raise ValueError(reason)
+    if is_row_invariant(model):
+        yield
+        return
+    attention = model.config._attn_implementation
+    swapped = _install(model)
+    try:
+        yield
+    finally:
+        for module in swapped:
+            module.__class__ = torch.nn.Linear
+        model.set_attn_implementation(attention)
+
+
 def is_row_invariant(model: torch.nn.Module) -> bool:
-    """Whether ``make_row_invariant`` was applied to ``model``."""
+    """Whether ``model`` runs on row-invariant kernels now (``make_row_invariant``, or inside ``row_invariant_kernels``)."""
     return getattr(getattr(model, "config", None), "_attn_implementation", None) == ATTENTION
 
 
@@ -494,22 +549,19 @@ def wanted(device: torch.device | str) -> bool:
     return setting == "on" or (setting == "auto" and torch.device(device).type == "cpu")
 
 
-def ensure_row_invariant(model: torch.nn.Module) -> bool:
-    """Convert ``model`` when ``wanted`` says so (once); whether its rows are now computed independently.
+_WARNED: weakref.WeakSet = weakref.WeakSet()  # models already warned about (nothing is written onto them)
 
-    A model that cannot be converted keeps its kernels, with one warning: it still samples exactly,
-    but a row's tokens may then depend on the batch it ran in.
-    """
+
+def row_invariance(model: torch.nn.Module) -> bool:
+    """Whether gcs computes ``model``'s rows apart: it has row-invariant kernels already, or ``wanted`` says so for its
+    device and they can compute it. A model they cannot compute keeps its own kernels, with one warning: it
+    still samples exactly, but a row's tokens may then depend on the batch it ran in."""
     if is_row_invariant(model):
         return True
-    device = next(model.parameters()).device
-    if not wanted(device):
+    if not wanted(next(model.parameters()).device):
         return False
-    try:
-        make_row_invariant(model)
-    except ValueError as error:
-        if not getattr(model, "_gcs_invariance_warned", False):
-            logger.warning("keeping the model's own kernels (%s): a row's tokens may depend on its batch", error)
-            model._gcs_invariance_warned = True
-        return False
-    return True
+    reason = refusal(model)
+    if reason and model not in _WARNED:
+        logger.warning("keeping the model's own kernels (%s): a row's tokens may depend on its batch", reason)
+        _WARNED.add(model)
+    return reason is None

@@ -20,6 +20,7 @@ import os
 import shutil
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -172,6 +173,12 @@ def embedded_model_path() -> Path:
 
 
 _LOADING = threading.RLock()
+_LOADED: weakref.WeakSet = weakref.WeakSet()  # the modules load_model made: gcs may change these for good
+
+
+def loaded_here(module: torch.nn.Module) -> bool:
+    """Whether ``module`` is a model ``load_model`` loaded (gcs's own), not one a caller passed in (left as given)."""
+    return module in _LOADED
 
 
 @functools.lru_cache(maxsize=4)
@@ -190,7 +197,9 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
         ) from error
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    return Model(name=name, model=model.to(device).eval(), tokenizer=tokenizer)
+    model = model.to(device).eval()
+    _LOADED.add(model)
+    return Model(name=name, model=model, tokenizer=tokenizer)
 
 
 def load_model(name: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Model:

@@ -13,13 +13,14 @@ token then padding after a row finishes), and ``Batch.stream`` decodes each step
 are pinned: transformers fills generation fields from the model's own ``generation_config``
 and runs the resulting processors *before* ours, so a checkpoint's ``repetition_penalty=1.1``
 would silently change the sampled distribution. Every call runs with every such field
-neutral (``neutral_generation_defaults``). Every row's prompt but its last token is
+neutral, in eval mode, and leaves the model as it was given (``generating``). Every row's prompt but its last token is
 prefilled once per distinct prompt (``prefill``), so a row takes the same two steps whatever
 the batch holds.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import queue
@@ -32,8 +33,8 @@ import torch
 from transformers import DynamicCache, GenerationConfig, StoppingCriteria, StoppingCriteriaList
 from transformers.generation.streamers import BaseStreamer
 
-from .invariance import ensure_row_invariant
-from .models import Model
+from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
+from .models import Model, loaded_here
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ NEUTRAL_GENERATION = dict(
     exponential_decay_length_penalty=None, watermarking_config=None, dola_layers=None, penalty_alpha=None,
     token_healing=False,
 )
-_GENERATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> lock around the swap below
+_GENERATING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> its lock (``generating``)
 _GENERATING_LOCK = threading.Lock()
 _WARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> warnings said about it
 
@@ -81,33 +82,46 @@ def _warn_once(model: Model, message: str) -> None:
 
 
 @contextmanager
-def neutral_generation_defaults(model: Model):
-    """While generating, the model's own ``generation_config`` holds no distribution-changing default.
+def generating(model: Model, row_invariant: bool):
+    """``model`` ready for one gcs call inside the block, and as the caller gave it after: its own
+    ``generation_config``, training flags, layer classes and attention implementation.
 
-    transformers fills generation fields from the model's defaults (5.x: every field left
-    None; 4.x: every field *equal to the global default*, so even an explicit
-    ``repetition_penalty=1.0`` is replaced by the checkpoint's 1.1). Swapping in a copy with
-    the neutral values makes both behave; a lock per model keeps concurrent calls apart.
+    Inside, the model's ``generation_config`` holds no distribution-changing default: transformers fills
+    generation fields from it (5.x: every field left None; 4.x: every field *equal to the global default*,
+    so even an explicit ``repetition_penalty=1.0`` is replaced by the checkpoint's 1.1), and a copy with the
+    neutral values makes both behave. Every module is in eval mode (dropout would make the tokens no sample of
+    the model). With ``row_invariant``, it runs on row-invariant kernels (``gcs.invariance``): for good on a
+    model gcs loaded itself (``gcs.load_model``), for the block only on one the caller passed in. One lock per
+    model keeps concurrent calls apart; it is re-entrant, and an inner block changes nothing more.
     """
+    module = model.model
     with _GENERATING_LOCK:
-        lock = _GENERATING.setdefault(model.model, threading.Lock())
+        lock = _GENERATING.setdefault(module, threading.RLock())
     with lock:
-        original = model.model.generation_config
+        training = [m for m in module.modules() if m.training]
+        original = module.generation_config
         neutral = copy.deepcopy(original)
         for name, value in NEUTRAL_GENERATION.items():
             if hasattr(neutral, name):
                 setattr(neutral, name, copy.copy(value))
-        model.model.generation_config = neutral
+        if row_invariant and loaded_here(module):
+            make_row_invariant(module)
+        kernels = row_invariant_kernels(module) if row_invariant else contextlib.nullcontext()
+        module.eval()
+        module.generation_config = neutral
         try:
-            yield
+            with kernels:
+                yield
         finally:
-            model.model.generation_config = original
+            module.generation_config = original
+            for m in training:
+                m.train()
 
 
 def generation_config(model: Model, max_new_tokens: int, stop_ids: Sequence[int], generate_kwargs: dict):
     """A ``GenerationConfig`` under which transformers adds no processor of its own, and the leftover kwargs.
 
-    Use it inside ``neutral_generation_defaults(model)``. Keywords in ``generate_kwargs``
+    Use it inside ``generating(model, ...)``. Keywords in ``generate_kwargs``
     (say ``min_new_tokens``) are the caller's explicit choice and are kept.
     """
     config = GenerationConfig(**NEUTRAL_GENERATION, max_new_tokens=max_new_tokens, eos_token_id=list(stop_ids),
@@ -146,13 +160,13 @@ def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor):
 class TransformersRunner:
     """A batch through transformers' ``generate``: KV cache, left padding, gcs's processors only.
 
-    Makes the model's kernels row-invariant where that is wanted (``gcs.invariance``; on CPU by
-    default), once per model, when the batch is laid out: ``row_invariant`` says whether they are.
+    Runs the model on row-invariant kernels where that is wanted (``gcs.invariance``; on CPU by default):
+    ``row_invariant`` says whether it does. The model comes back as it was given (``generating``).
     """
 
     def __init__(self, batch):
         self.batch = batch
-        self.row_invariant = ensure_row_invariant(batch.model.model)
+        self.row_invariant = row_invariance(batch.model.model)
 
     @torch.inference_mode()
     def run(self, stop: threading.Event | None = None, streamer: BaseStreamer | None = None) -> torch.Tensor:
@@ -166,10 +180,10 @@ class TransformersRunner:
                                                  batch.generate_kwargs)
         if stop is not None:
             other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
-        if "past_key_values" not in other_kwargs:
-            other_kwargs["past_key_values"] = prefill(batch.model, batch.inputs["input_ids"],
-                                                      batch.inputs["attention_mask"])
-        with neutral_generation_defaults(batch.model):
+        with generating(batch.model, self.row_invariant):
+            if "past_key_values" not in other_kwargs:
+                other_kwargs["past_key_values"] = prefill(batch.model, batch.inputs["input_ids"],
+                                                          batch.inputs["attention_mask"])
             output = batch.model.model.generate(**batch.inputs, generation_config=config,
                                                 logits_processor=batch.processors(), streamer=streamer, **other_kwargs)
         return output[:, batch.inputs["input_ids"].shape[1] :].cpu()

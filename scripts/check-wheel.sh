@@ -8,6 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+[ -e build ] || trap 'rm -rf "$work" build' EXIT  # setuptools builds in ./build: leave no trace of this check
 python -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" .
 wheel=$(ls "$work"/dist/gcs-*.whl)
 python -m venv "$work/venv"

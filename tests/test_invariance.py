@@ -17,8 +17,8 @@ from transformers import DynamicCache
 import gcs
 from gcs.batch import Batch, Row
 from gcs.invariance import (
-    _PACKED, ROW_BLOCK, WIDEST, RowBlockLinear, RowBlocks, _kernel_key, attend, ensure_row_invariant, in_row_blocks, is_row_invariant,
-    make_row_invariant, wanted,
+    _PACKED, ROW_BLOCK, WIDEST, RowBlockLinear, RowBlocks, _kernel_key, attend, in_row_blocks, is_row_invariant,
+    make_row_invariant, row_invariance, wanted,
 )
 from conftest import tiny_llama
 
@@ -264,14 +264,14 @@ def test_conversion_is_idempotent_and_refuses_what_it_cannot_compute(monkeypatch
         make_row_invariant(torch.nn.Linear(2, 2))
     monkeypatch.setenv("GCS_ROW_INVARIANT", "on")
     with caplog.at_level(logging.WARNING, logger="gcs.invariance"):
-        assert not ensure_row_invariant(capped) and not ensure_row_invariant(capped)
+        assert not row_invariance(capped) and not row_invariance(capped)
     assert caplog.text.count("a row's tokens may depend on its batch") == 1  # said once per model
 
 
 def test_the_setting_chooses_where_rows_are_computed_apart(monkeypatch):
     assert wanted("cpu") and not wanted("cuda")
     monkeypatch.setenv("GCS_ROW_INVARIANT", "off")
-    assert not wanted("cpu") and not ensure_row_invariant(tiny_llama(seed=4))
+    assert not wanted("cpu") and not row_invariance(tiny_llama(seed=4))
     monkeypatch.setenv("GCS_ROW_INVARIANT", "on")
     assert wanted("cuda")
     monkeypatch.setenv("GCS_ROW_INVARIANT", "sometimes")
