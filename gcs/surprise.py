@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from .runner import generating
 from .checks import check_prompts, check_texts
 from .models import Model, resolve_model
 from .prompts import format_prompt
@@ -56,7 +57,8 @@ def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list
                         device=model.device)
     positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)
     keep = 1 + max(len(r) for _, r in pairs)  # the vocabulary projection only where a response token is chosen
-    logits = model.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
+    with generating(model, row_invariant=False):  # eval mode (no dropout) for the call; the model left as given
+        logits = model.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
     means = []
     for row, (_, response) in enumerate(pairs):
         if not response:
