@@ -45,13 +45,15 @@ import logging
 import os
 import threading
 import weakref
-from pathlib import Path
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Hashable
 
 import torch
 from torch.nn import functional as F
+
+from . import internals
 
 logger = logging.getLogger(__name__)
 
@@ -250,7 +252,7 @@ SAMPLED = 256  # weight elements compared on every call: an edit autograd does n
 
 def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable | None:
     """A kernel ``(block, weight, bias)`` for ``ROW_BLOCK``-row blocks with a bfloat16 ``weight`` [out, in] packed
-    once into oneDNN's own layout, or None where that does not apply.
+    once into oneDNN's own layout (``gcs.internals.packed_bf16_linear``), or None where that does not apply.
 
     ``F.linear`` packs the weight again on every call, i.e. once per block: at 144 rows the LM head of the
     embedded model took 47 ms in blocks against 27 ms packed once (22 ms stock, unblocked). Used only if
@@ -262,20 +264,17 @@ def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Ca
     if weight.device.type != "cpu" or weight.dtype != torch.bfloat16 or weight.dim() != 2 \
             or not weight.is_contiguous():
         return None
-    try:
-        if not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            return None
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight, ROW_BLOCK)
+    packed = internals.packed_bf16_linear(weight, ROW_BLOCK)
+    if packed is None:
+        return None
 
-        def kernel(block, weight, bias):
-            return torch.ops.mkldnn._linear_pointwise(block, packed, bias, "none", [None], "")
+    def kernel(block, weight, bias):
+        return packed(block, bias)
 
-        probe = torch.randn(ROW_BLOCK, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
-        if not torch.equal(kernel(probe, weight, bias), F.linear(probe, weight, bias)):
-            logger.info("a packed weight %s rounds unlike F.linear here: not packed", tuple(weight.shape))
-            return None
-    except Exception as error:  # noqa: BLE001 -- a speed lever only: any failure keeps F.linear
-        logger.info("weights not packed (%s: %s)", type(error).__name__, error)
+    probe = torch.randn(ROW_BLOCK, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
+    if not torch.equal(kernel(probe, weight, bias), F.linear(probe, weight, bias)):
+        internals.warn_once("packed-bits", "packed bf16 weights round unlike F.linear here (torch %s): not packed; "
+                            "generation is slower, with the same tokens", torch.__version__)
         return None
     return kernel
 
@@ -301,10 +300,10 @@ def _identity(weight: torch.Tensor) -> tuple | None:
     """What a packed copy of ``weight`` depends on: its address, layout and version, and the thread count; None
     for an inference tensor (no version counter). A new dtype or device means a new address: the cache holds
     the old weight, so no later tensor takes its address."""
-    try:
-        return weight.data_ptr(), weight.shape, weight.stride(), weight._version, torch.get_num_threads()
-    except RuntimeError:
+    version = internals.version_counter(weight)
+    if version is None:
         return None
+    return weight.data_ptr(), weight.shape, weight.stride(), version, torch.get_num_threads()
 
 
 class _PackedWeight:

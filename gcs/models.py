@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from . import internals
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
@@ -74,17 +76,6 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
           "float16": torch.float16, "fp16": torch.float16}
 
 
-def cpu_has_fast_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (AVX512-BF16 or AMX); there bf16 halves generation time."""
-    for probe in ("_is_avx512_bf16_supported", "_is_amx_tile_supported"):
-        try:
-            if getattr(torch.cpu, probe)():
-                return True
-        except (AttributeError, RuntimeError):  # a torch without the probe: assume no
-            pass
-    return False
-
-
 def default_dtype(device: torch.device) -> torch.dtype:
     """``$GCS_DTYPE`` when set; else bf16 on CUDA (as in the paper) and on CPUs with hardware bf16, fp32 on other CPUs.
 
@@ -93,7 +84,7 @@ def default_dtype(device: torch.device) -> torch.dtype:
     """
     if os.environ.get("GCS_DTYPE"):
         return check_dtype(os.environ["GCS_DTYPE"], "GCS_DTYPE")
-    if torch.device(device).type == "cuda" or cpu_has_fast_bf16():
+    if torch.device(device).type == "cuda" or internals.cpu_multiplies_bf16():
         return torch.bfloat16
     return torch.float32
 

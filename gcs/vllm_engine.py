@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import torch
 
+from . import internals
 from .invariance import RowBlocks, wanted
 from .runner import padded
 from .vllm import GumbelSamplingProcessor, plugin_registered
@@ -74,20 +75,14 @@ def engine(model, **llm_kwargs):
             os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
             llm = LLM(**options)
             if invariant:
-                llm.apply_model(_linears_in_row_blocks)
+                internals.check_wrapped(llm.apply_model(_linears_in_row_blocks))
             _ENGINES[key] = (llm, threading.Lock())
         return _ENGINES[key]
 
 
-def _linears_in_row_blocks(model: torch.nn.Module) -> int:
-    """Wrap every CPU linear kernel of a vLLM model in ``RowBlocks`` (in the worker; once); how many were wrapped."""
-    wrapped = 0
-    for module in model.modules():
-        linear = getattr(module, "cpu_linear", None)
-        if linear is not None and not isinstance(linear, RowBlocks):
-            module.cpu_linear = RowBlocks(linear)
-            wrapped += 1
-    return wrapped
+def _linears_in_row_blocks(model: torch.nn.Module) -> tuple[int, int]:
+    """Wrap every CPU linear kernel of a vLLM model in ``RowBlocks`` (in the worker; once): (wrapped, expected)."""
+    return internals.wrap_cpu_linears(model, RowBlocks, RowBlocks)
 
 
 class VLLMRunner:

@@ -53,6 +53,21 @@ def test_the_plugin_is_registered_through_the_entry_point():
     assert plugin_registered()
 
 
+def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
+    """vLLM's cpu_linear is a private hook (gcs.internals): on the version we pin, every layer that computes a linear
+    product on CPU has one, and the engine wrapped each (a second pass finds them wrapped)."""
+    from gcs import internals
+    from gcs.invariance import RowBlocks
+
+    import vllm
+
+    assert internals.in_tested_range(vllm.__version__, internals.TESTED_VLLM), vllm.__version__
+    [(wrapped, expected)] = llm.apply_model(lambda m: internals.wrap_cpu_linears(m, RowBlocks, RowBlocks))
+    assert wrapped == expected >= 30 * 4 + 1, (wrapped, expected)  # SmolLM2-135M: 30 layers x 4 + the LM head
+    assert llm.apply_model(lambda m: all(isinstance(x.cpu_linear, RowBlocks) for x in m.modules()
+                                         if hasattr(x, "cpu_linear")))
+
+
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_identical_prompts_with_one_seed_give_identical_responses(llm, model, method):
     prompts = [prompt_ids(model, PARAPHRASES[0])] * 3
