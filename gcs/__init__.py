@@ -36,7 +36,7 @@ from .experiments import (
 from .trace import CarriedWin, Candidate, Trace, TraceStep, carried_win, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
-from .hindsight import HindsightReport, hindsight, hindsight_report
+from .hindsight import HindsightReport, hindsight, hindsight_report, reads_back
 from .posterior import Posterior, posterior
 from .counterfactual import counterfactual, response_tokens
 from .models import DEFAULT_MODEL, Model, embedded_model_installed, load_model
@@ -180,6 +180,7 @@ __all__ = [
     "CarriedWin",
     "hindsight",
     "hindsight_report",
+    "reads_back",
     "HindsightReport",
     "posterior",
     "Posterior",

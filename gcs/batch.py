@@ -9,7 +9,7 @@ a hash of their prompt). Its engine's runner (``gcs.runner``) decodes it: ``run`
 through as few batches as a row budget allows.
 
     batch = Batch([Row("What is DNA?", "gcswr", 0), Row("Explain DNA.", "gcswr", 0)], model, SamplingSettings())
-    batch.decode(batch.run())   # -> [{"response": "DNA, or ...", "n_tokens": 50, "finished": False, ...}, ...]
+    batch.decode(batch.run())   # -> [{"response": "DNA, or ...", "n_tokens": 50, "token_ids": [...], ...}, ...]
 """
 
 from __future__ import annotations
@@ -155,13 +155,14 @@ class Batch:
         return ids, False
 
     def decode(self, new_tokens: torch.Tensor) -> list[dict]:
-        """Per row: raw text, stripped response, number of tokens and whether it ended with a stop token."""
+        """Per row: raw text, stripped response, number of tokens, the token ids themselves (before the stop
+        token; text does not always read back as the same tokens) and whether it ended with a stop token."""
         results = []
         for index in self.main:
             ids, finished = self._response(new_tokens[index].tolist())
             raw = self.model.tokenizer.decode(ids, skip_special_tokens=True)
             results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
-                            "finished": finished})
+                            "token_ids": ids, "finished": finished})
         return results
 
     def stream(self) -> Iterator[list[dict]]:
@@ -200,8 +201,8 @@ class _PartialRows:
         return self.rows()
 
     def rows(self) -> list[dict]:
-        return [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens, "finished": e}
-                for t, e in zip(self.texts, self.ended)]
+        return [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
+                 "token_ids": list(t.ids), "finished": e} for t, e in zip(self.texts, self.ended)]
 
 
 class IncrementalText:

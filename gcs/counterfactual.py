@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from .batch import Batch, Row, prompt_stream
 from .checks import is_integer
-from .hindsight import check_observation, observed_noise, response_ids
+from .hindsight import Response, check_observation, observed_noise, response_ids
 from .models import Model, resolve_model
 from .samplers import make_sampler
 from .settings import SamplingSettings
@@ -47,7 +47,7 @@ def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> lis
     return ids
 
 
-def counterfactual_with(prompt: str, response: str, at: int, replacement: str | int | Sequence[int],
+def counterfactual_with(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
                         settings: SamplingSettings, finished: bool = True, model: Model | str | None = None,
                         stop: threading.Event | None = None) -> str:
     """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
@@ -74,30 +74,39 @@ def counterfactual_with(prompt: str, response: str, at: int, replacement: str | 
     return batch.decode(tokens)[0]["response"]
 
 
-def counterfactual(prompt: str, response: str, at: int, replacement: str | int | Sequence[int], method: str = "gcswr",
-                   seed: int = 0, temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64,
-                   finished: bool = True, model: Model | str | None = None,
+def counterfactual(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
+                   method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
+                   max_new_tokens: int = 64, finished: bool = True, model: Model | str | None = None,
                    stop: threading.Event | None = None) -> str:
     """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
 
-    ``response`` is text as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its tokens
-    as the model tokenizes it (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a
-    finished response). ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
+    ``response`` is text or token ids as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its
+    tokens (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a finished response).
+    ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
     ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
     Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
     Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
     token with ``gcs.Cancelled``.
 
-    >>> # gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1)
+    On the embedded model (what follows an edit depends on the machine's kernels; replacing a token by itself
+    does not):
+
+    >>> import gcs
+    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1).startswith("Lemons")
+    True
+    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
+    'Apples are sweet.'
     """
     settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
     return counterfactual_with(prompt, response, at, replacement, settings, finished, model, stop)
 
 
-def response_tokens(response: str, model: Model | str | None = None) -> list[str]:
-    """The response's tokens as the model reads them (what ``at`` indexes), as text pieces.
+def response_tokens(response: Response, model: Model | str | None = None) -> list[str]:
+    """The response's tokens as the model reads them, or as given by their ids (what ``at`` indexes), as text pieces.
 
-    >>> # gcs.response_tokens("Apples are sweet.")  -> ['Apples', ' are', ' sweet', '.']
+    >>> import gcs
+    >>> gcs.response_tokens("Apples are sweet.")  # the embedded model's tokenizer
+    ['App', 'les', ' are', ' sweet', '.']
     """
     model = resolve_model(model)
     return [model.tokenizer.decode([i]) for i in response_ids(response, model)]

@@ -26,7 +26,7 @@ __all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", 
 
 Ensemble = None | int | Sequence[Sequence[str]]
 FRAME_COLUMNS = ("prompt_index", "prompt", "method", "seed", "temperature", "top_k", "top_p", "ensemble",
-                 "raw_response", "response", "n_tokens", "finished")
+                 "raw_response", "response", "n_tokens", "token_ids", "finished")
 
 
 def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | None:
@@ -159,7 +159,9 @@ def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seed
 
     Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble
     (whether ensembling was requested), raw_response, response (follow-ups stripped),
-    n_tokens, finished (ended with a stop token). Repeated methods or seeds run once.
+    n_tokens, token_ids (the response's tokens, before the stop token: what ``gcs.hindsight`` and
+    ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
+    Repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
     ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``).
     """

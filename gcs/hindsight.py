@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from .batch import Batch, Row, stop_token_ids
-from .checks import check_prompts
+from .checks import check_prompts, is_integer
 from .models import Model, resolve_model
 from .posterior import Posterior, posterior
 from .samplers import Sampler
@@ -60,11 +60,25 @@ class _TeacherForcing(Sampler):
         return torch.tensor([r[min(step, len(r) - 1)] for r in self.responses], device=logits.device)
 
 
-def response_ids(response: str, model: Model) -> list[int]:
-    """The token ids of a response as the model tokenizes it; a ValueError for text that cannot be one."""
-    if not isinstance(response, str) or not response.strip():
-        raise ValueError("response must be non-empty text")
-    ids = model.tokenizer.encode(response, add_special_tokens=False)
+Response = str | Sequence[int]  # text (tokenized as the model reads it) or the token ids themselves
+
+
+def response_ids(response: Response, model: Model) -> list[int]:
+    """The token ids of a response: text as the model tokenizes it, or token ids as given (a ``gcs.compare`` frame's
+    ``token_ids``: text does not always read back as the tokens that wrote it, see ``reads_back``); a ValueError
+    for what cannot be one.
+
+    >>> response_ids(" ", model=None)
+    Traceback (most recent call last):
+    ...
+    ValueError: response must be non-empty text or a list of token ids
+    """
+    if isinstance(response, str):
+        if not response.strip():
+            raise ValueError("response must be non-empty text or a list of token ids")
+        ids = model.tokenizer.encode(response, add_special_tokens=False)
+    else:
+        ids = _checked_ids(response, len(model.tokenizer))
     if len(ids) > MAX_RESPONSE_TOKENS:
         raise ValueError(f"the response is {len(ids):,} tokens; at most {MAX_RESPONSE_TOKENS:,}")
     ends = set(stop_token_ids(model))
@@ -73,6 +87,26 @@ def response_ids(response: str, model: Model) -> list[int]:
         raise ValueError(f"the response holds an end-of-turn token at token {inside[0] + 1} "
                          f"({model.tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): give the text before it")
     return ids
+
+
+def _checked_ids(response, vocab: int) -> list[int]:
+    """Token ids given as a sequence (a list, a tuple, a 1-d tensor or array) of whole numbers in [0, ``vocab``)."""
+    if hasattr(response, "tolist") and not isinstance(response, (list, tuple)):
+        response = response.tolist()
+    if not isinstance(response, Sequence) or not response or not all(is_integer(i) for i in response):
+        raise ValueError("response must be non-empty text or a list of token ids")
+    ids = [int(i) for i in response]
+    outside = [i for i in ids if not 0 <= i < vocab]
+    if outside:
+        raise ValueError(f"response token ids must be in [0, {vocab}), got {outside[0]!r}")
+    return ids
+
+
+def reads_back(ids: Sequence[int], model: Model) -> bool:
+    """Whether the text of ``ids`` tokenizes back to ``ids``: not always (a "\n", "\n" pair reads back as one "\n\n"
+    token; half a character decodes to U+FFFD), and then only the ids observe that response exactly."""
+    text = model.tokenizer.decode(list(ids), skip_special_tokens=True)
+    return model.tokenizer.encode(text, add_special_tokens=False) == list(ids)
 
 
 def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: SamplingSettings,
@@ -107,7 +141,9 @@ class HindsightReport:
     """``hindsight_report``'s answer. ``answers``: one per paraphrase. ``replay``: the prompt itself answered
     with the same posterior noise (None under IS, whose answers are independent of the response): it
     reproduces the response, end included when ``finished``; ``parted_at`` is None when it does, else the
-    index of the first token where it differs (it never should: the premise of hindsight)."""
+    index of the first token where it differs (it never should: the premise of hindsight). ``reads_back``: whether
+    the response's text tokenizes back to the observed tokens (False only for token ids that its text cannot give:
+    passed as text, such a response would be another observation)."""
 
     answers: list[str]
     method: str
@@ -116,6 +152,7 @@ class HindsightReport:
     replay: str | None = None
     replay_finished: bool | None = None
     parted_at: int | None = None
+    reads_back: bool = True
 
     @property
     def replayed(self) -> bool | None:
@@ -157,7 +194,7 @@ def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, 
     return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), settings.seeds[0], ends)
 
 
-def hindsight_with(prompt: str, response: str, paraphrases: Sequence[str], settings: SamplingSettings,
+def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], settings: SamplingSettings,
                    finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
                    **generate_kwargs) -> HindsightReport:
     """The core of ``hindsight`` and ``hindsight_report``: ``settings`` hold one method and one seed."""
@@ -166,9 +203,11 @@ def hindsight_with(prompt: str, response: str, paraphrases: Sequence[str], setti
     model = resolve_model(model)
     ids = response_ids(response, model)
     tokens = [model.tokenizer.decode([i]) for i in ids]
+    read_back = isinstance(response, str) or reads_back(ids, model)
     if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
         batch = Batch([Row(b, method, seed) for b in paraphrases], model, settings, dict(generate_kwargs))
-        return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens)
+        return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens,
+                               reads_back=read_back)
     noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs, stop)
     questions = [prompt, *paraphrases]
     batch = Batch([Row(q, method, seed) for q in questions], model, settings, dict(generate_kwargs),
@@ -189,10 +228,10 @@ def hindsight_with(prompt: str, response: str, paraphrases: Sequence[str], setti
     if parted is None and finished and len(ids) < settings.max_new_tokens and (
             len(replay_ids) != len(ids) or not replay["finished"]):
         parted = len(ids)  # it should have ended here
-    return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted)
+    return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted, read_back)
 
 
-def hindsight_report(prompt: str, response: str, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
                      temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64,
                      finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
                      **generate_kwargs) -> HindsightReport:
@@ -206,13 +245,14 @@ def hindsight_report(prompt: str, response: str, paraphrases: Sequence[str], met
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
 
 
-def hindsight(prompt: str, response: str, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
               temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64, finished: bool = True,
               model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
-    ``response`` is text (typed in, or a response from ``gcs.compare``), tokenized with the model's
-    tokenizer; ``seed`` picks the posterior draw. ``finished`` (default): the response ended there (the
+    ``response`` is text (typed in), tokenized with the model's tokenizer, or token ids (a ``gcs.compare``
+    frame's ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
+    ``reads_back``); ``seed`` picks the posterior draw. ``finished`` (default): the response ended there (the
     model's end-of-turn token is part of what was observed); ``finished=False``: it is the beginning of
     a longer answer. ``method``: "gcswr" (default) or "gcs" share noise with the response; under "is" a
     paraphrase's answer is independent of it (an ordinary IS sample). Replaying the prompt itself
@@ -220,7 +260,14 @@ def hindsight(prompt: str, response: str, paraphrases: Sequence[str], method: st
     (``hindsight_report`` checks it). A response the settings make impossible (top-p) is a ValueError.
     Extra keyword arguments go to transformers' ``generate`` (hindsight runs on the transformers engine).
 
-    >>> # gcs.hindsight("Name a colour.", "Blue.", ["Tell me a colour."], seed=3)  -> ['Blue.']
+    On the embedded model (the answers depend on the machine's kernels; the replay of the prompt itself does not):
+
+    >>> import gcs
+    >>> gcs.hindsight("Name a colour.", "Blue.", ["Name a colour.", "Tell me a colour."], seed=3)[0]
+    'Blue.'
+    >>> ids = gcs.load_model().tokenizer.encode("Blue.", add_special_tokens=False)
+    >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
+    ['Blue.']
     """
     settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs).answers

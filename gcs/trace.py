@@ -178,8 +178,15 @@ def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperat
     race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
     it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
 
-    >>> # t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
-    >>> # [s.winner_text for s in t.steps[0]]  -> the first token of each response
+    On the embedded model (which tokens win depends on the machine's kernels; that the trace is the same
+    generation does not):
+
+    >>> import gcs
+    >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
+    >>> len(t.steps[0])  # the first position: one race per prompt
+    2
+    >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
+    True
     """
     settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
     return trace_with(prompts, settings, top, model, forced, stop)

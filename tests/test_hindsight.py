@@ -242,26 +242,51 @@ def test_hindsight_on_the_prompt_itself_continues_an_unfinished_response(embedde
     assert ended == observed  # finished (the default): the response ended there, and so does the replay
 
 
-REPLAY_SEEDS = 20
+REPLAY_SEEDS = 30
 
 
-def test_the_replay_reproduces_every_response_at_the_default_dtype(embedded_model):
-    """The premise of hindsight, where users meet it: for 20 seeds, the prompt replayed with the posterior noise
-    gives back a finished response with its end, and the first half of a response (unfinished) as its beginning."""
+def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dtype(embedded_model):
+    """The premise of hindsight, where users meet it: for 30 seeds of a yes/no prompt, each response taken by its token
+    ids (a compare frame's ``token_ids``), the prompt replayed with the posterior noise gives back a finished
+    response with its end, and the first half of a response (unfinished) as its beginning; so does a response
+    whose text reads back as other tokens ('\n', '\n' is read as one '\n\n'), which as text would be another one."""
     prompt = "Is fire hot? Reply yes or no."
     frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(REPLAY_SEEDS)), max_new_tokens=8,
                         model=embedded_model)
-    ended, halves = 0, 0  # how many finished responses, and how many true halves (a strict, non-empty prefix)
-    for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished):
-        half = response[: len(response) // 2]
-        for observed, as_finished in ((response, bool(finished)), (half if half.strip() else response, False)):
-            report = gcs.hindsight_report(prompt, observed, [prompt], seed=int(seed), max_new_tokens=8,
-                                          finished=as_finished, model=embedded_model)
-            assert report.replayed, f"seed {seed}: the replay parted at token {report.parted_at}: {report.replay!r}"
-        ended, halves = ended + bool(finished), halves + bool(half.strip())
+    tokenizer = embedded_model.tokenizer
+    assert all(tokenizer.decode(ids, skip_special_tokens=True) == text
+               for ids, text in zip(frame.token_ids, frame.raw_response))
+    newline, = tokenizer.encode("\n", add_special_tokens=False)
+    unreadable = [*tokenizer.encode("Yes", add_special_tokens=False), newline, newline]
+    observations = [(int(seed), ids, bool(finished)) for seed, ids, finished
+                    in zip(frame.seed, frame.token_ids, frame.finished)]
+    observations += [(int(seed), ids[: len(ids) // 2], False) for seed, ids, _ in observations if len(ids) >= 2]
+    observations.append((0, unreadable, False))
+    parted, not_read_back = [], 0
+    for seed, ids, finished in observations:
+        report = gcs.hindsight_report(prompt, ids, [prompt], seed=seed, max_new_tokens=8, finished=finished,
+                                      model=embedded_model)
+        not_read_back += not report.reads_back
+        if not report.replayed:
+            parted.append((seed, ids, report.parted_at))
+    assert not parted, f"the replay parted from the response (seed, ids, token): {parted}"
     # both promises were put to the test, not only vacuously: some responses ended, some halves were real prefixes
-    assert ended >= 1, f"none of the {REPLAY_SEEDS} responses ended within 8 tokens: no replayed end was checked"
-    assert halves >= 1, f"none of the {REPLAY_SEEDS} responses had a non-empty first half: no prefix was checked"
+    assert frame.finished.sum() >= 1, f"none of the {REPLAY_SEEDS} responses ended within 8 tokens"
+    assert len(observations) > REPLAY_SEEDS + 1, "no response had a non-empty first half: no prefix was checked"
+    assert not_read_back >= 1 and not gcs.reads_back(unreadable, embedded_model)
+    by_text = gcs.hindsight_report(prompt, tokenizer.decode(unreadable), [prompt], seed=0, max_new_tokens=8,
+                                   finished=False, model=embedded_model)
+    assert len(by_text.response_tokens) == 2 and by_text.reads_back  # as text: 'Yes', '\n\n', another observation
+
+
+def test_responses_are_taken_by_ids_as_by_text_where_their_text_reads_back(embedded_model):
+    ids = embedded_model.tokenizer.encode("Blue is a calm colour", add_special_tokens=False)
+    arguments = dict(prompt="Name a colour.", paraphrases=["Tell me one colour."], seed=2, max_new_tokens=8,
+                     model=embedded_model)
+    assert gcs.hindsight(response=ids, **arguments) == gcs.hindsight(response="Blue is a calm colour", **arguments)
+    assert gcs.hindsight(response=torch.tensor(ids), **arguments) == gcs.hindsight(response=ids, **arguments)
+    assert gcs.counterfactual("Name a colour.", ids, 1, ids[1], seed=2, max_new_tokens=8, model=embedded_model) \
+        == "Blue is a calm colour"
 
 
 def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):
@@ -278,6 +303,10 @@ def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):
     (dict(paraphrases=[]), "paraphrases must not be empty"),
     (dict(method="beam"), "unknown method"),
     (dict(top_p=0.01, response="Zebra quantum marmalade"), "impossible under these settings"),
+    (dict(response=[]), "non-empty text or a list of token ids"),
+    (dict(response=[1.5, 2]), "non-empty text or a list of token ids"),
+    (dict(response=[10**9]), r"token ids must be in \[0, 49152\)"),
+    (dict(response=[2]), "end-of-turn token at token 1"),
 ])
 def test_hindsight_bad_input_names_the_problem(embedded_model, kwargs, message):
     arguments = dict(prompt="Name a colour.", response="Blue", paraphrases=["Tell me a colour."], model=embedded_model)
