@@ -109,11 +109,19 @@ def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings
 
 
 def test_closing_a_stream_stops_generation(embedded_model):
+    """An abandoned UI request: generation must not run on for 500 tokens. The model's forward passes are counted:
+    a stream whose stop were ignored would make 500 (closing waits for the worker either way)."""
     import threading
 
-    stream = gcs.stream(["What is DNA?"], max_new_tokens=500, min_new_tokens=500, model=embedded_model)
-    for step, _ in enumerate(stream):
-        if step == 2:
-            break
-    stream.close()  # an abandoned UI request: generation must not run on for 500 tokens
+    passes = []
+    hook = embedded_model.model.register_forward_hook(lambda *_: passes.append(1))
+    try:
+        stream = gcs.stream(["What is DNA?"], max_new_tokens=500, min_new_tokens=500, model=embedded_model)
+        for step, _ in enumerate(stream):
+            if step == 2:
+                break
+        stream.close()
+    finally:
+        hook.remove()
     assert not any(t.name == "gcs-generate" for t in threading.enumerate())
+    assert 3 <= len(passes) < 250, f"{len(passes)} forward passes: generation went on after its stream was closed"
