@@ -1,7 +1,8 @@
 """IS / GCS / GCSwR inside vLLM: the logits-processor plugin, what a ``vllm serve`` process loads.
 
-Needs vLLM (``requirements-vllm.txt`` installs the CPU build); ``gcs`` itself never imports
-this module. Request arguments and per-request state are in ``gcs.vllm_requests``; vLLM as
+Needs vLLM (``requirements-vllm.txt`` installs the CPU build); ``import gcs`` does not import this module: only
+``engine="vllm"`` does (``gcs.vllm_engine`` builds its processor from here), and ``gcs vllm-serve`` names it to
+vLLM. Request arguments and per-request state are in ``gcs.vllm_requests``; vLLM as
 the engine of ``gcs.generate(engine="vllm")`` is in ``gcs.vllm_engine`` (not loaded here;
 ``gcs.vllm.engine`` still names it). Installing gcs registers the plugin under vLLM's ``vllm.logits_processors``
 entry point, so every vLLM engine in the environment loads it; it can also be named

@@ -1,7 +1,8 @@
 """The fenced code blocks of the project's Markdown pages, for the docs test and the wheel check.
 
 A block is run by a test unless the line before its fence is an HTML comment that says why not
-(``<!-- illustrative: ... -->``); the comment is invisible on the rendered page.
+(``<!-- illustrative: ... -->``; the comment is invisible on the rendered page), or the README's test command
+(``<!-- test-command -->``: CI runs it, ``.ci/run``).
 
     python tests/markdown_blocks.py README.md "As a library"    # prints the first block under that heading
 
@@ -20,6 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")))
 ILLUSTRATIVE = re.compile(r"<!--\s*illustrative:\s*(.+?)\s*-->")
+TEST_COMMAND, TEST_COMMAND_WHY = "<!-- test-command -->", "the test command: CI runs it (.ci/run)"
 
 
 @dataclass(frozen=True)
@@ -49,8 +51,9 @@ def parse(text: str, page: str = "") -> list[Block]:
             end = next(i for i in range(index + 1, len(lines)) if lines[i].startswith("```"))
             before = lines[index - 1] if index else ""
             marker = ILLUSTRATIVE.search(before)
-            blocks.append(Block(page, index + 1, heading, fence.group(1), "".join(f"{s}\n" for s in lines[index + 1:end]),
-                                marker.group(1) if marker else None))
+            why = marker.group(1) if marker else TEST_COMMAND_WHY if before.strip() == TEST_COMMAND else None
+            code = "".join(f"{s}\n" for s in lines[index + 1 : end])
+            blocks.append(Block(page, index + 1, heading, fence.group(1), code, why))
             index = end
         index += 1
     return blocks
