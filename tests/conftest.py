@@ -105,18 +105,6 @@ def require_fused_kernel():
     assert gcs.kernels.cpu_kernel() is not None, gcs.kernels.kernel_status()
 
 
-@pytest.fixture(params=["fused-kernel", "eager-torch"])
-def gcswr_cpu_path(request, monkeypatch):
-    """Run the test once per CPU implementation of GCSwR (IS and GCS have one; they ignore this)."""
-    import gcs
-
-    if request.param == "eager-torch":
-        monkeypatch.setenv(gcs.kernels.KERNEL_ENV, "off")
-    else:
-        require_fused_kernel()
-    return request.param
-
-
 @pytest.fixture(scope="session")
 def tiny_model():
     return tiny_llama()

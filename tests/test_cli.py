@@ -1,10 +1,14 @@
-"""The experiment CLI, run as users run it (``python -m gcs``) on the real embedded model."""
+"""The experiment CLI on the real embedded model: in-process (``gcs.cli.main``, what ``python -m gcs`` calls) but
+where a test is about the process itself (a SIGKILL mid-run, the ``python -m gcs`` entry point)."""
 
+import contextlib
+import io
 import json
 import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -16,8 +20,12 @@ RUN = ["run", "--data", "general", "--limit", "3", "--methods", "is,gcswr", "--t
        "--metrics", "e5,jaccard", "--max-new-tokens", "6", "--batch-rows", "6", "--quiet"]
 
 
-def gcs_cli(*args, **kwargs):
-    return subprocess.run([sys.executable, "-m", "gcs", *args], capture_output=True, text=True, **kwargs)
+def gcs_cli(*args):
+    """``python -m gcs ARGS``, run in this process: its exit status and what it printed."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(list(args))
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 @pytest.fixture(scope="module")
@@ -155,6 +163,8 @@ def test_argument_errors():
 
 
 def test_compare_command_prints_each_method():
-    result = gcs_cli("compare", "What is DNA?", "Explain DNA.", "--max-new-tokens", "4", "--methods", "is,gcswr")
+    """Through the entry point users type, in a process of its own."""
+    result = subprocess.run([sys.executable, "-m", "gcs", "compare", "What is DNA?", "Explain DNA.", "--max-new-tokens",
+                             "4", "--methods", "is,gcswr"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "== is" in result.stdout and "== gcswr" in result.stdout and "> Explain DNA." in result.stdout

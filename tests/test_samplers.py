@@ -1,6 +1,7 @@
 """Samplers: exactness (marginals, Theorems 1-2), coupling, determinism, numerics, validation.
 
-Every test runs once per CPU implementation of GCSwR (the fused kernel and eager torch).
+GCSwR runs on its fused CPU kernel, the path users get on CPU; eager torch (the CUDA path) draws the same bits,
+which tests/test_kernels.py checks, so the statistics are not run twice.
 """
 
 import itertools
@@ -12,10 +13,14 @@ import torch
 
 import gcs
 from gcs import reference, samplers
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, z_score
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
 
 METHODS = gcs.METHODS
-pytestmark = pytest.mark.usefixtures("gcswr_cpu_path")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def fused_kernel():
+    require_fused_kernel()
 
 DISTRIBUTIONS = {
     "uniform": [0.25, 0.25, 0.25, 0.25],
