@@ -3,11 +3,13 @@
     python bench/bench_demo.py [--tokens 64] [--rounds 2] [--seeds 16] [--engine transformers|vllm]
 
 1. Many seeds: --seeds seeds x 3 paraphrases x 3 methods (144 rows for 16) in one batch vs 1 seed (9 rows),
-   all responses held to exactly --tokens tokens. Target: <= 3x the 1-seed time for 16 seeds.
+   on --engine; on transformers all responses held to exactly --tokens tokens, on vLLM each row stops at its
+   end of turn (at most --tokens tokens). Target: <= 3x the 1-seed time for 16 seeds.
    Beside it, a floor: the decode's matrix products alone (every linear layer of the model, --tokens
    steps, stock kernels with no row blocks), at both row counts; no implementation of the many-seed run
    can be faster than its floor on this machine. The app's side by side also scores every response with
    E5 (the verdict's metric): that scoring is timed too, and the floor of a scored run is the sum.
+Parts 2 and 3 run on transformers whatever --engine.
 2. A step-through Step: the handler's work per click once the trace is computed (it redraws from the
    trace, never generates). Target: <= 0.5 s warm.
 3. Hindsight for a --tokens-token response and 2 paraphrases vs a plain 2-row generate of --tokens
@@ -41,7 +43,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     args = parser.parse_args()
     model, n = gcs.load_model(), args.tokens
-    print(f"model {model.name} ({model.model.dtype}) on {model.device}, engine {args.engine}, {n} tokens per response")
+    held = f"{n} tokens per response" if args.engine == "transformers" else \
+        f"at most {n} tokens per response (rows stop at their end of turn)"
+    print(f"model {model.name} ({model.model.dtype}) on {model.device}, engine {args.engine}, {held}; "
+          f"the step-through and hindsight run on transformers")
 
     def compare(seeds):
         settings = gcs.SamplingSettings(seeds=seeds, temperature=1.0, max_new_tokens=n)
@@ -57,13 +62,16 @@ def main() -> None:
           f"{args.seeds} serial runs would be {args.seeds}x)")
     one, many_rows = best["1 seed (9 rows)"], 9 * args.seeds
     floors = {rows: decode_matmul_seconds(model.model, rows, n) for rows in (9, many_rows)}
+    flop = 2 * sum(m.weight.numel() for m in model.model.modules() if isinstance(m, torch.nn.Linear)) * many_rows * n
     print(f"floor: the decode's matrix products alone (stock kernels): {floors[9]:.2f} s at 9 rows, "
-          f"{floors[many_rows]:.2f} s at {many_rows} rows = {floors[many_rows] / one:.2f}x the whole 1-seed run")
+          f"{floors[many_rows]:.2f} s at {many_rows} rows ({flop / 1e12:.2f} TFLOP at "
+          f"{flop / floors[many_rows] / 1e9:.0f} GFLOP/s) = {floors[many_rows] / one:.2f}x the whole 1-seed run")
     frames = {seeds: compare(list(range(seeds)))() for seeds in (1, args.seeds)}
     scoring = best_in_turns({seeds: lambda frame=frame: e5_scores(frame) for seeds, frame in frames.items()},
                             args.rounds)
     print(f"E5 scoring (the app's, per method and seed): {scoring[1]:.2f} s for 9 responses, "
-          f"{scoring[args.seeds]:.2f} s for {many_rows}; a scored side by side: {args.seeds} seeds / 1 seed = "
+          f"{scoring[args.seeds]:.2f} s for {many_rows}; a scored side by side (generation + E5): "
+          f"{best[many] + scoring[args.seeds]:.2f} s vs {one + scoring[1]:.2f} s, {args.seeds} seeds / 1 seed = "
           f"{(best[many] + scoring[args.seeds]) / (one + scoring[1]):.2f}x, its floor (matrix products + scoring) "
           f"{(floors[many_rows] + scoring[args.seeds]) / (one + scoring[1]):.2f}x")
 

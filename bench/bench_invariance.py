@@ -16,7 +16,8 @@ side (3 paraphrases x 3 methods x --seeds seeds) and a single row, every respons
 ``gcs.generate`` makes, with the stop tokens ignored), since the kernels give some rows other
 tokens; contenders take turns (``timing.best_in_turns``) and each keeps its best.
 Prints every time and the ratios invariant / stock; also whether each copy's single row equals
-its row in the side by side (the promise; the stock kernels break it in some rows).
+its row in the side by side (the promise; the stock kernels break it in some rows), and what
+``gcs.row_invariant_kernels`` costs per gcs call on a model gcs did not convert (a caller's own).
 """
 
 from __future__ import annotations
@@ -146,6 +147,17 @@ def main() -> None:
         if kind not in ("stock", "invariant"):
             same = sum(a == b for a, b in zip(texts, responses[(dtype, "invariant")]))
             print(f"{dtype} {kind}: the invariant copy's responses in {same}/{len(texts)} rows of the side by side")
+    # what a gcs call adds on a model of the caller's: the kernels swapped in and out (gcs.row_invariant_kernels)
+    caller = models[(baseline, "stock")].model  # never converted: as a module the caller built
+    layers = sum(type(module) is torch.nn.Linear for module in caller.modules())
+
+    def enter_and_leave():
+        with gcs.row_invariant_kernels(caller):
+            pass
+
+    swap = best_in_turns({"swap": enter_and_leave}, 20)["swap"]
+    print(f"gcs.row_invariant_kernels on a caller's {baseline} model ({layers} linear layers): in and out in "
+          f"{swap * 1e3:.2f} ms (best of 20)")
 
 if __name__ == "__main__":
     main()

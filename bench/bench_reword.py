@@ -26,18 +26,23 @@ def main() -> None:
     model = gcs.load_model()
     print("| set | prompts | candidates | accepted candidates | delivered (target >= 90 %) | prompts short | s |")
     print("|---|---|---|---|---|---|---|")
-    totals = [0, 0]
+    totals = {"prompts": 0, "candidates": 0, "delivered": 0, "requested": 0, "short": 0}
     for name in args.sets.split(","):
         prompts = list(dict.fromkeys(p for group in gcs.load_groups(name) for p in group.prompts))
         start = time.perf_counter()
         rewordings, report = gcs.reword_report(prompts, n=args.n, model=model, seed=args.seed)
-        totals[0] += report.delivered
-        totals[1] += report.requested
+        totals["prompts"] += len(prompts)
+        totals["candidates"] += report.candidates
+        totals["delivered"] += report.delivered
+        totals["requested"] += report.requested
+        totals["short"] += len(report.short)
         print(f"| {name} | {len(prompts)} | {report.candidates} | {report.acceptance:.1%} | {report.delivery:.1%} "
               f"| {len(report.short)} | {time.perf_counter() - start:.0f} |")
         for prompt, found in list(zip(prompts, rewordings))[:2]:
             print(f"|  | {prompt!r} -> {found!r} | | | | | |")
-    print(f"\nall sets: {totals[0]} of {totals[1]} requested rewordings delivered ({totals[0] / totals[1]:.1%})")
+    print(f"\nall sets: {totals['prompts']} prompts, {totals['candidates']} candidates sampled, "
+          f"{totals['delivered']} of {totals['requested']} requested rewordings delivered "
+          f"({totals['delivered'] / totals['requested']:.1%}), {totals['short']} prompts left short")
 
 
 if __name__ == "__main__":

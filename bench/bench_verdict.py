@@ -9,7 +9,8 @@ N+10000 .. (a null "method": the same sampler with other luck). For 4, 8 and 16 
 per temperature: the share of groups where ``gcs.verdict``'s family (GCS and GCSwR against IS, under
 E5 and aligned agreement, as in the app) says GCSwR is more consistent beyond noise, per metric; and the
 share of groups where the null family (the null against GCSwR, both metrics) claims any effect
-(nominal at most 5 %). Also the share of groups the degenerate-output rule flags. ``--sets`` names the paraphrase sets (built-in
+(nominal at most 5 %). Also the share of groups the degenerate-output rule flags. Each share is printed with
+the count of groups it stands for (28/44). ``--sets`` names the paraphrase sets (built-in
 names or files) and how many of each set's first groups to run; the shares are printed per set and over all.
 """
 
@@ -53,7 +54,7 @@ def main() -> None:
     print(f"model {model.name} ({model.model.dtype}), engine {args.engine}, {len(groups)} groups "
           f"({args.sets}), {args.tokens} tokens, seeds {counts}")
     print(f"  {'T':>4} {'set':>8} {'seeds':>5} {'GCSwR>IS E5':>12} {'GCSwR>IS aligned':>17} {'null claims':>12} "
-          f"{'flagged':>8}")
+          f"{'flagged':>10}")
     for temperature in (float(t) for t in args.temperatures.split(",")):
         rows = []  # one per group and seed count: did the verdict resolve GCSwR, did the null claim anything
         for name, group in groups:
@@ -88,9 +89,11 @@ def main() -> None:
         table = pd.DataFrame(rows)
         for name in [*sets, "all"] if len(sets) > 1 else sets:
             part = table if name == "all" else table[table["set"] == name]
-            for n, shares in part.groupby("seeds")[[*METRICS, "null", "flagged"]].mean().iterrows():
-                print(f"  {temperature:>4g} {name:>8} {n:>5} {shares['e5']:>12.0%} {shares['aligned']:>17.0%} "
-                      f"{shares['null']:>12.0%} {shares['flagged']:>8.0%}")
+            for n, rows_n in part.groupby("seeds"):
+                cell = {column: f"{rows_n[column].mean():.0%} ({int(rows_n[column].sum())}/{len(rows_n)})"
+                        for column in (*METRICS, "null", "flagged")}  # the share, and the groups it counts
+                print(f"  {temperature:>4g} {name:>8} {n:>5} {cell['e5']:>12} {cell['aligned']:>17} "
+                      f"{cell['null']:>12} {cell['flagged']:>10}")
 
 
 if __name__ == "__main__":

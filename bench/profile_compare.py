@@ -124,7 +124,7 @@ def one_request(prompts, model, settings, engine: str) -> tuple[float, dict, int
 
 
 def through_gradio(prompts, settings, engine: str) -> float:
-    """Seconds of one warm /compare through a fresh app process (the same request)."""
+    """Seconds of one warm /compare through a fresh app process (the same request, its seeds included)."""
     from bench_load import start_app  # bench/ is on sys.path when run as a script
     from gradio_client import Client
 
@@ -132,9 +132,10 @@ def through_gradio(prompts, settings, engine: str) -> float:
     try:
         client = Client(url, verbose=False)
         arguments = ("\n".join(prompts), settings.temperature, settings.max_new_tokens, settings.seeds[0])
-        client.predict(*arguments, api_name="/compare")  # warm: models, kernel, embedders
+        seeds = len(settings.seeds)  # seeds[0], seeds[0] + 1, ...: the in-process run's seeds (the app's default is 16)
+        client.predict(*arguments, seeds=seeds, api_name="/compare")  # warm: models, kernel, embedders
         start = time.perf_counter()
-        client.predict(*arguments, api_name="/compare")
+        client.predict(*arguments, seeds=seeds, api_name="/compare")
         return time.perf_counter() - start
     finally:
         server.terminate()
