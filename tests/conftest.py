@@ -217,7 +217,10 @@ def app_server(tmp_path_factory):
     """
     port = free_port()
     log = tmp_path_factory.mktemp("app") / "app.log"
-    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "GCS_QUEUE_SIZE": "4"}
+    # transformers: the app's tests are about the app; its vLLM path runs in-process (tests/test_bench.py's profile of
+    # /compare on vLLM, tests/test_faults.py's fallback), beside the suite's one vLLM engine
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "GCS_QUEUE_SIZE": "4",
+           "GCS_ENGINE": "transformers"}
     url = f"http://127.0.0.1:{port}/"
     with running_server([sys.executable, "app.py"], log, url, env, fail_on="Traceback (most recent call last)"):
         yield url, log

@@ -1,17 +1,49 @@
-"""The benchmarks' timing helper and a small run of the sampler benchmark (the figures themselves live in bench/)."""
+"""The benchmarks' timing helper and small runs of the benchmarks (the figures themselves live in bench/).
 
+The benchmarks run in this process (``run_bench``: the model and the vLLM engine are loaded once for the suite);
+what one sets process-wide (the environment, gcs.invariance's switches) is put back after its test.
+"""
+
+import contextlib
+import io
+import os
 import re
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
 import pytest
+
+import gcs
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
 from bench_sampler import Cost  # noqa: E402
 from timing import best_in_turns  # noqa: E402
+
+
+@pytest.fixture
+def run_bench(monkeypatch, capsys):
+    """``run_bench(script, *arguments)``: ``python bench/SCRIPT ARGUMENTS`` in this process; (exit status, stdout,
+    stderr)."""
+    environment = dict(os.environ)
+    for name in ("PACKING_HEADROOM", "ONE_CALL", "_rounds_like_blocks"):
+        monkeypatch.setattr(gcs.invariance, name, getattr(gcs.invariance, name))
+
+    def run(script: str, *arguments: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", [str(BENCH / script), *arguments])
+        out, err, code = io.StringIO(), io.StringIO(), 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                runpy.run_path(str(BENCH / script), run_name="__main__")
+            except SystemExit as exit:
+                code = exit.code if isinstance(exit.code, int) else 1
+        return code, out.getvalue(), err.getvalue()
+
+    yield run
+    os.environ.clear()
+    os.environ.update(environment)
 
 
 def test_contenders_take_turns_and_keep_their_best():
@@ -26,10 +58,9 @@ def test_rounds_must_be_positive():
         best_in_turns({"a": lambda: None}, rounds=0)
 
 
-def test_sampler_benchmark_prints_every_contender_and_both_ratios():
-    arguments = "--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split()
-    command = [sys.executable, str(BENCH / "bench_sampler.py"), *arguments]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=120).stdout
+def test_sampler_benchmark_prints_every_contender_and_both_ratios(run_bench):
+    code, out, _ = run_bench("bench_sampler.py", *"--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split())
+    assert code == 0
     number = r"-?\d+\.\d+"
     for layout in ("own seeds", "2 per seed"):
         for method in ("is", "gcs", "gcswr"):
@@ -47,10 +78,9 @@ def test_sampler_benchmark_prints_every_contender_and_both_ratios():
     assert "fused GCSwR CPU kernel: on" in out, out
 
 
-def test_sampler_benchmark_needs_two_tokens_to_split_the_cost():
-    command = [sys.executable, str(BENCH / "bench_sampler.py"), "--tokens", "1", "--vocab", "100"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "--tokens must be >= 2" in result.stderr
+def test_sampler_benchmark_needs_two_tokens_to_split_the_cost(run_bench):
+    code, _, err = run_bench("bench_sampler.py", "--tokens", "1", "--vocab", "100")
+    assert code == 2 and "--tokens must be >= 2" in err
 
 
 def test_cost_split_recovers_per_token_and_set_up():
@@ -60,10 +90,10 @@ def test_cost_split_recovers_per_token_and_set_up():
     assert cost.amortised == pytest.approx(8e-3 / 40)
 
 
-def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak():
+def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak(run_bench):
     """A tiny run of bench/profile_compare.py: every part, the decode loop's GFLOP/s and both peak ratios."""
-    output = subprocess.run([sys.executable, str(BENCH / "profile_compare.py"), "--paraphrases", "2", "--tokens", "4"],
-                            capture_output=True, text=True, check=True).stdout
+    code, output, _ = run_bench("profile_compare.py", "--paraphrases", "2", "--tokens", "4")
+    assert code == 0
     for part in ("prefill", "decode forward", "sampler", "streaming text", "scoring: e5", "scoring: minilm"):
         assert re.search(rf"^  {re.escape(part)} +\d+\.\d+ s +\d+\.\d %$", output, re.M), part
     assert re.search(r"decode loop: 3 steps x 6 rows, \d+ MFLOP per token and row: \d+\.\d GFLOP/s achieved", output)
@@ -73,20 +103,19 @@ def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak():
                      r"weight byte, so its roofline is \d+\.\d GFLOP/s: ratio decode / roofline = \d+\.\d\d", output)
 
 
-def test_compare_profile_on_the_vllm_engine():
+def test_compare_profile_on_the_vllm_engine(run_bench):
     """The same profile on vLLM: engine steps, the plugin's sampling, scoring, and the GFLOP/s bound."""
-    output = subprocess.run([sys.executable, str(BENCH / "profile_compare.py"), "--paraphrases", "2", "--tokens", "4",
-                             "--engine", "vllm"], capture_output=True, text=True, check=True).stdout
+    code, output, _ = run_bench("profile_compare.py", "--paraphrases", "2", "--tokens", "4", "--engine", "vllm")
+    assert code == 0
     for part in ("sampler", "scoring: e5", "vLLM engine steps (forward passes, scheduling)"):
         assert re.search(rf"^  {re.escape(part)} +\d+\.\d+ s +\d+\.\d %$", output, re.M), part
     assert re.search(r"vLLM engine: \d+ tokens generated, \d+ MFLOP per token: \d+\.\d GFLOP/s", output), output
     assert "one warm /compare on vllm" in output
 
 
-def test_the_invariance_benchmark_prints_times_ratios_and_the_promise():
-    arguments = "--tokens 3 --rounds 1 --seeds 1 --dtypes float32".split()
-    command = [sys.executable, str(BENCH / "bench_invariance.py"), *arguments]
-    out = subprocess.run(command, check=True, capture_output=True, text=True, timeout=900).stdout
+def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench):
+    code, out, _ = run_bench("bench_invariance.py", *"--tokens 3 --rounds 1 --seeds 1 --dtypes float32".split())
+    assert code == 0
     assert re.search(r"float32 side by side: invariant / stock = \d+\.\d\dx", out), out
     assert re.search(r"float32 one row: invariant / stock = \d+\.\d\dx", out), out
     assert re.search(r"float32 invariant: a row alone = the same row in the side by side in 3/3 rows", out), out
