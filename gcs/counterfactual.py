@@ -104,8 +104,10 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
 def response_tokens(response: Response, model: Model | str | None = None) -> list[str]:
     """The response's tokens as the model reads them, or as given by their ids (what ``at`` indexes), as text pieces.
 
+    On the embedded model's tokenizer:
+
     >>> import gcs
-    >>> gcs.response_tokens("Apples are sweet.")  # the embedded model's tokenizer
+    >>> gcs.response_tokens("Apples are sweet.")
     ['App', 'les', ' are', ' sweet', '.']
     """
     model = resolve_model(model)

@@ -28,6 +28,25 @@ P_VALUE_THRESHOLD = 1e-3
 Z_THRESHOLD = 4.5
 
 
+# Tests that need the real embedded model, a server, a browser, vLLM or a process of their own are the slow tier:
+# `python -m pytest -m "not slow"` runs the rest (docs/testing.md). A test is slow when it uses one of these
+# fixtures or is marked so itself.
+SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_log", "client", "page", "llm", "model",
+                 "server", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep"}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: needs the real model, a server, a browser, vLLM or a process of its own "
+                                       "(the fast tier, pytest -m 'not slow', leaves these out)")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        examples = getattr(getattr(item, "dtest", None), "docstring", None) or ""
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or "On the embedded model" in examples:
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_report_header(config):
     """Build GCSwR's fused CPU kernel before any test (once per machine), so that no
     start-up (the app, the CLI's subprocesses) pays for it; the header says whether it is on."""

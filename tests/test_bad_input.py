@@ -67,6 +67,7 @@ def test_python_api(case, embedded_model):
             _python(prompts, settings, embedded_model)
 
 
+@pytest.mark.slow  # the app's handlers, on the app's model
 @pytest.mark.parametrize("case", CASES)
 def test_ui_handler(case):
     prompts, settings, _, message = CASES[case]

@@ -16,6 +16,8 @@ import pytest
 from gcs import cli
 from gcs.results import ResultsLog
 
+pytestmark = pytest.mark.slow  # the real model, and processes of their own
+
 RUN = ["run", "--data", "general", "--limit", "3", "--methods", "is,gcswr", "--temperatures", "0,1", "--seeds", "2",
        "--metrics", "e5,jaccard", "--max-new-tokens", "6", "--batch-rows", "6", "--quiet"]
 

@@ -32,6 +32,7 @@ def test_every_block_is_run_or_says_why_not():
     assert len([b for b in BLOCKS if b.illustrative is None]) >= 12  # the pages' examples are still here
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python" and b.illustrative is None],
                          ids=lambda b: b.name)
 def test_python_block_runs(block, tmp_path, monkeypatch, request):
@@ -48,6 +49,7 @@ def commands(code: str) -> list[list[str]]:
     return [words for line in joined.splitlines() if (words := shlex.split(line, comments=True))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "bash" and b.illustrative is None],
                          ids=lambda b: b.name)
 def test_cli_lines_of_a_block_run(block, tmp_path, monkeypatch, embedded_model):

@@ -26,6 +26,8 @@ from gcs.settings import SamplingSettings
 from gcs.vllm import observe, plugin_registered, sampling_params
 from gcs.vllm_engine import CPU_MAX_NUM_SEQS, engine, run_batch
 
+pytestmark = pytest.mark.slow  # a real vLLM engine
+
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain why the sky is blue during the day."]
 
 
