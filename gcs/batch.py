@@ -67,7 +67,9 @@ def prompt_stream(prompt: str) -> int:
 class Row:
     """One response to produce: a prompt under a method and seed, optionally with rewordings.
 
-    ``examples`` are (question, answer) pairs shown to the model before the prompt (few-shot).
+    ``examples`` are (question, answer) pairs shown to the model before the prompt (few-shot); ``system`` a system
+    message (``format_prompt``). ``stream``: the IS stream of the row, None for a hash of its prompt; rows that must
+    not share IS draws although their prompts are equal (the two arms of ``gcs.ab``) name streams of their own.
     """
 
     prompt: str
@@ -75,6 +77,8 @@ class Row:
     seed: int
     rewordings: tuple[str, ...] = ()
     examples: tuple[tuple[str, str], ...] = ()
+    system: str | None = None
+    stream: int | None = None
 
 
 @dataclass
@@ -102,11 +106,11 @@ class Batch:
             self.main.append(len(texts))
             for question in (row.prompt, *row.rewordings):
                 questions.append(question)
-                texts.append(format_prompt(question, tokenizer, self.model.is_chat, row.examples))
+                texts.append(format_prompt(question, tokenizer, self.model.is_chat, row.examples, row.system))
                 self.groups.append(group)
                 methods.append(row.method)
                 seeds.append(row.seed)
-                streams.append(prompt_stream(row.prompt))
+                streams.append(prompt_stream(row.prompt) if row.stream is None else row.stream)
         inputs = tokenizer(
             texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=not self.model.is_chat,
             return_token_type_ids=False,  # generate() takes ids and mask only (some tokenizers add type ids)

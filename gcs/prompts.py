@@ -33,22 +33,28 @@ _FOLLOWUP = re.compile(
 )
 
 
-def format_prompt(question: str, tokenizer, is_chat: bool, examples: Sequence[tuple[str, str]] = ()) -> str:
+def format_prompt(question: str, tokenizer, is_chat: bool, examples: Sequence[tuple[str, str]] = (),
+                  system: str | None = None) -> str:
     """The text fed to the model for one user question, after optional (question, answer) examples.
 
-    Base models always see one example (the paper's in-context example) unless given others.
+    Base models always see one example (the paper's in-context example) unless given others. ``system``: a system
+    message; chat models get it as their template's system turn (None keeps the template's default, if it has
+    one), base models, which have no such turn, as the text's first paragraph, before the examples.
 
     >>> format_prompt("Why is the sky blue?", None, is_chat=False).splitlines()[-2:]
     ['Question: Why is the sky blue?', 'Answer:']
+    >>> format_prompt("Why is the sky blue?", None, is_chat=False, system="Answer in one sentence.").splitlines()[0]
+    'Answer in one sentence.'
     """
     if is_chat:
         turns = [turn for q, a in examples for turn in ({"role": "user", "content": q},
                                                           {"role": "assistant", "content": a})]
+        head = [] if system is None else [{"role": "system", "content": system}]
         return tokenizer.apply_chat_template(
-            [*turns, {"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
+            [*head, *turns, {"role": "user", "content": question}], tokenize=False, add_generation_prompt=True
         )
     shots = "".join(f"{BASE_TURN.format(question=q)} {a}\n\n" for q, a in (examples or [EXAMPLE]))
-    return shots + BASE_TURN.format(question=question)
+    return ("" if system is None else f"{system}\n\n") + shots + BASE_TURN.format(question=question)
 
 
 def strip_followups(text: str) -> str:

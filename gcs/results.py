@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .export import csv_safe, unescape_cell
@@ -37,7 +38,7 @@ def _parse(values: pd.Series, kind: type) -> pd.Series:
     if kind is bool:
         return values.map({"True": True, "False": False})
     if kind is float:
-        return pd.to_numeric(values.replace("", "nan"))
+        return pd.to_numeric(values.replace("", np.nan))  # an empty cell is a missing number (pandas 3 reads no "nan")
     if kind is int:
         return values.astype(int)
     return values

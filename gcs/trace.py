@@ -58,8 +58,8 @@ class Candidate:
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One position of one row: the candidates (most likely first, the winner always among them), the
-    winning token, IS's uniform (None for the Gumbel methods) and whether the row had already finished."""
+    """One position of one row: the candidates (most likely first, then the winner and any watched token not among
+    them), the winning token, IS's uniform (None for the Gumbel methods) and whether the row had already finished."""
 
     position: int
     row: int
@@ -89,6 +89,7 @@ class Trace:
     token_ids: tuple[tuple[int, ...], ...]  # per row, up to (not including) its stop token
     responses: tuple[str, ...]
     forced: tuple[tuple[int, int, int], ...] = ()  # (position, row, token id) forced, as passed to ``trace``
+    system: str | None = None  # the system message the prompts were asked with (``trace(system=...)``)
 
     def frame(self) -> pd.DataFrame:
         """One row per position x paraphrase x candidate; ``won`` marks the winner."""
@@ -105,8 +106,8 @@ class Trace:
 class _Recorder:
     """The processor's observer: keeps each step's top candidates, their noise and the winners."""
 
-    def __init__(self, method: str, top: int, decode):
-        self.method, self.top, self.decode = method, top, decode
+    def __init__(self, method: str, top: int, decode, watch: Sequence[int] = ()):
+        self.method, self.top, self.decode, self.watch = method, top, decode, tuple(watch)
         self.steps: list[tuple[TraceStep, ...]] = []
 
     def __call__(self, warped: torch.Tensor, tokens: torch.Tensor, before: torch.Tensor, after: torch.Tensor):
@@ -116,8 +117,9 @@ class _Recorder:
         row_steps = []
         for row, winner in enumerate(tokens.tolist()):
             ids = top[row].tolist()
-            if winner not in ids:  # an unlikely token won: it is part of the story
-                ids.append(winner)
+            for token in (winner, *self.watch):  # an unlikely winner is part of the story; watched tokens are asked for
+                if token not in ids:
+                    ids.append(token)
             row_steps.append(TraceStep(len(self.steps), row, tuple(self._candidate(row, i, probabilities, before, after)
                                                                      for i in ids),
                                        winner, self.decode(winner), float(before[row]) if self.method == "is" else None,
@@ -135,17 +137,22 @@ class _Recorder:
 
 def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DEFAULT_TOP,
                model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
-               stop: threading.Event | None = None) -> Trace:
+               stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
     """The core of ``trace``: ``settings`` hold one method and one seed, and a temperature above 0."""
     prompts = check_prompts(prompts)
     method, seed = settings.method_and_seed()
     if settings.temperature == 0:
         raise ValueError("temperature 0 is greedy decoding: there is no noise to trace; use a temperature above 0")
     top = check_count(top, "top", 1, 100)
+    if system is not None and not isinstance(system, str):
+        raise ValueError(f"system must be None or a string, got {type(system).__name__}")
     model = resolve_model(model)
     forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(model.tokenizer))
-    recorder = _Recorder(method, top, lambda token: model.tokenizer.decode([token]))
-    batch = Batch([Row(p, method, seed) for p in prompts], model, settings, observer=recorder)
+    if isinstance(watch, (str, bytes)) or not isinstance(watch, Sequence):
+        raise ValueError("watch must be a list of token ids")
+    watch = [check_count(token, "a watched token id", 0, len(model.tokenizer) - 1) for token in watch]
+    recorder = _Recorder(method, top, lambda token: model.tokenizer.decode([token]), watch)
+    batch = Batch([Row(p, method, seed, system=system) for p in prompts], model, settings, observer=recorder)
     if forced:  # the batch's own sampler, with the interventions scheduled
         batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams)
         for position in sorted({f[0] for f in forced}):
@@ -162,13 +169,13 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
         responses.append(record["response"])
     steps = _mark(recorder.steps, token_ids, {(position, row) for position, row, _ in forced})
     return Trace(tuple(prompts), method, seed, settings.temperature, settings.top_p, steps, tuple(token_ids),
-                 tuple(responses), tuple(forced))
+                 tuple(responses), tuple(forced), system)
 
 
 def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
           top_p: float | None = None, max_new_tokens: int = 32, top: int = DEFAULT_TOP,
           model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
-          stop: threading.Event | None = None) -> Trace:
+          stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
     """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
 
     Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
@@ -177,6 +184,8 @@ def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperat
     ``forced``: (position, row, token id) triples: that row emits that token there instead of its
     race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
     it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+    ``system``: a system message for every prompt (``gcs.format_prompt``). ``watch``: token ids recorded at every
+    step besides the candidates (after them, when not among them): ``gcs.parting`` asks for the other arm's token.
 
     On the embedded model (which tokens win depends on the machine's kernels; that the trace is the same
     generation does not):
@@ -189,7 +198,7 @@ def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperat
     True
     """
     settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
-    return trace_with(prompts, settings, top, model, forced, stop)
+    return trace_with(prompts, settings, top, model, forced, stop, system, watch)
 
 
 def _checked_forced(forced, rows: int, positions: int, vocab: int) -> tuple[tuple[int, int, int], ...]:
