@@ -5,9 +5,10 @@ processor -> models/prompts, invariance (kernels that make a row's tokens indepe
 out as one batch) -> runner (the batch decoded step by step by transformers' generate; vllm_engine: by vLLM) -> packing
 (many rows through few batches) -> generation/rewording, trace (the race step by step), posterior (the noise given a
 response) -> hindsight (paraphrases answered with that noise) and counterfactual (an edit under it) -> scoring ->
-surprise and verdict (paired, simultaneous, degenerate answers flagged) -> experiments/style -> cli (and the Gradio
-app, outside this package). The vLLM plugin (vllm, vllm_requests) is what a ``vllm serve`` process loads; gcs
-imports it only for ``engine="vllm"`` (through vllm_engine).
+surprise and verdict (paired, simultaneous, degenerate answers flagged) -> experiments/style, and ab (shared luck for
+A/B: two variants answer with one noise; ab_scores, ab_report with the verdict's paired tests, parting: the race where
+their answers part, from trace) -> cli, ab_cli (and the Gradio app, outside this package). The vLLM plugin (vllm,
+vllm_requests) is what a ``vllm serve`` process loads; gcs imports it only for ``engine="vllm"`` (through vllm_engine).
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])
@@ -75,6 +76,9 @@ from .style import (
     style_table,
 )
 from .theory import agreement_probability, p_repeat
+from .ab import Variant, ab
+from .ab_report import ABReport, ab_report
+from .parting import Parting, parting
 
 __version__ = "0.1.0"
 
@@ -190,4 +194,10 @@ __all__ = [
     "excess_surprise",
     "paired_tests",
     "sign_flip_p",
+    "Variant",
+    "ab",
+    "ab_report",
+    "ABReport",
+    "parting",
+    "Parting",
 ]
