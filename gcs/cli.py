@@ -1,8 +1,9 @@
-"""Command line: ``python -m gcs {run,style,compare} ...`` (also installed as ``gcs``).
+"""Command line: ``python -m gcs {run,style,ab,compare} ...`` (also installed as ``gcs``).
 
     python -m gcs run --data general --methods is,gcs,gcswr --temperatures 0,0.5,1 \\
         --seeds 3 --metrics e5,jaccard --out runs/general
     python -m gcs style --data lists --seeds 20 --out runs/lists
+    python -m gcs ab --data general --b-system "Answer in one sentence." --out runs/brief   (gcs/ab_cli.py)
     python -m gcs compare "What is DNA?" "Explain what DNA is." --temperature 1
 
 ``run`` and ``style`` write into ``--out``: ``results.csv`` (rows appended as they
@@ -239,6 +240,9 @@ def build_parser() -> argparse.ArgumentParser:
     style.add_argument("--classifiers", type=_csv_list, default=None,
                        help="rule classifiers (default for coding: code ones; for lists: list_style,is_terse)")
 
+    from .ab_cli import add_parser as add_ab_parser  # here: gcs.ab_cli imports this module's helpers
+
+    add_ab_parser(commands)
     commands.add_parser("vllm-serve", help="serve a model on vLLM with gcs's samplers (gcs vllm-serve -h)",
                         add_help=False)
     compare = commands.add_parser("compare", help="answer a few paraphrases with each method, side by side")
@@ -290,7 +294,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "compare":
             command_compare(args)
             return 0
-        out = command_run(args) if args.command == "run" else command_style(args)
+        if args.command == "ab":
+            from .ab_cli import command_ab
+
+            out = command_ab(args)
+        else:
+            out = command_run(args) if args.command == "run" else command_style(args)
     except ValueError as error:
         print(f"gcs: error: {error}", file=sys.stderr)
         return 2
@@ -300,5 +309,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gcs: interrupted; re-run the same command to resume", file=sys.stderr)
         return 130
-    print(f"wrote {out / 'results.csv'}, {out / 'summary.md'}, {out / 'figure.html'}")
+    figure = "" if args.command == "ab" else f", {out / 'figure.html'}"
+    print(f"wrote {out / 'results.csv'}, {out / 'summary.md'}{figure}")
     return 0
