@@ -25,9 +25,12 @@ VOCAB = 8  # ids 0-2 special (</s> = 1 ends an answer), w3..w7: short answers ha
 
 
 def peaked(seed: int):
-    """A tiny model whose next-token distributions are as uneven as a trained model's."""
+    """A tiny model whose next-token distributions are as uneven as a trained model's and depend on the context
+    (at their initial scale the weights let a system message move the answers' law by 2 % at most; 16x, by 12 %)."""
     model = tiny_gcs_model(vocab_size=VOCAB, seed=seed)
-    model.model.lm_head.weight.data *= 4
+    with torch.no_grad():
+        for name, weight in model.model.named_parameters():
+            weight.mul_(1 if "norm" in name else 4 if "lm_head" in name else 16)
     return model
 
 
@@ -148,7 +151,12 @@ def test_each_arm_answers_with_its_own_model_s_law(old, new, law_run, method):
     law_a, law_b = answer_law(old, a, PROMPT), answer_law(new, b, PROMPT)
     assert law_p(answers, "a", law_a) > P_VALUE_THRESHOLD
     assert law_p(answers, "b", law_b) > P_VALUE_THRESHOLD
-    assert law_p(answers, "b", law_a) < 1e-6  # the two laws differ: the test would see an arm sampling the other's
+    # the test sees an arm that samples another law: the other arm's, or its own without the system message, the
+    # template or the temperature
+    for wrong in (law_a, answer_law(new, gcs.Variant(new, template="{prompt} w6", temperature=0.8), PROMPT),
+                  answer_law(new, gcs.Variant(new, system="w4 w5", temperature=0.8), PROMPT),
+                  answer_law(new, gcs.Variant(new, system="w4 w5", template="{prompt} w6"), PROMPT)):
+        assert law_p(answers, "b", wrong) < 1e-6
 
 
 @pytest.mark.parametrize("method, rule", [("gcswr", "gcs"), ("is", "is")])
@@ -166,11 +174,9 @@ def test_the_arms_first_tokens_agree_as_theorem_1_says_and_independently_under_i
 def test_a_real_effect_is_found_and_shared_luck_narrows_it():
     """At a lower temperature the most likely token only gains: under shared noise B writes it whenever A does."""
     model = peaked(0)
-    head = model.model.lm_head.weight.data
-    head[[0, 5]] = head[[5, 0]].clone()  # the most likely token (<pad>, which writes no text) becomes w5
-    mode = int(next_token(model, gcs.Variant(model), "w7").argmax())
-    assert mode == 5
-    frame = gcs.ab(["w7"], gcs.Variant(model), gcs.Variant(model, temperature=0.3), seeds=32, method="gcswr",
+    mode = int(next_token(model, gcs.Variant(model), "w5 w6").argmax())
+    assert mode >= 3  # a word (w5 here, with probability 0.22), not a special token that writes no text
+    frame = gcs.ab(["w5 w6"], gcs.Variant(model), gcs.Variant(model, temperature=0.3), seeds=32, method="gcswr",
                    metrics=[f"contains:w{mode}"], max_new_tokens=1)
     shared = frame[frame["method"] == "gcswr"]
     assert (shared[f"contains:w{mode}_b"] >= shared[f"contains:w{mode}_a"]).all()
