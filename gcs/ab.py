@@ -184,8 +184,10 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
 def parts_at(ids_a: Sequence[int], finished_a: bool, ids_b: Sequence[int], finished_b: bool) -> int | None:
     """The first token index where two answers differ (an answer's end counts as a token there), None if identical.
 
-    >>> parts_at([5, 6], True, [5, 6], True), parts_at([5, 6], True, [5, 6, 8], False), parts_at([5, 9], False, [5, 6], False)
-    (None, 2, 1)
+    >>> parts_at([5, 6], True, [5, 6], True), parts_at([5, 6], True, [5, 6, 8], False)
+    (None, 2)
+    >>> parts_at([5, 9], False, [5, 6], False)
+    1
     """
     a, b = [*ids_a, *([END] if finished_a else [])], [*ids_b, *([END] if finished_b else [])]
     for index, (x, y) in enumerate(zip(a, b)):

@@ -59,7 +59,7 @@ def _variants(args: argparse.Namespace):
 
 
 def command_ab(args: argparse.Namespace) -> Path:
-    from .ab import KEYS as FRAME_KEYS, ab, arms
+    from .ab import ab, arms
     from .ab_report import ab_report
     from .ab_scores import check_scores
     from .checks import check_seed_list
@@ -104,7 +104,7 @@ def command_ab(args: argparse.Namespace) -> Path:
     results = log.load()  # may hold rows of an earlier, larger run in the same folder: report ours only
     results = results[[key in requested for key in results[list(KEYS)].itertuples(index=False, name=None)]]
     results = results.assign(prompt_index=[flat[place] for place in zip(results["group"], results["prompt_index"])])
-    report = ab_report(results.sort_values(list(FRAME_KEYS[::-1])), names=("A", "B"))
+    report = ab_report(results.sort_values(["method", "seed", "prompt_index"]), names=("A", "B"))
     arms_text = "\n".join(f"- {arm.name}: {arm.variant.describe()} (model `{arm.model.name}`, {dtype(arm)})"
                           for arm in pair)
     summary = (f"# Shared luck for A/B\n\nData `{args.data}` ({len(groups)} groups, {len(prompts)} prompts), "

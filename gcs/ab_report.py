@@ -47,8 +47,9 @@ class ABReport:
     ``effects``: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
     interval; NaN where the differences have no spread), p, test ("t" or "sign-flip"), beyond_noise, sd (the
     spread of the per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS
-    would need for shared luck's width). ``pairs``: per method, the share of identical answers and each pair
-    score (how close the arms' answers are), with a ``confidence`` interval over seeds. ``lines``: the sentences.
+    would need for shared luck's width: inf where only IS has spread, NaN where IS has none). ``pairs``: per
+    method, the share of identical answers and each pair score (how close the arms' answers are), with a
+    ``confidence`` interval over seeds. ``lines``: the sentences.
     """
 
     names: tuple[str, str]
@@ -69,7 +70,8 @@ def _per_seed(part: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
     """Each score's mean over the prompts within each seed, the arms as method "A"/"B" (``paired_tests``' layout)."""
     means = part.groupby("seed")[[f"{label}_{slot}" for label in labels for slot in "ab"]].mean()
     return pd.DataFrame.from_records(
-        [{"method": slot.upper(), "seed": seed, "metric": label, "consistency": float(means.loc[seed, f"{label}_{slot}"])}
+        [{"method": slot.upper(), "seed": seed, "metric": label,
+          "consistency": float(means.loc[seed, f"{label}_{slot}"])}
          for label in labels for slot in "ab" for seed in means.index],
         columns=["method", "seed", "metric", "consistency"])
 
@@ -89,15 +91,15 @@ def _effects(frame: pd.DataFrame, method: str, control: str | None, labels: list
     records = []
     for label in labels:
         row, scores = tests[method]
-        record = {"metric": label, **row.loc[label, ["n", "diff", "low", "high", "p", "test", "beyond_noise"]].to_dict(),
-                  "sd": _spread(scores, label), "control_diff": math.nan, "control_low": math.nan,
-                  "control_high": math.nan, "control_sd": math.nan, "is_seeds": math.nan}
+        tested = row.loc[label, ["n", "diff", "low", "high", "p", "test", "beyond_noise"]].to_dict()
+        record = {"metric": label, **tested, "sd": _spread(scores, label), "control_diff": math.nan,
+                  "control_low": math.nan, "control_high": math.nan, "control_sd": math.nan, "is_seeds": math.nan}
         if control is not None:
             other, other_scores = tests[control]
             record.update(control_diff=other.loc[label, "diff"], control_low=other.loc[label, "low"],
                           control_high=other.loc[label, "high"], control_sd=_spread(other_scores, label))
             shared, independent = record["sd"], record["control_sd"]
-            if shared > 0:
+            if shared > 0 and independent > 0:
                 record["is_seeds"] = record["n"] * (independent / shared) ** 2
             elif independent > 0:
                 record["is_seeds"] = math.inf  # no finite number of independent seeds matches a width of zero
@@ -135,14 +137,14 @@ def _phrasing(label: str) -> tuple[str, str, float, str]:
     return f"{{B}} scores {{more}} than {{A}} on {label}, by {{amount}}", "higher/lower", 1.0, ""
 
 
-def _number(value: float, scale: float, unit: str, signed: bool = True) -> str:
+def _number(value: float, scale: float, unit: str, signed: bool = True, with_unit: bool = True) -> str:
     """A score (times ``scale``) with its unit: one decimal for tokens and points, three digits for a scorer's.
 
-    >>> _number(2.25, 1.0, "tokens"), _number(-0.125, 100.0, ""), _number(0.1234, 1.0, "", signed=False)
-    ('+2.2 tokens', '-12.5', '0.123')
+    >>> _number(2.25, 1.0, "tokens"), _number(-0.125, 100.0, "points", with_unit=False), _number(0.1234, 1.0, "")
+    ('+2.2 tokens', '-12.5', '+0.123')
     """
     digits = ".1f" if scale != 1 or unit else ".3g"
-    return f"{scale * value:{'+' if signed else ''}{digits}} {unit}".strip()
+    return f"{scale * value:{'+' if signed else ''}{digits}} {unit if with_unit else ''}".strip()
 
 
 def _effect_line(row, names: tuple[str, str], confidence: float, family: int) -> str:
@@ -156,8 +158,9 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
                                                                                            signed=False))
     together = "" if family == 1 else f", simultaneous over {family} scores"
     if row.test == "t":
-        return (f"{head}{body} ({100 * confidence:g} % CI {_number(row.low, scale, '')} to "
-                f"{_number(row.high, scale, unit)}{together}): {'beyond noise' if row.beyond_noise else 'within noise'}.")
+        noise = "beyond noise" if row.beyond_noise else "within noise"
+        return (f"{head}{body} ({100 * confidence:g} % CI {_number(row.low, scale, unit, with_unit=False)} to "
+                f"{_number(row.high, scale, unit)}{together}): {noise}.")
     if row.diff == 0:
         return f"{head}{b} and {a} gave the same value on each of the {row.n} seeds: no difference, and no claim."
     bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"
@@ -170,9 +173,12 @@ def _saving_line(row, method: str) -> str:
     shared = METHOD_NAMES.get(method, method)
     if math.isnan(row.control_sd):
         return f"{row.metric}: the IS control has too few seeds to compare spreads."
-    if not row.sd > 0:
-        if not row.control_sd > 0:
+    if not row.control_sd > 0:
+        if not row.sd > 0:
             return f"{row.metric}: neither shared luck nor independent sampling gave any spread between seeds."
+        return (f"{row.metric}: independent sampling gave the same difference on every seed here (no spread), so "
+                "these seeds cannot tell what shared luck saved; use more seeds or longer answers.")
+    if not row.sd > 0:
         return (f"{row.metric}: with shared luck ({shared}) every seed gave the same difference; independent "
                 f"sampling's differences spread by {_number(row.control_sd, scale, unit, signed=False)} per seed, "
                 "so no number of independent seeds reaches that width.")
@@ -222,10 +228,11 @@ def ab_report(frame: pd.DataFrame, confidence: float = CONFIDENCE, names: tuple[
     part = frame[frame["method"] == method]
     parted = pd.to_numeric(part["parts_at"], errors="coerce").dropna() if "parts_at" in part else pd.Series([])
     count = lambda n, what: f"{n} {what}{'s' if n != 1 else ''}"  # noqa: E731
-    lines = [f"{names[1]} against {names[0]}, {count(part['prompt_index'].nunique(), 'prompt')} x "
-             f"{count(part['seed'].nunique(), 'seed')} with shared luck ({METHOD_NAMES.get(method, method)}): {part['identical'].mean():.0%} of the "
-             f"answer pairs are identical" + (f"; the others part at token {np.median(parted):.0f} (median)."
-                                              if len(parted) else ".")]
+    where = f"; the others part at token {np.median(parted):.0f} (median)" if len(parted) else ""
+    head = (f"{names[1]} against {names[0]}, {count(part['prompt_index'].nunique(), 'prompt')} x "
+            f"{count(part['seed'].nunique(), 'seed')} with shared luck ({METHOD_NAMES.get(method, method)}): "
+            f"{part['identical'].mean():.0%} of the answer pairs are identical{where}.")
+    lines = [head]
     lines += [_effect_line(row, names, confidence, len(effects)) for row in effects.itertuples()]
     if control is not None:
         lines += [_saving_line(row, method) for row in effects.itertuples()]

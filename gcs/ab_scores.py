@@ -19,7 +19,7 @@ similarity) and ``"aligned"`` (aligned agreement of their token ids, ``gcs.scori
 >>> check_scores(["regex:(unclosed"])
 Traceback (most recent call last):
 ...
-ValueError: metric 'regex:(unclosed': '(unclosed' is not a valid regular expression (missing ), unterminated subpattern at position 0)
+ValueError: metric 'regex:(unclosed': '(unclosed' is not a valid regular expression (missing ), unterminated ...)
 """
 
 from __future__ import annotations
@@ -66,10 +66,14 @@ class Score:
         return np.array(values)
 
 
+PLACEHOLDERS = {"contains": ("contains argument", "WORD"), "regex": ("regex argument", "PATTERN"),
+                "e5_to": ("reference answer", "REFERENCE")}
+
+
 def _argument(metric: str, kind: str, argument: str) -> str:
     if not argument.strip():
-        raise ValueError(f"metric {metric!r} names no {'reference answer' if kind == 'e5_to' else kind + ' argument'}"
-                         f": write {kind}:{'REFERENCE' if kind == 'e5_to' else 'WORD' if kind == 'contains' else 'PATTERN'}")
+        what, placeholder = PLACEHOLDERS[kind]
+        raise ValueError(f"metric {metric!r} names no {what}: write {kind}:{placeholder}")
     return argument
 
 

@@ -65,8 +65,8 @@ class Parting:
         """The parting in words: what each arm wrote, how B moved both tokens' probabilities, whose clock won."""
         (a, b), (x, y) = self.names, self.texts
         p = lambda arm, which: self.candidate(arm, self.tokens[which]).probability  # noqa: E731
-        moved = lambda which: ("rose" if p(1, which) > p(0, which) else "fell" if p(1, which) < p(0, which)  # noqa: E731
-                               else "stayed") + f" from {p(0, which):.2f} to {p(1, which):.2f}"
+        verb = lambda before, after: "rose" if after > before else "fell" if after < before else "stayed"  # noqa: E731
+        moved = lambda i: f"{verb(p(0, i), p(1, i))} from {p(0, i):.2f} to {p(1, i):.2f}"  # noqa: E731
         wrote = lambda text: "ended its answer" if text == END_TEXT else f"wrote {text}"  # noqa: E731
         arrival = lambda which: self.candidate(1, self.tokens[which]).arrival  # noqa: E731
         after = f"after {self.prefix[-40:]!r}" if self.position else "at the start"

@@ -22,7 +22,8 @@ from markdown_blocks import PAGES, ROOT, all_blocks
 BLOCKS = all_blocks()
 RUNNABLE = {"python", "bash"}
 SMALL = {"run": ["--limit", "1", "--seeds", "1", "--max-new-tokens", "4", "--quiet"],
-         "style": ["--limit", "2", "--seeds", "1", "--max-new-tokens", "4", "--quiet"], "compare": []}
+         "style": ["--limit", "2", "--seeds", "1", "--max-new-tokens", "4", "--quiet"], "compare": [],
+         "ab": ["--limit", "1", "--seeds", "2", "--max-new-tokens", "4", "--quiet"]}
 INLINE = re.compile(r"`((?:python -m gcs|python bench/|gcs vllm-serve|python app\.py)[^`]*)`")
 
 
