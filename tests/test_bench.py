@@ -125,3 +125,12 @@ def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench)
     assert re.search(r"probing the one-call widths: [1-9]\d* \(kernel, width\) pairs, \d+\.\d\d s in all", out), out
     ratios = r"float32 side by side: invariant / stock = \d+\.\d\dx, blocks / stock = \d+\.\d\dx, unpacked / stock"
     assert re.search(ratios, out), out
+
+
+def test_ab_benchmark_prints_every_change_and_score(run_bench):
+    code, out, err = run_bench("bench_ab.py", "--prompts", "1", "--seeds", "2", "--tokens", "4")
+    assert code == 0, err
+    for change in ("system prompt", "T 1.0 vs 0.8", "bf16 vs fp32"):
+        for score in ("length", "E5 ref"):
+            assert re.search(rf"  {re.escape(change)} +{score} +[+-]\d+\.\d\d ", out), out
+    assert re.search(r"goal \(IS needs >= 2x the seeds\) met for \d+ of \d+ \(change, score\) pairs", out), out
