@@ -219,8 +219,11 @@ def _frame(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], answers
            pair_names: list[str]) -> pd.DataFrame:
     """One row per key: both answers, where they part, the pair scores and each arm's scores."""
     a, b = ([answers[(slot, key)] for key in keys] for slot in "ab")
-    where = lambda i: f"{pair[i // len(keys)].name}'s answer to prompt {keys[i % len(keys)][0]} under seed " \
-                      f"{keys[i % len(keys)][1]} ({keys[i % len(keys)][2]})"  # noqa: E731
+
+    def where(i: int) -> str:  # answer i of both arms' answers (A's, then B's), named for an error message
+        prompt, seed, method = keys[i % len(keys)]
+        return f"{pair[i // len(keys)].name}'s answer to prompt {prompt} under seed {seed} ({method})"
+
     parted = [parts_at(x["token_ids"], x["finished"], y["token_ids"], y["finished"]) for x, y in zip(a, b)]
     columns = {"prompt_index": [k[0] for k in keys], "prompt": [prompts[k[0]] for k in keys],
                "method": [k[2] for k in keys], "seed": [k[1] for k in keys],
