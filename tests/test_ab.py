@@ -300,6 +300,29 @@ def test_names_a_dtype_and_a_scorer_that_fails_are_refused_clearly(old):
                metrics=["length"], scorer=lambda answer: math.nan)
 
 
+def test_a_chat_template_that_refuses_a_system_message_is_named():
+    chat = tiny_gcs_model(vocab_size=VOCAB, seed=3)
+    chat.tokenizer.chat_template = ("{% for m in messages %}{% if m['role'] == 'system' %}"
+                                    "{{ raise_exception('System role not supported') }}{% endif %}"
+                                    "{{ m['content'] }} {% endfor %}")
+    with pytest.raises(ValueError, match=r"variant B: the chat template of 'tiny-3' refuses a system message \(System "
+                                         r"role not supported\)"):
+        gcs.ab(["w5"], gcs.Variant(chat), gcs.Variant(chat, system="w4"), seeds=2)
+
+
+def test_the_built_in_scores_and_their_labels():
+    from gcs.ab_scores import check_scores
+
+    def polite(answer):
+        return float("please" in answer)
+
+    arm, pair = check_scores("length,contains:Paris,regex:^[A-Z],e5_between", scorer=polite)
+    assert [score.label for score in arm] == ["length", "contains:Paris", "regex:^[A-Z]", "scorer:polite"]
+    assert pair == ["e5_between"] and check_scores(["length"], scorer=lambda a: 1.0)[0][1].label == "scorer"
+    answers = ["Paris, please.", "in paris", "the Parisian way"]
+    assert [list(score.of(answers, [4, 2, 3])) for score in arm] == [[4, 2, 3], [1, 1, 0], [1, 0, 0], [1, 0, 0]]
+
+
 def test_ab_leaves_the_caller_s_models_and_frames_alone(old):
     before = {name: p.detach().clone() for name, p in old.model.named_parameters()}
     frame = gcs.ab(["w5"], gcs.Variant(old), gcs.Variant(old, temperature=0.5), seeds=3, max_new_tokens=2,
