@@ -37,8 +37,8 @@ import gcs
 from . import compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
 from .logs import logger
-from .messages import say_slider_ranges
-from .serving import guard_queue
+from .messages import say_slider_ranges, strict_json
+from .serving import CLEANUP_EVERY_S, FILE_AGE_S, guard_queue, quiet_input_errors, stop_abandoned_mcp_calls
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 
@@ -85,8 +85,8 @@ COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each
 
 def build(queue_size: int = 16) -> gr.Blocks:
     """The app. ``queue_size`` bounds the requests waiting for the model; the coupling explorer has its own lane."""
-    # delete_cache: gradio's copies of downloads and uploads go after an hour.
-    with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(3600, 3600)) as demo:
+    # delete_cache: gradio's copies of downloads and uploads go after an hour (ui.serving.UploadQuota counts on it).
+    with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(CLEANUP_EVERY_S, FILE_AGE_S)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
                     "more — while each one is still an exact sample from the model.")
@@ -113,11 +113,14 @@ def build(queue_size: int = 16) -> gr.Blocks:
                   concurrency_id="coupling", concurrency_limit=4)
         follow_trace_link(load, selected)
         for name, (function, lane) in ENDPOINTS.items():
-            function.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
-            gr.api(function, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)
+            endpoint = strict_json(function)  # NaN and infinities as null: every answer is JSON
+            endpoint.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
+            gr.api(endpoint, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
     guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
+    quiet_input_errors(demo)
+    stop_abandoned_mcp_calls()
     return demo
 
 
