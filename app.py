@@ -18,10 +18,8 @@ import os
 import sys
 
 import gradio as gr
-from starlette.middleware import Middleware
 
 from ui.logs import RedactingStream, RedactSecrets
-from ui.serving import BodyLimit, KnownCalls, QueuedOnly, UploadQuota, UrlLimit
 
 demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
 
@@ -33,8 +31,4 @@ if __name__ == "__main__":
         handler.addFilter(RedactSecrets())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request (MCP's loopback calls included)
     ui.warm_up()
-    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True, mcp_server=ui.mcp_server(),
-                # over-long URLs: 414; oversized bodies: 413 before parsing; uploads: bounded per client and in total;
-                # calls to unknown endpoints: 404; Gradio's routes that bypass the queue: closed
-                app_kwargs={"middleware": [Middleware(UrlLimit), Middleware(BodyLimit), Middleware(UploadQuota),
-                                           Middleware(KnownCalls, demo=demo), Middleware(QueuedOnly, demo=demo)]})
+    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, **ui.launch_options(demo))

@@ -397,3 +397,20 @@ def test_a_counterfactual_cannot_write_an_end_of_turn_inside_a_response(embedded
     with pytest.raises(ValueError, match="token to change must be a whole number"):
         hindsight.counterfactual_inputs("Name a fruit.", "Apples are sweet.", 10**400, " sour", "gcswr", 0, 1.0, 1.0,
                                         16, ui.DEFAULT_MODEL)
+
+
+# -- 10. memory after floods ---------------------------------------------------------------------------------
+def test_the_sessions_gradio_keeps_are_bounded(monkeypatch):
+    """Gradio kept every session's state (a copy of each component's config: 0.3 MB for this app) until it held
+    10,000 sessions, 3 GB; every visit, API client and MCP tool call is a session. The app launches with at most
+    ``SESSIONS_KEPT`` of them (lowered here, to see the bound hold)."""
+    monkeypatch.setattr(ui, "SESSIONS_KEPT", 3)
+    demo = ui.build()
+    _, url, _ = demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **ui.launch_options(demo))
+    try:
+        (coupling,) = [index for index, fn in demo.fns.items() if fn.api_name == "coupling"]
+        for _ in range(6):  # each call a session of its own
+            assert queued_call(url, coupling, ["0.5, 0.5", "", 1.0, 100, 100, 0])["success"]
+        assert len(demo.state_holder.session_data) == 3
+    finally:
+        demo.close()

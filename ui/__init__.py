@@ -31,6 +31,7 @@ import os
 import threading
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 import gcs
 
@@ -38,11 +39,14 @@ from . import compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
 from .logs import logger
 from .messages import say_slider_ranges, strict_json
-from .serving import CLEANUP_EVERY_S, FILE_AGE_S, guard_queue, quiet_input_errors, stop_abandoned_mcp_calls
+from .serving import (
+    CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota, UrlLimit, guard_queue,
+    quiet_input_errors, stop_abandoned_mcp_calls,
+)
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 
-__all__ = ["build", "warm_up", "mcp_server", "gpu", "CSS", "ENDPOINTS"]
+__all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
 
 CSS = """
 .method-column { min-width: 260px; }
@@ -165,3 +169,14 @@ def mcp_server() -> bool:
         logger.warning("MCP tools off: Gradio's MCP server needs mcp 1.x, found %s (pip install \"mcp<2\")", found)
         return False
     return True
+
+
+def launch_options(demo: gr.Blocks) -> dict:
+    """How ``app.py`` launches ``demo`` (and tests and benchmarks that launch it in their own process): uploads of at
+    most 1 MB, at most ``SESSIONS_KEPT`` sessions' state, the MCP tools where they can run, and the middleware that
+    answers over-long URLs (414), oversized bodies (413, before parsing), uploads past their bounds (429, 503),
+    calls to unknown endpoints (404) and Gradio's routes around its queue (404) before Gradio sees them."""
+    middleware = [Middleware(UrlLimit), Middleware(BodyLimit), Middleware(UploadQuota), Middleware(KnownCalls, demo=demo),
+                  Middleware(QueuedOnly, demo=demo)]
+    return {"max_file_size": "1mb", "show_error": True, "mcp_server": mcp_server(),
+            "state_session_capacity": SESSIONS_KEPT, "app_kwargs": {"middleware": middleware}}

@@ -185,6 +185,13 @@ class UploadQuota:
         return None
 
 
+# -- sessions -----------------------------------------------------------------------------------------
+# Gradio keeps every session's state (a copy of each component's config: about 0.3 MB for this app) until it holds
+# state_session_capacity sessions, 10,000 by default: 3 GB after as many visits or API clients (an MCP tool call
+# is one). The oldest go first; a session in use is never the oldest for long.
+SESSIONS_KEPT = 1_000
+
+
 # -- capacity and cancellation --------------------------------------------------------------------
 # Private Gradio APIs wrapped here, and only here (tests/test_serving.py checks their shape; requirements.txt pins
 # the same range): Queue.push and Queue.event_queue_per_concurrency_id[lane].queue (guard_queue),
