@@ -12,7 +12,7 @@ percentiles of served requests, how the prober fared under the full model lane, 
 before, at its peak and after each flood, and checks that the server still answers afterwards.
 Then abandoned calls, each killed right after it started, and how soon a short /compare is served after the
 kill: a long /compare (24 rows x 256 tokens), a 48-row /sweep (8 built-in groups x 3 paraphrases x 2 methods,
-killed during its prefill) and an MCP tool call (/hindsight, 4 paraphrases x 256 tokens, through the real mcp
+killed during its prefill) and an MCP tool call (the long /compare as the compare tool, through the real mcp
 client). Then hostile /sweep metric strings (all refused) and an over-the-cap request (refused). Exit status 1 if
 any request failed in an unexpected way.
 """
@@ -193,9 +193,7 @@ SUBMITTING = ("import sys, time; from gradio_client import Client; c = Client(sy
               "print('under way', flush=True); job.result()")
 STORIES = [chr(10).join(f"Tell me a long story about dragon number {i}." for i in range(8)), 1.0, 256, 0]
 SWEEP_48_ROWS = ["builtin:8", "1", 1, "is,gcswr", "jaccard", 128]  # 8 groups x 3 paraphrases x 2 methods
-HINDSIGHT = {"prompt": "Tell me a long story.", "response": "Once upon a time", "max_new_tokens": 256,
-             "paraphrases": "Tell me a long tale.\nTell me a story, a long one.\nTell me a long dragon story.\n"
-                            "Tell me a very long story."}
+COMPARE = {"paraphrases": STORIES[0], "max_new_tokens": 256, "seeds": 1}
 MCP_CALLING = ("import asyncio, sys\nfrom mcp import ClientSession\n"
                "from mcp.client.streamable_http import streamable_http_client\n"
                "async def main():\n"
@@ -204,12 +202,12 @@ MCP_CALLING = ("import asyncio, sys\nfrom mcp import ClientSession\n"
                "            await session.initialize()\n"
                "            async def told(done, total, message):\n"
                "                if message == 'Processing': print('under way', flush=True)\n"
-               f"            await session.call_tool('hindsight', {HINDSIGHT!r}, progress_callback=told)\n"
+               f"            await session.call_tool('compare', {COMPARE!r}, progress_callback=told)\n"
                "asyncio.run(main())")
 ABANDONING = {
     "/compare": SUBMITTING.replace("*ARGUMENTS", f"*{json.dumps(STORIES)}, seeds=1, api_name='/compare'"),
     "48-row /sweep": SUBMITTING.replace("*ARGUMENTS", f"*{json.dumps(SWEEP_48_ROWS)}, api_name='/sweep'"),
-    "MCP call (hindsight)": MCP_CALLING,
+    "MCP call (/compare as a tool)": MCP_CALLING,
 }
 
 

@@ -171,14 +171,14 @@ class Batch:
         costs the same per token however long the responses grow. Closing the iterator early
         (a consumer that stops reading) stops the runner after the current step, so no
         generation outlives its stream. Setting ``stop`` (from any thread) stops it too, even
-        during the prompts' prefill: the last item is then short (``Cancelled`` before any step).
+        during the prompts' prefill, with ``Cancelled`` instead of the finished batch.
         """
         partial, token_ids = _PartialRows(self), []
         with closing(self.runner.steps(stop)) as steps:
             for token_ids in steps:
                 yield partial.update(token_ids)
-        if not token_ids and stop is not None and stop.is_set():
-            raise Cancelled("stopped on request before the first token")
+        if stop is not None and stop.is_set():
+            raise Cancelled("stopped on request before the end")
         yield self.decode(padded(token_ids, self.stop_ids[0]))
 
 

@@ -81,7 +81,7 @@ def _checked(settings: SamplingSettings) -> SamplingSettings:
 
 def decoded_rows(batch: Batch, streaming: bool = False, stop: threading.Event | None = None) -> Iterator[list[dict]]:
     """The batch's decoded rows: after every step when ``streaming`` (the last item is final), else once, at the end.
-    Setting ``stop`` ends the work early: a stream's last item is then short, a single answer is ``Cancelled``."""
+    Setting ``stop`` (from another thread) ends the work early with ``Cancelled``."""
     if streaming:
         yield from batch.stream(stop)
     else:
@@ -181,7 +181,7 @@ def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHOD
                    engine: str = "transformers", stop: threading.Event | None = None,
                    **generate_kwargs) -> Iterator[pd.DataFrame]:
     """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is
-    final (or, when ``stop`` was set, as far as the work got)."""
+    final (setting ``stop`` ends it with ``gcs.Cancelled`` instead)."""
     count, rewordings = _ensemble(ensemble)
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)

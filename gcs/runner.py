@@ -211,7 +211,8 @@ class TransformersRunner:
 
         Closing the iterator early (a consumer that stops reading) sets ``stop`` (an event of its own when
         none is given), so generation ends after the current step, and waits for the worker thread: no
-        generation outlives its consumer.
+        generation outlives its consumer. A generation that ends by itself leaves ``stop`` as it was (the
+        caller's event then says whether the caller stopped it).
         """
         stop = threading.Event() if stop is None else stop
         tokens, outcome, done = _TokenQueue(), {}, object()
@@ -225,18 +226,21 @@ class TransformersRunner:
 
         worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
         worker.start()
+        ended = False
         try:
             token_ids = [[] for _ in range(len(self.batch.groups))]
             while (step := tokens.steps.get()) is not done:
                 for ids, token in zip(token_ids, step.tolist()):
                     ids.append(token)
                 yield token_ids
+            ended = True
             if "error" in outcome:
                 raise outcome["error"]
         finally:
-            if worker.is_alive():
-                logger.info("generation stopped early: its consumer went away")
-            stop.set()
+            if not ended:
+                if worker.is_alive():
+                    logger.info("generation stopped early: its consumer went away")
+                stop.set()
             worker.join()
 
 

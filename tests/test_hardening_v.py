@@ -48,9 +48,9 @@ def log_count(app_log: Path, text: str) -> int:
 
 
 # -- 1. an MCP call stops when its client leaves --------------------------------------------------------------
-LONG_HINDSIGHT = {"prompt": "Tell me a long story.", "response": "Once upon a time",
-                  "paraphrases": "Tell me a long tale.\nTell me a story, a long one.\nTell me a long dragon story.\n"
-                                 "Tell me a very long story.", "max_new_tokens": 256}
+# 24 rows x 256 tokens of stories: tens of seconds on any machine, so the kill always lands mid-call
+LONG_COMPARE = {"paraphrases": "\n".join(f"Tell me a long story about dragon number {i}, with every detail."
+                                         for i in range(8)), "max_new_tokens": 256, "seeds": 1}
 # The client: one tool call (with progress notifications or without, as most clients call), then wait to be killed.
 MCP_CLIENT = """
 import asyncio, json, sys
@@ -76,8 +76,8 @@ def test_an_mcp_call_stops_when_its_client_is_killed(app_url, app_log, client, p
     """Gradio ran each tool through a loopback client that nothing cancelled: a killed MCP client left its job
     running to its end. Now the job stops, the log says "abandoned" as for HTTP, and the lane serves the next call."""
     started, abandoned = log_count(app_log, "work started"), log_count(app_log, "abandoned request: its work")
-    caller = subprocess.Popen([sys.executable, "-c", MCP_CLIENT, f"{app_url}gradio_api/mcp/", "hindsight",
-                               json.dumps(LONG_HINDSIGHT), "progress" if progress else "plain"],
+    caller = subprocess.Popen([sys.executable, "-c", MCP_CLIENT, f"{app_url}gradio_api/mcp/", "compare",
+                               json.dumps(LONG_COMPARE), "progress" if progress else "plain"],
                               stdout=subprocess.PIPE, text=True)
     try:
         if progress:  # the server says the job is processing
@@ -135,6 +135,14 @@ def test_a_stop_reaches_a_streamed_side_by_side_run(embedded_model, rows_per_for
         list(gcs.stream_compare(prompts, methods="is,gcs,gcswr", seeds=[0], max_new_tokens=8, model=embedded_model,
                                 stop=stop))
     assert len(seen) == 1 and seen[0] < 16, seen
+
+
+def test_a_stream_that_ends_by_itself_leaves_its_stop_unset(embedded_model):
+    """The transformers runner set its caller's stop event after every run: a finished stream would read as stopped."""
+    stop = threading.Event()
+    frames = list(gcs.stream_compare(["What is DNA?", "Explain DNA."], methods="gcswr", max_new_tokens=4,
+                                     model=embedded_model, stop=stop))
+    assert not stop.is_set() and len(frames[-1]) == 2
 
 
 def test_a_prefill_in_chunks_is_the_prefill_in_one(embedded_model, monkeypatch):

@@ -80,7 +80,7 @@ def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
     """The work of a side-by-side run, for ``run_cancellable``: it streams the run in its thread, keeping the steps
     so far (``progress["tokens"]``) and the latest frame (``progress["frame"]``) for the handler's beats to show,
     and returns the final frame. A stop (the client left) reaches the runner: the prefill's next chunk of rows or
-    the next token does not start."""
+    the next token does not start, and the stream ends with ``gcs.Cancelled``."""
 
     def work(stop):
         with closing(_run(prompts, settings, model, streaming=True, stop=stop)) as frames:
