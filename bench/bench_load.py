@@ -1,7 +1,7 @@
 """Load: a mixed flood of concurrent clients over loopback; every request must be served or told the queue is full.
 
     python bench/bench_load.py [--clients 8] [--requests 4] [--queue-size 4] [--tokens 16] [--seeds 4] [--floods 1]
-                               [--engine transformers|vllm]
+                               [--engine transformers|vllm] [--busy 0]
 
 Starts the app in a fresh process with a bounded model lane (GCS_QUEUE_SIZE; GCS_ENGINE=--engine when given),
 warms it with one call to each endpoint and notes its resident memory, then each of --clients threads sends
@@ -13,7 +13,8 @@ before, at its peak and after each flood, and checks that the server still answe
 Then abandoned calls, each killed right after it started, and how soon a short /compare is served after the
 kill: a long /compare (24 rows x 256 tokens), a 48-row /sweep (8 built-in groups x 3 paraphrases x 2 methods,
 killed during its prefill) and an MCP tool call (the long /compare as the compare tool, through the real mcp
-client). Then hostile /sweep metric strings (all refused) and an over-the-cap request (refused). Exit status 1 if
+client); with --busy N, while N other processes keep the cores busy with matrix products (a shared machine: a
+48-row prefill then takes tens of seconds). Then hostile /sweep metric strings (all refused) and an over-the-cap request (refused). Exit status 1 if
 any request failed in an unexpected way.
 """
 
@@ -78,6 +79,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--floods", type=int, default=1)
     parser.add_argument("--engine", choices=("transformers", "vllm"), default=None)
+    parser.add_argument("--busy", type=int, default=0, help="processes keeping the cores busy during the kills")
     args = parser.parse_args()
     server, url = start_app(args.queue_size, args.engine)
     process, peak, watching = psutil.Process(server.pid), [0], threading.Event()
@@ -141,8 +143,13 @@ def main() -> None:
         after.append(process.memory_info().rss)
     elapsed = time.perf_counter() - started
     still_serving = Client(url, verbose=False).predict(api_name="/coupling", trials=500, steps=500) is not None
-    alone = short_compare(url)  # what the short request costs on a free lane (counted in each figure below)
-    freed_after = {name: abandoned_call(url, script) for name, script in ABANDONING.items()}
+    hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
+    try:
+        alone = short_compare(url)  # what the short request costs on a free lane (counted in each figure below)
+        freed_after = {name: abandoned_call(url, script) for name, script in ABANDONING.items()}
+    finally:
+        for hog in hogs:
+            hog.kill()
     refusals = hostile_requests(url)
     watching.set()
     server.terminate()
@@ -166,9 +173,10 @@ def main() -> None:
     floods = ", ".join(f"{rss / 2**20:.0f} MiB ({(rss - before) / 2**20:+.0f})" for rss in after)
     print(f"  server RSS: {before / 2**20:.0f} MiB before the floods (warm), peak {peak[0] / 2**20:.0f} MiB, after "
           f"each flood {floods}; still serving: {still_serving}")
+    busy = f", {args.busy} processes keeping the cores busy" if args.busy else ""
     for name, seconds in freed_after.items():
-        print(f"  abandoned {name} (client killed as it started): a short /compare served {seconds:.1f} s after the "
-              f"kill (it takes {alone:.1f} s on a free lane)")
+        print(f"  abandoned {name} (client killed as it started{busy}): a short /compare served {seconds:.1f} s "
+              f"after the kill (it takes {alone:.1f} s on a free lane)")
     print(f"  hostile requests refused: {refusals}")
     unexpected = any(o.startswith("error") for o in [*(o for _, o in outcomes), *light]) or not still_serving
     sys.exit(1 if unexpected or not all(refusals.values()) else 0)
@@ -185,6 +193,8 @@ def endpoint_calls(tokens: int, seeds: int) -> dict:
         "/coupling": lambda c: c.predict(api_name="/coupling", trials=500, steps=500),
     }
 
+
+BUSY = "import torch\nx = torch.randn(1024, 1024)\nwhile True:\n    x @ x"  # a neighbour on a shared machine
 
 # Clients that start a long call, print a line once the server says it is under way, and wait to be killed.
 SUBMITTING = ("import sys, time; from gradio_client import Client; c = Client(sys.argv[1], verbose=False)\n"

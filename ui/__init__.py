@@ -16,8 +16,9 @@ What the tabs share, one job a module:
 - ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
 - ``messages``: errors as toasts and status lines, user text shown as text, captions, handlers whose updates
   name their outputs (``by_name``).
-- ``serving``: request bodies, closed routes, each lane's waiting limit, cancellable work, downloads.
-- ``logs``: the app's logger and redaction; ``zerogpu``: the ``@gpu`` decorator (imported first).
+- ``serving``: request bodies, URLs and uploads bounded, closed routes and unknown endpoints, each lane's waiting
+  limit, cancellable work (MCP tool calls included), the sessions and downloads the server keeps.
+- ``logs``: the app's logger, redaction and escaping; ``zerogpu``: the ``@gpu`` decorator (imported first).
 
 Every computation comes from ``gcs``; these modules lay out, check and display.
 """
