@@ -128,8 +128,8 @@ def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor, stop: threading
     prompts instead of 36 rows. None (each row prefilled whole, for every batch of this model) where the
     model's cache cannot be built this way. The prompts go through in chunks of rows of about
     ``PREFILL_CHUNK_TOKENS`` (each row's result is the same: the kernels are row-invariant), and ``stop`` is
-    checked between chunks: a 48-row prefill takes tens of seconds on a small CPU, and an abandoned request
-    must free the model sooner (the cache is then incomplete: ``run`` returns no token).
+    checked between chunks: a 48-row prefill can take tens of seconds on a small, shared CPU, and an abandoned
+    request must free the model sooner (the cache is then incomplete: ``run`` returns no token).
     """
     if ids.shape[1] < 2:
         return None
@@ -139,15 +139,15 @@ def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor, stop: threading
     try:
         cache = DynamicCache(config=model.model.config)
         chunk = len(first) if not _joinable(cache) else max(1, PREFILL_CHUNK_TOKENS // ids.shape[1])
+        parts = []
         for start in range(0, len(first), chunk):
             if stop is not None and stop.is_set():
-                break
+                return cache  # incomplete: the run stops before its first step
             part = cache if start == 0 else DynamicCache(config=model.model.config)
             _prefill_rows(model, ids[first[start : start + chunk], :-1], mask[first[start : start + chunk], :-1], part)
-            if part is not cache:
-                _join(cache, part)
-        else:
-            cache.reorder_cache(rows)  # one cache row per batch row, by index
+            parts.append(part)
+        _join(cache, parts[1:])
+        cache.reorder_cache(rows)  # one cache row per batch row, by index
         return cache
     except (TypeError, AttributeError, NotImplementedError) as error:  # a cache class without these methods
         _warn_once(model, f"this model's cache cannot be prefilled apart ({error}): every row is prefilled whole")
@@ -166,10 +166,12 @@ def _joinable(cache: DynamicCache) -> bool:
     return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
 
 
-def _join(cache: DynamicCache, more: DynamicCache) -> None:
-    """``more``'s rows appended to ``cache``'s, layer by layer."""
-    for layer, other in zip(cache.layers, more.layers, strict=True):
-        layer.keys, layer.values = torch.cat([layer.keys, other.keys]), torch.cat([layer.values, other.values])
+def _join(cache: DynamicCache, more: list[DynamicCache]) -> None:
+    """The rows of every cache in ``more`` appended to ``cache``'s, layer by layer (one copy per layer)."""
+    if more:
+        for index, layer in enumerate(cache.layers):
+            layer.keys = torch.cat([layer.keys, *(other.layers[index].keys for other in more)])
+            layer.values = torch.cat([layer.values, *(other.layers[index].values for other in more)])
 
 
 class TransformersRunner:
