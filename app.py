@@ -18,10 +18,8 @@ import os
 import sys
 
 import gradio as gr
-from starlette.middleware import Middleware
 
 from ui.logs import RedactingStream, RedactSecrets
-from ui.serving import BodyLimit, QueuedOnly
 
 demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
 
@@ -31,7 +29,6 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request (MCP's loopback calls included)
     ui.warm_up()
-    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, max_file_size="1mb", show_error=True, mcp_server=ui.mcp_server(),
-                # oversized bodies: 413 before parsing; Gradio's routes that bypass the queue: closed
-                app_kwargs={"middleware": [Middleware(BodyLimit), Middleware(QueuedOnly, demo=demo)]})
+    demo.launch(theme=gr.themes.Soft(), css=ui.CSS, **ui.launch_options(demo))

@@ -169,18 +169,21 @@ class Batch:
                             "token_ids": ids, "finished": finished})
         return results
 
-    def stream(self) -> Iterator[list[dict]]:
+    def stream(self, stop: threading.Event | None = None) -> Iterator[list[dict]]:
         """Decoded rows after every step (as ``decode``); the last item is the finished batch.
 
         Each step decodes only the new tokens of each row (``IncrementalText``), so streaming
         costs the same per token however long the responses grow. Closing the iterator early
         (a consumer that stops reading) stops the runner after the current step, so no
-        generation outlives its stream.
+        generation outlives its stream. Setting ``stop`` (from any thread) stops it too, even
+        during the prompts' prefill, with ``Cancelled`` instead of the finished batch.
         """
         partial, token_ids = _PartialRows(self), []
-        with closing(self.runner.steps()) as steps:
+        with closing(self.runner.steps(stop)) as steps:
             for token_ids in steps:
                 yield partial.update(token_ids)
+        if stop is not None and stop.is_set():
+            raise Cancelled("stopped on request before the end")
         yield self.decode(padded(token_ids, self.stop_ids[0]))
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import operator
+import reprlib
 from collections.abc import Iterable, Sequence
 
 from .data import Group
@@ -26,6 +27,28 @@ MAX_SEED = 2**63 - 1
 MAX_NEW_TOKENS = 1024
 MAX_REWORDINGS = 8
 MAX_SEED_COUNT = 10_000
+
+
+QUOTED_CHARACTERS = 100
+_SHORT = reprlib.Repr()  # (keyword arguments only from Python 3.12)
+_SHORT.maxstring = _SHORT.maxlong = _SHORT.maxother = QUOTED_CHARACTERS
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
+
+
+def quoted(value, most: int = QUOTED_CHARACTERS) -> str:
+    """``value`` as an error message quotes it: its repr, cut to about ``most`` characters (a megabyte sent as a
+    method name must not come back whole in the error).
+
+    >>> quoted("gcswr"), quoted("x" * 1000, 5), quoted(list(range(100)))[:30]
+    ("'gcswr'", "'xxxxx'… (1,000 characters)", '[0, 1, 2, 3, 4, 5, 6, 7, ...]')
+    """
+    if isinstance(value, str):
+        return repr(value[:most]) + (f"… ({len(value):,} characters)" if len(value) > most else "")
+    try:
+        text = _SHORT.repr(value)
+    except ValueError:  # an int past Python's limit on converting digits to text
+        return f"an {type(value).__name__} too long to show"
+    return text if len(text) <= most else text[:most] + "…"
 
 
 def is_integer(value) -> bool:
@@ -40,7 +63,7 @@ def check_count(value, name: str, low: int, high: int) -> int:
     3
     """
     if not is_integer(value) or not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {quoted(value)}")
     return value
 
 
@@ -55,7 +78,7 @@ def check_engine(engine: str, ensembling: bool = False) -> str:
     'transformers'
     """
     if not isinstance(engine, str) or engine.strip().lower() not in ENGINES:
-        raise ValueError(f"unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        raise ValueError(f"unknown engine {quoted(engine)}; expected one of {', '.join(ENGINES)}")
     engine = engine.strip().lower()
     if engine == "vllm":
         import importlib.util
@@ -75,7 +98,7 @@ def check_method(method: str) -> str:
     'gcswr'
     """
     if not isinstance(method, str) or method.strip().lower() not in METHODS:
-        raise ValueError(f"unknown method {method!r}; expected one of {', '.join(METHODS)}")
+        raise ValueError(f"unknown method {quoted(method)}; expected one of {', '.join(METHODS)}")
     return method.strip().lower()
 
 
@@ -84,7 +107,7 @@ def check_methods(methods: Sequence[str] | str) -> list[str]:
     if isinstance(methods, str):
         methods = methods.split(",")
     elif not isinstance(methods, Iterable):
-        raise ValueError(f"methods must be a list of method names or a comma-separated string, got {methods!r}")
+        raise ValueError(f"methods must be a list of method names or a comma-separated string, got {quoted(methods)}")
     methods = [check_method(m) for m in methods]
     if not methods:
         raise ValueError("methods must not be empty")
@@ -102,9 +125,9 @@ def check_seed(seed, name: str = "seed") -> int:
     try:
         value = operator.index(seed)
     except TypeError:
-        raise ValueError(f"{name} must be an integer, got {type(seed).__name__} {seed!r}") from None
+        raise ValueError(f"{name} must be an integer, got {type(seed).__name__} {quoted(seed)}") from None
     if not 0 <= value <= MAX_SEED:
-        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {value}")
+        raise ValueError(f"{name} must be in [0, 2**63 - 1], got {quoted(value)}")
     return value
 
 

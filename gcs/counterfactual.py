@@ -22,8 +22,8 @@ import threading
 from collections.abc import Sequence
 
 from .batch import Batch, Row, prompt_stream
-from .checks import is_integer
-from .hindsight import Response, check_observation, observed_noise, response_ids
+from .checks import is_integer, quoted
+from .hindsight import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
 from .models import Model, resolve_model
 from .samplers import make_sampler
 from .settings import SamplingSettings
@@ -41,10 +41,11 @@ def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> lis
     elif isinstance(replacement, Sequence) and replacement and all(is_integer(i) for i in replacement):
         ids = list(replacement)
     else:
-        raise ValueError(f"replacement must be text, a token id or a list of token ids, got {replacement!r}")
+        raise ValueError(f"replacement must be text, a token id or a list of token ids, got {quoted(replacement)}")
     if not ids or any(not 0 <= i < vocab for i in ids):
-        raise ValueError(f"replacement token ids must be in [0, {vocab}), got {ids}")
-    return ids
+        raise ValueError(f"replacement token ids must be in [0, {vocab}), got {quoted(ids)}")
+    return refuse_end_of_turn(ids, model, "the replacement", "a response holds none inside it (a finished "
+                              "response's end is its last token, which can be replaced)")
 
 
 def counterfactual_with(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
@@ -55,7 +56,8 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
     model = resolve_model(model)
     ids = response_ids(response, model)
     if not is_integer(at) or not 0 <= at < len(ids) + finished:
-        raise ValueError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), got {at!r}")
+        raise ValueError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), "
+                         f"got {quoted(at)}")
     forced = replacement_ids(replacement, model)
     if at + len(forced) >= settings.max_new_tokens:
         raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room after the replacement "

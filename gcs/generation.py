@@ -11,6 +11,7 @@ same token, sharing the response prefix.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
 
 import pandas as pd
@@ -78,12 +79,13 @@ def _checked(settings: SamplingSettings) -> SamplingSettings:
     return settings
 
 
-def decoded_rows(batch: Batch, streaming: bool = False) -> Iterator[list[dict]]:
-    """The batch's decoded rows: after every step when ``streaming`` (the last item is final), else once, at the end."""
+def decoded_rows(batch: Batch, streaming: bool = False, stop: threading.Event | None = None) -> Iterator[list[dict]]:
+    """The batch's decoded rows: after every step when ``streaming`` (the last item is final), else once, at the end.
+    Setting ``stop`` (from another thread) ends the work early with ``Cancelled``."""
     if streaming:
-        yield from batch.stream()
+        yield from batch.stream(stop)
     else:
-        yield batch.decode(batch.run())
+        yield batch.decode(batch.complete(stop))
 
 
 def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
@@ -98,11 +100,12 @@ def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Mod
 
 def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
                  rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
-                 streaming: bool = False, **generate_kwargs) -> Iterator[pd.DataFrame]:
+                 streaming: bool = False, stop: threading.Event | None = None,
+                 **generate_kwargs) -> Iterator[pd.DataFrame]:
     """The core of ``compare`` and ``stream_compare``: the tidy frame of every method x seed x prompt under
-    ``settings``, after every step when ``streaming``, else once."""
+    ``settings``, after every step when ``streaming``, else once (``stop``: see ``decoded_rows``)."""
     batch, ensembled = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
-    for rows in decoded_rows(batch, streaming):
+    for rows in decoded_rows(batch, streaming, stop):
         yield frame(batch, rows, ensembled)
 
 
@@ -154,7 +157,7 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
 def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seeds: Sequence[int] | int = (0,),
             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
             model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
-            engine: str = "transformers", **generate_kwargs) -> pd.DataFrame:
+            engine: str = "transformers", stop: threading.Event | None = None, **generate_kwargs) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
 
     Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble
@@ -163,12 +166,13 @@ def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seed
     ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
     Repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
-    ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``).
+    ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``). Setting ``stop`` (from another thread) ends
+    the work after its current step with ``gcs.Cancelled``.
     """
     count, rewordings = _ensemble(ensemble)
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
-    (table,) = compare_with(prompts, settings, model, rewordings, engine, **generate_kwargs)
+    (table,) = compare_with(prompts, settings, model, rewordings, engine, stop=stop, **generate_kwargs)
     return table
 
 
@@ -176,9 +180,11 @@ def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHOD
                    seeds: Sequence[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = 50, model: Model | str | None = None,
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
-                   engine: str = "transformers", **generate_kwargs) -> Iterator[pd.DataFrame]:
-    """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is final."""
+                   engine: str = "transformers", stop: threading.Event | None = None,
+                   **generate_kwargs) -> Iterator[pd.DataFrame]:
+    """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is
+    final (setting ``stop`` ends it with ``gcs.Cancelled`` instead)."""
     count, rewordings = _ensemble(ensemble)
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
-    yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, **generate_kwargs)
+    yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop, **generate_kwargs)

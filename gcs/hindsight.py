@@ -81,12 +81,18 @@ def response_ids(response: Response, model: Model) -> list[int]:
         ids = _checked_ids(response, len(model.tokenizer))
     if len(ids) > MAX_RESPONSE_TOKENS:
         raise ValueError(f"the response is {len(ids):,} tokens; at most {MAX_RESPONSE_TOKENS:,}")
+    return refuse_end_of_turn(ids, model, "the response", "give the text before it")
+
+
+def refuse_end_of_turn(ids: Sequence[int], model: Model, what: str, advice: str) -> list[int]:
+    """``ids`` if none is an end-of-turn token: a response holds none inside it (it ends there), whether observed
+    or written in by a counterfactual edit."""
     ends = set(stop_token_ids(model))
     inside = [i for i, token in enumerate(ids) if token in ends]
     if inside:
-        raise ValueError(f"the response holds an end-of-turn token at token {inside[0] + 1} "
-                         f"({model.tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): give the text before it")
-    return ids
+        raise ValueError(f"{what} holds an end-of-turn token at token {inside[0] + 1} "
+                         f"({model.tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): {advice}")
+    return list(ids)
 
 
 def _checked_ids(response, vocab: int) -> list[int]:

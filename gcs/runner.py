@@ -31,6 +31,7 @@ from contextlib import contextmanager
 
 import torch
 from transformers import DynamicCache, GenerationConfig, StoppingCriteria, StoppingCriteriaList
+from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
 from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
@@ -129,14 +130,20 @@ def generation_config(model: Model, max_new_tokens: int, stop_ids: Sequence[int]
     return config, config.update(**generate_kwargs)
 
 
-def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor):
+PREFILL_CHUNK_TOKENS = 512  # prompt tokens per prefill forward: a stop is seen between chunks (well under a second)
+
+
+def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor, stop: threading.Event | None = None):
     """The KV cache of every row's prompt but its last token, computed once per *distinct* padded prompt.
 
     Every row then takes the same two steps whatever the batch holds: its prompt's prefix, then its last
     token as the first step of ``generate``. A prompt that repeats in the batch (every method x seed
     answers the same paraphrases) is prefilled once: a side-by-side run of 4 seeds x 3 methods prefills 3
     prompts instead of 36 rows. None (each row prefilled whole, for every batch of this model) where the
-    model's cache cannot be built this way.
+    model's cache cannot be built this way. The prompts go through in chunks of rows of about
+    ``PREFILL_CHUNK_TOKENS`` (each row's result is the same: the kernels are row-invariant), and ``stop`` is
+    checked between chunks: a 48-row prefill can take tens of seconds on a small, shared CPU, and an abandoned
+    request must free the model sooner (the cache is then incomplete: ``run`` returns no token).
     """
     if ids.shape[1] < 2:
         return None
@@ -145,16 +152,40 @@ def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor):
     first.scatter_reduce_(0, rows, torch.arange(len(ids), device=ids.device), reduce="amin")
     try:
         cache = DynamicCache(config=model.model.config)
-        prefix_mask = mask[first, :-1]
-        positions = (prefix_mask.cumsum(dim=-1) - 1).clamp(min=0)  # left padding: count real tokens only
-        with torch.inference_mode():
-            model.model(input_ids=ids[first, :-1], attention_mask=prefix_mask, position_ids=positions,
-                        past_key_values=cache, use_cache=True)
+        chunk = len(first) if not _joinable(cache) else max(1, PREFILL_CHUNK_TOKENS // ids.shape[1])
+        parts = []
+        for start in range(0, len(first), chunk):
+            if stop is not None and stop.is_set():
+                return cache  # incomplete: the run stops before its first step
+            part = cache if start == 0 else DynamicCache(config=model.model.config)
+            _prefill_rows(model, ids[first[start : start + chunk], :-1], mask[first[start : start + chunk], :-1], part)
+            parts.append(part)
+        _join(cache, parts[1:])
         cache.reorder_cache(rows)  # one cache row per batch row, by index
         return cache
     except (TypeError, AttributeError, NotImplementedError) as error:  # a cache class without these methods
         _warn_once(model, f"this model's cache cannot be prefilled apart ({error}): every row is prefilled whole")
         return None
+
+
+def _prefill_rows(model: Model, ids: torch.Tensor, mask: torch.Tensor, cache: DynamicCache) -> None:
+    positions = (mask.cumsum(dim=-1) - 1).clamp(min=0)  # left padding: count real tokens only
+    with torch.inference_mode():
+        model.model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
+
+
+def _joinable(cache: DynamicCache) -> bool:
+    """Whether caches of several chunks of rows can be joined into one: plain key/value layers only (a sliding
+    window or a recurrent state keeps more than its keys and values)."""
+    return bool(cache.layers) and all(type(layer) is DynamicLayer for layer in cache.layers)
+
+
+def _join(cache: DynamicCache, more: list[DynamicCache]) -> None:
+    """The rows of every cache in ``more`` appended to ``cache``'s, layer by layer (one copy per layer)."""
+    if more:
+        for index, layer in enumerate(cache.layers):
+            layer.keys = torch.cat([layer.keys, *(other.layers[index].keys for other in more)])
+            layer.values = torch.cat([layer.values, *(other.layers[index].values for other in more)])
 
 
 class TransformersRunner:
@@ -173,7 +204,8 @@ class TransformersRunner:
         """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
 
         The last step of ``steps``, computed without its per-step queue: one ``generate`` call.
-        Setting ``stop`` ends generation after the current step (a cancelled stream).
+        Setting ``stop`` ends generation after the current step (a cancelled stream), or during the
+        prefill (then with no token).
         """
         batch = self.batch
         config, other_kwargs = generation_config(batch.model, batch.settings.max_new_tokens, batch.stop_ids,
@@ -183,7 +215,9 @@ class TransformersRunner:
         with generating(batch.model, self.row_invariant):
             if "past_key_values" not in other_kwargs:
                 other_kwargs["past_key_values"] = prefill(batch.model, batch.inputs["input_ids"],
-                                                          batch.inputs["attention_mask"])
+                                                          batch.inputs["attention_mask"], stop)
+            if stop is not None and stop.is_set():  # stopped before the first step
+                return torch.empty((len(batch.inputs["input_ids"]), 0), dtype=torch.long)
             output = batch.model.model.generate(**batch.inputs, generation_config=config,
                                                 logits_processor=batch.processors(), streamer=streamer, **other_kwargs)
         return output[:, batch.inputs["input_ids"].shape[1] :].cpu()
@@ -193,7 +227,8 @@ class TransformersRunner:
 
         Closing the iterator early (a consumer that stops reading) sets ``stop`` (an event of its own when
         none is given), so generation ends after the current step, and waits for the worker thread: no
-        generation outlives its consumer.
+        generation outlives its consumer. A generation that ends by itself leaves ``stop`` as it was (the
+        caller's event then says whether the caller stopped it).
         """
         stop = threading.Event() if stop is None else stop
         tokens, outcome, done = _TokenQueue(), {}, object()
@@ -207,18 +242,21 @@ class TransformersRunner:
 
         worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
         worker.start()
+        ended = False
         try:
             token_ids = [[] for _ in range(len(self.batch.groups))]
             while (step := tokens.steps.get()) is not done:
                 for ids, token in zip(token_ids, step.tolist()):
                     ids.append(token)
                 yield token_ids
+            ended = True
             if "error" in outcome:
                 raise outcome["error"]
         finally:
-            if worker.is_alive():
-                logger.info("generation stopped early: its consumer went away")
-            stop.set()
+            if not ended:
+                if worker.is_alive():
+                    logger.info("generation stopped early: its consumer went away")
+                stop.set()
             worker.join()
 
 

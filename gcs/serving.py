@@ -10,7 +10,9 @@ package metadata named "vllm"). It adds what gcs requests need:
   its penalties (which gcs refuses: every gcs request would get a 400 its sender never caused) and its
   temperature and top-p (which would apply silently to requests that leave them out);
 - on CPU: the embedded model when none is named, eager execution, at most 4,096 tokens of context and a
-  2 GiB KV cache (vLLM's CPU default reserves most of the machine's memory).
+  2 GiB KV cache (vLLM's CPU default reserves most of the machine's memory);
+- ``StrictGcsArgs``: a ``gcs_*`` argument sent as a boolean is refused (vLLM's request model reads
+  ``"gcs_seed": true`` as 1).
 
 Arguments after ``--`` go to vLLM unchanged and win over these defaults.
 
@@ -18,17 +20,20 @@ Arguments after ``--`` go to vLLM unchanged and win over these defaults.
 ...                              cpu=False, registered=True)
 >>> command[1:3], command[3:]
 (['-m', 'vllm.entrypoints.openai.api_server'], ['--model', 'Qwen/Qwen2.5-0.5B-Instruct', '--host', '127.0.0.1', \
-'--port', '8001', '--generation-config', 'vllm', '--tensor-parallel-size', '2'])
+'--port', '8001', '--generation-config', 'vllm', '--middleware', 'gcs.serving.StrictGcsArgs', \
+'--tensor-parallel-size', '2'])
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Sequence
 
 ENTRY = "vllm.entrypoints.openai.api_server"
 PLUGIN = "gcs.vllm:GumbelSamplingProcessor"
+MIDDLEWARE = "gcs.serving.StrictGcsArgs"
 CPU_DEFAULTS = {"--enforce-eager": None, "--max-model-len": "4096", "--kv-cache-memory-bytes": str(2 << 30),
                 "--max-num-seqs": "48"}
 
@@ -73,7 +78,77 @@ def vllm_serve_command(model: str | None = None, host: str = "127.0.0.1", port: 
     for option, value in defaults.items():
         if not _named(extra, option) and not (option == "--enforce-eager" and _named(extra, "--no-enforce-eager")):
             command += [option] if value is None else [option, value]
-    return command + extra
+    return command + ["--middleware", MIDDLEWARE] + extra  # (--middleware adds up: the caller's run too)
+
+
+# -- ASGI helpers (also the app's: ui.serving) ------------------------------------------------------------
+async def read_messages(receive, max_bytes: float = float("inf")) -> list[dict] | None:
+    """An HTTP request's messages up to the end of its body; None once the body passes ``max_bytes``."""
+    messages, size = [], 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return messages
+        size += len(message.get("body", b""))
+        if size > max_bytes:
+            return None
+        if not message.get("more_body", False):
+            return messages
+
+
+def replaying(messages: list[dict], receive):
+    """A ``receive`` that hands on ``messages`` (already read), then whatever comes next."""
+    pending = iter(messages)
+
+    async def replay():
+        return next(pending, None) or await receive()
+
+    return replay
+
+
+def boolean_gcs_args(payload) -> list[str]:
+    """The ``gcs_*`` keys of a request body's ``vllm_xargs`` whose value is a boolean.
+
+    >>> boolean_gcs_args({"vllm_xargs": {"gcs_method": "gcswr", "gcs_seed": True}})
+    ['gcs_seed']
+    """
+    xargs = payload.get("vllm_xargs") if isinstance(payload, dict) else None
+    if not isinstance(xargs, dict):
+        return []
+    return [key for key, value in xargs.items() if str(key).startswith("gcs_") and isinstance(value, bool)]
+
+
+class StrictGcsArgs:
+    """ASGI middleware for ``gcs vllm-serve``: a JSON request whose ``vllm_xargs`` give a ``gcs_*`` key a boolean
+    gets HTTP 400 (OpenAI's error shape). vLLM reads ``vllm_xargs`` with pydantic, which turns ``true`` into 1
+    before the plugin sees it, so ``"gcs_seed": true`` would run as seed 1 where the app refuses booleans. Other
+    requests pass unchanged (their body is read once here and handed on)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        content_type = dict(scope.get("headers") or []).get(b"content-type", b"")
+        if scope["type"] != "http" or scope.get("method") != "POST" or b"json" not in content_type:
+            return await self.app(scope, receive, send)
+        messages = await read_messages(receive)
+        try:
+            flagged = boolean_gcs_args(json.loads(b"".join(m.get("body", b"") for m in messages)))
+        except (ValueError, RecursionError):  # not JSON: vLLM answers it
+            flagged = []
+        if flagged:
+            return await _refuse(send, f"{', '.join(flagged)} must not be true or false: gcs_method is a method name, "
+                                       "gcs_seed and gcs_stream are whole numbers from 0 to 2**63 - 1")
+        await self.app(scope, replaying(messages, receive), send)
+
+
+async def _refuse(send, message: str) -> None:
+    body = json.dumps({"error": {"message": message, "type": "BadRequestError", "param": "vllm_xargs",
+                                 "code": 400}}).encode()
+    await send({"type": "http.response.start", "status": 400,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def vllm_serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000,

@@ -87,9 +87,9 @@ def held_lane_app(monkeypatch):
 
     release, run = threading.Event(), compare._run
 
-    def held(prompts, settings, model, streaming):
+    def held(prompts, settings, model, streaming, stop=None):
         if "\n".join(prompts) != HOLD:
-            yield from run(prompts, settings, model, streaming)
+            yield from run(prompts, settings, model, streaming, stop)
             return
         while not release.wait(0.05):
             yield None  # a step: the handler streams progress

@@ -1,8 +1,10 @@
-"""The private Gradio API that ``ui.serving.guard_queue`` wraps, checked on the installed Gradio: if an upgrade
-changes it, this fails instead of the lanes' waiting limits going soft without a word."""
+"""The private Gradio APIs that ``ui.serving`` wraps (``guard_queue``, ``quiet_input_errors``,
+``stop_abandoned_mcp_calls``), checked on the installed Gradio: if an upgrade changes one, this fails instead of the
+lanes' waiting limits, the one-line refusals or the MCP calls' cancellation going soft without a word."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 
@@ -41,3 +43,27 @@ def test_the_queue_api_the_guard_wraps_has_the_shape_it_expects():
     assert isinstance(lane, EventQueue) and lane.queue == []  # what the guard counts: a lane's waiting events
     serving.guard_queue(demo, {"lane": 2})
     assert queue.push.__name__ == "guarded_push"
+
+
+def test_the_preprocessing_the_input_errors_wrap_has_the_shape_they_expect():
+    with gr.Blocks() as demo:
+        choice = gr.Radio(["a", "b"])
+        choice.change(lambda value: value, choice, choice)
+    assert inspect.iscoroutinefunction(demo.preprocess_data)
+    assert list(inspect.signature(demo.preprocess_data).parameters) == ["block_fn", "inputs", "state", "explicit_call"]
+    serving.quiet_input_errors(demo)
+    assert demo.preprocess_data.__name__ == "preprocess_briefly"
+    with pytest.raises(gr.Error) as refused:
+        asyncio.run(demo.preprocess_data(demo.fns[0], ["z" * 1_000], None))
+    assert refused.value.print_exception is False and len(refused.value.message) < 300
+    assert "is not one of this input's choices" in refused.value.message
+
+
+def test_the_mcp_server_api_the_cancellation_wraps_has_the_shape_it_expects():
+    from gradio.mcp import GradioMCPServer
+
+    assert list(inspect.signature(GradioMCPServer._execute_tool_without_progress).parameters) == ["self", "job"]
+    assert list(inspect.signature(GradioMCPServer._execute_tool_with_progress).parameters) == \
+        ["self", "job", "progress_token"]
+    assert serving.stop_abandoned_mcp_calls() and GradioMCPServer.stops_abandoned_calls
+    assert "_client_instance" in inspect.getsource(GradioMCPServer.__init__)  # the client Gradio keeps, per call now

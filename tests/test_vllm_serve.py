@@ -136,3 +136,23 @@ def test_each_bad_argument_is_a_400_and_the_server_keeps_serving(server, xargs, 
     with pytest.raises(openai.BadRequestError, match=message):
         ask(client, QUESTIONS[0], xargs, tokens=4, **kwargs)
     assert len(ask(client, QUESTIONS[0], {"gcs_method": "gcswr", "gcs_seed": 0}, tokens=4)) == 4
+
+
+@pytest.mark.parametrize("xargs, message", [
+    ({"gcs_method": "gcswr", "gcs_seed": True}, "gcs_seed must not be true or false"),
+    ({"gcs_method": "is", "gcs_stream": False}, "gcs_stream must not be true or false"),
+])
+def test_a_boolean_gcs_argument_is_refused(server, xargs, message):
+    """vLLM's request model reads ``"gcs_seed": true`` as 1: it ran as seed 1, where the app refuses booleans."""
+    client, _ = server
+    with pytest.raises(openai.BadRequestError, match=message):
+        ask(client, QUESTIONS[0], xargs, tokens=4)
+    assert len(ask(client, QUESTIONS[0], {"gcs_method": "gcswr", "gcs_seed": 1}, tokens=4)) == 4
+
+
+def test_a_megabyte_argument_is_not_echoed_back(server):
+    """A 1 MB ``gcs_method`` came back whole in a 1,000,122-byte 400."""
+    client, _ = server
+    with pytest.raises(openai.BadRequestError) as caught:
+        ask(client, QUESTIONS[0], {"gcs_method": "m" * 1_000_000}, tokens=4)
+    assert "unknown method 'mmm" in str(caught.value) and len(str(caught.value)) < 2_000

@@ -16,8 +16,9 @@ What the tabs share, one job a module:
 - ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
 - ``messages``: errors as toasts and status lines, user text shown as text, captions, handlers whose updates
   name their outputs (``by_name``).
-- ``serving``: request bodies, closed routes, each lane's waiting limit, cancellable work, downloads.
-- ``logs``: the app's logger and redaction; ``zerogpu``: the ``@gpu`` decorator (imported first).
+- ``serving``: request bodies, URLs and uploads bounded, closed routes and unknown endpoints, each lane's waiting
+  limit, cancellable work (MCP tool calls included), the sessions and downloads the server keeps.
+- ``logs``: the app's logger, redaction and escaping; ``zerogpu``: the ``@gpu`` decorator (imported first).
 
 Every computation comes from ``gcs``; these modules lay out, check and display.
 """
@@ -31,18 +32,22 @@ import os
 import threading
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 import gcs
 
 from . import compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
 from .logs import logger
-from .messages import say_slider_ranges
-from .serving import guard_queue
+from .messages import say_slider_ranges, strict_json
+from .serving import (
+    CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota, UrlLimit, guard_queue,
+    quiet_input_errors, stop_abandoned_mcp_calls,
+)
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 
-__all__ = ["build", "warm_up", "mcp_server", "gpu", "CSS", "ENDPOINTS"]
+__all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
 
 CSS = """
 .method-column { min-width: 260px; }
@@ -85,8 +90,8 @@ COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each
 
 def build(queue_size: int = 16) -> gr.Blocks:
     """The app. ``queue_size`` bounds the requests waiting for the model; the coupling explorer has its own lane."""
-    # delete_cache: gradio's copies of downloads and uploads go after an hour.
-    with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(3600, 3600)) as demo:
+    # delete_cache: gradio's copies of downloads and uploads go after an hour (ui.serving.UploadQuota counts on it).
+    with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(CLEANUP_EVERY_S, FILE_AGE_S)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
                     "more — while each one is still an exact sample from the model.")
@@ -113,11 +118,14 @@ def build(queue_size: int = 16) -> gr.Blocks:
                   concurrency_id="coupling", concurrency_limit=4)
         follow_trace_link(load, selected)
         for name, (function, lane) in ENDPOINTS.items():
-            function.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
-            gr.api(function, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)
+            endpoint = strict_json(function)  # NaN and infinities as null: every answer is JSON
+            endpoint.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
+            gr.api(endpoint, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
     guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
+    quiet_input_errors(demo)
+    stop_abandoned_mcp_calls()
     return demo
 
 
@@ -162,3 +170,14 @@ def mcp_server() -> bool:
         logger.warning("MCP tools off: Gradio's MCP server needs mcp 1.x, found %s (pip install \"mcp<2\")", found)
         return False
     return True
+
+
+def launch_options(demo: gr.Blocks) -> dict:
+    """How ``app.py`` launches ``demo`` (and tests and benchmarks that launch it in their own process): uploads of at
+    most 1 MB, at most ``SESSIONS_KEPT`` sessions' state, the MCP tools where they can run, and the middleware that
+    answers over-long URLs (414), oversized bodies (413, before parsing), uploads past their bounds (429, 503),
+    calls to unknown endpoints (404) and Gradio's routes around its queue (404) before Gradio sees them."""
+    middleware = [Middleware(UrlLimit), Middleware(BodyLimit), Middleware(UploadQuota), Middleware(KnownCalls, demo=demo),
+                  Middleware(QueuedOnly, demo=demo)]
+    return {"max_file_size": "1mb", "show_error": True, "mcp_server": mcp_server(),
+            "state_session_capacity": SESSIONS_KEPT, "app_kwargs": {"middleware": middleware}}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+from contextlib import closing
 
 import gradio as gr
 import pandas as pd
@@ -20,7 +21,7 @@ from .zerogpu import gpu
 from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
 from .logs import logger
 from .messages import by_name, caption, click_working, failure, one_paragraph, one_paragraph_pieces, user_error
-from .serving import download_folder
+from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
 from .verdict import METRICS, SCORE_COLUMNS, score_table, verdict
 
@@ -69,9 +70,25 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, method
     return prompts, settings, model
 
 
-def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool):
+def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool, stop=None):
     run = gcs.stream_compare if streaming else gcs.compare
-    return run(prompts, model=model, settings=settings, engine=ENGINE.for_request(bool(settings.ensemble)))
+    engine = ENGINE.for_request(bool(settings.ensemble))
+    return run(prompts, model=model, settings=settings, engine=engine, stop=stop)
+
+
+def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
+    """The work of a side-by-side run, for ``run_cancellable``: it streams the run in its thread, keeping the steps
+    so far (``progress["tokens"]``) and the latest frame (``progress["frame"]``) for the handler's beats to show,
+    and returns the final frame. A stop (the client left) reaches the runner: the prefill's next chunk of rows or
+    the next token does not start, and the stream ends with ``gcs.Cancelled``."""
+
+    def work(stop):
+        with closing(_run(prompts, settings, model, streaming=True, stop=stop)) as frames:
+            for progress["tokens"], progress["frame"] in enumerate(frames, start=1):
+                pass
+        return progress["frame"]
+
+    return work
 
 
 # -- what one seed shows ---------------------------------------------------------------------------
@@ -154,13 +171,17 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
         visible = {f"{column}-{m}": gr.update(visible=m in settings.methods)
                    for column in ("column", "plot-column") for m in gcs.METHODS}
         first, rows = settings.seeds[0], len(settings.methods) * len(settings.seeds) * len(prompts)
-        frame = None
-        for step, frame in enumerate(_run(prompts, settings, model, streaming=True)):
-            if step % 4 == 0:  # a browser update per few tokens is smooth enough and keeps the queue light
-                yield {**visible, **{f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS},
-                       "status": f"Generating {rows} responses ({len(settings.methods)} methods × "
-                                 f"{len(settings.seeds)} seeds × {len(prompts)} paraphrases)… {step + 1} tokens; "
-                                 f"showing seed {first}"}
+        progress = {"tokens": 0, "frame": None}
+
+        def so_far() -> dict:  # each half-second beat shows the first seed's responses as they grow
+            frame, tokens = progress["frame"], progress["tokens"]
+            shown = {} if frame is None else \
+                {f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS}
+            return {**visible, **shown, "status": f"Generating {rows} responses ({len(settings.methods)} methods × "
+                                                  f"{len(settings.seeds)} seeds × {len(prompts)} paraphrases)… "
+                                                  f"{tokens} tokens; showing seed {first}"}
+
+        frame = yield from run_cancellable(generation(prompts, settings, model, progress), heartbeat=so_far)
         report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
         state = run_state(frame, report, prompts, settings, model)
         yield {**visible, **seed_view(state, first, highlight), "verdict": verdict(report, frame, settings, model),
@@ -204,15 +225,13 @@ def api_compare(
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model, seeds)
-        frame, tokens, stream = None, 0, _run(prompts, settings, loaded, streaming=True)
+        progress = {"tokens": 0, "frame": None}
         try:
-            for tokens, frame in enumerate(stream, start=1):
-                if tokens % 8 == 1:
-                    yield {"status": "generating", "tokens": tokens - 1}
-        except GeneratorExit:  # the client went away
-            stream.close()  # the generation stops after the current token (and is waited for)
+            frame = yield from run_cancellable(generation(prompts, settings, loaded, progress),
+                                               heartbeat=lambda: {"status": "generating", "tokens": progress["tokens"]})
+        except GeneratorExit:  # the client went away: the generation has stopped (and was waited for)
             logger.info("/compare abandoned by its client: its generation stopped after %d of at most %d tokens",
-                        tokens, settings.max_new_tokens)
+                        progress["tokens"], settings.max_new_tokens)
             raise
         report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
     except Exception as error:

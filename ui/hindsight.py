@@ -11,7 +11,7 @@ import gcs
 
 from .zerogpu import gpu
 from .limits import (
-    check, check_count_of, check_flag, check_text, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases,
+    check, check_count_of, check_flag, check_text, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases, visible,
 )
 from .messages import as_text, click_working, failed, user_error
 from .serving import run_cancellable
@@ -50,7 +50,7 @@ def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, t
 
 
 def checked_response(response) -> str:
-    if not isinstance(response, str) or not response.strip():
+    if not isinstance(response, str) or not visible(response):
         raise ValueError("enter the response to explain (or take one from a side-by-side run)")
     if len(response) > RESPONSE_CHARACTERS:
         raise ValueError(f"the response has {len(response):,} characters; the limit here is {RESPONSE_CHARACTERS:,}")
@@ -109,12 +109,10 @@ def counterfactual_inputs(prompt, response, at, replacement, method, seed, tempe
     del arguments["paraphrases"]
     if at is None or at == "":
         raise ValueError("pick the token to change (answer in hindsight first to list the response's tokens)")
-    if isinstance(at, bool) or not isinstance(at, (int, float)) or at != int(at):
-        raise ValueError(f"the token to change must be a token index, got {at!r}")
     if not isinstance(replacement, str) or not replacement or len(replacement) > 200:
         raise ValueError("type the replacement text (1 to 200 characters; a leading space is part of a word)")
     check_text(replacement, "the replacement")
-    return dict(arguments, at=int(at), replacement=replacement)
+    return dict(arguments, at=check("token to change", at), replacement=replacement)
 
 
 @gpu

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import re
+import unicodedata
 from dataclasses import dataclass
 
 import gcs
+from gcs.checks import quoted  # the app's errors quote values as the library's do
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,12 @@ LIMITS = {
     "sweep cells": Limit(1, 240, whole=True),
     "sweep work tokens": Limit(1, 150_000, whole=True),
     "upload bytes": Limit(1, 1_000_000, whole=True),
+    # within the time an uploaded file stays on disk (ui.serving.UPLOAD_WINDOW_S): what the disk holds is bounded
+    "uploads per client": Limit(1, 20, whole=True),
+    "upload bytes per client": Limit(1, 20_000_000, whole=True),
+    "uploads in total": Limit(1, 1_000, whole=True),
+    "upload bytes in total": Limit(1, 500_000_000, whole=True),
+    "token to change": Limit(0, 256, whole=True),  # a counterfactual's token index (a response is at most 256)
     "max ε": Limit(0, 10),
     "trials": Limit(100, 20_000, whole=True),
     "steps": Limit(100, 20_000, whole=True),
@@ -72,12 +80,13 @@ def check(name: str, value) -> float | int:
     ValueError: top_p must be in (0, 1], got 0
     """
     limit = LIMITS[name]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            (isinstance(value, float) and math.isnan(value)):
+        raise ValueError(f"{name} must be a number, got {quoted(value)}")
     inside = (limit.low < value if limit.open_low else limit.low <= value) and value <= limit.high
-    if not inside or (limit.whole and value != int(value)):
+    if not inside or (limit.whole and value != int(value)):  # (inside: finite, so int() cannot overflow)
         raise ValueError(f"{name} must be {limit.describe()}, got {value:g}" if isinstance(value, float)
-                         else f"{name} must be {limit.describe()}, got {value}")
+                         else f"{name} must be {limit.describe()}, got {quoted(value)}")
     return int(value) if limit.whole else float(value)
 
 
@@ -94,14 +103,14 @@ METRICS = gcs.METRICS  # the demo offers the bundled metrics only (the library a
 
 def check_metric(metric) -> str:
     if metric not in METRICS:
-        raise ValueError(f"metric {str(metric)[:40]!r} is not offered here; choose one of: {', '.join(METRICS)}")
+        raise ValueError(f"metric {quoted(metric)} is not offered here; choose one of: {', '.join(METRICS)}")
     return metric
 
 
 def check_flag(value, name: str) -> bool:
     """A true boolean (the API must not read "yes" or 1 as true)."""
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {value!r}")
+        raise ValueError(f"{name} must be true or false, got {quoted(value)}")
     return value
 
 
@@ -123,25 +132,53 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # Invisible text that reads differently than it shows: Unicode tag characters (four tokens each, unseen) and
 # bidirectional embeddings, overrides and isolates (they reorder what is displayed).
 _INVISIBLE = re.compile("[\U000e0000-\U000e007f\u202a-\u202e\u2066-\u2069]")
+_SURROGATE = re.compile("[\ud800-\udfff]")  # half of a pair: JSON can carry one ("\\ud800"), no tokenizer takes it
+# What shows as nothing: spaces, format characters (zero-width space, joiners, word joiner, BOM), controls,
+# combining marks with nothing to combine with, and the letters that are blank by design (Hangul and Braille fillers).
+_BLANK_CATEGORIES = {"Zs", "Zl", "Zp", "Cf", "Cc", "Mn", "Me"}
+_BLANK_LETTERS = set("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` shows anything at all.
+
+    >>> visible("Why?"), visible("\u200b\u200d \ufeff\u3164")
+    (True, False)
+    """
+    return any(c not in _BLANK_LETTERS and unicodedata.category(c) not in _BLANK_CATEGORIES for c in text)
 
 
 def check_text(text: str, name: str) -> str:
-    """``text`` if it holds no control character and no invisible or direction-overriding one."""
+    """``text`` if it holds no control character, no invisible or direction-overriding one, and no unpaired
+    surrogate (not Unicode text: it would fail in the tokenizer as a fault instead of being refused)."""
     if _CONTROL.search(text):
         raise ValueError(f"{name} contains control characters")
     if _INVISIBLE.search(text):
         raise ValueError(f"{name} contains invisible or direction-overriding characters")
+    if _SURROGATE.search(text):
+        raise ValueError(f"{name} contains an unpaired surrogate (not valid Unicode text)")
+    return text
+
+
+def check_paraphrase(text: str, name: str) -> str:
+    """One paraphrase, wherever it came from (typed, a link, the API, an uploaded file): up to 1,000 characters,
+    some of them visible, none a control, invisible or direction-overriding character."""
+    chars = int(LIMITS["paraphrase characters"].high)
+    if len(text) > chars:
+        raise ValueError(f"{name} has {len(text):,} characters; the limit here is {chars:,}")
+    check_text(text, name)
+    if not visible(text):
+        raise ValueError(f"{name} shows nothing (only spaces or invisible characters)")
     return text
 
 
 def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None = None,
                       name: str = "paraphrases") -> list[str]:
-    """Paraphrases typed one per line: 2 to 8 of them (or ``minimum`` to ``maximum``), each up to 1,000 characters,
-    no control characters."""
+    """Paraphrases typed one per line: 2 to 8 of them (or ``minimum`` to ``maximum``), each a ``check_paraphrase``."""
     if not isinstance(text, str):
         raise ValueError(f"{name} must be text, one per line")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    limit, chars = LIMITS["paraphrases"], int(LIMITS["paraphrase characters"].high)
+    limit = LIMITS["paraphrases"]
     low, high = int(limit.low if minimum is None else minimum), int(limit.high if maximum is None else maximum)
     singular = name[:-1] if name.endswith("s") else name
     if len(lines) > high > low:
@@ -150,11 +187,7 @@ def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None
         what = f"one {singular}" if low == high == 1 else f"exactly {low} {name}" if low == high else \
             f"{low} to {high} {name}"
         raise ValueError(f"enter {what}, one per line (got {len(lines)})")
-    for i, line in enumerate(lines, start=1):
-        if len(line) > chars:
-            raise ValueError(f"{singular} {i} has {len(line):,} characters; the limit here is {chars:,}")
-        check_text(line, f"{singular} {i}")
-    return lines
+    return [check_paraphrase(line, f"{singular} {i}") for i, line in enumerate(lines, start=1)]
 
 
 MAX_NUMBERS_CHARACTERS = 2_000

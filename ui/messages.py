@@ -14,15 +14,22 @@ import torch
 
 from .logs import logger
 
+MESSAGE_CHARACTERS = 600  # an error quotes at most ~100 characters of a value; this bounds the whole sentence
+
+
+def brief(message: str) -> str:
+    """``message`` cut to ``MESSAGE_CHARACTERS``: no error carries a megabyte of what the client sent back to it."""
+    return message if len(message) <= MESSAGE_CHARACTERS else f"{message[:MESSAGE_CHARACTERS]}… (cut)"
+
 
 def _message_text(error: Exception) -> str:
     """What a user is told about ``error``, as plain text (unescaped); logged here, once: a user error (ValueError)
     in one line, a fault with its traceback. Internal failures are not shown in full."""
     if isinstance(error, gr.Error):  # already a message for the user
-        return str(error.message)
+        return brief(str(error.message))
     if isinstance(error, ValueError):
         logger.info("refused: %s", str(error)[:300])
-        return str(error)
+        return brief(str(error))
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -152,6 +159,46 @@ def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outpu
     a model loads), then runs ``handler`` in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
     return button.click(say_working, None, status, api_visibility="private", concurrency_id="browse",
                         concurrency_limit=4).then(handler, inputs, outputs, api_visibility="private", **lane)
+
+
+def finite(value):
+    """``value`` with every NaN and infinity in it (at any depth) as None: JSON has no such numbers (Python writes
+    bare ``NaN`` / ``Infinity``, which no strict parser reads).
+
+    >>> finite({"arrival": float("inf"), "p": (0.5, float("nan")), "won": True})
+    {'arrival': None, 'p': [0.5, None], 'won': True}
+    """
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(item) for item in value]
+    return value
+
+
+def strict_json(endpoint):
+    """``endpoint`` (an API function, plain or streaming) whose every answer is ``finite``: strict JSON whatever
+    the numbers (a race's arrival time is infinite for a candidate that top-p cut: probability 0). The adapter
+    keeps the function's name, signature and docstring (the MCP tool's schema) and closes its generator when the
+    client leaves."""
+    if inspect.isgeneratorfunction(endpoint):
+        @functools.wraps(endpoint)
+        def streamed(*args, **kwargs):
+            answers = endpoint(*args, **kwargs)
+            try:
+                for answer in answers:
+                    yield finite(answer)
+            finally:
+                answers.close()
+
+        return streamed
+
+    @functools.wraps(endpoint)
+    def answered(*args, **kwargs):
+        return finite(endpoint(*args, **kwargs))
+
+    return answered
 
 
 def by_name(handler, components: dict):

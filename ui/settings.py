@@ -21,6 +21,7 @@ import gradio as gr
 import torch
 
 import gcs
+from gcs.checks import quoted
 
 from .logs import logger
 
@@ -97,7 +98,8 @@ ENGINE = Engine(SETTINGS.engine)
 
 def load_allowed_model(name: str) -> gcs.Model:
     if name not in SETTINGS.allowed_models:
-        raise ValueError(f"model {name!r} is not offered here; choose one of: {', '.join(SETTINGS.allowed_models)}")
+        raise ValueError(f"model {quoted(name)} is not offered here; choose one of: "
+                         f"{', '.join(SETTINGS.allowed_models)}")
     return gcs.load_model(name)
 
 

@@ -12,7 +12,10 @@ import pandas as pd
 import gcs
 
 from .zerogpu import gpu
-from .limits import check, check_count_of, check_metric, check_work, LIMITS, parse_numbers, parse_paraphrases
+from .limits import (
+    check, check_count_of, check_metric, check_paraphrase, check_text, check_work, LIMITS, parse_numbers,
+    parse_paraphrases, quoted,
+)
 from .messages import caption, click_working, failed, user_error
 from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
@@ -28,7 +31,7 @@ def sweep_groups(source: str, groups_text: str, builtin_count, upload) -> list[g
         path = Path(upload if isinstance(upload, str) else upload.name)
         if path.stat().st_size > LIMITS["upload bytes"].high:
             raise ValueError(f"the uploaded file is over {int(LIMITS['upload bytes'].high) // 1000:,} kB")
-        groups = gcs.load_groups(path)
+        groups = [checked_group(group) for group in gcs.load_groups(path)]
     elif source == "built-in set":
         groups = gcs.load_groups("general")[: check("groups", builtin_count)]
     else:
@@ -39,6 +42,16 @@ def sweep_groups(source: str, groups_text: str, builtin_count, upload) -> list[g
     if len(groups) > LIMITS["groups"].high:
         raise ValueError(f"at most {int(LIMITS['groups'].high)} groups here, got {len(groups)}")
     return groups
+
+
+def checked_group(group: gcs.Group) -> gcs.Group:
+    """An uploaded group held to the rules typed paraphrases meet (``check_paraphrase``): a file is one more way
+    to send text, not a way around them."""
+    name = f"group {quoted(group.id, 40)}"
+    check_text(str(group.id), name)
+    for i, prompt in enumerate(group.prompts, start=1):
+        check_paraphrase(prompt, f"{name}, paraphrase {i}")
+    return group
 
 
 def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, model_name, stop=None):
@@ -112,8 +125,9 @@ def api_sweep(
     try:
         if isinstance(paraphrases, str) and paraphrases.strip().startswith("builtin:"):
             count = paraphrases.split(":", 1)[1].strip()
-            if not count.isdigit():
-                raise ValueError(f"builtin:N needs a whole number N, got {count!r}")
+            if not count.isdigit() or len(count) > 3:  # (Python refuses to read an int of over 4,300 digits)
+                raise ValueError(f"builtin:N needs a whole number N from 1 to {int(LIMITS['groups'].high)}, "
+                                 f"got {quoted(count)}")
             groups = sweep_groups("built-in set", "", int(count), None)
         else:
             groups = sweep_groups("my paraphrases", paraphrases, 0, None)
