@@ -67,3 +67,17 @@ def test_the_mcp_server_api_the_cancellation_wraps_has_the_shape_it_expects():
         ["self", "job", "progress_token"]
     assert serving.stop_abandoned_mcp_calls() and GradioMCPServer.stops_abandoned_calls
     assert "_client_instance" in inspect.getsource(GradioMCPServer.__init__)  # the client Gradio keeps, per call now
+
+
+def test_a_changed_queue_api_falls_back_to_gradio_s_bound_with_a_warning(monkeypatch, caplog):
+    """Where the private Queue API is gone, the app still serves, bounded by Gradio's public max_size, and says what
+    is lost (tested by taking the attribute away from a real queue)."""
+    import logging
+
+    with gr.Blocks() as demo:
+        gr.Button().click(lambda: None, concurrency_id="lane")
+    demo.queue(max_size=None)
+    monkeypatch.delattr(type(demo._queue), "push")
+    with caplog.at_level(logging.WARNING):
+        serving.guard_queue(demo, {"lane": 2, "other": 3})
+    assert "per-lane waiting limits are off" in caplog.text and demo._queue.max_size == 5

@@ -222,9 +222,15 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
     A raw call with too few values gets HTTP 400 and one sentence (Gradio would queue it, then fail listing
     every value it was sent).
     """
-    if not gradio_tested():
-        logger.warning("gradio %s is untested here: the queue's guards wrap its Queue.push", gr.__version__)
-    queue = demo._queue
+    queue = getattr(demo, "_queue", None)
+    if not gradio_tested() or not all(hasattr(queue, part) for part in ("push", "event_queue_per_concurrency_id")):
+        # Gradio's own bound instead: every lane's waiting requests counted together (a full model lane then
+        # refuses the coupling explorer too), and no early refusal of calls with too few values
+        demo.queue(max_size=sum(waiting_limits.values()), default_concurrency_limit=1)
+        logger.warning("gradio %s: the queue's per-lane waiting limits are off (Queue.push or "
+                       "Queue.event_queue_per_concurrency_id changed): Gradio's max_size=%d bounds every lane together",
+                       gr.__version__, sum(waiting_limits.values()))
+        return
     push, arriving = queue.push, collections.Counter()
 
     async def guarded_push(body, request, username):
