@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import gcs
+
 ROOT = Path(__file__).resolve().parent.parent
 PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
 
@@ -124,9 +126,14 @@ def test_nan_temperature_is_refused_by_the_app_itself():
         compare.compare_inputs("a\nb", 1.0, 8, 0, math.inf * 0, "gcswr", False, "x")
 
 
-def test_emoji_and_right_to_left_text_work(client):
-    result = client.predict("What is DNA? 🧬\nما هو الحمض النووي؟", 1.0, 8, 0, 1.0, "gcswr", seeds=1, api_name="/compare")
-    assert len(result["responses"]["gcswr"]) == 2
+def test_emoji_and_right_to_left_text_work(client, embedded_model):
+    """Emoji and Arabic reach the model intact: the app echoes them unchanged and answers them exactly as the library
+    does with the same seed (the same model, dtype and kernels on this machine)."""
+    prompts = ["What is DNA? 🧬", "ما هو الحمض النووي؟"]
+    result = client.predict("\n".join(prompts), 1.0, 8, 0, 1.0, "gcswr", seeds=1, api_name="/compare")
+    assert result["paraphrases"] == prompts
+    expected = gcs.compare(prompts, methods="gcswr", seeds=[0], max_new_tokens=8, model=embedded_model)
+    assert result["responses"]["gcswr"] == list(expected["response"]) and all(expected["response"].str.strip())
 
 
 @pytest.mark.parametrize(
