@@ -130,12 +130,34 @@ def test_taking_a_side_by_side_run_brings_its_settings(app_model):
                         temperature=0.7, top_p=0.9, max_new_tokens=12, model=app_model)
     run = {"frame": frame.to_dict(orient="list"), "prompts": ["Why is the sky blue?", "What makes it blue?"],
            "methods": ["is", "gcswr"], "seeds": [4], "model": gcs.DEFAULT_MODEL, "max_new_tokens": 12}
-    prompt, response, paraphrases, method, finished, temperature, top_p, tokens, status = \
+    prompt, response, paraphrases, method, finished, temperature, top_p, tokens, taken, status = \
         hindsight.from_side_by_side(run)
     row = frame[(frame.method == "gcswr") & (frame.prompt_index == 0)].iloc[0]
     assert (prompt, response, paraphrases, method) == ("Why is the sky blue?", row.raw_response, "What makes it blue?",
                                                        "gcswr")
     assert finished == bool(row.finished) and (temperature, top_p, tokens) == (0.7, 0.9, 12)
+    assert taken == {"text": row.raw_response, "ids": list(row.token_ids)}
+
+
+def test_a_taken_answer_is_observed_as_its_tokens_even_where_its_text_reads_back_otherwise(app_model):
+    """A run's answer whose text tokenizes to other tokens ('Yes', '\\n', '\\n' reads back as 'Yes', '\\n\\n'):
+    taken from the side by side, hindsight observes the tokens that were generated and replays them exactly; the
+    same text typed in is tokenized (and stripped), as typed text always is."""
+    tokenizer = app_model.tokenizer
+    newline, = tokenizer.encode("\n", add_special_tokens=False)
+    ids = [*tokenizer.encode("Yes", add_special_tokens=False), newline, newline]
+    text = tokenizer.decode(ids)
+    run = {"frame": {"method": ["gcswr"], "seed": [0], "prompt_index": [0], "raw_response": [text],
+                     "token_ids": [ids], "finished": [False], "temperature": [1.0], "top_p": [None]},
+           "prompts": ["Is fire hot?", "Is fire warm?"], "methods": ["gcswr"], "seeds": [0],
+           "model": gcs.DEFAULT_MODEL, "max_new_tokens": 8}
+    *_, taken, status = hindsight.from_side_by_side(run)
+    assert taken["ids"] == ids and "read back as other tokens" in status
+    arguments = ["Is fire hot?", text, "Is fire warm?", "gcswr", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL, False]
+    _, replay, _, choices, _ = last(hindsight.hindsight_ui(*arguments, taken))
+    assert "Replay check ✓" in replay and "all 3 tokens" in replay and len(choices["choices"]) == 3
+    _, replay, _, choices, _ = last(hindsight.hindsight_ui(*arguments, None))  # typed (and stripped): 'Yes'
+    assert [label for label, _ in choices["choices"]] == ["0: 'Yes'"]
 
 
 def test_forcing_a_candidate_branches_the_trace(trace):

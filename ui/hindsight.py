@@ -31,12 +31,18 @@ EXPLAIN = {
 
 
 def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name,
-                     finished=True):
+                     finished=True, taken=None):
+    """The request, checked. ``taken``: what "Take the side-by-side run" took ({"text", "ids"}); while the response
+    box still holds that text, the response is observed as those token ids (text does not always read back as the
+    tokens that wrote it), else the typed text is tokenized."""
     (prompt,) = parse_paraphrases(prompt, minimum=1, maximum=1, name="prompt")
     others = check_count_of("hindsight paraphrases", parse_paraphrases(paraphrases, minimum=1,
                                                                        maximum=int(LIMITS["hindsight paraphrases"].high)))
     model, response = load_allowed_model(model_name), checked_response(response)
-    tokens = len(model.tokenizer.encode(response, add_special_tokens=False))
+    if isinstance(taken, dict) and str(taken.get("text", "")).strip() == response and taken.get("ids"):
+        response = [int(i) for i in taken["ids"]]
+    tokens = len(response) if isinstance(response, list) else len(model.tokenizer.encode(response,
+                                                                                          add_special_tokens=False))
     if tokens > LIMITS["hindsight response tokens"].high:
         raise ValueError(f"the response is {tokens:,} tokens; the limit here is "
                          f"{int(LIMITS['hindsight response tokens'].high):,}")
@@ -60,10 +66,17 @@ def checked_response(response) -> str:
 RESPONSE_CHARACTERS = 4_000  # counted before tokenizing: 256 tokens are rarely more than ~1,500 characters
 
 
+def response_text(arguments: dict) -> str:
+    """The observed response as text (it may have been taken as token ids)."""
+    response = arguments["response"]
+    return response if isinstance(response, str) else arguments["model"].tokenizer.decode(response,
+                                                                                           skip_special_tokens=True)
+
+
 def answers_view(arguments: dict, answers: list[str]):
     """The response first, then each paraphrase's answer, aligned spans against the response."""
     names = ["response", *(f"paraphrase {i + 1}" for i in range(len(answers)))]
-    return highlighted([arguments["response"], *answers], HIGHLIGHTS[0], arguments["model"].tokenizer, names)
+    return highlighted([response_text(arguments), *answers], HIGHLIGHTS[0], arguments["model"].tokenizer, names)
 
 
 def replay_check(report: gcs.HindsightReport) -> str:
@@ -89,10 +102,10 @@ def token_choices(tokens: list[str], finished: bool) -> list[tuple[str, int]]:
 
 @gpu
 def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name,
-                 finished=True):
+                 finished=True, taken=None):
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
-                                     model_name, finished)
+                                     model_name, finished, taken)
         report = yield from run_cancellable(lambda stop: gcs.hindsight_report(**arguments, stop=stop),
                                             (gr.skip(),) * len(OUTPUTS))
         choices = token_choices(report.response_tokens, arguments["finished"])
@@ -103,9 +116,9 @@ def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p
 
 
 def counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p, max_new_tokens,
-                          model_name, finished=True) -> dict:
+                          model_name, finished=True, taken=None) -> dict:
     arguments = hindsight_inputs(prompt, response, "-", method, seed, temperature, top_p, max_new_tokens, model_name,
-                                 finished)
+                                 finished, taken)
     del arguments["paraphrases"]
     if at is None or at == "":
         raise ValueError("pick the token to change (answer in hindsight first to list the response's tokens)")
@@ -117,13 +130,13 @@ def counterfactual_inputs(prompt, response, at, replacement, method, seed, tempe
 
 @gpu
 def counterfactual_ui(prompt, response, at, replacement, method, seed, temperature, top_p, max_new_tokens, model_name,
-                      finished=True):
+                      finished=True, taken=None):
     try:
         arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
-                                          max_new_tokens, model_name, finished)
+                                          max_new_tokens, model_name, finished, taken)
         edited = yield from run_cancellable(lambda stop: gcs.counterfactual(**arguments, stop=stop),
                                             (gr.skip(), gr.skip()))
-        view = highlighted([arguments["response"], edited], HIGHLIGHTS[0], arguments["model"].tokenizer,
+        view = highlighted([response_text(arguments), edited], HIGHLIGHTS[0], arguments["model"].tokenizer,
                            ["response", "had it said that"])
         yield view, "Done."
     except Exception as error:
@@ -132,7 +145,8 @@ def counterfactual_ui(prompt, response, at, replacement, method, seed, temperatu
 
 def from_side_by_side(run: dict | None):
     """The side-by-side run's first paraphrase and GCSwR's answer to it (first seed), as the model wrote it (its raw
-    text, follow-up turns included), with whether it ended and the run's temperature, top-p and max new tokens."""
+    text, follow-up turns included, and its token ids, which hindsight observes while the text is left as taken),
+    with whether it ended and the run's temperature, top-p and max new tokens."""
     if not run:
         return failed(ValueError("run Side by side first: this takes its first paraphrase and GCSwR's answer to it"),
                       TAKEN)
@@ -141,14 +155,18 @@ def from_side_by_side(run: dict | None):
     first = frame[(frame["method"] == method) & (frame["seed"] == run["seeds"][0]) & (frame["prompt_index"] == 0)]
     row = first.iloc[0]
     top_p = 1.0 if pd.isna(row["top_p"]) else float(row["top_p"])
-    ended = bool(row["finished"])
+    ended, ids = bool(row["finished"]), [int(i) for i in row["token_ids"]]
+    model = load_allowed_model(run["model"])
+    reading = "" if gcs.reads_back(ids, model) else (" Its text would read back as other tokens, so its own "
+                                                     f"{len(ids)} tokens are observed (while the text is left as is).")
     return (run["prompts"][0], row["raw_response"], "\n".join(run["prompts"][1:]), method, ended,
             float(row["temperature"]), top_p, int(run.get("max_new_tokens", 64)),
+            {"text": row["raw_response"], "ids": ids},
             f"Took {gcs.METHOD_NAMES[method]}'s answer to paraphrase 1 (seed {run['seeds'][0]}), "
-            f"{'finished' if ended else 'cut at the token limit'}, with that run's temperature and top-p.")
+            f"{'finished' if ended else 'cut at the token limit'}, with that run's temperature and top-p.{reading}")
 
 
-TAKEN = 9  # outputs of from_side_by_side
+TAKEN = 10  # outputs of from_side_by_side
 
 
 @gpu
@@ -240,6 +258,7 @@ def build(compare_run: gr.State) -> dict:
                                          lines=3, label="paraphrases to answer (1–4, one per line)",
                                          elem_id="hindsight-paraphrases")
                 take = gr.Button("Take the side-by-side run's first GCSwR answer", size="sm")
+                taken = gr.State(None)  # the taken answer's text and token ids (from_side_by_side)
             with gr.Column():
                 method = gr.Radio(method_choices(), value="gcswr", label="method")
                 seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX,
@@ -272,14 +291,15 @@ def build(compare_run: gr.State) -> dict:
                                         color_map={"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))},
                                         show_legend=False, show_inline_category=False, combine_adjacent=True,
                                         elem_id="counterfactual-answer", elem_classes="response-text")
-        inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model, finished]
+        inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model, finished, taken]
         click_working(run, status, hindsight_ui, inputs, [answers, replay, explain, at, status],
                       concurrency_id="model", concurrency_limit=1)
-        edit_inputs = [prompt, response, at, replacement, method, seed, temperature, top_p, tokens, model, finished]
+        edit_inputs = [prompt, response, at, replacement, method, seed, temperature, top_p, tokens, model, finished,
+                       taken]
         click_working(edit, status, counterfactual_ui, edit_inputs, [edited, status], concurrency_id="model",
                       concurrency_limit=1)
         take.click(from_side_by_side, [compare_run],
-                   [prompt, response, paraphrases, method, finished, temperature, top_p, tokens, status],
+                   [prompt, response, paraphrases, method, finished, temperature, top_p, tokens, taken, status],
                    api_visibility="private")
     return {"prompt": prompt, "response": response, "q": paraphrases, "method": method, "seed": seed,
             "temperature": temperature, "top_p": top_p, "max_new_tokens": tokens, "model": model,
