@@ -72,8 +72,9 @@ def evaluate(args) -> None:
     groups = list(dict.fromkeys(scores["group"]))
     available = int(scores["seed"].max()) + 1
     print(f"{len(groups)} groups, {available} seeds each, from {args.cache}")
-    plans = {f"rounds {'+'.join(map(str, rounds))}, futility {futility:g}": (rounds, futility)
-             for rounds in ((4, 4, 8), (8, 8), (4, 4, 4, 4)) for futility in (0.0, 0.05, 0.1, 0.2)}
+    plans = {f"{'+'.join(map(str, rounds))}, fut. {futility:g}, {spending}": (rounds, futility, spending)
+             for spending in ("floor-first", "proportional") for rounds in ((4, 4, 8), (8, 8), (4, 4, 4, 4))
+             for futility in (0.0, 0.1, 0.2)}
     print(f"  {'plan':<34} {'GCSwR>IS E5':>12} {'aligned':>9} {'seeds median':>13} {'p90':>5} {'null claims':>12}")
     fixed = {"e5": 0, "aligned": 0, "null": 0}
     for group in groups:
@@ -84,11 +85,11 @@ def evaluate(args) -> None:
                                                                                               "diff"] > 0)
         nulls = paired_tests(part[part["method"].isin(["is", *NULL_ARMS])], metrics=METRICS)
         fixed["null"] += bool(nulls["beyond_noise"].any())
-    share = lambda count: f"{count / len(groups):.0%} ({count}/{len(groups)})"  # noqa: E731
+    share = lambda count: f"{count / len(groups):.0%} ({count}/{len(groups)})"
     print(f"  {'fixed 16 seeds (t / sign-flip)':<34} {share(fixed['e5']):>12} {share(fixed['aligned']):>9} "
           f"{16:>13} {16:>5} {share(fixed['null']):>12}")
-    for name, (rounds, futility) in plans.items():
-        plan = sequential_plan(16, rounds, futility=futility)
+    for name, (rounds, futility, spending) in plans.items():
+        plan = sequential_plan(16, rounds, futility=futility, spending=spending)
         claimed, used, null_claims = {"e5": 0, "aligned": 0}, [], 0
         for group in groups:
             part = scores[scores["group"] == group]
@@ -102,7 +103,8 @@ def evaluate(args) -> None:
             null_claims += bool(null_tests["beyond_noise"].any())
         print(f"  {name:<34} {share(claimed['e5']):>12} {share(claimed['aligned']):>9} {np.median(used):>13g} "
               f"{np.percentile(used, 90):>5g} {share(null_claims):>12}", flush=True)
-    simulate_nulls(args.null_runs)
+    if args.null_runs:
+        simulate_nulls(args.null_runs)
 
 
 SHAPES = {

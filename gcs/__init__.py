@@ -37,6 +37,7 @@ from .experiments import (
 from .trace import CarriedWin, Candidate, Trace, TraceStep, carried_win, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
+from .sequential import SequentialPlan, sequential_plan, sequential_tests
 from .hindsight import HindsightReport, hindsight, hindsight_report, reads_back
 from .posterior import Posterior, posterior
 from .counterfactual import counterfactual, response_tokens
@@ -194,6 +195,9 @@ __all__ = [
     "excess_surprise",
     "paired_tests",
     "sign_flip_p",
+    "SequentialPlan",
+    "sequential_plan",
+    "sequential_tests",
     "Variant",
     "ab",
     "ab_report",

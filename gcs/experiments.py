@@ -23,10 +23,10 @@ import pandas as pd
 import scipy.stats
 
 from .batch import Row
-from .packing import run_batches
-from .checks import METHODS, as_groups, check_engine, check_count, check_methods, check_seed_list, check_temperatures
+from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seed_list, check_temperatures
 from .data import Group
 from .models import Model, resolve_model
+from .packing import run_batches
 from .rewording import reword
 from .samplers import METHOD_NAMES
 from .scoring import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
@@ -134,7 +134,7 @@ def sweep(
     cells = plan.cells(skip)
     rewritten = _rewordings(cells, plan.rewordings, model)
     at_temperature = {t: plan.settings.replace(temperature=t) for t in plan.temperatures}
-    rows_of = lambda cell: [Row(p, cell.method, cell.seed, rewritten.get(p, ()) if cell.ensemble else ())  # noqa: E731
+    rows_of = lambda cell: [Row(p, cell.method, cell.seed, rewritten.get(p, ()) if cell.ensemble else ())
                             for p in cell.group.prompts]
     frames = []
     for chunk, decoded in run_batches(cells, rows_of, lambda cell: at_temperature[cell.temperature], model,
@@ -245,16 +245,43 @@ def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokeni
             records.append(dict(zip(keys, key), metric=metric, consistency=mean_off_diagonal(matrix)))
             matrices[(*key, metric)] = matrix
     scores = pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"])
-    table = scores.pivot_table(index="method", columns="metric", values="consistency", sort=False)[list(metrics)]
-    table = table.reindex([m for m in METHODS if m in table.index]).reset_index()
     per_seed = scores.pivot_table(index=keys, columns="metric", values="consistency", sort=False)[list(metrics)]
     per_seed = per_seed.reset_index()
     if tokenizer is not None and frame["prompt_index"].nunique() > 1:
         prefixes = {key: common_prefix_length(list(part["response"]), tokenizer) for key, part in parts}
         per_seed["prefix"] = [prefixes[key] for key in zip(per_seed["method"], per_seed["seed"])]
-        table["prefix"] = table["method"].map(per_seed.groupby("method")["prefix"].mean())
     per_seed.columns.name = None
+    return _report(scores, matrices, per_seed)
+
+
+def _report(scores: pd.DataFrame, matrices: dict, per_seed: pd.DataFrame) -> CompareReport:
+    """A ``CompareReport`` from its per-(method, seed) parts: the table (means over seeds) and the paired summary."""
+    metrics = list(dict.fromkeys(scores["metric"]))
+    table = scores.pivot_table(index="method", columns="metric", values="consistency", sort=False)[metrics]
+    table = table.reindex([m for m in METHODS if m in table.index]).reset_index()
+    if "prefix" in per_seed:
+        table["prefix"] = table["method"].map(per_seed.groupby("method")["prefix"].mean())
     return CompareReport(scores, table, matrices, per_seed, paired_summary(scores))
+
+
+def combine_reports(reports: Sequence[CompareReport]) -> CompareReport:
+    """One report of several runs' reports over other seeds (the rounds of one run: ``gcs.compare_rounds``): their
+    per-(method, seed) scores side by side, the table and summary over all of them. Nothing is embedded again.
+
+    >>> import pandas as pd
+    >>> part = lambda seed: CompareReport(pd.DataFrame({"method": ["is", "gcswr"], "seed": seed, "metric": "e5",
+    ...     "consistency": [0.8, 0.9]}), None, {}, pd.DataFrame({"method": ["is", "gcswr"], "seed": seed,
+    ...     "e5": [0.8, 0.9]}), None)
+    >>> combine_reports([part(0), part(1)]).summary[["method", "n", "diff"]].round(2).values.tolist()
+    [['is', 2, nan], ['gcswr', 2, 0.1]]
+    """
+    scores = pd.concat([r.scores for r in reports], ignore_index=True)
+    seen = scores.duplicated(["method", "seed", "metric"])
+    if seen.any():
+        row = scores[seen].iloc[0]
+        raise ValueError(f"seed {row['seed']} of {row['method']} is in more than one report: combine other seeds")
+    matrices = {key: value for r in reports for key, value in r.matrices.items()}
+    return _report(scores, matrices, pd.concat([r.per_seed for r in reports], ignore_index=True))
 
 
 # -- paired statistics over seeds ------------------------------------------------------------

@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
+from conftest import P_VALUE_THRESHOLD
 
 import gcs
 from gcs.sequential import decide, sequential_plan, sequential_tests, sign_flip_interval
-from conftest import P_VALUE_THRESHOLD
 
 SHAPES = {  # per-seed scores of one method, one metric
     "normal": lambda rng, n: rng.normal(0.8, 0.05, n),
@@ -51,14 +51,17 @@ def test_under_the_null_a_claim_over_all_looks_and_comparisons_is_at_most_as_lik
     assert p > P_VALUE_THRESHOLD, f"{families_with_a_claim} of {NULL_FAMILIES} null families claimed an effect"
 
 
-def test_a_real_effect_is_claimed_before_the_last_look_and_the_rest_stops_as_within_noise():
-    rng, plan = np.random.default_rng(2), sequential_plan(16)
+@pytest.mark.parametrize("spending", ["proportional", "floor-first"])
+def test_a_real_effect_is_claimed_and_a_null_one_is_not(spending):
+    """A large effect and a small steady one are claimed; with floor-first spending the large one is claimed at 8
+    seeds (every seed agrees in sign), with proportional spending at 16 (the look at 8 passes its share on)."""
+    rng, plan = np.random.default_rng(2), sequential_plan(16, spending=spending)
     differences = {("gcswr", "aligned"): rng.normal(0.3, 0.05, 16), ("gcswr", "e5"): rng.normal(0.02, 0.01, 16),
                    ("gcs", "aligned"): rng.normal(0.0, 0.05, 16), ("gcs", "e5"): rng.normal(0.0, 0.01, 16)}
     decisions = run_as_the_page_does(differences, plan)
     status = decisions.status
     assert status[("gcswr", "aligned")][0] == status[("gcswr", "e5")][0] == "beyond noise"
-    assert status[("gcswr", "aligned")][1] < plan.looks[plan.maximum]  # decided before the run's last look
+    assert status[("gcswr", "aligned")][1] == (8 if spending == "floor-first" else 16)
     assert {status[("gcs", metric)][0] for metric in ("e5", "aligned")} <= {"within noise", "undecided"}
 
 
@@ -73,10 +76,15 @@ def test_the_plan_spends_only_where_an_exact_test_can_reject_and_sets_aside_the_
     plan = sequential_plan(16)
     assert plan.looks[: plan.maximum + 1] == (4, 8, 16) and plan.looks[plan.maximum + 1 :] == (24, 32)
     assert math.isclose(sum(plan.spend), 1.0) and plan.spend[0] == 0.0  # 4 seeds: the floor 0.125 is above 0.05
+    budget = (1 - plan.confidence) / 4
+    for n, spend in zip(plan.looks, plan.spend):  # every look that spends can claim: its floor is within its share
+        assert spend == 0 or 2 / 2**n <= spend * budget * (1 + 1e-6), (n, spend)
+    assert sequential_plan(16, spending="floor-first").spend[1] * budget >= 2 / 2**8
     assert math.isclose(sum(plan.spend[plan.maximum + 1 :]), gcs.sequential.EXTENSION_SHARE)
     assert sequential_plan(6, rounds=(4,)).looks[:2] == (4, 6)  # rounds cut at the maximum
     for bad, message in (({"max_seeds": 0}, "max_seeds"), ({"rounds": (4, 0)}, "rounds"),
-                         ({"confidence": 1.0}, "confidence")):
+                         ({"confidence": 1.0}, "confidence"),
+                         ({"spending": "even"}, "spending")):
         with pytest.raises(ValueError, match=message):
             sequential_plan(**{"max_seeds": 16, **bad})
 
