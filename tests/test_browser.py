@@ -294,6 +294,24 @@ def test_sweep_tab_plots_curves(page, screenshots):
     screenshot(page, screenshots / "screenshot-sweep.png")
 
 
+def test_ab_tab_runs_both_arms_under_one_noise(page, screenshots):
+    page.get_by_role("tab", name="A/B").click()
+    expect(page.locator("#ab-effects thead")).to_contain_text("B − A", timeout=TIMEOUT_MS)  # before a run
+    for slider, value in (("#ab-builtin", "1"), ("#ab-seeds", "2"), ("#ab-tokens", "8")):
+        page.locator(f"{slider} input[type=number]").fill(value)
+    record_texts(page, "#ab-status")
+    page.locator("#run-ab").click()
+    expect(page.locator("#ab-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    assert any("Working…" in text for text in texts_seen(page, "#ab-status"))
+    expect(page.locator("#ab-verdict")).to_contain_text("with shared luck", timeout=TIMEOUT_MS)
+    assert headers(page, "#ab-pairs")[:4] == ["prompt", "seed", "identical", "parts at token"]
+    expect(page.locator("#ab-diff")).to_contain_text("[B]", timeout=TIMEOUT_MS)
+    screenshot(page, screenshots / "screenshot-ab.png")
+    page.locator("#ab-pair input").click()
+    expect(page.get_by_role("option", name=re.compile(r"^prompt 1, seed \d"))).to_have_count(2)  # 1 prompt x 2 seeds
+    page.keyboard.press("Escape")
+
+
 @pytest.mark.parametrize("hostile", ["[x](https://evil.example/a) ![](https://evil.example/t.png)",
                                      "<https://evil.example/auto> **b** `c` $$x$$"])
 def test_markdown_in_an_error_shows_as_text(page, hostile):

@@ -15,7 +15,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import ui
 
-TOOLS = {"compare", "trace", "hindsight", "counterfactual", "sweep", "coupling"}
+TOOLS = {"compare", "trace", "hindsight", "counterfactual", "sweep", "ab", "coupling"}
 
 
 def call_tool(app_url: str, name: str, arguments: dict):
@@ -90,3 +90,13 @@ def test_a_bad_tool_call_is_an_error_naming_the_problem(app_url):
 def test_gcs_mcp_turns_the_tools_off(monkeypatch, setting, served):
     monkeypatch.setenv("GCS_MCP", setting)
     assert ui.mcp_server() is served
+
+
+def test_an_ab_tool_call_answers_both_arms_with_the_control(app_url):
+    result = call_tool(app_url, "ab", {"prompts": "What is DNA?", "b_system": "Answer in one word.", "seeds": 2,
+                                       "max_new_tokens": 8})
+    assert set(result) == {"lines", "effects", "rows"}
+    rows = result["rows"]
+    assert sorted((row["method"], row["seed"]) for row in rows) == [("gcswr", 0), ("gcswr", 1), ("is", 0), ("is", 1)]
+    assert all(row["answer_a"] == row["answer_b"] for row in rows if row["identical"])
+    assert result["lines"][0].startswith("B against A, 1 prompt x 2 seeds with shared luck")

@@ -6,6 +6,7 @@
 - ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``), and what the
   response would have been had it said something else (``gcs.counterfactual``).
 - ``sweep``: consistency vs temperature.
+- ``ab``: A/B with shared luck: a change to the prompt, the settings or the model, both arms under one noise.
 - ``coupling``: Theorem 1 and the recycling histogram.
 - ``about``: what the demo shows.
 - ``links``: every tab's settings in the page's query string, and a copy-link button.
@@ -36,7 +37,7 @@ from starlette.middleware import Middleware
 
 import gcs
 
-from . import compare, coupling, hindsight, stepthrough, sweep
+from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
 from .logs import logger
 from .messages import say_slider_ranges, strict_json
@@ -64,7 +65,7 @@ CSS = """
 """
 
 TAB_IDS = {"Side by side": "compare", "Inside the sampler": "trace", "Hindsight": "hindsight",
-           "Consistency vs temperature": "sweep", "Coupling explorer": "coupling", "About": "about"}
+           "Consistency vs temperature": "sweep", "A/B": "ab", "Coupling explorer": "coupling", "About": "about"}
 
 
 def _selected_tab(event: gr.SelectData) -> str:
@@ -82,6 +83,7 @@ ENDPOINTS = {
     "hindsight": (hindsight.api_hindsight, "model"),
     "counterfactual": (hindsight.api_counterfactual, "model"),
     "sweep": (sweep.api_sweep, "model"),
+    "ab": (ab.api_ab, "model"),
     "coupling": (coupling.api_coupling, "coupling"),
 }
 
@@ -106,13 +108,14 @@ def build(queue_size: int = 16) -> gr.Blocks:
             trace_links, follow_trace_link = stepthrough.build()
             hindsight_links = hindsight.build(compare_run)
             sweep_links = sweep.build()
+            ab_links = ab.build()
             coupling_inputs, coupling_outputs, coupling_links = coupling.build()
             with gr.Tab("About", id="about"):
                 gr.Markdown(ABOUT)
         tabs.select(_selected_tab, None, selected, api_visibility="private")
         say_slider_ranges([block for block in demo.blocks.values() if isinstance(block, gr.Slider)])
         links = Links(tabs, {"compare": compare_links, "trace": trace_links, "hindsight": hindsight_links,
-                             "sweep": sweep_links, "coupling": coupling_links}, selected)
+                             "sweep": sweep_links, "ab": ab_links, "coupling": coupling_links}, selected)
         load = links.wire(demo, share, link)
         load.then(coupling.coupling_ui, coupling_inputs, coupling_outputs, api_visibility="private",
                   concurrency_id="coupling", concurrency_limit=4)

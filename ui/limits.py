@@ -66,6 +66,10 @@ LIMITS = {
     "trials": Limit(100, 20_000, whole=True),
     "steps": Limit(100, 20_000, whole=True),
     "coupling seed": Limit(0, 2**31, whole=True),
+    "ab prompts": Limit(1, 8, whole=True),
+    "ab seeds": Limit(2, 16, whole=True),
+    "ab max_new_tokens": Limit(1, 128, whole=True),
+    "ab work tokens": Limit(1, 25_000, whole=True),  # each arm's rows x (prompt + new tokens), IS control included
 }
 
 
