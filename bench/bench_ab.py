@@ -1,6 +1,6 @@
 """Shared luck for A/B: how much narrower a change's effect is measured when both arms share their noise.
 
-    python bench/bench_ab.py [--prompts 8] [--seeds 16] [--tokens 48] [--engine transformers|vllm]
+    python bench/bench_ab.py [--prompts 8] [--seeds 16] [--tokens 48] [--engine transformers|vllm] [--method gcswr|gcs]
 
 Three real changes on the embedded model, arm A against arm B (``gcs.ab``, GCSwR, with its IS control):
 a system prompt (none against "Answer in one sentence."), the temperature (1.0 against 0.8) and the precision
@@ -54,23 +54,25 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--engine", default="transformers", choices=gcs.ENGINES)
+    parser.add_argument("--method", default="gcswr", choices=["gcswr", "gcs"],
+                        help="the shared luck (GCS keeps each position's noise shared after the answers part)")
     args = parser.parse_args()
     prompts = [group.prompts[0] for group in gcs.load_groups("general")[: args.prompts]]
     greedy = gcs.generate(prompts, temperature=0.0, max_new_tokens=args.tokens, model=gcs.load_model(dtype="bfloat16"))
     references = dict(zip(prompts, greedy))
     print(f"embedded model, {len(prompts)} prompts x {args.seeds} seeds, {args.tokens} tokens, engine {args.engine}; "
-          f"GCSwR (shared luck) against IS (independent); widths: simultaneous 95 % intervals over 2 scores")
+          f"{gcs.METHOD_NAMES[args.method]} (shared luck) against IS (independent); widths: simultaneous 95 % intervals over 2 scores")
     print(f"  {'change':<14} {'score':<7} {'effect B-A (shared)':>27} {'noise':>7} {'width shared':>12} "
           f"{'width IS':>9} {'IS/shared':>9} {'IS seeds':>8} {'fewer':>6} {'goal':>5} {'identical':>17}")
     met, counted = 0, 0
     for change, (a, b) in CHANGES.items():
         start = time.perf_counter()
-        frame = gcs.ab(prompts, a, b, seeds=args.seeds, metrics=["length"], max_new_tokens=args.tokens,
-                       engine=args.engine)
+        frame = gcs.ab(prompts, a, b, seeds=args.seeds, method=args.method, metrics=["length"],
+                       max_new_tokens=args.tokens, engine=args.engine)
         report = gcs.ab_report(with_reference_scores(frame, references))
         seconds = time.perf_counter() - start
         identical = report.pairs.set_index(["method", "score"])["mean"]
-        same = f"{identical[('gcswr', 'identical')]:.0%} (IS {identical[('is', 'identical')]:.0%})"
+        same = f"{identical[(args.method, 'identical')]:.0%} (IS {identical[('is', 'identical')]:.0%})"
         for row in report.effects.itertuples():
             scale = 1 if row.metric == "length" else 100
             # an interval over differences with no spread has width 0 (paired_tests then gives none: NaN)

@@ -134,7 +134,7 @@ def test_a_number_typed_past_a_slider_s_range_is_named_in_a_toast():
     handlers = _release_handlers(demo)
     assert len(sum(handlers.values(), [])) == len(sliders), "every slider says when a typed number is out of range"
     temperatures = handlers["temperature"]
-    assert len(temperatures) == 3  # side by side, inside the sampler, hindsight
+    assert len(temperatures) == 5  # side by side, inside the sampler, hindsight, A/B (A and B)
     for slider, function in temperatures:
         assert not function.preprocess and function.queue and function.concurrency_id == "browse"
         with pytest.warns(UserWarning) as toasts:
