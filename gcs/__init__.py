@@ -38,6 +38,7 @@ from .trace import CarriedWin, Candidate, Trace, TraceStep, carried_win, trace
 from .surprise import excess_surprise
 from .verdict import paired_tests, sign_flip_p, verdict
 from .sequential import SequentialPlan, sequential_plan, sequential_tests
+from .rounds import RoundReport, compare_rounds
 from .hindsight import HindsightReport, hindsight, hindsight_report, reads_back
 from .posterior import Posterior, posterior
 from .counterfactual import counterfactual, response_tokens
@@ -198,6 +199,8 @@ __all__ = [
     "SequentialPlan",
     "sequential_plan",
     "sequential_tests",
+    "compare_rounds",
+    "RoundReport",
     "Variant",
     "ab",
     "ab_report",

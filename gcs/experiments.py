@@ -265,7 +265,7 @@ def _report(scores: pd.DataFrame, matrices: dict, per_seed: pd.DataFrame) -> Com
 
 
 def combine_reports(reports: Sequence[CompareReport]) -> CompareReport:
-    """One report of several runs' reports over other seeds (the rounds of one run: ``gcs.compare_rounds``): their
+    """One report of several runs' reports over other seeds (the rounds of one run): their
     per-(method, seed) scores side by side, the table and summary over all of them. Nothing is embedded again.
 
     >>> import pandas as pd

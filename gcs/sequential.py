@@ -100,7 +100,7 @@ def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, co
     the look at 8 seeds would need 62.5 % of the budget, so by default it only stops comparisons for futility);
     ``"floor-first"`` gives each earlier look at least its floor, so that seeds that all agree in sign are claimed
     there, at the cost of the last look's power. On 16 real groups the proportional plan claimed more (see
-    docs/verdict.md). The run's looks share ``1 - EXTENSION_SHARE``, the extension's the remainder, split in
+    docs/experiments.md). The run's looks share ``1 - EXTENSION_SHARE``, the extension's the remainder, split in
     proportion to their seeds.
 
     >>> plan = sequential_plan(16)

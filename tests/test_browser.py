@@ -294,7 +294,7 @@ def test_sweep_tab_plots_curves(page, screenshots):
     screenshot(page, screenshots / "screenshot-sweep.png")
 
 
-def test_ab_tab_runs_both_arms_under_one_noise(page, screenshots):
+def test_ab_tab_runs_both_arms_under_one_noise(page, app_url, screenshots):
     page.get_by_role("tab", name="A/B").click()
     expect(page.locator("#ab-effects thead")).to_contain_text("B − A", timeout=TIMEOUT_MS)  # before a run
     for slider, value in (("#ab-builtin", "1"), ("#ab-seeds", "2"), ("#ab-tokens", "8")):
@@ -310,6 +310,18 @@ def test_ab_tab_runs_both_arms_under_one_noise(page, screenshots):
     page.locator("#ab-pair input").click()
     expect(page.get_by_role("option", name=re.compile(r"^prompt 1, seed \d"))).to_have_count(2)  # 1 prompt x 2 seeds
     page.keyboard.press("Escape")
+    # the tab's link restores it: the settings typed here come back from the link alone
+    page.locator("#ab-b-system textarea").fill("Be brief.")
+    page.locator("#share").click()
+    expect(page.locator("#share-link :is(textarea, input)")).to_have_value(re.compile(r"\?tab=ab&.*b_system=Be"),
+                                                                           timeout=TIMEOUT_MS)
+    shared = page.locator("#share-link :is(textarea, input)").input_value()
+    page.goto(app_url)
+    page.goto(shared)
+    expect(page.get_by_role("tab", name="A/B", selected=True)).to_be_visible(timeout=TIMEOUT_MS)
+    expect(page.locator("#ab-b-system textarea")).to_have_value("Be brief.", timeout=TIMEOUT_MS)
+    expect(page.locator("#ab-seeds input[type=number]")).to_have_value("2")
+    page.goto(app_url)
 
 
 @pytest.mark.parametrize("hostile", ["[x](https://evil.example/a) ![](https://evil.example/t.png)",

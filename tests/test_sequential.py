@@ -82,6 +82,8 @@ def test_the_plan_spends_only_where_an_exact_test_can_reject_and_sets_aside_the_
     assert sequential_plan(16, spending="floor-first").spend[1] * budget >= 2 / 2**8
     assert math.isclose(sum(plan.spend[plan.maximum + 1 :]), gcs.sequential.EXTENSION_SHARE)
     assert sequential_plan(6, rounds=(4,)).looks[:2] == (4, 6)  # rounds cut at the maximum
+    more = plan.extended()  # "more seeds": the run goes on into the looks set aside, spending as planned
+    assert more.maximum == len(plan.looks) - 1 and more.spend == plan.spend and more.looks == plan.looks
     for bad, message in (({"max_seeds": 0}, "max_seeds"), ({"rounds": (4, 0)}, "rounds"),
                          ({"confidence": 1.0}, "confidence"),
                          ({"spending": "even"}, "spending")):

@@ -139,7 +139,7 @@ def why_ui(run: dict, choice: str):
         row = _chosen_row(run, choice)
         if row["identical"]:
             return "These answers are identical: they never part.", gr.skip()
-        a, b = run["variants"]
+        a, b = (arm(name, *settings) for name, settings in zip("AB", run["arms"]))
         found = gcs.parting(a, b, row["prompt"], int(row["seed"]), run["method"], int(row["parts_at"]) + 1)
         table = found.frame().drop(columns=["token_id"]).round(4)
         return as_text(found.sentence), table
@@ -155,15 +155,17 @@ def ab_ui(source, prompts_text, builtin_count, a_system, a_template, a_temperatu
     outputs = 7
     try:
         prompts = ab_prompts(source, prompts_text, builtin_count)
-        a = arm("A", a_system, a_template, a_temperature, a_top_p, a_model, a_precision)
-        b = arm("B", b_system, b_template, b_temperature, b_top_p, b_model, b_precision)
+        arms = ((a_system, a_template, a_temperature, a_top_p, a_model, a_precision),
+                (b_system, b_template, b_temperature, b_top_p, b_model, b_precision))
+        a, b = (arm(name, *settings) for name, settings in zip("AB", arms))
         work = lambda stop: run_ab(prompts, a, b, seeds, method, scores, max_new_tokens, stop)  # noqa: E731
         frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * outputs)
         report = gcs.ab_report(frame)
         path = download_folder("gcs-ab-") / "gcs_ab.csv"
         gcs.write_csv(frame.drop(columns=["token_ids_a", "token_ids_b"]), path)
         choices = pair_choices(frame, method)
-        run = {"frame": frame, "variants": (a, b), "method": method, "model_name": a_model}
+        # the settings, not the variants: a session's state must not keep a model alive after the cache drops it
+        run = {"frame": frame, "arms": arms, "method": method, "model_name": a_model}
         verdict = "\n".join(f"- {as_text(line)}" for line in report.lines)
         yield (verdict, effects_table(report), pairs_table(frame, method),
                gr.update(choices=choices, value=choices[0][1] if choices else None), run, str(path), "Done.")

@@ -1,0 +1,152 @@
+"""The side by side in rounds: seeds run a round at a time, each round is scored and the sequential verdict looks
+again, and the run stops as soon as every comparison is decided (``gcs.sequential``).
+
+    for round_report in gcs.compare_rounds(paraphrases, max_seeds=16):
+        print(round_report.seeds, round_report.tests[["method", "metric", "status"]])
+    print(round_report.reason)     # the last round: why the run stopped ("every comparison decided after 8 seeds")
+    if round_report.more_seeds:    # ended undecided: continue the same sequence
+        *_, round_report = gcs.compare_rounds(paraphrases, resume=round_report)
+
+A round is one batch of its seeds. A seed's answers do not depend on the batch it ran in (``gcs.invariance``, on
+by default on CPU), so every seed gets the answers a one-batch run of the same seeds gives. "More seeds" continues
+an undecided run (``resume=``) with the plan's extension looks, set aside before the first seed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .checks import MAX_SEED, METHODS, check_count, check_methods, check_seed
+from .experiments import CompareReport, combine_reports, compare_report
+from .generation import compare, stream_compare
+from .models import Model, resolve_model
+from .sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
+from .settings import SamplingSettings
+
+BASELINE = "is"
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """A run after one round: ``frame`` (every answer so far, ``gcs.compare``'s columns), ``report`` (their scores),
+    ``tests`` (``gcs.sequential_tests`` at this look), the ``plan``, ``look`` (the index of this look in
+    ``plan.looks``), ``settings`` (the run's methods and seeds so far, its sampling), ``final`` and, on the final
+    report, ``reason`` (why the run stopped); ``model`` and ``engine`` ran it."""
+
+    frame: pd.DataFrame
+    report: CompareReport
+    tests: pd.DataFrame
+    plan: SequentialPlan
+    look: int
+    settings: SamplingSettings
+    final: bool
+    reason: str | None
+    model: Model
+    engine: str
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings.seeds)
+
+    @property
+    def more_seeds(self) -> bool:
+        """Whether "more seeds" can continue this run: it ended undecided, with extension looks left in its plan."""
+        return self.final and (self.tests["status"] == "undecided").any() and self.look < len(self.plan.looks) - 1
+
+
+def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = METHODS, max_seeds: int = 16,
+                   rounds: Sequence[int] | None = None, confidence: float = 0.95,
+                   metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
+                   temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                   max_new_tokens: int = 64, engine: str = "transformers", futility: float = FUTILITY,
+                   resume: RoundReport | None = None,
+                   on_partial: Callable[[pd.DataFrame], None] | None = None,
+                   stop: threading.Event | None = None) -> Iterator[RoundReport]:
+    """The side by side of ``methods`` on ``paraphrases`` with seeds ``seed``, ``seed + 1``, ..., a round at a time
+    (``rounds``: seeds per round, default 4, 4, 8), up to ``max_seeds``; yields a ``RoundReport`` after each round.
+    ``confidence`` and ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early
+    for futility).
+
+    The run stops when every comparison of a method with IS under each metric is decided (claimed, or within
+    noise for good) or at ``max_seeds``; the last report says which (``reason``). ``resume``: an undecided final
+    report to continue with "more seeds" (the plan's extension looks; every other argument is taken from it).
+    ``on_partial(frame)`` receives the first round's answers as they grow, token by token (the first answers on
+    screen); later rounds land whole. ``stop`` ends the run after its current token with ``gcs.Cancelled``.
+    """
+    if resume is not None:
+        yield from _continue(resume, on_partial, stop)
+        return
+    methods = check_methods(methods)
+    if BASELINE not in methods or len(methods) < 2:
+        raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")
+    max_seeds = check_count(max_seeds, "max_seeds", 1, 1024)
+    seed = check_seed(seed)
+    if seed + max_seeds - 1 > MAX_SEED:
+        raise ValueError(f"seed {seed} with {max_seeds} seeds runs past the largest seed (2^63 - 1)")
+    if not 0 <= futility < 1:
+        raise ValueError(f"futility must be in [0, 1), got {futility!r}")
+    plan = sequential_plan(max_seeds, rounds, confidence, comparisons=(len(methods) - 1) * len(metrics),
+                           futility=futility)
+    settings = SamplingSettings(methods, (seed,), temperature, top_k, top_p, max_new_tokens)
+    state = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, seed)
+    yield from state.rounds(0, on_partial, stop)
+
+
+def _continue(report: RoundReport, on_partial, stop) -> Iterator[RoundReport]:
+    if not report.more_seeds:
+        raise ValueError("only an undecided final report can take more seeds (its plan's extension looks are "
+                         "left, and some comparison is undecided)")
+    extended = report.plan.extended()
+    run = _Run(list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"])), report.model,
+               report.settings, extended, tuple(report.tests["metric"].unique()), report.engine, report.seeds[0])
+    run.frame, run.report = report.frame, report.report
+    yield from run.rounds(report.look + 1, on_partial, stop)
+
+
+@dataclass
+class _Run:
+    """One run's fixed parts, and its answers and scores so far."""
+
+    paraphrases: list[str]
+    model: Model
+    settings: SamplingSettings
+    plan: SequentialPlan
+    metrics: tuple[str, ...]
+    engine: str
+    first_seed: int
+    frame: pd.DataFrame | None = None
+    report: CompareReport | None = None
+
+    def rounds(self, look: int, on_partial, stop) -> Iterator[RoundReport]:
+        for k in range(look, self.plan.maximum + 1):
+            done = 0 if k == 0 else self.plan.looks[k - 1]
+            seeds = [self.first_seed + i for i in range(done, self.plan.looks[k])]
+            frame = self._answer(seeds, on_partial if k == 0 else None, stop)
+            part = compare_report(frame, self.metrics, tokenizer=self.model.tokenizer)
+            self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
+            self.report = part if self.report is None else combine_reports([self.report, part])
+            tests = sequential_tests(self.report.scores, self.plan, BASELINE, self.metrics)
+            open_ = (tests["status"] == "open").any()
+            final = not open_ or k == self.plan.maximum
+            reason = None if not final else (
+                f"every comparison decided after {self.plan.looks[k]} seeds" if not open_ else
+                f"the maximum of {self.plan.looks[k]} seeds reached")
+            settings = self.settings.replace(seeds=[self.first_seed + i for i in range(self.plan.looks[k])])
+            yield RoundReport(self.frame, self.report, tests, self.plan, k, settings, final, reason, self.model,
+                              self.engine)
+            if final:
+                return
+
+    def _answer(self, seeds: list[int], on_partial, stop) -> pd.DataFrame:
+        settings = self.settings.replace(seeds=seeds)
+        if on_partial is None:
+            return compare(self.paraphrases, settings=settings, model=self.model, engine=self.engine, stop=stop)
+        frame = None
+        for frame in stream_compare(self.paraphrases, settings=settings, model=self.model, engine=self.engine,
+                                    stop=stop):
+            on_partial(frame)
+        return frame
