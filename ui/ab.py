@@ -10,12 +10,12 @@ import pandas as pd
 
 import gcs
 
-from .zerogpu import gpu
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, quoted
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, user_error
 from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, SETTINGS, load_allowed_model, model_dropdown, thread_tokenizer
+from .zerogpu import gpu
 
 SOURCES = ("built-in set", "my prompts")
 PRECISIONS = [("the model's default", "default"), ("bfloat16", "bfloat16"), ("float32", "float32")]
@@ -51,7 +51,7 @@ def arm(name: str, system, template, temperature, top_p, model_name, precision) 
         if len(value) > chars:
             raise ValueError(f"{name}'s {what} has {len(value):,} characters; the limit here is {chars:,}")
         check_text(value, f"{name}'s {what}")
-    if precision not in dict((value, label) for label, value in PRECISIONS):
+    if precision not in {value for _, value in PRECISIONS}:
         raise ValueError(f"{name}'s precision must be one of {', '.join(v for _, v in PRECISIONS)}, got "
                          f"{quoted(precision)}")
     top_p = check("top_p", top_p)
@@ -68,11 +68,11 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
            stop=None) -> pd.DataFrame:
     """Both arms and the IS control, within the demo's limits (the work counted with each arm's own wording)."""
     seeds, max_new_tokens = check("ab seeds", seeds), check("ab max_new_tokens", max_new_tokens)
-    if method not in dict((v, k) for k, v in SHARED_METHODS):
+    if method not in {value for _, value in SHARED_METHODS}:
         raise ValueError(f"method must be gcswr or gcs (the arms share luck only there), got {quoted(method)}")
     if not isinstance(scores, (list, tuple)) or not scores:
         raise ValueError("choose at least one score")
-    unknown = [s for s in scores if s not in dict((v, k) for k, v in SCORES)]
+    unknown = [s for s in scores if s not in {value for _, value in SCORES}]
     if unknown:
         raise ValueError(f"unknown score {quoted(unknown[0])}: choose among {', '.join(v for _, v in SCORES)}")
     for variant in (a, b):  # two rows (shared luck and the IS control) per seed and prompt, for each arm
@@ -91,7 +91,7 @@ def effects_table(report: gcs.ABReport) -> pd.DataFrame:
 def pairs_table(frame: pd.DataFrame, method: str) -> pd.DataFrame:
     part = frame[frame["method"] == method].copy()
     part["prompt_index"] = part["prompt_index"] + 1
-    part["parts_at"] = part["parts_at"].map(lambda at: "—" if at is None or at != at else int(at))
+    part["parts_at"] = part["parts_at"].map(lambda at: "—" if pd.isna(at) else int(at))
     for column in ("answer_a", "answer_b"):
         part[column] = part[column].map(lambda text: one_paragraph(text.strip()))
     return part[list(PAIR_HEADERS)].rename(columns=PAIR_HEADERS)
@@ -158,7 +158,7 @@ def ab_ui(source, prompts_text, builtin_count, a_system, a_template, a_temperatu
         arms = ((a_system, a_template, a_temperature, a_top_p, a_model, a_precision),
                 (b_system, b_template, b_temperature, b_top_p, b_model, b_precision))
         a, b = (arm(name, *settings) for name, settings in zip("AB", arms))
-        work = lambda stop: run_ab(prompts, a, b, seeds, method, scores, max_new_tokens, stop)  # noqa: E731
+        work = lambda stop: run_ab(prompts, a, b, seeds, method, scores, max_new_tokens, stop)
         frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * outputs)
         report = gcs.ab_report(frame)
         path = download_folder("gcs-ab-") / "gcs_ab.csv"
@@ -231,7 +231,7 @@ def api_ab(
         a = arm("A", a_system, a_template, a_temperature, a_top_p, a_model, a_precision)
         b = arm("B", b_system, b_template, b_temperature, b_top_p, b_model, b_precision)
         names = [s.strip() for s in scores.split(",")] if isinstance(scores, str) else scores
-        work = lambda stop: run_ab(chosen, a, b, seeds, method, names, max_new_tokens, stop)  # noqa: E731
+        work = lambda stop: run_ab(chosen, a, b, seeds, method, names, max_new_tokens, stop)
         frame = yield from run_cancellable(work, heartbeat={"status": "running"})
         report = gcs.ab_report(frame)
     except Exception as error:
