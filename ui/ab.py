@@ -11,8 +11,8 @@ import pandas as pd
 import gcs
 
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
-from .limits import LIMITS, check, check_paraphrase, check_text, check_work, quoted
-from .messages import as_text, caption, click_working, failed, failure, one_paragraph, user_error
+from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted
+from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
 from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, SETTINGS, load_allowed_model, model_dropdown, thread_tokenizer
 from .zerogpu import gpu
@@ -220,12 +220,9 @@ def api_ab(
         While it works it streams {"status": "running"}; a client that leaves stops the work.
     """
     try:
-        if isinstance(prompts, str) and prompts.strip().startswith("builtin:"):
-            count = prompts.split(":", 1)[1].strip()
-            if not count.isdigit() or len(count) > 3:
-                raise ValueError(f"builtin:N needs a whole number N from 1 to {int(LIMITS['ab prompts'].high)}, "
-                                 f"got {quoted(count)}")
-            chosen = ab_prompts("built-in set", "", int(count))
+        count = parse_builtin(prompts, "ab prompts")
+        if count is not None:
+            chosen = ab_prompts("built-in set", "", count)
         else:
             chosen = ab_prompts("my prompts", prompts, 0)
         a = arm("A", a_system, a_template, a_temperature, a_top_p, a_model, a_precision)
@@ -239,11 +236,6 @@ def api_ab(
     rows = frame.drop(columns=["token_ids_a", "token_ids_b"])
     yield {"lines": report.lines, "effects": json.loads(report.effects.to_json(orient="records")),
            "rows": json.loads(rows.to_json(orient="records"))}
-
-
-def source_inputs(source: str) -> list:
-    """Only the chosen source's input is shown (an edit to a hidden one would be silently ignored)."""
-    return [gr.update(visible=source == name) for name in SOURCES]
 
 
 def _arm_inputs(name: str, system: str) -> dict:
@@ -310,7 +302,7 @@ def build() -> dict:
                                   "tokens (the earliest arrival wins)", interactive=False, elem_id="ab-race")
         csv = gr.File(label="download all rows (CSV)", interactive=False)
         state = gr.State(None)
-        source.change(source_inputs, source, [builtin_count, prompts_text], api_visibility="private",
+        source.change(shown_for(SOURCES), source, [builtin_count, prompts_text], api_visibility="private",
                       concurrency_id="browse", concurrency_limit=4)
         inputs = [source, prompts_text, builtin_count, *a.values(), *b.values(), seeds, method, scores, tokens]
         click_working(run, status, ab_ui, inputs, [verdict, effects, pairs, pair, state, csv, status],

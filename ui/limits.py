@@ -194,6 +194,21 @@ def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None
     return [check_paraphrase(line, f"{singular} {i}") for i, line in enumerate(lines, start=1)]
 
 
+def parse_builtin(text, limit: str) -> int | None:
+    """N of an API's "builtin:N" (the first N built-in items), or None when ``text`` is not such a reference. N is
+    checked against ``LIMITS[limit]`` by the caller; here only that it is a short whole number.
+
+    >>> parse_builtin("builtin: 3", "groups"), parse_builtin("What is DNA?", "groups")
+    (3, None)
+    """
+    if not (isinstance(text, str) and text.strip().startswith("builtin:")):
+        return None
+    count = text.split(":", 1)[1].strip()
+    if not count.isdigit() or len(count) > 3:  # (Python refuses to read an int of over 4,300 digits)
+        raise ValueError(f"builtin:N needs a whole number N from 1 to {int(LIMITS[limit].high)}, got {quoted(count)}")
+    return int(count)
+
+
 MAX_NUMBERS_CHARACTERS = 2_000
 
 

@@ -8,6 +8,7 @@ import html
 import inspect
 import math
 import re
+from collections.abc import Callable
 
 import gradio as gr
 import torch
@@ -152,6 +153,15 @@ WORKING = "Working…"
 def say_working() -> str:
     """A status line's text while a new run works (it must not keep the last run's "Done.")."""
     return WORKING
+
+
+def shown_for(sources) -> Callable[[str], list]:
+    """A handler that shows only the chosen source's input, one per name in ``sources`` (an edit to a hidden one
+    would be silently ignored)."""
+    def source_inputs(source: str) -> list:
+        return [gr.update(visible=source == name) for name in sources]
+
+    return source_inputs
 
 
 def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outputs, **lane):

@@ -14,9 +14,9 @@ import gcs
 from .zerogpu import gpu
 from .limits import (
     check, check_count_of, check_metric, check_paraphrase, check_text, check_work, LIMITS, parse_numbers,
-    parse_paraphrases, quoted,
+    parse_builtin, parse_paraphrases, quoted,
 )
-from .messages import caption, click_working, failed, user_error
+from .messages import caption, click_working, failed, shown_for, user_error
 from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 
@@ -123,12 +123,9 @@ def api_sweep(
         While it works it streams {"status": "running"}; a client that leaves stops the work.
     """
     try:
-        if isinstance(paraphrases, str) and paraphrases.strip().startswith("builtin:"):
-            count = paraphrases.split(":", 1)[1].strip()
-            if not count.isdigit() or len(count) > 3:  # (Python refuses to read an int of over 4,300 digits)
-                raise ValueError(f"builtin:N needs a whole number N from 1 to {int(LIMITS['groups'].high)}, "
-                                 f"got {quoted(count)}")
-            groups = sweep_groups("built-in set", "", int(count), None)
+        count = parse_builtin(paraphrases, "groups")
+        if count is not None:
+            groups = sweep_groups("built-in set", "", count, None)
         else:
             groups = sweep_groups("my paraphrases", paraphrases, 0, None)
         work = lambda stop: run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens,  # noqa: E731
@@ -138,11 +135,6 @@ def api_sweep(
         raise user_error(error) from error
     yield {"rows": json.loads(frame.to_json(orient="records")),
            "curve": json.loads(gcs.consistency_by_temperature(frame).to_json(orient="records"))}
-
-
-def source_inputs(source: str) -> list:
-    """Only the chosen source's input is shown (an edit to a hidden one would be silently ignored)."""
-    return [gr.update(visible=source == name) for name in SOURCES]
 
 
 def build() -> dict:
@@ -176,7 +168,7 @@ def build() -> dict:
                              label="mean ± std.err (clustered by seed: one seed's groups share noise)",
                              interactive=False, elem_id="sweep-table")
         csv = gr.File(label="download all rows (CSV)", interactive=False)
-        source.change(source_inputs, source, [builtin_count, groups_text, upload], api_visibility="private",
+        source.change(shown_for(SOURCES), source, [builtin_count, groups_text, upload], api_visibility="private",
                       concurrency_id="browse", concurrency_limit=4)
         click_working(run, status, sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods,
                                               metric, tokens, model], [curve, table, csv, status],
