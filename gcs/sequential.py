@@ -127,10 +127,9 @@ def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, co
         looks.append(looks[-1] + int(size))
     budget = (1 - confidence) / max(1, comparisons)
     usable = [2 / 2 ** min(n, 60) <= budget for n in looks]
-    run_seeds = sum(n for n, ok in zip(looks[: maximum + 1], usable) if ok) or 1
     extra_seeds = sum(n for n, ok in zip(looks[maximum + 1 :], usable[maximum + 1 :]) if ok)
     share = EXTENSION_SHARE if extra_seeds else 0.0
-    spend = [(1 - share) * n / run_seeds if ok else 0.0 for n, ok in zip(looks[: maximum + 1], usable)]
+    spend = [0.0] * (maximum + 1)
     left = 1 - share
     for k in range(maximum):  # the run's looks but its last; the last takes what is left
         floor = 2 / 2 ** min(looks[k], 60) / budget * (1 + 1e-9)  # evidence is p / spend: the floor must reach alpha
