@@ -14,7 +14,7 @@ from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
 from .serving import download_folder, run_cancellable
-from .settings import DEFAULT_MODEL, SETTINGS, load_allowed_model, model_dropdown, thread_tokenizer
+from .settings import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
 from .zerogpu import gpu
 
 SOURCES = ("built-in set", "my prompts")
@@ -55,10 +55,7 @@ def arm(name: str, system, template, temperature, top_p, model_name, precision) 
         raise ValueError(f"{name}'s precision must be one of {', '.join(v for _, v in PRECISIONS)}, got "
                          f"{quoted(precision)}")
     top_p = check("top_p", top_p)
-    if model_name not in SETTINGS.allowed_models:  # before loading anything
-        raise ValueError(f"model {quoted(model_name)} is not offered here; choose one of: "
-                         f"{', '.join(SETTINGS.allowed_models)}")
-    model = load_allowed_model(model_name) if precision == "default" else model_name
+    model = load_allowed_model(model_name) if precision == "default" else check_allowed_model(model_name)
     return gcs.Variant(model=model, system=system.strip() or None, template=template, name=name,
                        temperature=check("temperature", temperature), top_p=None if top_p == 1 else top_p,
                        dtype=None if precision == "default" else precision)

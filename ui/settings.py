@@ -96,11 +96,16 @@ class Engine:
 ENGINE = Engine(SETTINGS.engine)
 
 
-def load_allowed_model(name: str) -> gcs.Model:
+def check_allowed_model(name: str) -> str:
+    """``name`` if this server offers that model (before anything is loaded), else ValueError listing the offer."""
     if name not in SETTINGS.allowed_models:
         raise ValueError(f"model {quoted(name)} is not offered here; choose one of: "
                          f"{', '.join(SETTINGS.allowed_models)}")
-    return gcs.load_model(name)
+    return name
+
+
+def load_allowed_model(name: str) -> gcs.Model:
+    return gcs.load_model(check_allowed_model(name))
 
 
 _THREAD_TOKENIZERS = threading.local()
