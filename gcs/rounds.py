@@ -63,13 +63,14 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
                    metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                    max_new_tokens: int = 64, engine: str = "transformers", futility: float = FUTILITY,
-                   resume: RoundReport | None = None,
+                   report_metrics: Sequence[str] | None = None, resume: RoundReport | None = None,
                    on_partial: Callable[[pd.DataFrame], None] | None = None,
                    stop: threading.Event | None = None) -> Iterator[RoundReport]:
     """The side by side of ``methods`` on ``paraphrases`` with seeds ``seed``, ``seed + 1``, ..., a round at a time
     (``rounds``: seeds per round, default 4, 4, 8), up to ``max_seeds``; yields a ``RoundReport`` after each round.
     ``confidence`` and ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early
-    for futility).
+    for futility). ``report_metrics``: what each report scores (default ``metrics``; the tests use ``metrics``, which
+    must be among them), e.g. Jaccard and MiniLM for a table beside the verdict.
 
     The run stops when every comparison of a method with IS under each metric is decided (claimed, or within
     noise for good) or at ``max_seeds``; the last report says which (``reason``). ``resume``: an undecided final
@@ -89,10 +90,13 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
         raise ValueError(f"seed {seed} with {max_seeds} seeds runs past the largest seed (2^63 - 1)")
     if not 0 <= futility < 1:
         raise ValueError(f"futility must be in [0, 1), got {futility!r}")
+    scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))
+    if report_metrics is not None and not set(metrics) <= set(report_metrics):
+        raise ValueError(f"the tested metrics {list(metrics)} must be among report_metrics {list(report_metrics)}")
     plan = sequential_plan(max_seeds, rounds, confidence, comparisons=(len(methods) - 1) * len(metrics),
                            futility=futility)
     settings = SamplingSettings(methods, (seed,), temperature, top_k, top_p, max_new_tokens)
-    state = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, seed)
+    state = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, seed, scored)
     yield from state.rounds(0, on_partial, stop)
 
 
@@ -102,7 +106,8 @@ def _continue(report: RoundReport, on_partial, stop) -> Iterator[RoundReport]:
                          "left, and some comparison is undecided)")
     extended = report.plan.extended()
     run = _Run(list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"])), report.model,
-               report.settings, extended, tuple(report.tests["metric"].unique()), report.engine, report.seeds[0])
+               report.settings, extended, tuple(report.tests["metric"].unique()), report.engine, report.seeds[0],
+               tuple(report.report.summary["metric"].unique()))
     run.frame, run.report = report.frame, report.report
     yield from run.rounds(report.look + 1, on_partial, stop)
 
@@ -118,6 +123,7 @@ class _Run:
     metrics: tuple[str, ...]
     engine: str
     first_seed: int
+    scored: tuple[str, ...]
     frame: pd.DataFrame | None = None
     report: CompareReport | None = None
 
@@ -126,11 +132,11 @@ class _Run:
             done = 0 if k == 0 else self.plan.looks[k - 1]
             seeds = [self.first_seed + i for i in range(done, self.plan.looks[k])]
             frame = self._answer(seeds, on_partial if k == 0 else None, stop)
-            part = compare_report(frame, self.metrics, tokenizer=self.model.tokenizer)
+            part = compare_report(frame, self.scored, tokenizer=self.model.tokenizer)
             self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
             self.report = part if self.report is None else combine_reports([self.report, part])
             tests = sequential_tests(self.report.scores, self.plan, BASELINE, self.metrics)
-            open_ = (tests["status"] == "open").any()
+            open_ = tests["status"].isin(["open", "undecided"]).any()  # undecided: open at the run's last look
             final = not open_ or k == self.plan.maximum
             reason = None if not final else (
                 f"every comparison decided after {self.plan.looks[k]} seeds" if not open_ else

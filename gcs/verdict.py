@@ -139,7 +139,7 @@ def points(fraction: float) -> str:
     return f"{100 * fraction:+.2g}" if fraction != 0 and float(text) == 0 else text
 
 
-def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95,
+def verdict(scores, baseline: str = "is", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model",
             excess: Sequence[float] | None = None) -> list[str]:
     """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
@@ -151,18 +151,18 @@ def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95
     ``excess``: the answers' excess surprise (``gcs.excess_surprise``); when ``gcs.surprise.degenerate``
     flags it, the first line says the answers are not language the model stands behind and no line
     claims an effect (agreement between such answers is shared noise, not consistency).
+
+    ``scores`` may also be a run in rounds (a ``gcs.RoundReport``): the sentences are then its sequential tests at
+    that look (held over every look; ``confidence`` and ``baseline`` are the run's own), each comparison claimed,
+    within noise or still deciding, and the last line says how many seeds the run used and why it stopped.
     """
+    if hasattr(scores, "tests") and hasattr(scores, "plan"):
+        return _sequential_verdict(scores, metrics, scope, excess)
     tests = paired_tests(scores, baseline, confidence, metrics)
     comparisons = len(tests)
     together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"
     flagged = excess is not None and degenerate(excess)
-    lines = []
-    if flagged:
-        median = float(np.nanmedian(np.asarray(excess, dtype=float)))
-        lines.append(f"These answers are not language the model stands behind: their words surprise the model "
-                     f"{median:+.1f} nats per token more than its own answers do (flagged above "
-                     f"{DEGENERATE_EXCESS:+.1f}). Agreement between such answers is shared noise, not consistency: "
-                     f"lower the temperature. The comparisons below are not interpreted.")
+    lines = _degenerate_lines(excess) if flagged else []
     for row in tests.itertuples():
         name, base = METHOD_NAMES.get(row.method, row.method), METHOD_NAMES.get(baseline, baseline)
         words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
@@ -171,9 +171,7 @@ def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95
             diff = "no paired seed" if row.n == 0 else f"{points(row.diff)} {words} points against {base}"
             lines.append(f"{head}: {diff}. One seed is an anecdote, not evidence: use more seeds.")
             continue
-        more = "more" if row.diff >= 0 else "less"
-        body = f"{head} agreed {more} than {base} in {row.wins if more == 'more' else row.n - row.wins} of " \
-               f"{row.n} seeds, by {points(row.diff)} {words} points"
+        body = _agreed(head, base, row, words)
         if row.test == "t":
             body += f" ({100 * confidence:g} % CI {points(row.low)} to {points(row.high)}{together})"
         else:
@@ -187,4 +185,55 @@ def verdict(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95
         else:
             body += ": within noise."
         lines.append(f"{body} {meaning}".strip())
+    return lines
+
+
+def _degenerate_lines(excess: Sequence[float]) -> list[str]:
+    median = float(np.nanmedian(np.asarray(excess, dtype=float)))
+    return [(f"These answers are not language the model stands behind: their words surprise the model "
+             f"{median:+.1f} nats per token more than its own answers do (flagged above "
+             f"{DEGENERATE_EXCESS:+.1f}). Agreement between such answers is shared noise, not consistency: "
+             f"lower the temperature. The comparisons below are not interpreted.")]
+
+
+def _agreed(head: str, base: str, row, words: str) -> str:
+    more = "more" if row.diff >= 0 else "less"
+    return f"{head} agreed {more} than {base} in {row.wins if more == 'more' else row.n - row.wins} of " \
+           f"{row.n} seeds, by {points(row.diff)} {words} points"
+
+
+def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: Sequence[float] | None) -> list[str]:
+    """``verdict`` of a run in rounds: each comparison's status at the run's look, then how far the run went."""
+    plan, tests = run.plan, run.tests
+    if metrics is not None:
+        tests = tests[tests["metric"].isin(list(metrics))]
+    flagged = excess is not None and degenerate(excess)
+    lines = _degenerate_lines(excess) if flagged else []
+    held = f"{100 * plan.confidence:g} % over every look and all {len(run.tests)} comparisons together"
+    base = METHOD_NAMES.get("is", "is")
+    for row in tests.itertuples():
+        name = METHOD_NAMES.get(row.method, row.method)
+        words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
+        body = _agreed(f"{scope}, over {row.n} seed{'s' if row.n != 1 else ''}: {name}", base, row, words)
+        if not math.isnan(row.low):
+            body += f" (sequential interval {points(row.low)} to {points(row.high)}, held at {held})"
+        if row.status == "beyond noise" and not flagged:
+            winner = name if row.diff > 0 else base
+            body += f": {winner} is more consistent, beyond noise (decided after {row.decided_at:.0f} seeds)."
+        elif flagged:
+            body += ": not interpreted (degenerate answers)."
+        elif row.status == "within noise":
+            body += f": within noise (decided after {row.decided_at:.0f} seeds: the rest would very likely not resolve it)."
+        elif row.status == "open":
+            body += ": still deciding."
+        else:
+            body += ": within noise at this run's maximum" + (
+                "; more seeds can continue the same sequence." if run.more_seeds else ".")
+        lines.append(f"{body} {meaning}".strip())
+    seeds = plan.looks[run.look]
+    if run.final:
+        lines.append(f"Stopped: {run.reason}. Claims hold at {held} (sequential sign-flip tests).")
+    else:
+        lines.append(f"After {seeds} of at most {plan.looks[plan.maximum]} seeds: still deciding; the next round "
+                     f"runs to {plan.looks[run.look + 1]} seeds.")
     return lines

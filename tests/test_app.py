@@ -19,7 +19,7 @@ def test_api_lists_the_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert {"/compare", "/sweep", "/coupling", "/trace", "/hindsight"} <= set(endpoints)
     names = [p["parameter_name"] for p in endpoints["/compare"]["parameters"]]
-    assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"] and names[-1] == "seeds"
+    assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"] and names[-2:] == ["seeds", "rounds"]
 
 
 def test_compare_endpoint(client):
@@ -36,11 +36,13 @@ def test_compare_endpoint(client):
     gain = summary[("gcswr", "e5")]
     paired = [per_seed[("gcswr", s)]["e5"] - per_seed[("is", s)]["e5"] for s in (3, 4, 5, 6)]
     assert gain["n"] == 4 and gain["pairs"] == 4 and gain["diff"] == pytest.approx(sum(paired) / 4)
-    # the verdict: one line per method and metric against IS (E5 and aligned agreement), holding together
+    # the verdict, in rounds (the default): one line per method and metric against IS (E5 and aligned agreement),
+    # then how many seeds it used and why it stopped; the stopping fields say the same
     lines = [line for line in result["verdict"].splitlines() if line.startswith("- ")]
-    assert len(lines) == 4 and all("over 4 seeds" in line and "simultaneous over 4 comparisons" in line
-                                   for line in lines if "CI" in line)
+    assert len(lines) == 5 and all("over 4 seeds" in line for line in lines[:4])
     assert sum("E5 points" in line for line in lines) == 2 and sum("aligned-agreement" in line for line in lines) == 2
+    assert lines[-1].startswith("- Stopped: the maximum of 4 seeds reached")
+    assert result["stopping"]["seeds_used"] == 4 and result["stopping"]["in_rounds"] and len(result["stopping"]["tests"]) == 4
     again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", seeds=[3], api_name="/compare")
     assert again["responses"] == {"gcswr": result["responses"]["gcswr"]}  # same seed, same responses
     assert again["settings"]["seeds"] == [3]

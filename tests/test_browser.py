@@ -89,20 +89,32 @@ def test_side_by_side_streams_responses_and_plots(page, screenshots):
     sky = "Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky."
     box.fill(sky)
     expect(box).to_have_value(sky)
+    # every change of the first answers, with what the status said then: the answers must show before the run ends
+    page.locator("#responses-gcswr").evaluate("""element => {
+        const status = document.querySelector('#status');
+        window.answersSeen = [];
+        new MutationObserver(() => window.answersSeen.push([status.innerText, element.innerText]))
+            .observe(element, {subtree: true, childList: true, characterData: true});
+    }""")
     page.locator("#run-compare").click()
     for method in ("is", "gcs", "gcswr"):  # responses arrive in every column, then the heatmaps
         expect(page.locator(f"#responses-{method}")).to_contain_text("[3]", timeout=TIMEOUT_MS)
         expect(page.locator(f"#heatmap-{method} .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    seen = page.evaluate("window.answersSeen")
+    early = [answers for status, answers in seen if "[3]" in answers and "Round 1: generating" in status]
+    assert early, f"no answer was on screen while the first round generated: {seen[:3]}"
     scores = page.locator("#scores")
     expect(scores).to_contain_text("GCSwR")
     expect(scores).to_contain_text("E5")
     expect(scores).to_contain_text("aligned")
-    # many seeds, paired: the verdict counts seeds and says whether the difference is beyond noise
-    expect(page.locator("#verdict")).to_contain_text("over 16 seeds")
-    expect(page.locator("#verdict")).to_contain_text(re.compile("within noise|beyond noise"))
-    expect(page.locator("#verdict")).to_contain_text("aligned-agreement")  # the mechanism's footprint beside E5
-    expect(page.locator("#verdict")).to_contain_text("seeds resolve a 1-point E5 difference")  # the power line
+    # many seeds, paired, in rounds: the verdict counts seeds, says what is beyond noise, and why the run stopped
+    verdict = page.locator("#verdict")
+    expect(verdict).to_contain_text(re.compile(r"over (4|8|16) seeds"))
+    expect(verdict).to_contain_text(re.compile("within noise|beyond noise"))
+    expect(verdict).to_contain_text("aligned-agreement")  # the mechanism's footprint beside E5
+    expect(verdict).to_contain_text(re.compile(r"Stopped: (every comparison decided after|the maximum of) \d+ seeds"))
+    expect(page.locator("#status")).to_contain_text(re.compile(r"Done: .*\d+ seeds"))
     expect(page.locator("#paired-plot .js-plotly-plot")).to_be_visible()
     # words wrap whole: gradio's own style breaks them anywhere
     word_break = page.locator("#responses-gcswr .textfield").evaluate("e => getComputedStyle(e).wordBreak")
@@ -196,6 +208,24 @@ def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
     expect(page.locator("#hindsight-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     assert any("Working…" in text for text in texts_seen(page, "#hindsight-status"))
     screenshot(page, screenshots / "screenshot-hindsight.png")
+
+
+def test_an_undecided_run_takes_more_seeds(page, app_url):
+    """4 seeds can claim nothing (an exact test's floor at 4 seeds is above each comparison's share): the run ends
+    undecided at its maximum and offers "more seeds", which continues the same sequence (to 12 seeds, or 20)."""
+    page.goto(app_url + "?tab=compare&seeds=4&max_new_tokens=8&q=" + quote("Name a colour.\nSay one colour."))
+    expect(page.locator("#paraphrases textarea")).to_have_value("Name a colour.\nSay one colour.", timeout=TIMEOUT_MS)
+    expect(page.locator("#more-seeds")).to_be_hidden()
+    page.locator("#run-compare").click()
+    expect(page.locator("#status")).to_contain_text("Done: the maximum of 4 seeds reached", timeout=TIMEOUT_MS)
+    expect(page.locator("#verdict")).to_contain_text("more seeds can continue the same sequence")
+    page.locator("#more-seeds").click()
+    expect(page.locator("#verdict")).to_contain_text(re.compile(r"over (12|20) seeds"), timeout=TIMEOUT_MS)
+    expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    page.locator("#seed-shown").click()
+    expect(page.get_by_role("option", name="11", exact=True)).to_be_visible()  # the browser holds the new seeds
+    page.keyboard.press("Escape")
+    page.goto(app_url)
 
 
 def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):

@@ -111,7 +111,8 @@ def test_coupling_answers_while_the_model_lane_is_full(held_lane_app):
     lane serves the 4 waiting ones. Nothing here depends on how fast the machine is."""
     url, release = held_lane_app
     patient = {"timeout": 900}  # a busy machine is slow, not broken: no client gives up on it
-    holder = Client(url, verbose=False, httpx_kwargs=patient).submit(HOLD, 1.0, 8, 0, seeds=1, api_name="/compare")
+    holder = Client(url, verbose=False, httpx_kwargs=patient).submit(HOLD, 1.0, 8, 0, seeds=1, rounds=False,
+                                                                        api_name="/compare")
     _until(lambda: holder.outputs() or holder.done(), "the held job to stream progress")
     assert not holder.done(), holder.exception()
     outcomes, lock = [], threading.Lock()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -58,3 +59,50 @@ def test_bad_runs_are_refused_before_any_answer(embedded_model):
                                    metrics=("aligned",), max_new_tokens=2, model=embedded_model)
     with pytest.raises(ValueError, match="only an undecided final report"):  # a round before the last
         next(gcs.compare_rounds(PARAPHRASES, resume=dataclasses.replace(report, final=False)))
+
+
+def _round_report(differences: dict, seeds: int, plan: gcs.SequentialPlan) -> gcs.RoundReport:
+    """A run's report at ``seeds`` seeds, from paired differences per method (IS scores 0.5 under both metrics)."""
+    rows = [{"method": "is", "seed": s, "metric": metric, "consistency": 0.5}
+            for s in range(seeds) for metric in ("e5", "aligned")]
+    rows += [{"method": method, "seed": s, "metric": metric, "consistency": 0.5 + d[s]}
+             for method, d in differences.items() for s in range(seeds) for metric in ("e5", "aligned")]
+    scores = pd.DataFrame(rows)
+    tests = gcs.sequential_tests(scores, plan)
+    look = max(k for k, n in enumerate(plan.looks) if n <= seeds)
+    final = look == plan.maximum or not (tests["status"] == "open").any()
+    reason = None if not final else "the maximum of 16 seeds reached"
+    settings = gcs.SamplingSettings(methods=["is", *differences], seeds=list(range(seeds)))
+    report = gcs.experiments.CompareReport.__new__(gcs.experiments.CompareReport)
+    return gcs.RoundReport(pd.DataFrame(), report, tests, plan, look, settings, final, reason, None, "transformers")
+
+
+def test_the_verdict_of_a_run_in_rounds_says_what_each_look_decided_and_why_it_stopped():
+    rng = np.random.default_rng(0)
+    plan = gcs.sequential_plan(16, comparisons=4)
+    differences = {"gcswr": 0.05 + 0.01 * rng.standard_normal(16), "gcs": 0.02 * rng.standard_normal(16)}
+    early = gcs.verdict(_round_report(differences, 4, plan))
+    gcswr_early, gcs_early = ([line for line in early if f"{name} agreed" in line] for name in ("GCSwR", "GCS"))
+    assert len(gcswr_early) == 2 and all(line.endswith("still deciding. " + line.split("still deciding. ")[-1])
+                                         for line in gcswr_early)
+    # the null method stops early for futility: it would very likely stay unclaimed
+    assert all("within noise (decided after 4 seeds: the rest would very likely not resolve it)" in line
+               for line in gcs_early) and "After 4 of at most 16 seeds" in early[-1]
+    assert "next round runs to 8 seeds" in early[-1]
+    final = gcs.verdict(_round_report(differences, 16, plan))
+    gcswr = [line for line in final if "GCSwR" in line]
+    assert len(gcswr) == 2 and all("beyond noise (decided after 16 seeds)" in line for line in gcswr)
+    assert all("16 of 16 seeds" in line and "sequential interval" in line for line in gcswr)
+    assert final[-1].startswith("Stopped: the maximum of 16 seeds reached.") and "over every look" in final[-1]
+    assert not any("GCS agreed" in line and "beyond noise" in line for line in final)  # the null method: no claim
+    flagged = gcs.verdict(_round_report(differences, 16, plan), excess=[9.0] * 10)
+    assert flagged[0].startswith("These answers are not language") and "not interpreted" in flagged[1]
+    assert not any(line.endswith("beyond noise (decided after 16 seeds).") for line in flagged)
+
+
+def test_a_run_in_rounds_scores_more_than_it_tests(embedded_model):
+    (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=2, rounds=(2,), metrics=("aligned",),
+                                   report_metrics=("jaccard", "aligned"), max_new_tokens=4, model=embedded_model)
+    assert set(report.report.scores["metric"]) == {"jaccard", "aligned"} and set(report.tests["metric"]) == {"aligned"}
+    with pytest.raises(ValueError, match="must be among report_metrics"):
+        next(gcs.compare_rounds(PARAPHRASES, metrics=("e5",), report_metrics=("aligned",), model=embedded_model))

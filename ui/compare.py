@@ -1,9 +1,11 @@
 """Side by side: IS / GCS / GCSwR over several seeds, streamed, then scored with paired statistics.
 
-The headline is never one seed: every method answers the paraphrases under each of several seeds in
-one batch, each seed gives one paired observation (GCSwR's consistency minus IS's), and the verdict
-says "within noise" whenever the 95 % interval of the mean difference holds 0. A seed browser shows
-one seed's responses, heatmaps and aligned spans at a time.
+The headline is never one seed: every method answers the paraphrases under each of several seeds, each seed gives
+one paired observation (GCSwR's consistency minus IS's), and the verdict says "within noise" whenever the
+interval of the mean difference holds 0. By default the seeds run in rounds (``gcs.compare_rounds``: 4, 4, then 8):
+the first round streams, each round's answers, scores and verdict so far land as it ends, and the run stops once
+every comparison is decided (sequential tests, valid over every look); an undecided run offers "more seeds". A seed
+browser shows one seed's responses, heatmaps and aligned spans at a time.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .logs import logger
 from .messages import by_name, caption, click_working, failure, one_paragraph, one_paragraph_pieces, user_error
 from .serving import download_folder, run_cancellable
 from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
-from .verdict import METRICS, SCORE_COLUMNS, score_table, verdict
+from .verdict import METRICS, SCORE_COLUMNS, VERDICT_METRICS, excess, round_verdict, score_table, verdict
 
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on
 # Defaults with power (bench/bench_verdict.py, all 44 built-in groups, 64 tokens, T = 1): with 16 seeds the verdict
@@ -157,17 +159,120 @@ def run_state(frame, report: gcs.CompareReport, prompts, settings, model) -> dic
             "matrices": {f"{m}/{s}": report.matrices[(m, s, "e5")] for m in settings.methods for s in settings.seeds}}
 
 
+# -- rounds ----------------------------------------------------------------------------------------
+def one_batch_because(settings: gcs.SamplingSettings, seeds, rounds: bool) -> str | None:
+    """Why a run goes in one batch rather than in rounds, or None when it runs in rounds.
+
+    >>> one_batch_because(gcs.SamplingSettings(methods=["gcswr"]), 16, True)
+    'rounds compare a method with IS'
+    """
+    if not rounds:
+        return "stopping once decided is off"
+    if "is" not in settings.methods or len(settings.methods) < 2:
+        return "rounds compare a method with IS"
+    if settings.ensemble:
+        return "ensembling runs in one batch"
+    if isinstance(seeds, (list, tuple)):
+        return "a list of seeds runs in one batch"
+    if len(settings.seeds) < 2:
+        return "one seed is one batch"
+    return None
+
+
+def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.RoundReport | None = None):
+    """``rounds(on_partial, stop)``: the run's ``gcs.compare_rounds`` (or its continuation with more seeds), testing
+    the verdict's metrics and scoring the table's."""
+    def rounds(on_partial, stop):
+        if resume is not None:
+            return gcs.compare_rounds(prompts, resume=resume, on_partial=on_partial, stop=stop)
+        return gcs.compare_rounds(prompts, methods=settings.methods, max_seeds=len(settings.seeds),
+                                  seed=settings.seeds[0], temperature=settings.temperature, top_p=settings.top_p,
+                                  max_new_tokens=settings.max_new_tokens, metrics=VERDICT_METRICS,
+                                  report_metrics=METRICS, model=model, engine=ENGINE.for_request(False),
+                                  on_partial=on_partial, stop=stop)
+    return rounds
+
+
+def round_work(rounds, model, progress: dict):
+    """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
+    (``progress["frame"]``, ``progress["tokens"]``), each round's report as it lands (``progress["round"]``) and the
+    first answers' excess surprise (``progress["surprise"]``, computed in this thread: the model is busy in it)."""
+
+    def work(stop):
+        def partial(frame):
+            progress["tokens"] += 1
+            progress["frame"] = frame
+
+        for report in rounds(partial, stop):
+            if progress.get("surprise") is None:
+                progress["surprise"] = excess(report.frame, report.seeds, model)
+            progress["round"] = report
+        return progress["round"]
+
+    return work
+
+
+def _round_status(run: gcs.RoundReport) -> str:
+    return f"Round {run.look + 1}: {len(run.seeds)} seeds scored"
+
+
+def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highlight: str, surprise=None):
+    """The page's updates for a run in rounds: the first round's first seed as it streams, then after each round its
+    answers in the seed browser, the scores and the verdict so far; the final one adds the stopping reason, the
+    downloads and, for an undecided run, "more seeds". ``surprise``: a continued run's excess surprise (its first
+    answers', already computed)."""
+    starting = "Round 1: generating…" if surprise is None else "Generating more seeds…"
+    visible = {f"{column}-{m}": gr.update(visible=m in settings.methods)
+               for column in ("column", "plot-column") for m in gcs.METHODS}
+    first = settings.seeds[0]
+    progress = {"tokens": 0, "frame": None, "round": None, "surprise": surprise}
+    shown = {"round": None}
+
+    def landed(run: gcs.RoundReport) -> dict:
+        state = {**run_state(run.frame, run.report, prompts, run.settings, model),
+                 "resume": run if run.more_seeds else None, "surprise": progress["surprise"]}
+        update = {"verdict": round_verdict(run, progress["surprise"]), "scores": score_table(run.report),
+                  "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, "e5"), "run-state": state,
+                  "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
+        if shown["round"] is None:  # the first round to land: the browser shows its first seed
+            update.update(seed_view(state, first, highlight))
+            update["seed-shown"] = gr.update(choices=run.seeds, value=first, visible=len(run.seeds) > 1)
+        shown["round"] = run
+        return update
+
+    def so_far() -> dict:
+        run, frame = progress["round"], progress["frame"]
+        if run is None:  # the first round streams its first seed into the method columns
+            streamed = {} if frame is None else \
+                {f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS}
+            return {**visible, **streamed, "status": starting if frame is None else
+                    f"Round 1: generating… {progress['tokens']} tokens; showing seed {first}"}
+        status = f"{_round_status(run)}; the next round is generating…"
+        return {"status": status} if run is shown["round"] else {**landed(run), "status": status}
+
+    run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
+    final = landed(run) if run is not shown["round"] else {}  # unless the last beat showed it
+    yield {**visible, **final, "downloads": _save_run(run.frame, run.report),
+           "more-seeds": gr.update(visible=run.more_seeds), "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
+
+
 @gpu
 def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name,
-                   seeds=DEFAULT_SEEDS, highlight=HIGHLIGHTS[0]):
+                   seeds=DEFAULT_SEEDS, highlight=HIGHLIGHTS[0], rounds=True):
     """UI: the first seed's responses stream into the method columns; then scores, the paired view, heatmaps.
-    Each update is ``{output name: value}`` for the outputs that change (``build`` wires the names).
+    Each update is ``{output name: value}`` for the outputs that change (``build`` wires the names). ``rounds``: run
+    the seeds in rounds and stop once decided (where the run compares methods with IS, without ensembling).
 
     A refused or failed run shows its message as a toast and in the status line; earlier results stay.
     """
     try:
         prompts, settings, model = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                   ensembling, model_name, seeds)
+        one_batch = one_batch_because(settings, seeds, check_flag(rounds, "stop once decided"))
+        yield {"more-seeds": gr.update(visible=False)}  # a new run: the last one's continuation is gone
+        if one_batch is None:
+            yield from round_updates(start_rounds(prompts, settings, model), prompts, settings, model, highlight)
+            return
         visible = {f"{column}-{m}": gr.update(visible=m in settings.methods)
                    for column in ("column", "plot-column") for m in gcs.METHODS}
         first, rows = settings.seeds[0], len(settings.methods) * len(settings.seeds) * len(prompts)
@@ -188,7 +293,25 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
                "paired": gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None,
                "scores": score_table(report), "downloads": _save_run(frame, report),
                "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
-               "run-state": state, "status": "Done."}
+               "run-state": state, "more-seeds": gr.update(visible=False), "status": "Done."}
+    except Exception as error:
+        yield {"status": failure(error)}
+
+
+@gpu
+def compare_more(state, highlight=HIGHLIGHTS[0]):
+    """UI: "more seeds" continues an undecided run in rounds with its plan's extension (the same sequence: the
+    seeds after its last, the error budget set aside for them before the first seed)."""
+    try:
+        run = (state or {}).get("resume")
+        if run is None:
+            raise ValueError("there is no undecided run to continue: run the side by side first")
+        extra = run.plan.extended().looks[-1] - len(run.seeds)
+        rows = len(run.settings.methods) * extra
+        check_work(state["prompts"], run.model, rows, run.settings.max_new_tokens, "work tokens")
+        yield {"more-seeds": gr.update(visible=False)}
+        yield from round_updates(start_rounds(state["prompts"], run.settings, run.model, resume=run),
+                                 state["prompts"], run.settings, run.model, highlight, state.get("surprise"))
     except Exception as error:
         yield {"status": failure(error)}
 
@@ -204,6 +327,7 @@ def api_compare(
     ensembling: bool = False,
     model: str = DEFAULT_MODEL,
     seeds: int | list[int] = DEFAULT_SEEDS,
+    rounds: bool = True,
 ) -> dict:
     """IS, GCS and GCSwR side by side: every method answers every paraphrase under each seed, and the verdict
     says, with paired statistics over the seeds, whether GCS/GCSwR answers agree more than IS answers.
@@ -218,22 +342,38 @@ def api_compare(
         ensembling: true to average the paraphrases' distributions (geometric mean) at every step.
         model: a model offered by this server (see the app's model list; the default works offline).
         seeds: how many seeds (seed, seed + 1, ...), 1 to 16, or an explicit list of distinct seeds.
+        rounds: true (the default) to run a count of seeds in rounds of 4, 4, 8 and stop once every comparison with IS is decided (sequential tests, valid over every look); false, or a list of seeds, ensembling or no IS, runs every seed in one batch.
     Returns:
-        {"paraphrases", "responses" (the first seed's, {method: [answer per paraphrase]}), "scores" ({method: {metric: mean over seeds}}), "per_seed" (a record per seed and method: each metric and its responses), "summary" (per method and metric: mean, stderr, n and the paired difference from IS with its interval), "verdict" (the same in plain sentences, simultaneous over every line), "settings"}.
+        {"paraphrases", "responses" (the first seed's, {method: [answer per paraphrase]}), "scores" ({method: {metric: mean over seeds}}), "per_seed" (a record per seed and method: each metric and its responses), "summary" (per method and metric: mean, stderr, n and the paired difference from IS with its interval), "verdict" (the same in plain sentences, simultaneous over every line), "stopping" ({"seeds_used", "max_seeds", "reason", "in_rounds", "more_seeds", "tests": the sequential tests per comparison, in rounds}), "settings"}.
         While it works it streams {"status": "generating", "tokens": n}; a client that leaves stops the work.
     """
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model, seeds)
-        progress = {"tokens": 0, "frame": None}
+        one_batch = one_batch_because(settings, seeds, check_flag(rounds, "rounds"))
+        progress = {"tokens": 0, "frame": None, "round": None}
+        work = generation(prompts, settings, loaded, progress) if one_batch else \
+            round_work(start_rounds(prompts, settings, loaded), loaded, progress)
         try:
-            frame = yield from run_cancellable(generation(prompts, settings, loaded, progress),
-                                               heartbeat=lambda: {"status": "generating", "tokens": progress["tokens"]})
+            result = yield from run_cancellable(work, heartbeat=lambda: {"status": "generating",
+                                                                         "tokens": progress["tokens"]})
         except GeneratorExit:  # the client went away: the generation has stopped (and was waited for)
             logger.info("/compare abandoned by its client: its generation stopped after %d of at most %d tokens",
                         progress["tokens"], settings.max_new_tokens)
             raise
-        report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
+        if one_batch:
+            frame = result
+            report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
+            said = verdict(report, frame, settings, loaded)
+            stopping = {"seeds_used": len(settings.seeds), "max_seeds": len(settings.seeds), "in_rounds": False,
+                        "reason": f"one batch of {len(settings.seeds)} seeds ({one_batch})", "more_seeds": False,
+                        "tests": []}
+        else:
+            frame, report, settings = result.frame, result.report, result.settings
+            said = round_verdict(result, progress["surprise"])
+            stopping = {"seeds_used": len(result.seeds), "max_seeds": result.plan.looks[result.plan.maximum],
+                        "in_rounds": True, "reason": result.reason, "more_seeds": result.more_seeds,
+                        "tests": json.loads(result.tests.to_json(orient="records"))}
     except Exception as error:
         raise user_error(error) from error
     by_method = report.table.set_index("method")
@@ -245,7 +385,8 @@ def api_compare(
         "scores": {m: {metric: float(by_method.loc[m, metric]) for metric in METRICS} for m in settings.methods},
         "per_seed": json.loads(per_seed.to_json(orient="records")),
         "summary": json.loads(report.summary.to_json(orient="records")),
-        "verdict": verdict(report, frame, settings, loaded),
+        "verdict": said,
+        "stopping": stopping,
         "settings": {"temperature": settings.temperature, "max_new_tokens": settings.max_new_tokens,
                      "seed": settings.seeds[0], "seeds": list(settings.seeds), "top_p": settings.top_p or 1.0,
                      "ensembling": bool(settings.ensemble), "model": loaded.name},
@@ -276,9 +417,13 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
                 ensembling = gr.Checkbox(value=False,
                                          label=f"ensembling (the model writes {REWORDINGS} rewordings per prompt)")
                 model = model_dropdown()
+                rounds = gr.Checkbox(value=True, label="stop once decided (rounds of 4, 4, 8 seeds)",
+                                     info="the verdict looks after each round and holds over every look",
+                                     elem_id="compare-rounds")
         run = gr.Button("Generate", variant="primary", elem_id="run-compare")
         status = gr.Markdown(elem_id="status")
         verdict_box = gr.Markdown(elem_id="verdict")
+        more = gr.Button("More seeds", visible=False, elem_id="more-seeds", size="sm")
         paired = gr.Plot(label="paired by seed", elem_id="paired-plot")
         caption("Each dot is one seed: that seed's consistency minus IS's, on the same paraphrases. "
                 "Dots above the dotted line favour the shared-noise method; the diamond is the mean with "
@@ -312,14 +457,19 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
                 "hover). Darker off the diagonal means the answers to different wordings agree more.")
         downloads = gr.File(label="download this run (CSV, JSON)", file_count="multiple", interactive=False)
         state = gr.State(None)
-        inputs = [paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model, seeds, highlight]
+        inputs = [paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model, seeds, highlight,
+                  rounds]
         components = {**columns, **shown, "verdict": verdict_box, "paired": paired, "scores": scores,
-                      "downloads": downloads, "seed-shown": seed_shown, "run-state": state, "status": status}
+                      "downloads": downloads, "seed-shown": seed_shown, "run-state": state, "status": status,
+                      "more-seeds": more}
         click_working(run, status, by_name(compare_stream, components), inputs, list(components.values()),
                       concurrency_id="model", concurrency_limit=1)
+        click_working(more, status, by_name(compare_more, components), [state, highlight],
+                      list(components.values()), concurrency_id="model", concurrency_limit=1)
         for control in (seed_shown, highlight):
             control.change(by_name(seed_view, shown), [state, seed_shown, highlight], list(shown.values()),
                            api_visibility="private", concurrency_id="browse", concurrency_limit=4)
     links = {"q": paraphrases, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
-             "seed": seed, "seeds": seeds, "methods": methods, "model": model, "highlight": highlight}
+             "seed": seed, "seeds": seeds, "methods": methods, "model": model, "highlight": highlight,
+             "rounds": rounds}
     return links, state

@@ -53,22 +53,41 @@ def seeds_for(spread: float, comparisons: int, difference: float = 0.01, confide
     return None
 
 
-def verdict(report: gcs.CompareReport, frame: pd.DataFrame, settings: gcs.SamplingSettings, model: gcs.Model) -> str:
-    """The headline: E5 means over the seeds, ``gcs.verdict``'s sentences (E5 and aligned agreement, holding
-    together; degenerate answers flagged), and how many seeds would resolve a 1-point E5 difference."""
-    seeds = list(settings.seeds)
+def _means(report: gcs.CompareReport, seeds: int) -> str:
     summary = report.summary[report.summary["metric"] == "e5"].set_index("method")
     means = " · ".join(f"{gcs.METHOD_NAMES[m]} {summary.loc[m, 'mean']:.3f}"
                        + ("" if pd.isna(summary.loc[m, "stderr"]) else f" ± {summary.loc[m, 'stderr']:.3f}")
                        for m in gcs.METHODS if m in summary.index)
-    lines = [f"**E5 consistency, mean ± standard error over {len(seeds)} seed{'s' * (len(seeds) > 1)}:** {means}"]
-    if "is" not in summary.index or len(settings.methods) < 2:
+    return f"**E5 consistency, mean ± standard error over {seeds} seed{'s' * (seeds > 1)}:** {means}"
+
+
+def excess(frame: pd.DataFrame, seeds: list[int], model: gcs.Model) -> list[float]:
+    """The excess surprise of the first seeds' answers (about ``SURPRISE_RESPONSES`` of them): the degenerate-output
+    flag's evidence."""
+    per_seed = max(1, len(frame[frame["seed"] == seeds[0]]))
+    sample = frame[frame["seed"].isin(seeds[: max(1, SURPRISE_RESPONSES // per_seed)])]
+    return gcs.excess_surprise(list(sample["prompt"]), list(sample["raw_response"]), model)
+
+
+def round_verdict(run: gcs.RoundReport, surprise: list[float]) -> str:
+    """The headline of a run in rounds so far: E5 means over its seeds, then ``gcs.verdict``'s sequential sentences
+    (each comparison claimed, within noise or still deciding) and how many seeds it used and why it stopped."""
+    lines = [_means(run.report, len(run.seeds))]
+    lines += [f"- {line}" for line in gcs.verdict(run, excess=surprise)]  # no user text
+    return "\n\n".join(lines)
+
+
+def verdict(report: gcs.CompareReport, frame: pd.DataFrame, settings: gcs.SamplingSettings, model: gcs.Model) -> str:
+    """The headline: E5 means over the seeds, ``gcs.verdict``'s sentences (E5 and aligned agreement, holding
+    together; degenerate answers flagged), and how many seeds would resolve a 1-point E5 difference."""
+    seeds = list(settings.seeds)
+    lines = [_means(report, len(seeds))]
+    if "is" not in settings.methods or len(settings.methods) < 2:
         lines.append("Select IS and another method, to compare against the baseline.")
         return "\n\n".join(lines)
-    sample = frame[frame["seed"].isin(seeds[: max(1, SURPRISE_RESPONSES // max(1, len(frame) // len(seeds)))])]
-    excess = gcs.excess_surprise(list(sample["prompt"]), list(sample["raw_response"]), model)
+    surprise = excess(frame, seeds, model)
     scores = report.scores[report.scores["metric"].isin(VERDICT_METRICS)]
-    lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=excess)]  # no user text
+    lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=surprise)]  # no user text
     scores_e5 = scores[scores["metric"] == "e5"].pivot(index="seed", columns="method", values="consistency")
     other = "gcswr" if "gcswr" in scores_e5 else next(m for m in scores_e5 if m != "is")
     needed = seeds_for(float((scores_e5[other] - scores_e5["is"]).std()), (len(settings.methods) - 1) * 2)
