@@ -223,7 +223,8 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
         elif flagged:
             body += ": not interpreted (degenerate answers)."
         elif row.status == "within noise":
-            body += f": within noise (decided after {row.decided_at:.0f} seeds: the rest would very likely not resolve it)."
+            body += (f": within noise (decided after {row.decided_at:.0f} seeds: the rest would very likely not "
+                     f"resolve it).")
         elif row.status == "open":
             body += ": still deciding."
         else:

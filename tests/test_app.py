@@ -42,7 +42,8 @@ def test_compare_endpoint(client):
     assert len(lines) == 5 and all("over 4 seeds" in line for line in lines[:4])
     assert sum("E5 points" in line for line in lines) == 2 and sum("aligned-agreement" in line for line in lines) == 2
     assert lines[-1].startswith("- Stopped: the maximum of 4 seeds reached")
-    assert result["stopping"]["seeds_used"] == 4 and result["stopping"]["in_rounds"] and len(result["stopping"]["tests"]) == 4
+    stopping = result["stopping"]
+    assert stopping["seeds_used"] == 4 and stopping["in_rounds"] and len(stopping["tests"]) == 4
     again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", seeds=[3], api_name="/compare")
     assert again["responses"] == {"gcswr": result["responses"]["gcswr"]}  # same seed, same responses
     assert again["settings"]["seeds"] == [3]

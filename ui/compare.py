@@ -253,7 +253,8 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
     run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
     final = landed(run) if run is not shown["round"] else {}  # unless the last beat showed it
     yield {**visible, **final, "downloads": _save_run(run.frame, run.report),
-           "more-seeds": gr.update(visible=run.more_seeds), "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
+           "more-seeds": gr.update(visible=run.more_seeds),
+           "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
 
 
 @gpu
