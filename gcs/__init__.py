@@ -16,6 +16,7 @@ vllm_requests) is what a ``vllm serve`` process loads; gcs imports it only for `
 [0, 0]
 """
 
+from . import openmp  # noqa: F401  (first: it sets OpenMP's idle threads before torch loads)
 from .checks import ENGINES, MAX_NEW_TOKENS, MAX_SEED, METHODS, check_engine, check_methods, check_sampling_settings, check_seeds
 from .data import Group, load_groups, parse_groups
 from .export import csv_safe, write_csv

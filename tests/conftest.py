@@ -18,6 +18,7 @@ from pathlib import Path
 # No hub here: fail fast instead of retrying for a minute when a test names an unknown model.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import gcs  # noqa: F401  (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
 import httpx
 import numpy as np
 import pytest

@@ -1,0 +1,92 @@
+"""What the side by side costs to watch: streaming against a plain run, and a run in rounds against one batch.
+
+    python bench/bench_streaming.py [--groups 4] [--seeds 16] [--tokens 64] [--turns 2]
+
+On the first --groups built-in general groups (3 paraphrases each, IS / GCS / GCSwR, T = 1, the app's defaults), the
+contenders take turns (bench/timing.py), each keeping its best time per group:
+
+- ``compare``: the --seeds seeds in one batch, not streamed (what the library's ``gcs.compare`` costs);
+- ``stream``: the same rows through ``gcs.stream_compare``, every frame consumed (what the page paid before rounds);
+- ``rounds``: the page's work, ``gcs.compare_rounds`` (rounds 4, 4, 8; the first round streamed, every round scored
+  with E5 and aligned agreement, stopping once decided);
+- ``fixed``: ``compare`` then the same scoring of all seeds (the one-batch verdict's work).
+
+It prints per group and as medians: the streaming overhead (stream / compare; goal <= 1.1x), the time until the first
+answers exist (the first streamed frame of the rounds run, with every first-seed response started), the time until
+the final verdict in rounds against the fixed run (goal: median <= 0.6x), and the seeds the rounds used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
+
+import gcs
+
+METRICS = ("e5", "aligned")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--seeds", type=int, default=16)
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--turns", type=int, default=2)
+    args = parser.parse_args()
+    model = gcs.load_model()
+    groups = gcs.load_groups("general")[: args.groups]
+    settings = gcs.SamplingSettings(seeds=list(range(args.seeds)), temperature=1.0, max_new_tokens=args.tokens)
+    print(f"{len(groups)} groups x {args.seeds} seeds x 3 methods x 3 paraphrases x {args.tokens} tokens, "
+          f"{model.model.dtype}, {args.turns} turns each; best time per contender", flush=True)
+    rows = []
+    for group in groups:
+        prompts = list(group.prompts)
+        seen = {}
+
+        def plain():
+            return gcs.compare(prompts, settings=settings, model=model)
+
+        def streamed():
+            for frame in gcs.stream_compare(prompts, settings=settings, model=model):
+                pass
+            return frame
+
+        def fixed():
+            gcs.compare_report(plain(), METRICS, tokenizer=model.tokenizer)
+
+        def in_rounds():
+            start = time.perf_counter()
+            first = {}
+
+            def partial(frame):
+                if "at" not in first and (frame[frame["seed"] == 0]["n_tokens"] > 0).all():
+                    first["at"] = time.perf_counter() - start
+
+            *_, last = gcs.compare_rounds(prompts, max_seeds=args.seeds, max_new_tokens=args.tokens,
+                                          model=model, on_partial=partial)
+            seen.update(first=first["at"], seeds=len(last.seeds), reason=last.reason)
+
+        best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds}, args.turns)
+        row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"])
+        rows.append(row)
+        print(f"  {group.id}: compare {best['compare']:.1f} s, stream {best['stream']:.1f} s "
+              f"({best['stream'] / best['compare']:.2f}x), fixed verdict {best['fixed']:.1f} s, rounds "
+              f"{best['rounds']:.1f} s ({best['rounds'] / best['fixed']:.2f}x, {seen['seeds']} seeds: "
+              f"{seen['reason']}), first answers after {seen['first']:.1f} s", flush=True)
+    ratio = lambda key, base: [r[key] / r[base] for r in rows]  # noqa: E731
+    quantile = lambda values, q: sorted(values)[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
+    print(f"streaming overhead (stream / compare): median {statistics.median(ratio('stream', 'compare')):.2f}x "
+          f"(goal <= 1.1x)")
+    in_rounds = ratio("rounds", "fixed")
+    print(f"final verdict in rounds / fixed {args.seeds} seeds: median {statistics.median(in_rounds):.2f}x, "
+          f"p90 {quantile(in_rounds, 0.9):.2f}x (goal: median <= 0.6x)")
+    firsts = [r["first"] for r in rows]
+    print(f"first answers (library, no page): median {statistics.median(firsts):.1f} s, p90 "
+          f"{quantile(firsts, 0.9):.1f} s; seeds used in rounds: {[r['seeds'] for r in rows]}")
+
+
+if __name__ == "__main__":
+    main()
