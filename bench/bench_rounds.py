@@ -73,7 +73,7 @@ def evaluate(args) -> None:
     available = int(scores["seed"].max()) + 1
     print(f"{len(groups)} groups, {available} seeds each, from {args.cache}")
     plans = {f"{'+'.join(map(str, rounds))}, fut. {futility:g}, {spending}": (rounds, futility, spending)
-             for spending in ("floor-first", "proportional") for rounds in ((4, 4, 8), (8, 8), (4, 4, 4, 4))
+             for spending in ("floor-first", "proportional") for rounds in ((4, 4, 8), (4, 12), (8, 8), (4, 4, 4, 4))
              for futility in (0.0, 0.1, 0.2)}
     print(f"  {'plan':<34} {'GCSwR>IS E5':>12} {'aligned':>9} {'seeds median':>13} {'p90':>5} {'null claims':>12}")
     fixed = {"e5": 0, "aligned": 0, "null": 0}

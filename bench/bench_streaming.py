@@ -1,14 +1,14 @@
 """What the side by side costs to watch: streaming against a plain run, and a run in rounds against one batch.
 
-    python bench/bench_streaming.py [--groups 4] [--seeds 16] [--tokens 64] [--turns 2]
+    python bench/bench_streaming.py [--groups 4] [--seeds 16] [--tokens 64] [--turns 2] [--rounds 4,12]
 
 On the first --groups built-in general groups (3 paraphrases each, IS / GCS / GCSwR, T = 1, the app's defaults), the
 contenders take turns (bench/timing.py), each keeping its best time per group:
 
 - ``compare``: the --seeds seeds in one batch, not streamed (what the library's ``gcs.compare`` costs);
 - ``stream``: the same rows through ``gcs.stream_compare``, every frame consumed (what the page paid before rounds);
-- ``rounds``: the page's work, ``gcs.compare_rounds`` (rounds 4, 4, 8; the first round streamed, every round scored
-  with E5 and aligned agreement, stopping once decided);
+- ``rounds``: the page's work, ``gcs.compare_rounds`` (--rounds: seeds per round, by default the library's 4, 12;
+  the first round streamed, every round scored with E5 and aligned agreement, stopping once decided);
 - ``fixed``: ``compare`` then the same scoring of all seeds (the one-batch verdict's work).
 
 It prints per group and as medians: the streaming overhead (stream / compare; goal <= 1.1x), the time until the first
@@ -35,12 +35,14 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--turns", type=int, default=2)
+    parser.add_argument("--rounds", default=",".join(map(str, gcs.sequential.DEFAULT_ROUNDS)))
     args = parser.parse_args()
+    rounds = [int(size) for size in args.rounds.split(",")]
     model = gcs.load_model()
     groups = gcs.load_groups("general")[: args.groups]
     settings = gcs.SamplingSettings(seeds=list(range(args.seeds)), temperature=1.0, max_new_tokens=args.tokens)
     print(f"{len(groups)} groups x {args.seeds} seeds x 3 methods x 3 paraphrases x {args.tokens} tokens, "
-          f"{model.model.dtype}, {args.turns} turns each; best time per contender", flush=True)
+          f"{model.model.dtype}, rounds {rounds}, {args.turns} turns each; best time per contender", flush=True)
     rows = []
     for group in groups:
         prompts = list(group.prompts)
@@ -65,7 +67,7 @@ def main() -> None:
                 if "at" not in first and (frame[frame["seed"] == 0]["n_tokens"] > 0).all():
                     first["at"] = time.perf_counter() - start
 
-            *_, last = gcs.compare_rounds(prompts, max_seeds=args.seeds, max_new_tokens=args.tokens,
+            *_, last = gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
                                           model=model, on_partial=partial)
             seen.update(first=first["at"], seeds=len(last.seeds), reason=last.reason)
 

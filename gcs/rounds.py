@@ -67,7 +67,7 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
                    on_partial: Callable[[pd.DataFrame], None] | None = None,
                    stop: threading.Event | None = None) -> Iterator[RoundReport]:
     """The side by side of ``methods`` on ``paraphrases`` with seeds ``seed``, ``seed + 1``, ..., a round at a time
-    (``rounds``: seeds per round, default 4, 4, 8), up to ``max_seeds``; yields a ``RoundReport`` after each round.
+    (``rounds``: seeds per round, default 4, 12), up to ``max_seeds``; yields a ``RoundReport`` after each round.
     ``confidence`` and ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early
     for futility). ``report_metrics``: what each report scores (default ``metrics``; the tests use ``metrics``, which
     must be among them), e.g. Jaccard and MiniLM for a table beside the verdict.

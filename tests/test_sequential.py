@@ -74,12 +74,12 @@ def test_identical_methods_are_never_claimed_and_stop_early():
 
 def test_the_plan_spends_only_where_an_exact_test_can_reject_and_sets_aside_the_extension():
     plan = sequential_plan(16)
-    assert plan.looks[: plan.maximum + 1] == (4, 8, 16) and plan.looks[plan.maximum + 1 :] == (24, 32)
+    assert plan.looks[: plan.maximum + 1] == (4, 16) and plan.looks[plan.maximum + 1 :] == (24, 32)
     assert math.isclose(sum(plan.spend), 1.0) and plan.spend[0] == 0.0  # 4 seeds: the floor 0.125 is above 0.05
     budget = (1 - plan.confidence) / 4
     for n, spend in zip(plan.looks, plan.spend):  # every look that spends can claim: its floor is within its share
         assert spend == 0 or 2 / 2**n <= spend * budget * (1 + 1e-6), (n, spend)
-    assert sequential_plan(16, spending="floor-first").spend[1] * budget >= 2 / 2**8
+    assert sequential_plan(16, rounds=(4, 4, 8), spending="floor-first").spend[1] * budget >= 2 / 2**8
     assert math.isclose(sum(plan.spend[plan.maximum + 1 :]), gcs.sequential.EXTENSION_SHARE)
     assert sequential_plan(6, rounds=(4,)).looks[:2] == (4, 6)  # rounds cut at the maximum
     more = plan.extended()  # "more seeds": the run goes on into the looks set aside, spending as planned

@@ -343,7 +343,7 @@ def api_compare(
         ensembling: true to average the paraphrases' distributions (geometric mean) at every step.
         model: a model offered by this server (see the app's model list; the default works offline).
         seeds: how many seeds (seed, seed + 1, ...), 1 to 16, or an explicit list of distinct seeds.
-        rounds: true (the default) to run a count of seeds in rounds of 4, 4, 8 and stop once every comparison with IS is decided (sequential tests, valid over every look); false, or a list of seeds, ensembling or no IS, runs every seed in one batch.
+        rounds: true (the default) to run a count of seeds in rounds of 4 then 12 and stop once every comparison with IS is decided (sequential tests, valid over every look); false, or a list of seeds, ensembling or no IS, runs every seed in one batch.
     Returns:
         {"paraphrases", "responses" (the first seed's, {method: [answer per paraphrase]}), "scores" ({method: {metric: mean over seeds}}), "per_seed" (a record per seed and method: each metric and its responses), "summary" (per method and metric: mean, stderr, n and the paired difference from IS with its interval), "verdict" (the same in plain sentences, simultaneous over every line), "stopping" ({"seeds_used", "max_seeds", "reason", "in_rounds", "more_seeds", "tests": the sequential tests per comparison, in rounds}), "settings"}.
         While it works it streams {"status": "generating", "tokens": n}; a client that leaves stops the work.
@@ -418,7 +418,7 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
                 ensembling = gr.Checkbox(value=False,
                                          label=f"ensembling (the model writes {REWORDINGS} rewordings per prompt)")
                 model = model_dropdown()
-                rounds = gr.Checkbox(value=True, label="stop once decided (rounds of 4, 4, 8 seeds)",
+                rounds = gr.Checkbox(value=True, label="stop once decided (rounds of 4, then 12 seeds)",
                                      info="the verdict looks after each round and holds over every look",
                                      elem_id="compare-rounds")
         run = gr.Button("Generate", variant="primary", elem_id="run-compare")
