@@ -88,7 +88,7 @@ def test_the_verdict_of_a_run_in_rounds_says_what_each_look_decided_and_why_it_s
     # the null method stops early for futility: it would very likely stay unclaimed
     assert all("within noise (decided after 4 seeds: the rest would very likely not resolve it)" in line
                for line in gcs_early) and "After 4 of at most 16 seeds" in early[-1]
-    assert "next round runs to 8 seeds" in early[-1]
+    assert "next round runs to 16 seeds" in early[-1]
     final = gcs.verdict(_round_report(differences, 16, plan))
     gcswr = [line for line in final if "GCSwR" in line]
     assert len(gcswr) == 2 and all("beyond noise (decided after 16 seeds)" in line for line in gcswr)

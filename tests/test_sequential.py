@@ -53,9 +53,10 @@ def test_under_the_null_a_claim_over_all_looks_and_comparisons_is_at_most_as_lik
 
 @pytest.mark.parametrize("spending", ["proportional", "floor-first"])
 def test_a_real_effect_is_claimed_and_a_null_one_is_not(spending):
-    """A large effect and a small steady one are claimed; with floor-first spending the large one is claimed at 8
-    seeds (every seed agrees in sign), with proportional spending at 16 (the look at 8 passes its share on)."""
-    rng, plan = np.random.default_rng(2), sequential_plan(16, spending=spending)
+    """A large effect and a small steady one are claimed; in rounds of 4, 4, 8 with floor-first spending the large one
+    is claimed at 8 seeds (every seed agrees in sign), with proportional spending at 16 (the look at 8 passes its share
+    on)."""
+    rng, plan = np.random.default_rng(2), sequential_plan(16, rounds=(4, 4, 8), spending=spending)
     differences = {("gcswr", "aligned"): rng.normal(0.3, 0.05, 16), ("gcswr", "e5"): rng.normal(0.02, 0.01, 16),
                    ("gcs", "aligned"): rng.normal(0.0, 0.05, 16), ("gcs", "e5"): rng.normal(0.0, 0.01, 16)}
     decisions = run_as_the_page_does(differences, plan)
