@@ -374,14 +374,21 @@ def test_markdown_in_an_error_shows_as_text(page, hostile):
     status = page.locator("#coupling-status")
     # this run's own refusal (an earlier test's may still be showing), its input as typed
     expect(status).to_contain_text(f"p must be numbers separated by commas, got '{hostile}'", timeout=TIMEOUT_MS)
+    # the status is rendered (its own "Failed:" in bold; on a loaded machine the text can show before the markup)
+    expect(status.locator("strong")).to_have_count(1, timeout=TIMEOUT_MS)
     assert page.locator("a[href*='evil.example'], img[src*='evil.example']").count() == 0
-    assert status.locator("a, img, code, .katex, em").count() == 0 and status.locator("strong").count() == 1
+    assert status.locator("a, img, code, .katex, em").count() == 0
     assert not [url for url in requested if urlsplit(url).hostname == "evil.example"]
     page.get_by_label("p (weights; normalised for you)").fill("0.5, 0.3, 0.15, 0.05")
 
 
-def test_a_number_typed_past_a_slider_s_range_is_named(page):
-    """Gradio sets a typed 5 to the slider's maximum, 2, when the box loses focus; the page says so in a toast."""
+def test_a_number_typed_past_a_slider_s_range_is_named(page, app_url):
+    """Gradio sets a typed 5 to the slider's maximum, 2, when the box loses focus; the page says so in a toast.
+
+    On a fresh page: an earlier test's last event may still be closing its stream, and Gradio 6 can then drop the
+    next event's messages (seen twice on a loaded machine: the toast never came; the app log showed the session's
+    message queue deleted under a live stream, gradio/routes.py sse_stream)."""
+    page.goto(app_url)
     page.get_by_role("tab", name="Side by side").click()
     box = page.locator("input[aria-label='number input for temperature']:visible").first
     box.fill("5")
