@@ -9,7 +9,8 @@ with ``OMP_WAIT_POLICY=active`` and ``GOMP_SPINCOUNT=30000`` (about 0.3 ms of sp
 3.9 s. The setting changes how long an idle thread waits, never what is computed: the same tokens either way.
 
 ``import gcs`` sets both (this module, on import) where neither is set and torch is not loaded yet (libgomp reads
-them once, when it loads); a value you set yourself wins (``OMP_WAIT_POLICY=passive`` keeps idle threads from spinning at all).
+them once, when it loads); a value you set yourself wins (``OMP_WAIT_POLICY=passive`` keeps idle threads from
+spinning at all).
 
 >>> environ = {}
 >>> tune_openmp(environ, torch_loaded=False), environ

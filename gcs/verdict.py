@@ -156,7 +156,9 @@ def verdict(scores, baseline: str = "is", confidence: float = 0.95,
     that look (held over every look; ``confidence`` and ``baseline`` are the run's own), each comparison claimed,
     within noise or still deciding, and the last line says how many seeds the run used and why it stopped.
     """
-    if hasattr(scores, "tests") and hasattr(scores, "plan"):
+    from .rounds import RoundReport  # here: gcs.rounds builds on this module
+
+    if isinstance(scores, RoundReport):
         return _sequential_verdict(scores, metrics, scope, excess)
     tests = paired_tests(scores, baseline, confidence, metrics)
     comparisons = len(tests)
@@ -217,11 +219,11 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
         body = _agreed(f"{scope}, over {row.n} seed{'s' if row.n != 1 else ''}: {name}", base, row, words)
         if not math.isnan(row.low):
             body += f" (sequential interval {points(row.low)} to {points(row.high)}, held at {held})"
-        if row.status == "beyond noise" and not flagged:
+        if flagged:
+            body += ": not interpreted (degenerate answers)."
+        elif row.status == "beyond noise":
             winner = name if row.diff > 0 else base
             body += f": {winner} is more consistent, beyond noise (decided after {row.decided_at:.0f} seeds)."
-        elif flagged:
-            body += ": not interpreted (degenerate answers)."
         elif row.status == "within noise":
             body += (f": within noise (decided after {row.decided_at:.0f} seeds: the rest would very likely not "
                      f"resolve it).")
@@ -231,10 +233,9 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
             body += ": within noise at this run's maximum" + (
                 "; more seeds can continue the same sequence." if run.more_seeds else ".")
         lines.append(f"{body} {meaning}".strip())
-    seeds = plan.looks[run.look]
     if run.final:
         lines.append(f"Stopped: {run.reason}. Claims hold at {held} (sequential sign-flip tests).")
     else:
-        lines.append(f"After {seeds} of at most {plan.looks[plan.maximum]} seeds: still deciding; the next round "
-                     f"runs to {plan.looks[run.look + 1]} seeds.")
+        lines.append(f"After {plan.looks[run.look]} of at most {plan.looks[plan.maximum]} seeds: still deciding; the "
+                     f"next round runs to {plan.looks[run.look + 1]} seeds.")
     return lines

@@ -212,8 +212,10 @@ def round_work(rounds, model, progress: dict):
     return work
 
 
-def _round_status(run: gcs.RoundReport) -> str:
-    return f"Round {run.look + 1}: {len(run.seeds)} seeds scored"
+def shown_methods(settings: gcs.SamplingSettings) -> dict:
+    """The method columns (responses and heatmaps) as updates: only the run's methods are shown."""
+    return {f"{column}-{m}": gr.update(visible=m in settings.methods)
+            for column in ("column", "plot-column") for m in gcs.METHODS}
 
 
 def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highlight: str, surprise=None):
@@ -222,8 +224,7 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
     downloads and, for an undecided run, "more seeds". ``surprise``: a continued run's excess surprise (its first
     answers', already computed)."""
     starting = "Round 1: generating…" if surprise is None else "Generating more seeds…"
-    visible = {f"{column}-{m}": gr.update(visible=m in settings.methods)
-               for column in ("column", "plot-column") for m in gcs.METHODS}
+    visible = shown_methods(settings)
     first = settings.seeds[0]
     progress = {"tokens": 0, "frame": None, "round": None, "surprise": surprise}
     shown = {"round": None}
@@ -247,7 +248,7 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
                 {f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS}
             return {**visible, **streamed, "status": starting if frame is None else
                     f"Round 1: generating… {progress['tokens']} tokens; showing seed {first}"}
-        status = f"{_round_status(run)}; the next round is generating…"
+        status = f"Round {run.look + 1}: {len(run.seeds)} seeds scored; the next round is generating…"
         return {"status": status} if run is shown["round"] else {**landed(run), "status": status}
 
     run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
@@ -274,8 +275,7 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
         if one_batch is None:
             yield from round_updates(start_rounds(prompts, settings, model), prompts, settings, model, highlight)
             return
-        visible = {f"{column}-{m}": gr.update(visible=m in settings.methods)
-                   for column in ("column", "plot-column") for m in gcs.METHODS}
+        visible = shown_methods(settings)
         first, rows = settings.seeds[0], len(settings.methods) * len(settings.seeds) * len(prompts)
         progress = {"tokens": 0, "frame": None}
 
