@@ -294,11 +294,21 @@ def test_markup_in_a_link_shows_as_text(page, app_url, query, shown):
 
 
 def test_coupling_explorer_plots(page, screenshots):
+    """The explorer plots on a click. The page load runs it too (the last test loaded a page): that run ends first,
+    or its "Done" would be taken for the click's, and the click's run would still be going when the next test clicks
+    Explore, a click the page drops while its last one is pending (seen on a loaded machine: the next test waited
+    for an answer to a click never sent)."""
     page.get_by_role("tab", name="Coupling explorer").click()
-    page.locator("#run-coupling").click()  # as a user would (the run on page load may belong to an earlier page)
+    status = page.locator("#coupling-status")
+    expect(status).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)  # the page load's run
+    record_texts(page, "#coupling-status")
+    page.locator("#run-coupling").click()  # as a user would
+    page.wait_for_function("""() => {
+        const seen = window.seenTexts["coupling-status"], working = seen.findLastIndex(t => t.includes("Working"));
+        return working >= 0 && seen.slice(working + 1).some(t => t.includes("Done: 11 points"));
+    }""", timeout=TIMEOUT_MS)  # this click's run: "Working…", then its own "Done" (never empty)
     expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#recycling-plot .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
-    expect(page.locator("#coupling-status")).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)  # never empty
     expect(page.locator("#coupling-table thead")).to_contain_text("Monte Carlo (shared noise)")
     assert not [h for h in headers(page, "#coupling-table") if "_" in h], headers(page, "#coupling-table")
     screenshot(page, screenshots / "screenshot-coupling.png")
