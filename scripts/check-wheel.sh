@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The package as a user gets it (issue "A library others can adopt"): build the wheel, install it into a clean
 # virtual environment with only what it declares, then `import gcs` (core dependencies only), the README's library
-# example and every doctest of the installed package. The README's test command runs this before the suite.
+# example and every doctest of the installed package. The suite runs it (tests/test_packaging.py), beside other tests.
 #   torch: this machine's build is installed first (as docs/deploy.md tells GPU users to do), so that pip keeps
 #   it instead of fetching another; everything else comes from the wheel's own metadata.
 #   --no-compile: pip would byte-compile every module of torch and the rest (most of this check's minute); Python
