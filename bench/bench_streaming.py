@@ -9,22 +9,34 @@ contenders take turns (bench/timing.py), each keeping its best time per group:
 - ``stream``: the same rows through ``gcs.stream_compare``, every frame consumed (what the page paid before rounds);
 - ``rounds``: the page's work, ``gcs.compare_rounds`` (--rounds: seeds per round, by default the library's 4, 12;
   the first round streamed, every round scored with E5 and aligned agreement, stopping once decided);
-- ``fixed``: ``compare`` then the same scoring of all seeds (the one-batch verdict's work).
+- ``fixed``: ``compare`` then the same scoring of all seeds (the one-batch verdict's work);
+- ``page``: the page's whole update path in this process (``ui.compare.compare_stream`` at the app's defaults, the
+  library's rounds: streaming, rounds, the table's four metrics, the degenerate-output check, plots), without a
+  server or a browser (``bench/bench_browser.py`` adds those).
 
 It prints per group and as medians: the streaming overhead (stream / compare; goal <= 1.1x), the time until the first
 answers exist (the first streamed frame of the rounds run, with every first-seed response started), the time until
-the final verdict in rounds against the fixed run (goal: median <= 0.6x), and the seeds the rounds used.
+the final verdict in rounds against the fixed run (goal: median <= 0.6x), the seeds the rounds used, the page against
+the library's rounds, and E5's share of the fixed run (E5 alone on its answers, timed once).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 import time
+from pathlib import Path
 
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's ui package
+os.environ.setdefault("GCS_ENGINE", "transformers")  # the page on the engine the library contenders use
+from ui import compare as page_compare  # noqa: E402
+from ui.settings import DEFAULT_MODEL  # noqa: E402
 
 METRICS = ("e5", "aligned")
 
@@ -71,13 +83,24 @@ def main() -> None:
                                           model=model, on_partial=partial)
             seen.update(first=first["at"], seeds=len(last.seeds), reason=last.reason)
 
-        best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds}, args.turns)
-        row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"])
+        def page():
+            for _ in page_compare.compare_stream("\n".join(prompts), 1.0, args.tokens, 0, 1.0, list(gcs.METHODS),
+                                                 False, DEFAULT_MODEL, args.seeds):
+                pass
+
+        best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds,
+                              "page": page}, args.turns)
+        answers = plain()
+        start = time.perf_counter()
+        gcs.compare_report(answers, ("e5",))
+        e5 = time.perf_counter() - start
+        row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"], e5=e5)
         rows.append(row)
         print(f"  {group.id}: compare {best['compare']:.1f} s, stream {best['stream']:.1f} s "
               f"({best['stream'] / best['compare']:.2f}x), fixed verdict {best['fixed']:.1f} s, rounds "
               f"{best['rounds']:.1f} s ({best['rounds'] / best['fixed']:.2f}x, {seen['seeds']} seeds: "
-              f"{seen['reason']}), first answers after {seen['first']:.1f} s", flush=True)
+              f"{seen['reason']}), first answers after {seen['first']:.1f} s, page {best['page']:.1f} s, E5 {e5:.1f} s",
+              flush=True)
     ratio = lambda key, base: [r[key] / r[base] for r in rows]  # noqa: E731
     quantile = lambda values, q: sorted(values)[min(len(values) - 1, int(q * len(values)))]  # noqa: E731
     print(f"streaming overhead (stream / compare): median {statistics.median(ratio('stream', 'compare')):.2f}x "
@@ -88,6 +111,8 @@ def main() -> None:
     firsts = [r["first"] for r in rows]
     print(f"first answers (library, no page): median {statistics.median(firsts):.1f} s, p90 "
           f"{quantile(firsts, 0.9):.1f} s; seeds used in rounds: {[r['seeds'] for r in rows]}")
+    print(f"the page in-process / the library's rounds: median {statistics.median(ratio('page', 'rounds')):.2f}x; "
+          f"E5's share of the fixed verdict: median {statistics.median(ratio('e5', 'fixed')):.0%}")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-[ -e build ] || trap 'rm -rf "$work" build' EXIT  # setuptools builds in ./build: leave no trace of this check
-python -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" .
+# Built from a copy of what the wheel is made of: setuptools writes build/ and gcs.egg-info/ where it builds, and a
+# build/ left in the checkout could put stale files into the wheel.
+mkdir "$work/source"
+cp -r pyproject.toml README.md gcs "$work/source/"  # and the data files pyproject.toml names (a new one fails loudly)
+mkdir "$work/source/assets" && cp assets/*.jsonl "$work/source/assets/"
+find "$work/source" -name __pycache__ -prune -exec rm -rf {} +
+python -m pip wheel --quiet --no-deps --wheel-dir "$work/dist" "$work/source"
 wheel=$(ls "$work"/dist/gcs-*.whl)
 python -m venv "$work/venv"
 py="$work/venv/bin/python"

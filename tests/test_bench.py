@@ -136,10 +136,15 @@ def test_ab_benchmark_prints_every_change_and_score(run_bench):
     assert re.search(r"goal \(IS needs >= 2x the seeds\) met for \d+ of \d+ \(change, score\) pairs", out), out
 
 
-def test_the_streaming_benchmark_prints_its_ratios(run_bench):
+def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
+    from ui import settings
+
+    monkeypatch.setattr(settings.ENGINE, "name", "transformers")  # the page as the script runs it (ui imported here)
     code, out, err = run_bench("bench_streaming.py", *"--groups 1 --seeds 2 --tokens 3 --turns 1".split())
     assert code == 0, err
     assert re.search(r"streaming overhead \(stream / compare\): median \d+\.\d\dx", out), out
     assert re.search(r"final verdict in rounds / fixed 2 seeds: median \d+\.\d\dx, p90 \d+\.\d\dx", out), out
     assert re.search(r"first answers \(library, no page\): median \d+\.\d s, p90 \d+\.\d s; seeds used in rounds: "
                      r"\[2\]", out), out
+    assert re.search(r"the page in-process / the library's rounds: median \d+\.\d\dx; E5's share of the fixed verdict: "
+                     r"median \d+%", out), out
