@@ -23,7 +23,7 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not macOS
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
 
-import gcs  # noqa: F401  (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
+import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
 import httpx
 import numpy as np
 import pytest
@@ -67,8 +67,6 @@ def pytest_collection_modifyitems(config, items):
 def pytest_report_header(config):
     """Build GCSwR's fused CPU kernel before any test (once per machine), so that no
     start-up (the app, the CLI's subprocesses) pays for it; the header says whether it is on."""
-    import gcs
-
     if gcs.kernels.kernel_mode() != "off":
         gcs.kernels.cpu_kernel()
     return gcs.kernel_status()
@@ -119,8 +117,6 @@ def tiny_gcs_model(vocab_size: int = 64, seed: int = 0, **generation_defaults):
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    import gcs
-
     vocab = {"<pad>": 0, "</s>": 1, "<s>": 2, **{f"w{i}": i for i in range(3, vocab_size)}}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="w3"))
     backend.pre_tokenizer = pre_tokenizers.Whitespace()
@@ -134,8 +130,6 @@ def tiny_gcs_model(vocab_size: int = 64, seed: int = 0, **generation_defaults):
 def require_fused_kernel():
     """Fail, naming the reason, when the fused GCSwR kernel cannot be built here; skip (reason
     shown) only when GCS_CPU_KERNEL=off was set on purpose."""
-    import gcs
-
     if gcs.kernels.kernel_mode() == "off":
         pytest.skip(f"{gcs.kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
     assert gcs.kernels.cpu_kernel() is not None, gcs.kernels.kernel_status()
@@ -151,8 +145,6 @@ def embedded_model():
     """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s) at the default
     dtype users get (bf16 on CPUs with hardware bf16, else fp32): the promises (same seed, same answer;
     hindsight replays) are tested where users meet them."""
-    import gcs
-
     return gcs.load_model()
 
 
@@ -164,8 +156,6 @@ def first_recycled_win(trace_of, row: int = 1):
     wins (``gcs.carried_win``), that trace, and its first such race by position. Which seed and race those are
     depends on the machine's kernels, as the tokens do: tests find them instead of naming a token. Seed 0 has one
     on the machines measured; over 16 seeds none having one would fail here, naming what was searched."""
-    import gcs
-
     for seed in range(RECYCLED_WIN_SEEDS):
         trace = trace_of(seed)
         for position in range(1, len(trace.steps)):
