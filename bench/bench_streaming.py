@@ -61,7 +61,8 @@ def main() -> None:
         seen = {}
 
         def plain():
-            return gcs.compare(prompts, settings=settings, model=model)
+            seen["answers"] = gcs.compare(prompts, settings=settings, model=model)
+            return seen["answers"]
 
         def streamed():
             for frame in gcs.stream_compare(prompts, settings=settings, model=model):
@@ -90,9 +91,8 @@ def main() -> None:
 
         best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds,
                               "page": page}, args.turns)
-        answers = plain()
         start = time.perf_counter()
-        gcs.compare_report(answers, ("e5",))
+        gcs.compare_report(seen["answers"], ("e5",))  # the last plain run's answers: E5 alone on them
         e5 = time.perf_counter() - start
         row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"], e5=e5)
         rows.append(row)

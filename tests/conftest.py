@@ -19,9 +19,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # pytest-xdist (`-n 2`, the README's command): each worker gets its share of the cores for torch's threads (and the
 # processes it starts), so that workers do not oversubscribe the machine; set before torch is imported.
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+if (_workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))) > 1:
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not macOS
-    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))))
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
 
 import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
 import httpx
