@@ -265,3 +265,27 @@ def test_streamed_text_grows_into_the_final_text(embedded_model):
         for index, partial in frame.set_index("prompt_index")["raw_response"].items():
             assert final[index].startswith(partial)
     assert frames[-2]["raw_response"].tolist() == frames[-1]["raw_response"].tolist()
+
+
+def test_a_fixed_set_of_runs_gives_the_same_tokens_in_another_process(embedded_model, tmp_path):
+    """scripts/fixed_runs.py's runs (every path a seed's tokens take: one batch, rounds, truncation, ensembling,
+    hindsight, counterfactual, the race, A/B) in this process and in a fresh one with other hash seeds: the same
+    tokens. The same script compares two commits on one machine (docs/testing.md)."""
+    script = os.path.join(os.path.dirname(__file__), os.pardir, "scripts", "fixed_runs.py")
+    written = tmp_path / "runs.json"
+    subprocess.run([sys.executable, script, "--write", str(written)], check=True, capture_output=True,
+                   env={**os.environ, "PYTHONHASHSEED": "12345"})
+    sys.path.insert(0, os.path.dirname(script))
+    try:
+        import fixed_runs
+    finally:
+        sys.path.pop(0)
+    here = json.loads(json.dumps(fixed_runs.runs()))
+    there = json.loads(written.read_text())
+    assert set(here) == {"compare", "compare-truncated", "compare-ensembled", "rounds", "hindsight", "counterfactual",
+                         "trace", "ab"}
+    assert [name for name in here if here[name] != there[name]] == []
+    # the runs hold what they claim: 3 methods x 2 seeds x 2 prompts, each with tokens
+    assert len(here["compare"]) == 12 and all(len(ids) > 0 for *_, ids in here["compare"])
+    # a rounds run's seeds equal their one-batch run's rows (seeds 0 and 1, IS and GCSwR)
+    assert [r for r in here["rounds"] if r[1] < 2] == [r for r in here["compare"] if r[0] in ("is", "gcswr")]
