@@ -3,7 +3,7 @@
     python bench/bench_invariance.py [--tokens 64] [--rounds 2] [--seeds 4] [--dtypes bfloat16,float32]
                                      [--engine transformers|vllm]
 
-For each dtype, copies of the embedded model: one with ``gcs.invariance.make_row_invariant``
+For each dtype, copies of the embedded model: one with ``gcs.make_row_invariant``
 (the default on CPU: each bf16 weight packed once, rows in one call at the widths that give 16-row
 blocks' bits), one with the stock kernels (``GCS_ROW_INVARIANT=off``) and, on transformers, one whose
 weights are not packed (``unpacked``). ``blocks`` is the invariant copy with ``ONE_CALL`` off: every
@@ -30,9 +30,9 @@ import torch
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-import gcs.invariance
+from gcs.engines.invariance import packed_weights, row_blocks
 from gcs.batch import Batch, Row
-from gcs.invariance import make_row_invariant
+from gcs.engines.invariance import make_row_invariant
 from gcs.models import _load, DEFAULT_MODEL
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
@@ -54,7 +54,7 @@ def main() -> None:
         models[(name, "stock")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
         models[(name, "invariant")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
         if engine == "vllm":  # build both engines now, each with its own setting
-            from gcs.vllm_engine import engine as vllm_engine
+            from gcs.engines.vllm import engine as vllm_engine
 
             for kind in ("invariant", "stock"):
                 os.environ["GCS_ROW_INVARIANT"] = "on" if kind == "invariant" else "off"
@@ -71,17 +71,17 @@ def main() -> None:
         def timed():
             os.environ["GCS_ROW_INVARIANT"] = "off" if kind == "stock" else "on"
             # a layer decides once, on its first call, whether to pack: "unpacked" never leaves room
-            gcs.invariance.PACKING_HEADROOM = 1.0 if kind == "unpacked" else headroom
-            gcs.invariance.ONE_CALL = kind != "blocks"
+            packed_weights.PACKING_HEADROOM = 1.0 if kind == "unpacked" else headroom
+            row_blocks.ONE_CALL = kind != "blocks"
             return run()
         return timed
 
-    headroom = gcs.invariance.PACKING_HEADROOM
+    headroom = packed_weights.PACKING_HEADROOM
 
     # every row does the same work, whatever its tokens: exactly n of them (transformers: min_new_tokens; vLLM:
     # the requests gcs.generate makes, with the stop tokens ignored)
     def on_vllm(rows, model):
-        from gcs.vllm_engine import VLLMRunner, engine as vllm_engine
+        from gcs.engines.vllm import VLLMRunner, engine as vllm_engine
 
         batch = Batch(rows, model, gcs.SamplingSettings(temperature=1.0, max_new_tokens=n), engine="vllm")
         prompts, params = VLLMRunner(batch).requests(ignore_eos=True, stop_token_ids=[])
@@ -102,7 +102,7 @@ def main() -> None:
     contenders = {(*key, "side by side"): setting(key[1], side_by_side(model)) for key, model in models.items()}
     contenders.update({(*key, "one row"): setting(key[1], one_row(model)) for key, model in models.items()})
     probing = {"pairs": 0, "seconds": 0.0}
-    probe = gcs.invariance._rounds_like_blocks
+    probe = row_blocks._rounds_like_blocks
 
     def timed_probe(*probe_args):  # what finding the one-call widths costs (once per process; in the first round)
         start = time.perf_counter()
@@ -112,7 +112,7 @@ def main() -> None:
             probing["pairs"] += 1
             probing["seconds"] += time.perf_counter() - start
 
-    gcs.invariance._rounds_like_blocks = timed_probe
+    row_blocks._rounds_like_blocks = timed_probe
     best = best_in_turns(contenders, args.rounds)
     print(f"probing the one-call widths: {probing['pairs']} (kernel, width) pairs, {probing['seconds']:.2f} s in all")
     print(f"  {'dtype':<9} {'kernels':<10} {'workload':<13} {'seconds':>8}")
@@ -132,7 +132,7 @@ def main() -> None:
     responses = {}
     for key, model in models.items():
         os.environ["GCS_ROW_INVARIANT"] = "off" if key[1] == "stock" else "on"
-        gcs.invariance.ONE_CALL = key[1] != "blocks"
+        row_blocks.ONE_CALL = key[1] != "blocks"
         frame = gcs.compare(PARAPHRASES, settings=gcs.SamplingSettings(seeds=seeds, max_new_tokens=n), model=model,
                             engine=engine)
         responses[key] = frame.response.tolist()

@@ -33,7 +33,7 @@ from .batch import Row, prompt_stream
 from .checks import (check_count, check_engine, check_max_new_tokens, check_method, check_prompts,
                      check_sampling_settings, check_seed_list, check_temperature)
 from .models import Model, check_dtype, load_model
-from .packing import auto_batch_rows, run_batches
+from .batching import auto_batch_rows, run_batches
 from .prompts import format_prompt
 from .settings import SamplingSettings
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli import _claim_out_dir, _csv_list, _run_record, _seeds, _write_atomic
+from .cli_support import claim_out_dir, csv_list, parse_seeds, run_record, write_atomic
 from .data import BUILTIN_SETS, load_groups
 from .results import ResultsLog
 
@@ -29,9 +29,9 @@ def add_parser(commands) -> None:
     sub = commands.add_parser("ab", help="shared luck for A/B: the effect of a change (system prompt, template, "
                                          "temperature, dtype, model version) with far fewer seeds")
     sub.add_argument("--data", required=True, help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
-    sub.add_argument("--seeds", type=_seeds, default=16, help="a count (0..n-1) or a list")
+    sub.add_argument("--seeds", type=parse_seeds, default=16, help="a count (0..n-1) or a list")
     sub.add_argument("--method", choices=["gcs", "gcswr"], default="gcswr", help="the shared luck (IS is the control)")
-    sub.add_argument("--metrics", type=_csv_list, default=["length", "e5_between"],
+    sub.add_argument("--metrics", type=csv_list, default=["length", "e5_between"],
                      help="length, contains:WORD, regex:PATTERN, e5_to:REFERENCE, e5_between, aligned")
     sub.add_argument("--max-new-tokens", type=int, default=64)
     sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
@@ -81,7 +81,7 @@ def command_ab(args: argparse.Namespace) -> Path:
                    ("template", arm.variant.template), ("temperature", arm.variant.temperature),
                    ("top_p", arm.variant.top_p))}
     out = Path(args.out)
-    _claim_out_dir(out, _run_record("ab", pair[0].model, args, **arm_record, method=args.method, metrics=args.metrics,
+    claim_out_dir(out, run_record("ab", pair[0].model, args, **arm_record, method=args.method, metrics=args.metrics,
                                     max_new_tokens=args.max_new_tokens))  # its "model" and "dtype" are arm A's
     score_columns = [*(["e5_between"] if "e5_between" in pairs else []),
                      *(f"{score.label}_{slot}" for score in scores for slot in "ab")]
@@ -112,5 +112,5 @@ def command_ab(args: argparse.Namespace) -> Path:
                f"engine {args.engine}.\n\n{arms_text}\n\n" + "\n".join(f"- {line}" for line in report.lines) +
                f"\n\n## Effects\n\n{report.effects.to_markdown(index=False, floatfmt='.4g')}\n\n"
                f"## How close the answers stay\n\n{report.pairs.to_markdown(index=False, floatfmt='.3f')}\n")
-    _write_atomic(out / "summary.md", summary)
+    write_atomic(out / "summary.md", summary)
     return out

@@ -4,8 +4,8 @@ A ``Row`` is one response to produce (a prompt under a method and seed, optional
 rewordings for ensembling). A ``Batch`` lays rows out as left-padded model inputs and
 draws every token with a ``GumbelLogitsProcessor``: each row with its own method and seed,
 so a row's response does not depend on the batch it is in (IS rows take their stream from
-a hash of their prompt). Its engine's runner (``gcs.runner``) decodes it: ``run`` to the end,
-``stream`` decoded after every step. ``gcs.packing.run_batches`` feeds any number of rows
+a hash of their prompt). Its engine's runner (``gcs.engines``) decodes it: ``run`` to the end,
+``stream`` decoded after every step. ``gcs.batching.run_batches`` feeds any number of rows
 through as few batches as a row budget allows.
 
     batch = Batch([Row("What is DNA?", "gcswr", 0), Row("Explain DNA.", "gcswr", 0)], model, SamplingSettings())
@@ -27,7 +27,8 @@ from .checks import check_engine
 from .models import Model
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
-from .runner import padded, runner_for
+from .engines import runner_for
+from .engines.steps import padded
 from .samplers import Sampler
 from .settings import SamplingSettings
 

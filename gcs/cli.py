@@ -18,87 +18,13 @@ max new tokens, top-k/top-p, data) is refused. The figure embeds plotly.js, so i
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
-from .data import BUILTIN_SETS, builtin_path, load_groups
+from .cli_support import claim_out_dir, csv_list, float_list, parse_ensembling, parse_seeds, run_record, write_atomic
+from .data import BUILTIN_SETS, load_groups
 from .export import csv_safe
 from .results import ResultsLog
-
-
-def _csv_list(text: str) -> list[str]:
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    if not items:
-        raise argparse.ArgumentTypeError("expected a comma-separated list")
-    return items
-
-
-def _float_list(text: str) -> list[float]:
-    try:
-        return [float(item) for item in _csv_list(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
-
-
-def _seeds(text: str) -> int | list[int]:
-    """``3`` = seeds 0, 1, 2; ``5,9`` = those seeds."""
-    try:
-        return [int(s) for s in _csv_list(text)] if "," in text else int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seeds or a comma-separated list, got {text!r}") from None
-
-
-def _ensembling(text: str) -> list[bool]:
-    choices = {"off": [False], "on": [True], "both": [False, True]}
-    if text not in choices:
-        raise argparse.ArgumentTypeError("expected off, on or both")
-    return choices[text]
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    with os.fdopen(handle, "w", encoding="utf-8") as file:
-        file.write(text)
-    os.replace(temporary, path)
-
-
-def _data_fingerprint(data: str) -> str:
-    path = builtin_path(data) if data in BUILTIN_SETS else Path(data)
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-
-
-def _claim_out_dir(out: Path, settings: dict) -> None:
-    """Create ``out`` or check that the run already there used the same fixed settings (a setting the record
-    lacks, from a run of an older gcs, counts as changed: its rows may have been computed otherwise)."""
-    out.mkdir(parents=True, exist_ok=True)
-    record = out / "run.json"
-    if record.exists():
-        previous = json.loads(record.read_text())
-        changed = {k: (previous.get(k, _NOT_RECORDED), v) for k, v in settings.items() if previous.get(k) != v}
-        if changed:
-            details = "; ".join(f"{k}: {_shown(a)} there, {_shown(b)} now" for k, (a, b) in changed.items())
-            raise ValueError(f"{out} holds a run with other settings ({details}); use another --out")
-        return
-    _write_atomic(record, json.dumps(settings, indent=2) + "\n")
-
-
-_NOT_RECORDED = object()
-
-
-def _shown(value) -> str:
-    return "not recorded" if value is _NOT_RECORDED else repr(value)
-
-
-def _run_record(command: str, model, args: argparse.Namespace, **settings) -> dict:
-    """What a run's rows depend on, as ``run.json`` records it: the command, the model with its engine and the dtype
-    it ran in (resolved: "auto" is bf16 on one machine and fp32 on another), the data's fingerprint and ``settings``."""
-    dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
-    return {"command": command, "model": model.name, "engine": args.engine, "dtype": dtype, **settings,
-            "data": _data_fingerprint(args.data)}
 
 
 def _quiet_transformers() -> None:
@@ -126,7 +52,7 @@ def command_run(args: argparse.Namespace) -> Path:
     metrics = list(plan.metrics)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
-    _claim_out_dir(out, _run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
+    claim_out_dir(out, run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
                                     top_k=args.top_k, top_p=args.top_p, rewordings=args.rewordings))
     log = _sweep_log(out, metrics)
     sweep(plan.groups, plan.temperatures, plan.settings.methods, plan.settings.seeds, metrics, model,
@@ -144,8 +70,8 @@ def command_run(args: argparse.Namespace) -> Path:
         by_temperature = consistency_by_temperature(part).drop(columns="metric")
         summary.append(f"\n## {metric}: consistency vs temperature\n\n"
                        f"{by_temperature.to_markdown(index=False, floatfmt='.4f')}\n")
-    _write_atomic(out / "summary.md", "".join(summary))
-    _write_atomic(out / "figure.html", consistency_figure(results, metrics[0]).to_html(include_plotlyjs=True))
+    write_atomic(out / "summary.md", "".join(summary))
+    write_atomic(out / "figure.html", consistency_figure(results, metrics[0]).to_html(include_plotlyjs=True))
     return out
 
 
@@ -166,7 +92,7 @@ def command_style(args: argparse.Namespace) -> Path:
                                 max_new_tokens=args.max_new_tokens)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
-    _claim_out_dir(out, _run_record("style", model, args, temperature=args.temperature,
+    claim_out_dir(out, run_record("style", model, args, temperature=args.temperature,
                                     max_new_tokens=args.max_new_tokens))
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
     style_responses(questions, settings.methods, settings.seeds, settings.temperature, settings.max_new_tokens, model,
@@ -177,12 +103,12 @@ def command_style(args: argparse.Namespace) -> Path:
     responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
     labelled = label_responses(responses, classifiers)
     consistency = style_consistency(labelled, classifiers)
-    _write_atomic(out / "labels.csv", csv_safe(labelled).to_csv(index=False))
+    write_atomic(out / "labels.csv", csv_safe(labelled).to_csv(index=False))
     summary = (f"# Stylistic consistency (p_repeat)\n\nModel `{model.name}`, data `{args.data}` "
                f"({len(questions)} questions), temperature {args.temperature}, {responses['seed'].nunique()} seeds, "
                f"max_new_tokens={args.max_new_tokens}.\n\n{style_table(consistency).to_markdown()}\n")
-    _write_atomic(out / "summary.md", summary)
-    _write_atomic(out / "figure.html", style_figure(consistency).to_html(include_plotlyjs=True))
+    write_atomic(out / "summary.md", summary)
+    write_atomic(out / "figure.html", style_figure(consistency).to_html(include_plotlyjs=True))
     return out
 
 
@@ -214,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sub: argparse.ArgumentParser, seeds_default: str, tokens_default: int) -> None:
         sub.add_argument("--data", required=True, help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
-        sub.add_argument("--seeds", type=_seeds, default=_seeds(seeds_default), help="a count (0..n-1) or a list")
+        sub.add_argument("--seeds", type=parse_seeds, default=parse_seeds(seeds_default), help="a count (0..n-1) or a list")
         sub.add_argument("--model", default=None, help="transformers id or local path (default: embedded SmolLM2)")
         sub.add_argument("--max-new-tokens", type=int, default=tokens_default)
         sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
@@ -225,19 +151,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
     common(run, "3", 50)
-    run.add_argument("--methods", type=_csv_list, default=["is", "gcs", "gcswr"])
-    run.add_argument("--temperatures", type=_float_list, default=[0.0, 0.5, 1.0])
-    run.add_argument("--metrics", type=_csv_list, default=["e5"], help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
+    run.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
+    run.add_argument("--temperatures", type=float_list, default=[0.0, 0.5, 1.0])
+    run.add_argument("--metrics", type=csv_list, default=["e5"], help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
     run.add_argument("--top-k", type=int, default=None)
     run.add_argument("--top-p", type=float, default=None)
-    run.add_argument("--ensembling", type=_ensembling, default=[False], help="off, on or both")
+    run.add_argument("--ensembling", type=parse_ensembling, default=[False], help="off, on or both")
     run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
 
     style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
     common(style, "20", 200)
-    style.add_argument("--methods", type=_csv_list, default=["is", "gcswr"])
+    style.add_argument("--methods", type=csv_list, default=["is", "gcswr"])
     style.add_argument("--temperature", type=float, default=1.0)
-    style.add_argument("--classifiers", type=_csv_list, default=None,
+    style.add_argument("--classifiers", type=csv_list, default=None,
                        help="rule classifiers (default for coding: code ones; for lists: list_style,is_terse)")
 
     from .ab_cli import add_parser as add_ab_parser  # here: gcs.ab_cli imports this module's helpers
@@ -247,7 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
                         add_help=False)
     compare = commands.add_parser("compare", help="answer a few paraphrases with each method, side by side")
     compare.add_argument("prompts", nargs="+")
-    compare.add_argument("--methods", type=_csv_list, default=["is", "gcs", "gcswr"])
+    compare.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--temperature", type=float, default=1.0)
     compare.add_argument("--top-p", type=float, default=None)
@@ -271,7 +197,7 @@ def serve_parser() -> argparse.ArgumentParser:
 def command_vllm_serve(argv: list[str]) -> int:
     ours, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
     args = serve_parser().parse_args(ours)
-    from .serving import vllm_serve
+    from .vllm_serve import vllm_serve
 
     try:
         vllm_serve(args.model, args.host, args.port, extra)  # returns only if it could not start

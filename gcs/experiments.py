@@ -26,7 +26,7 @@ from .batch import Row
 from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seed_list, check_temperatures
 from .data import Group
 from .models import Model, resolve_model
-from .packing import run_batches
+from .batching import run_batches
 from .rewording import reword
 from .samplers import METHOD_NAMES
 from .scoring import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices

@@ -128,7 +128,7 @@ def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, s
     """``forced_logits`` of several (prompt, ids, finished) responses in one batch: [n (+1), vocab] each.
 
     Each row's logits are those it gets alone only where the model computes rows apart
-    (``gcs.invariance``, on by default on CPU); ``forced_logits`` runs one row, which holds everywhere.
+    (``gcs.engines.invariance``, on by default on CPU); ``forced_logits`` runs one row, which holds everywhere.
     """
     end = stop_token_ids(model)[0]
     forcing = _TeacherForcing([[*ids, end] if finished else ids for _, ids, finished in rows])
@@ -244,7 +244,7 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
 
     The replay runs through the path the posterior was computed on (the prompt alone, or in the same
-    batch as the paraphrases where the model's rows are computed independently, ``gcs.invariance``).
+    batch as the paraphrases where the model's rows are computed independently, ``gcs.engines.invariance``).
     Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
     """
     settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)

@@ -7,10 +7,10 @@ if any of them is gone (Gradio's, for the app, are in ``ui/serving.py``).
 
 | private API | what gcs does with it | without it |
 | --- | --- | --- |
-| ``torch.ops.mkldnn._reorder_linear_weight``, ``_linear_pointwise``, ``_is_mkldnn_bf16_supported`` | packs a bf16 weight once for the row blocks (``gcs.invariance``) | speed only: plain ``F.linear`` blocks, the same tokens |
+| ``torch.ops.mkldnn._reorder_linear_weight``, ``_linear_pointwise``, ``_is_mkldnn_bf16_supported`` | packs a bf16 weight once for the row blocks (``gcs.engines.invariance``) | speed only: plain ``F.linear`` blocks, the same tokens |
 | ``torch.cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported`` | bf16 by default on CPUs that multiply it in hardware | speed only: float32 by default (about 2x slower there) |
 | ``Tensor._version`` | notices an in-place change of a packed weight | speed only: weights are not packed |
-| vLLM's per-layer ``cpu_linear`` (``vllm.model_executor.layers.utils``) | row-invariant linears on vLLM's CPU engine (``gcs.vllm_engine``) | the guarantee: on ``engine="vllm"`` a row's tokens may depend on its batch |
+| vLLM's per-layer ``cpu_linear`` (``vllm.model_executor.layers.utils``) | row-invariant linears on vLLM's CPU engine (``gcs.engines.vllm``) | the guarantee: on ``engine="vllm"`` a row's tokens may depend on its batch |
 """
 
 from __future__ import annotations

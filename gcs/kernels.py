@@ -36,8 +36,10 @@ from pathlib import Path
 
 import torch
 
+from .environment import SWITCH, env_choice
+
 KERNEL_ENV = "GCS_CPU_KERNEL"
-KERNEL_MODES = ("auto", "on", "off")
+KERNEL_MODES = SWITCH
 SOURCE = Path(__file__).with_name("recycling_kernel.cpp")
 
 # The instruction sets torch dispatches its own CPU kernels to; the kernel is compiled for the same one.
@@ -53,10 +55,7 @@ _loaded: dict[str, object] = {}  # "module": the extension or None, "reason": wh
 
 def kernel_mode(environ: Mapping[str, str] = os.environ) -> str:
     """The ``GCS_CPU_KERNEL`` setting, lower-cased; a ValueError naming the valid ones otherwise."""
-    mode = environ.get(KERNEL_ENV, "auto").strip().lower()
-    if mode not in KERNEL_MODES:
-        raise ValueError(f"{KERNEL_ENV}={environ[KERNEL_ENV]!r}; expected one of {', '.join(KERNEL_MODES)}")
-    return mode
+    return env_choice(KERNEL_ENV, KERNEL_MODES, environ=environ)
 
 
 STALE_LOCK_S = 600  # a build holding its lock this long was killed mid-way (a real one takes seconds to minutes)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .batch import Row
-from .packing import run_batches
+from .batching import run_batches
 from .checks import check_count, check_prompts, check_seed
 from .models import Model, resolve_model
 from .noise import derive_seed

@@ -7,7 +7,7 @@ again, and the run stops as soon as every comparison is decided (``gcs.sequentia
     if round_report.more_seeds:    # ended undecided: continue the same sequence
         *_, round_report = gcs.compare_rounds(paraphrases, resume=round_report)
 
-A round is one batch of its seeds. A seed's answers do not depend on the batch it ran in (``gcs.invariance``, on
+A round is one batch of its seeds. A seed's answers do not depend on the batch it ran in (``gcs.engines.invariance``, on
 by default on CPU), so every seed gets the answers a one-batch run of the same seeds gives. "More seeds" continues
 an undecided run (``resume=``) with the plan's extension looks, set aside before the first seed.
 """

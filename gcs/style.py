@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 import pandas as pd
 
 from .batch import Row
-from .packing import run_batches
+from .batching import run_batches
 from .checks import as_groups, check_methods, check_seed_list
 from .data import Group
 from .generation import generate

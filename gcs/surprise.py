@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .runner import generating
+from .engines.transformers import generating
 from .checks import check_prompts, check_texts
 from .models import Model, resolve_model
 from .prompts import format_prompt

@@ -156,10 +156,8 @@ def verdict(scores, baseline: str = "is", confidence: float = 0.95,
     that look (held over every look; ``confidence`` and ``baseline`` are the run's own), each comparison claimed,
     within noise or still deciding, and the last line says how many seeds the run used and why it stopped.
     """
-    from .rounds import RoundReport  # here: gcs.rounds builds on this module
-
-    if isinstance(scores, RoundReport):
-        return _sequential_verdict(scores, metrics, scope, excess)
+    if hasattr(scores, "plan") and hasattr(scores, "look"):  # a gcs.RoundReport (by its fields: gcs.rounds builds
+        return _sequential_verdict(scores, metrics, scope, excess)  # on this module, which does not import it)
     tests = paired_tests(scores, baseline, confidence, metrics)
     comparisons = len(tests)
     together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"

@@ -1,10 +1,10 @@
 """IS / GCS / GCSwR inside vLLM: the logits-processor plugin, what a ``vllm serve`` process loads.
 
 Needs vLLM (``requirements-vllm.txt`` installs the CPU build); ``import gcs`` does not import this module: only
-``engine="vllm"`` does (``gcs.vllm_engine`` builds its processor from here), and ``gcs vllm-serve`` names it to
-vLLM. Request arguments and per-request state are in ``gcs.vllm_requests``; vLLM as
-the engine of ``gcs.generate(engine="vllm")`` is in ``gcs.vllm_engine`` (not loaded here;
-``gcs.vllm.engine`` still names it). Installing gcs registers the plugin under vLLM's ``vllm.logits_processors``
+``engine="vllm"`` does (``gcs.engines.vllm`` builds its processor from here), and ``gcs vllm-serve`` names it to
+vLLM. It loads only what serving needs: the samplers, the warpers, and the request arguments and per-request state
+(``gcs.vllm_requests``); vLLM as the engine of ``gcs.generate(engine="vllm")`` is ``gcs.engines.vllm``, which a
+serving process never loads. Installing gcs registers the plugin under vLLM's ``vllm.logits_processors``
 entry point, so every vLLM engine in the environment loads it; it can also be named
 explicitly (``--logits-processors gcs.vllm:GumbelSamplingProcessor``). A request opts in
 through ``SamplingParams.extra_args`` (``vllm_xargs`` over HTTP); requests without
@@ -41,11 +41,9 @@ samples. Speculative decoding is not supported (vLLM loads no custom processor w
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -54,9 +52,9 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
+from .engines.vllm_options import PLUGIN, plugin_registered
 from .processor import make_warpers
 from .samplers import make_sampler
-from .serving import PLUGIN
 from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: sampling_params, request_args, ...)
     KEYS,
     METHOD_KEY,
@@ -71,8 +69,6 @@ from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: s
 )
 
 ENTRY_POINT = PLUGIN  # what pyproject.toml registers under vLLM's "vllm.logits_processors"
-# vLLM as gcs's engine lives in gcs.vllm_engine, which a serving process never loads; its names stay reachable here.
-_ENGINE_NAMES = ("engine", "run_batch", "VLLMRunner", "CPU_MAX_NUM_SEQS", "CPU_KV_CACHE_BYTES")
 
 
 @dataclass
@@ -110,8 +106,6 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick]) -> torch.Tensor:
         else:
             sampler.begin(len(members), vocab, device, steps=indices)
         tokens = sampler.sample(warped)
-        for observer in _OBSERVERS:
-            observer(method, [m.request.args.seed for m in members], indices.tolist(), warped, tokens)
         if method == "gcswr":
             for i, (member, token) in enumerate(zip(members, tokens.tolist())):  # own copies: a kept state (a
                 # preempted request, the state one step back) must not hold the whole batch's tensors alive
@@ -120,29 +114,6 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick]) -> torch.Tensor:
         chosen = torch.full((len(members), vocab), -math.inf, dtype=logits.dtype, device=device)
         logits[rows] = chosen.scatter_(1, tokens[:, None], 0.0)
     return logits
-
-
-_OBSERVERS: list = []
-
-
-@contextmanager
-def observe():
-    """Record every draw the plugin makes in this process while the block runs (tests, debugging).
-
-    Yields a list that fills with ``(method, seed, output index, warped logits [vocab], token)``
-    per sampled row. Sees an engine only when it runs in this process (vLLM's in-process
-    executor, as ``engine`` sets up on CPU).
-    """
-    records = []
-
-    def record(method, seeds, indices, warped, tokens):
-        records.extend(zip([method] * len(seeds), seeds, indices, warped.cpu(), tokens.tolist()))
-
-    _OBSERVERS.append(record)
-    try:
-        yield records
-    finally:
-        _OBSERVERS.remove(record)
 
 
 def _check_config(vllm_config) -> None:
@@ -276,17 +247,3 @@ class GumbelSamplingProcessor(V1LogitsProcessor, V2LogitsProcessor):
     @classmethod
     def validate_params(cls, params: SamplingParams) -> None:
         request_args(params)
-
-
-def plugin_registered() -> bool:
-    """Whether the installed gcs registers the plugin under vLLM's entry point (then every engine loads it)."""
-    return any(e.value == ENTRY_POINT for e in importlib.metadata.entry_points(group="vllm.logits_processors"))
-
-
-def __getattr__(name: str):
-    # ``gcs.vllm.engine`` (the documented name, and the app's) imports the engine on first use only.
-    if name in _ENGINE_NAMES:
-        from . import vllm_engine
-
-        return getattr(vllm_engine, name)
-    raise AttributeError(f"module 'gcs.vllm' has no attribute {name!r}")

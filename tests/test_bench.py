@@ -1,7 +1,7 @@
 """The benchmarks' timing helper and small runs of the benchmarks (the figures themselves live in bench/).
 
 The benchmarks run in this process (``run_bench``: the model and the vLLM engine are loaded once for the suite);
-what one sets process-wide (the environment, gcs.invariance's switches) is put back after its test.
+what one sets process-wide (the environment, gcs.engines.invariance's switches) is put back after its test.
 """
 
 import contextlib
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import gcs
+from gcs.engines.invariance import packed_weights, row_blocks
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -28,8 +28,9 @@ def run_bench(monkeypatch, capsys):
     """``run_bench(script, *arguments)``: ``python bench/SCRIPT ARGUMENTS`` in this process; (exit status, stdout,
     stderr)."""
     environment = dict(os.environ)
-    for name in ("PACKING_HEADROOM", "ONE_CALL", "_rounds_like_blocks"):
-        monkeypatch.setattr(gcs.invariance, name, getattr(gcs.invariance, name))
+    for module, name in ((packed_weights, "PACKING_HEADROOM"), (row_blocks, "ONE_CALL"),
+                         (row_blocks, "_rounds_like_blocks")):
+        monkeypatch.setattr(module, name, getattr(module, name))
 
     def run(script: str, *arguments: str) -> tuple[int, str, str]:
         monkeypatch.setattr(sys, "argv", [str(BENCH / script), *arguments])

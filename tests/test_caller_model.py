@@ -1,5 +1,5 @@
 """A model the caller passes in comes back as given: gcs runs it on row-invariant kernels, in eval mode and with a
-neutral generation config for the duration of each call only (``gcs.runner.generating``), and the same seed still
+neutral generation config for the duration of each call only (``gcs.engines.transformers.generating``), and the same seed still
 gives the same answer whatever the path (a model gcs loaded itself keeps its kernels for good)."""
 
 from __future__ import annotations
@@ -112,13 +112,13 @@ def test_concurrent_calls_on_one_caller_s_model_get_their_own_answers_and_restor
 
 def test_nested_calls_restore_only_at_the_outermost(training_model):
     module = training_model.model
-    with gcs.runner.generating(training_model, row_invariant=True):
-        with gcs.runner.generating(training_model, row_invariant=True):
-            assert gcs.invariance.is_row_invariant(module) and not module.training
-        assert gcs.invariance.is_row_invariant(module) and not module.training
-    assert not gcs.invariance.is_row_invariant(module) and module.training
+    with gcs.engines.transformers.generating(training_model, row_invariant=True):
+        with gcs.engines.transformers.generating(training_model, row_invariant=True):
+            assert gcs.engines.invariance.is_row_invariant(module) and not module.training
+        assert gcs.engines.invariance.is_row_invariant(module) and not module.training
+    assert not gcs.engines.invariance.is_row_invariant(module) and module.training
 
 
 def test_a_model_gcs_loaded_keeps_its_kernels(embedded_model):
     gcs.generate(["Hi"], max_new_tokens=2, model=embedded_model)
-    assert gcs.invariance.is_row_invariant(embedded_model.model) == gcs.invariance.wanted("cpu")
+    assert gcs.engines.invariance.is_row_invariant(embedded_model.model) == gcs.engines.invariance.wanted("cpu")

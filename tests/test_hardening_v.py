@@ -149,9 +149,9 @@ def test_a_prefill_in_chunks_is_the_prefill_in_one(embedded_model, monkeypatch):
     """Each row's cache is the same whatever chunk it went through (row-invariant kernels): same answers as before."""
     batch = many_rows(embedded_model, 12)
     ids, mask = batch.inputs["input_ids"], batch.inputs["attention_mask"]
-    whole = gcs.runner.prefill(embedded_model, ids, mask)
-    monkeypatch.setattr(gcs.runner, "PREFILL_CHUNK_TOKENS", ids.shape[1] * 5)  # chunks of 5, 5 and 2 rows
-    chunked = gcs.runner.prefill(embedded_model, ids, mask)
+    whole = gcs.engines.transformers.prefill(embedded_model, ids, mask)
+    monkeypatch.setattr(gcs.engines.transformers, "PREFILL_CHUNK_TOKENS", ids.shape[1] * 5)  # chunks of 5, 5 and 2 rows
+    chunked = gcs.engines.transformers.prefill(embedded_model, ids, mask)
     for one, other in zip(whole.layers, chunked.layers, strict=True):
         assert one.keys.equal(other.keys) and one.values.equal(other.values)
 

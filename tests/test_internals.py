@@ -12,8 +12,9 @@ import torch
 from torch.nn import functional as F
 
 import gcs
-from gcs import internals, invariance
-from gcs.invariance import _PACKED, RowBlockLinear, in_row_blocks
+from gcs import internals
+from gcs.engines.invariance import RowBlockLinear, in_row_blocks, packed_weights
+from gcs.engines.invariance.packed_weights import _PACKED
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +43,7 @@ def test_the_pinned_torch_has_every_private_api_gcs_uses(caplog):
 def test_renamed_mkldnn_ops_warn_once_that_speed_is_lost_and_the_bits_stay(monkeypatch, caplog):
     monkeypatch.setitem(internals.MKLDNN_OPS, "pack", "_reorder_linear_weight_renamed")
     # packing is tried whatever memory the rest of the suite holds (a busy worker may leave < 25 % free)
-    monkeypatch.setattr(invariance, "_room_for", lambda weight: True)
+    monkeypatch.setattr(packed_weights, "_room_for", lambda weight: True)
     layer = torch.nn.Linear(64, 32).to(torch.bfloat16)
     layer.__class__ = RowBlockLinear
     x = torch.randn(5, 64).to(torch.bfloat16)
@@ -81,7 +82,7 @@ def test_an_untested_version_is_named_once(caplog):
 def test_a_vllm_layer_without_cpu_linear_is_counted_and_warned_about(caplog):
     from vllm.model_executor.layers.linear import UnquantizedLinearMethod
 
-    from gcs.invariance import RowBlocks
+    from gcs.engines.invariance import RowBlocks
 
     wrapped, bare = torch.nn.Module(), torch.nn.Module()
     for module in (wrapped, bare):

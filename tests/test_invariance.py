@@ -1,4 +1,4 @@
-"""Same seed, same answer: a row's tokens do not depend on the rest of its batch (gcs.invariance).
+"""Same seed, same answer: a row's tokens do not depend on the rest of its batch (gcs.engines.invariance).
 
 Kernels first, on tiny random models (bit-for-bit logits, every dtype), then the promise where users
 meet it: the embedded model at the default dtype, a row alone, beside 2 rows and beside 47 rows of
@@ -16,10 +16,12 @@ from transformers import DynamicCache
 
 import gcs
 from gcs.batch import Batch, Row
-from gcs.invariance import (
-    _PACKED, ROW_BLOCK, WIDEST, RowBlockLinear, RowBlocks, _kernel_key, attend, in_row_blocks, is_row_invariant,
-    make_row_invariant, row_invariance, wanted,
+from gcs.engines.invariance import (
+    ROW_BLOCK, RowBlockLinear, RowBlocks, attend, in_row_blocks, is_row_invariant, make_row_invariant, packed_weights,
+    row_blocks, row_invariance, wanted,
 )
+from gcs.engines.invariance.packed_weights import _PACKED
+from gcs.engines.invariance.row_blocks import WIDEST, _kernel_key
 from conftest import tiny_llama
 
 
@@ -90,7 +92,7 @@ def test_row_blocks_compute_the_linear_layer():
 @pytest.fixture(autouse=True)
 def fresh_verdicts(monkeypatch):
     """Each test probes its own widths: verdicts kept from another test's kernels would hide a missing probe."""
-    monkeypatch.setattr(gcs.invariance, "_WIDTHS", {})
+    monkeypatch.setattr(row_blocks, "_WIDTHS", {})
 
 
 def _rounding_by_width(rare: bool, precision: str | None = None):
@@ -137,11 +139,11 @@ def test_a_layer_whose_outputs_ignore_the_input_vouches_for_no_width():
     untrained = RowBlocks(linear)
     for _ in range(2):  # the first call shows the kernel; the second probes
         assert torch.equal(untrained(x, torch.zeros(24, 12), bias), in_row_blocks(linear, x, torch.zeros(24, 12), bias))
-    assert not gcs.invariance._WIDTHS and untrained.widths  # a verdict for this layer only
+    assert not row_blocks._WIDTHS and untrained.widths  # a verdict for this layer only
     trained = RowBlocks(linear)
     for _ in range(2):
         assert torch.equal(trained(x, real, bias), in_row_blocks(linear, x, real, bias))
-    assert {width for (_, width, _), verdict in gcs.invariance._WIDTHS.items()} == {5, 8}
+    assert {width for (_, width, _), verdict in row_blocks._WIDTHS.items()} == {5, 8}
 
 
 def test_a_width_probed_under_one_matmul_precision_is_probed_again_under_another():
@@ -174,15 +176,15 @@ def test_real_kernels_in_one_call_give_every_row_the_blocks_bits(dtype, packed):
     """F.linear and the packed oneDNN kernel, at every row count up to 150 and after the widths are known."""
     layer = torch.nn.Linear(96, 200).to(dtype)
     layer.__class__ = RowBlockLinear
-    headroom = gcs.invariance.PACKING_HEADROOM
-    gcs.invariance.PACKING_HEADROOM = headroom if packed else 1.0  # 1.0: no room for a packed copy
+    headroom = packed_weights.PACKING_HEADROOM
+    packed_weights.PACKING_HEADROOM = headroom if packed else 1.0  # 1.0: no room for a packed copy
     try:
         x = torch.randn(150, 96, generator=torch.Generator().manual_seed(5)).to(dtype)
         with torch.no_grad():
             for count in range(1, 151):
                 assert torch.equal(layer(x[:count]), in_row_blocks(F.linear, x[:count], layer.weight, layer.bias))
     finally:
-        gcs.invariance.PACKING_HEADROOM = headroom
+        packed_weights.PACKING_HEADROOM = headroom
     assert (_PACKED[layer].kernel is not None) == (packed and dtype == torch.bfloat16
                                                    and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
@@ -234,7 +236,7 @@ def test_packing_leaves_the_memory_headroom(monkeypatch):
         layer.__class__ = RowBlockLinear
     with torch.no_grad():
         layers[0](x)
-        monkeypatch.setattr("gcs.invariance.PACKING_HEADROOM", 1.0)  # no copy can leave all memory free
+        monkeypatch.setattr(packed_weights, "PACKING_HEADROOM", 1.0)  # no copy can leave all memory free
         layers[1](x)
     assert (_PACKED[layers[0]].kernel is not None) == torch.ops.mkldnn._is_mkldnn_bf16_supported()
     assert _PACKED[layers[1]].kernel is None
@@ -263,7 +265,7 @@ def test_conversion_is_idempotent_and_refuses_what_it_cannot_compute(monkeypatch
     with pytest.raises(ValueError, match="not a transformers model"):
         make_row_invariant(torch.nn.Linear(2, 2))
     monkeypatch.setenv("GCS_ROW_INVARIANT", "on")
-    with caplog.at_level(logging.WARNING, logger="gcs.invariance"):
+    with caplog.at_level(logging.WARNING, logger="gcs.engines.invariance.policy"):
         assert not row_invariance(capped) and not row_invariance(capped)
     assert caplog.text.count("a row's tokens may depend on its batch") == 1  # said once per model
 
@@ -275,7 +277,7 @@ def test_the_setting_chooses_where_rows_are_computed_apart(monkeypatch):
     monkeypatch.setenv("GCS_ROW_INVARIANT", "on")
     assert wanted("cuda")
     monkeypatch.setenv("GCS_ROW_INVARIANT", "sometimes")
-    with pytest.raises(ValueError, match="GCS_ROW_INVARIANT must be auto, on or off"):
+    with pytest.raises(ValueError, match="GCS_ROW_INVARIANT='sometimes'; expected one of auto, on, off"):
         wanted("cpu")
 
 

@@ -9,6 +9,7 @@ transformers path, the mixed-batch behaviour and the errors.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import pytest
 import torch
@@ -23,10 +24,47 @@ from gcs.hindsight import forced_rows
 from gcs.prompts import format_prompt
 from gcs.samplers import make_sampler
 from gcs.settings import SamplingSettings
-from gcs.vllm import observe, plugin_registered, sampling_params
-from gcs.vllm_engine import CPU_MAX_NUM_SEQS, engine, run_batch
+import gcs.vllm
+from gcs.engines.vllm import VLLMRunner, engine
+from gcs.engines.vllm_options import CPU_MAX_NUM_SEQS, plugin_registered
+from gcs.vllm import sampling_params
 
 pytestmark = pytest.mark.slow  # a real vLLM engine
+
+@contextmanager
+def observe():
+    """Every draw the plugin makes in this process while the block runs: ``(method, seed, output index, warped
+    logits [vocab], token)`` per sampled row. It wraps the plugin's ``make_sampler``, so the plugin carries no
+    hook for tests; it sees an engine that runs in this process (the in-process executor ``engine`` sets up on CPU).
+    """
+    records, make_sampler_here = [], gcs.vllm.make_sampler
+
+    class Recording:
+        def __init__(self, method, seed, **kwargs):
+            self.sampler, self.method, self.seeds = make_sampler_here(method, seed=seed, **kwargs), method, list(seed)
+
+        def begin(self, *args, steps, **kwargs):
+            self.indices = steps.tolist()
+            return self.sampler.begin(*args, steps=steps, **kwargs)
+
+        def sample(self, warped):
+            tokens = self.sampler.sample(warped)
+            records.extend(zip([self.method] * len(self.seeds), self.seeds, self.indices, warped.cpu(), tokens.tolist()))
+            return tokens
+
+        def __getattr__(self, name):  # the sampler's state (GCSwR's residual and draws)
+            return getattr(self.sampler, name)
+
+    gcs.vllm.make_sampler = Recording
+    try:
+        yield records
+    finally:
+        gcs.vllm.make_sampler = make_sampler_here
+
+
+def run_batch(batch) -> torch.Tensor:
+    return VLLMRunner(batch).run()
+
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain why the sky is blue during the day."]
 
@@ -61,7 +99,7 @@ def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
     """vLLM's cpu_linear is a private hook (gcs.internals): on the version we pin, every layer that computes a linear
     product on CPU has one, and the engine wrapped each (a second pass finds them wrapped)."""
     from gcs import internals
-    from gcs.invariance import RowBlocks
+    from gcs.engines.invariance import RowBlocks
 
     import vllm
 

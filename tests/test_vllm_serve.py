@@ -13,7 +13,8 @@ import scipy.stats
 from conftest import READY_LIMIT_S, free_port, running_server
 
 from gcs.cli import main
-from gcs.serving import PLUGIN, vllm_serve_command
+from gcs.engines.vllm_options import PLUGIN
+from gcs.vllm_serve import vllm_serve_command
 
 MODEL = "smollm2-135m-instruct"
 QUESTIONS = ("What is DNA?", "Can you explain what DNA is?")

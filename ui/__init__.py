@@ -29,13 +29,13 @@ from __future__ import annotations
 from .zerogpu import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
 
 import importlib.metadata
-import os
 import threading
 
 import gradio as gr
 from starlette.middleware import Middleware
 
 import gcs
+from gcs.environment import env_choice
 
 from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
@@ -162,7 +162,7 @@ def warm_up() -> None:
 def mcp_server() -> bool:
     """Whether the app also serves its endpoints as MCP tools (at /gradio_api/mcp/): on unless ``GCS_MCP=0``, and
     only where Gradio's MCP server can run (it needs the ``mcp`` package 1.x: ``pip install "gradio[mcp]"``)."""
-    if os.environ.get("GCS_MCP", "1").strip().lower() in ("0", "false", "no", "off"):
+    if env_choice("GCS_MCP", ("on", "off")) == "off":
         return False
     try:
         found = importlib.metadata.version("mcp")

@@ -19,7 +19,7 @@ import anyio
 import gradio as gr
 
 import gcs
-from gcs.serving import read_messages, replaying
+from gcs.vllm_serve import read_messages, replaying
 
 from .limits import LIMITS, quoted
 from .logs import logger

@@ -22,6 +22,7 @@ import torch
 
 import gcs
 from gcs.checks import quoted
+from gcs.environment import env_choice
 
 from .logs import logger
 
@@ -58,10 +59,10 @@ class Settings:
 def _engine_setting() -> str:
     """``$GCS_ENGINE`` ("transformers" or "vllm"), else vLLM where it is installed (2-2.5x faster here,
     bench/bench_vllm.py) and transformers elsewhere."""
-    choice = os.environ.get("GCS_ENGINE", "auto").strip().lower()
+    choice = env_choice("GCS_ENGINE", ("auto", *gcs.ENGINES))
     if choice == "auto":
         return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
-    return gcs.check_engine(choice)
+    return choice
 
 
 SETTINGS = Settings.from_environment()
@@ -80,7 +81,7 @@ class Engine:
         if self.name != "vllm":
             return
         try:
-            from gcs.vllm import engine
+            from gcs.engines.vllm import engine
 
             engine(model)
             logger.info("generating with vLLM (GCS_ENGINE=transformers switches it off)")

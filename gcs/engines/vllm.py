@@ -3,7 +3,7 @@
     gcs.generate(["What is DNA?"], engine="vllm")   # a Batch whose runner is VLLMRunner
 
 Needs vLLM; only ``gcs.generate(engine="vllm")`` and friends import this module (through
-``gcs.runner.runner_for``), never a ``vllm serve`` process, which loads the plugin alone
+``gcs.engines.runner_for``), never a ``vllm serve`` process, which loads the plugin alone
 (``gcs.vllm``). Every row of a batch is one vLLM request sampled by the plugin, so its tokens
 are the ones ``gcs``'s own samplers draw from vLLM's logits.
 """
@@ -18,16 +18,15 @@ from collections.abc import Iterator
 
 import torch
 
-from . import internals
+from .. import internals
+from ..vllm import GumbelSamplingProcessor
+from ..vllm_requests import sampling_params
 from .invariance import RowBlocks, wanted
-from .runner import padded
-from .vllm import GumbelSamplingProcessor, plugin_registered
-from .vllm_requests import sampling_params
+from .steps import padded
+from .vllm_options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
 
 logger = logging.getLogger(__name__)
 
-CPU_MAX_NUM_SEQS = 48
-CPU_KV_CACHE_BYTES = 2 << 30
 _ENGINES: dict[tuple, object] = {}
 _ENGINES_LOCK = threading.Lock()
 
@@ -37,34 +36,29 @@ def engine(model, **llm_kwargs):
 
     The embedded default runs from its cached safetensors copy; other models by their
     name. Defaults: the model's dtype, at most 4,096 tokens of context, the model's
-    ``generation_config`` ignored (no hidden penalties), and on CPU an in-process, eager executor
-    running at most ``CPU_MAX_NUM_SEQS`` requests at once (the transformers runner's CPU batch) in a
-    ``CPU_KV_CACHE_BYTES`` (2 GiB) KV cache.
+    ``generation_config`` ignored (no hidden penalties), and on CPU an in-process executor with
+    ``gcs.engines.vllm_options.CPU_DEFAULTS`` (eager, at most 48 requests at once in a 2 GiB KV cache).
     ``llm_kwargs`` (e.g. ``tensor_parallel_size=4``) override them.
     """
     from vllm import LLM
 
-    from .models import DEFAULT_MODEL, embedded_model_path
+    from ..models import DEFAULT_MODEL, embedded_model_path
 
     invariant = wanted(model.device)
     if model.device.type == "cpu":
         # vLLM's engine core in this process, not a worker process: start-up halves (set it yourself to override)
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     if invariant:
-        # each sequence's attention on its own: split KV work depends on the batch (gcs.invariance)
+        # each sequence's attention on its own: split KV work depends on the batch (gcs.engines.invariance)
         os.environ["VLLM_CPU_ATTN_SPLIT_KV"] = "0"
 
     dtype = next(model.model.parameters()).dtype
     options = {
         "model": str(embedded_model_path()) if model.name == DEFAULT_MODEL else model.name,
         "dtype": str(dtype).removeprefix("torch."),
-        "max_model_len": min(model.context_window, 4096),
+        **({**CPU_DEFAULTS, "distributed_executor_backend": "uni"} if model.device.type == "cpu" else {}),
+        "max_model_len": min(model.context_window, MAX_MODEL_LEN),
         "generation_config": "vllm",
-        # On CPU: in-process, and eager (eager starts in about 30 s here; compiling the graphs had not finished
-        # after 3 minutes).
-        # and a fixed KV cache (vLLM's CPU default reserves 92 % of memory and refuses to start on a busy machine).
-        **({"distributed_executor_backend": "uni", "max_num_seqs": CPU_MAX_NUM_SEQS, "enforce_eager": True,
-            "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES} if model.device.type == "cpu" else {}),
         **({} if plugin_registered() else {"logits_processors": [GumbelSamplingProcessor]}),
         **llm_kwargs,
     }
@@ -141,8 +135,3 @@ class VLLMRunner:
         for token_ids in self.steps(stop):
             pass
         return padded(token_ids, self.batch.stop_ids[0])
-
-
-def run_batch(batch, stop: threading.Event | None = None) -> torch.Tensor:
-    """``batch`` run on vLLM to the end (``VLLMRunner.run``)."""
-    return VLLMRunner(batch).run(stop)

@@ -1,13 +1,4 @@
-"""Runners: a ``gcs.batch.Batch`` decoded by one engine, token ids step by step.
-
-A runner has one method that does the work, ``steps(stop)``: every row's token ids so far,
-after each decoding step. ``run`` is its last step as a tensor [rows, new tokens] (a stop
-token then padding after a row finishes), and ``Batch.stream`` decodes each step.
-
-    runner = runner_for(batch)            # TransformersRunner here; VLLMRunner (gcs.vllm_engine) for "vllm"
-    for token_ids in runner.steps():      # [[5], [7]] -> [[5, 9], [7, 2]] -> ...
-        ...
-    runner.run()                          # tensor([[5, 9, ...], [7, 2, ...]])
+"""transformers as gcs's engine: a ``gcs.batch.Batch`` decoded by ``generate``, token ids step by step.
 
 ``TransformersRunner`` runs transformers' ``generate`` with the KV cache. Generation settings
 are pinned: transformers fills generation fields from the model's own ``generation_config``
@@ -34,8 +25,9 @@ from transformers import DynamicCache, GenerationConfig, StoppingCriteria, Stopp
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
+from ..background import Background
+from ..models import Model, loaded_here
 from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
-from .models import Model, loaded_here
 
 logger = logging.getLogger(__name__)
 
@@ -55,25 +47,6 @@ _GENERATING_LOCK = threading.Lock()
 _WARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> warnings said about it
 
 
-def runner_for(batch):
-    """The runner of ``batch.engine``: ``TransformersRunner``, or ``gcs.vllm_engine.VLLMRunner`` (imports vLLM)."""
-    if batch.engine == "vllm":
-        from .vllm_engine import VLLMRunner
-
-        return VLLMRunner(batch)
-    return TransformersRunner(batch)
-
-
-def padded(token_ids: list[list[int]], pad: int) -> torch.Tensor:
-    """Rows of token ids as one long tensor, the short ones padded with ``pad``.
-
-    >>> padded([[5, 6], [7]], 0).tolist()
-    [[5, 6], [7, 0]]
-    """
-    width = max(1, max((len(ids) for ids in token_ids), default=1))
-    return torch.tensor([ids + [pad] * (width - len(ids)) for ids in token_ids], dtype=torch.long)
-
-
 def _warn_once(model: Model, message: str) -> None:
     """Log ``message`` as a warning the first time it is said about ``model``."""
     said = _WARNED.setdefault(model.model, set())
@@ -91,7 +64,7 @@ def generating(model: Model, row_invariant: bool):
     generation fields from it (5.x: every field left None; 4.x: every field *equal to the global default*,
     so even an explicit ``repetition_penalty=1.0`` is replaced by the checkpoint's 1.1), and a copy with the
     neutral values makes both behave. Every module is in eval mode (dropout would make the tokens no sample of
-    the model). With ``row_invariant``, it runs on row-invariant kernels (``gcs.invariance``): for good on a
+    the model). With ``row_invariant``, it runs on row-invariant kernels (``gcs.engines.invariance``): for good on a
     model gcs loaded itself (``gcs.load_model``), for the block only on one the caller passed in. One lock per
     model keeps concurrent calls apart; it is re-entrant, and an inner block changes nothing more.
     """
@@ -191,7 +164,7 @@ def _join(cache: DynamicCache, more: list[DynamicCache]) -> None:
 class TransformersRunner:
     """A batch through transformers' ``generate``: KV cache, left padding, gcs's processors only.
 
-    Runs the model on row-invariant kernels where that is wanted (``gcs.invariance``; on CPU by default):
+    Runs the model on row-invariant kernels where that is wanted (``gcs.engines.invariance``; on CPU by default):
     ``row_invariant`` says whether it does. The model comes back as it was given (``generating``).
     """
 
@@ -230,18 +203,15 @@ class TransformersRunner:
         generation outlives its consumer. A generation that ends by itself leaves ``stop`` as it was (the
         caller's event then says whether the caller stopped it).
         """
-        stop = threading.Event() if stop is None else stop
-        tokens, outcome, done = _TokenQueue(), {}, object()
+        tokens, done = _TokenQueue(), object()
 
-        def work():
+        def work(stop):
             try:
                 self.run(stop, streamer=tokens)
-            except BaseException as error:  # re-raised in the consumer's thread
-                outcome["error"] = error
-            tokens.steps.put(done)
+            finally:
+                tokens.steps.put(done)
 
-        worker = threading.Thread(target=work, daemon=True, name="gcs-generate")
-        worker.start()
+        job = Background(work, "gcs-generate", stop)
         ended = False
         try:
             token_ids = [[] for _ in range(len(self.batch.groups))]
@@ -250,14 +220,13 @@ class TransformersRunner:
                     ids.append(token)
                 yield token_ids
             ended = True
-            if "error" in outcome:
-                raise outcome["error"]
+            job.result()  # the worker's error, if any, raised here
         finally:
             if not ended:
-                if worker.is_alive():
+                if job.thread.is_alive():
                     logger.info("generation stopped early: its consumer went away")
-                stop.set()
-            worker.join()
+                job.stop.set()
+            job.thread.join()
 
 
 class _TokenQueue(BaseStreamer):

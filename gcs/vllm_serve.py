@@ -20,7 +20,7 @@ Arguments after ``--`` go to vLLM unchanged and win over these defaults.
 ...                              cpu=False, registered=True)
 >>> command[1:3], command[3:]
 (['-m', 'vllm.entrypoints.openai.api_server'], ['--model', 'Qwen/Qwen2.5-0.5B-Instruct', '--host', '127.0.0.1', \
-'--port', '8001', '--generation-config', 'vllm', '--middleware', 'gcs.serving.StrictGcsArgs', \
+'--port', '8001', '--generation-config', 'vllm', '--middleware', 'gcs.vllm_serve.StrictGcsArgs', \
 '--tensor-parallel-size', '2'])
 """
 
@@ -31,11 +31,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .engines.vllm_options import CPU_DEFAULTS, PLUGIN, plugin_registered
+
 ENTRY = "vllm.entrypoints.openai.api_server"
-PLUGIN = "gcs.vllm:GumbelSamplingProcessor"
-MIDDLEWARE = "gcs.serving.StrictGcsArgs"
-CPU_DEFAULTS = {"--enforce-eager": None, "--max-model-len": "4096", "--kv-cache-memory-bytes": str(2 << 30),
-                "--max-num-seqs": "48"}
+MIDDLEWARE = "gcs.vllm_serve.StrictGcsArgs"
 
 
 def _named(extra: Sequence[str], option: str) -> bool:
@@ -61,8 +60,6 @@ def vllm_serve_command(model: str | None = None, host: str = "127.0.0.1", port: 
 
         cpu = not torch.cuda.is_available()
     if registered is None:
-        from .vllm import plugin_registered
-
         registered = plugin_registered()
     if registered and any(PLUGIN in arg for arg in extra):
         raise ValueError(f"gcs is installed, so vLLM loads its plugin already: drop --logits-processors {PLUGIN}")
@@ -72,12 +69,13 @@ def vllm_serve_command(model: str | None = None, host: str = "127.0.0.1", port: 
 
         model, served = str(embedded_model_path()), ["--served-model-name", DEFAULT_MODEL]
     command = [sys.executable, "-m", ENTRY, "--model", str(model), "--host", host, "--port", str(int(port)), *served]
-    defaults = {"--generation-config": "vllm", **(CPU_DEFAULTS if cpu else {})}
+    defaults = {"generation_config": "vllm", **(CPU_DEFAULTS if cpu else {})}
     if not registered:
-        defaults["--logits-processors"] = PLUGIN
-    for option, value in defaults.items():
+        defaults["logits_processors"] = PLUGIN
+    for name, value in defaults.items():
+        option = "--" + name.replace("_", "-")
         if not _named(extra, option) and not (option == "--enforce-eager" and _named(extra, "--no-enforce-eager")):
-            command += [option] if value is None else [option, value]
+            command += [option] if value is True else [option, str(value)]
     return command + ["--middleware", MIDDLEWARE] + extra  # (--middleware adds up: the caller's run too)
 
 

@@ -1,0 +1,52 @@
+"""``Background``: work that runs in a thread of its own while its caller stays responsive, and hands its result
+(or its error) back to the caller's thread. The transformers runner streams a generation this way, and the app
+runs every long request this way, so that a client that leaves can stop it.
+
+>>> Background(lambda stop: 6 * 7, name="answer").result()
+42
+>>> Background(lambda stop: 1 / 0, name="fails").result()
+Traceback (most recent call last):
+...
+ZeroDivisionError: division by zero
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class Background:
+    """``work(stop)`` in a daemon thread, in a copy of the caller's context (so request-scoped state, such as
+    Gradio's progress tracking, follows it). ``stop`` is the caller's event or a fresh one: setting it asks the
+    work to end early, which ``work`` must check."""
+
+    def __init__(self, work: Callable[[threading.Event], Any], name: str, stop: threading.Event | None = None):
+        self.stop = threading.Event() if stop is None else stop
+        self.error: BaseException | None = None
+        self.finished = False  # True once ``work`` returned (not raised)
+        self._result = None
+        context = contextvars.copy_context()
+        self.thread = threading.Thread(target=context.run, args=(self._run, work), daemon=True, name=name)
+        self.thread.start()
+
+    def _run(self, work) -> None:
+        try:
+            self._result = work(self.stop)
+            self.finished = True
+        except BaseException as error:  # re-raised in the caller's thread by ``result``
+            self.error = error
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for the work to end; whether it has."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+    def result(self):
+        """Wait for the work; its return value, or its exception raised here."""
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self._result

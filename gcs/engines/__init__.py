@@ -1,0 +1,29 @@
+"""Engines: a ``gcs.batch.Batch`` decoded step by step into token ids.
+
+    runner = runner_for(batch)            # TransformersRunner; VLLMRunner where batch.engine == "vllm"
+    for token_ids in runner.steps():      # [[5], [7]] -> [[5, 9], [7, 2]] -> ...
+        ...
+    runner.run()                          # tensor([[5, 9, ...], [7, 2, ...]])
+
+A runner has one method that does the work, ``steps(stop)``: every row's token ids so far, after each decoding
+step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, then padding, after a row finishes).
+
+- ``transformers``: transformers' ``generate`` with gcs's processors only (``TransformersRunner``);
+- ``vllm``: vLLM with the gcs plugin (``gcs.vllm``) loaded (``VLLMRunner``; imports vLLM);
+- ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
+- ``vllm_options``: what the vLLM engine and ``gcs vllm-serve`` share (CPU defaults, the plugin's entry point),
+  without importing vLLM.
+"""
+
+from __future__ import annotations
+
+
+def runner_for(batch):
+    """The runner of ``batch.engine``: ``TransformersRunner``, or ``VLLMRunner`` (imports vLLM)."""
+    if batch.engine == "vllm":
+        from .vllm import VLLMRunner
+
+        return VLLMRunner(batch)
+    from .transformers import TransformersRunner
+
+    return TransformersRunner(batch)

@@ -1,0 +1,26 @@
+"""What vLLM as gcs's engine (``gcs.engines.vllm``) and ``gcs vllm-serve`` (``gcs.vllm_serve``) share, without
+importing vLLM: the plugin's entry point and the defaults on CPU.
+
+>>> CPU_DEFAULTS["max_num_seqs"], CPU_DEFAULTS["kv_cache_memory_bytes"] // 2**30  # LLM(**CPU_DEFAULTS), --max-num-seqs 48
+(48, 2)
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+PLUGIN = "gcs.vllm:GumbelSamplingProcessor"  # what pyproject.toml registers under vLLM's "vllm.logits_processors"
+
+# On CPU: eager (it starts in about 30 s here; compiling the graphs had not finished after 3 minutes), at most
+# 4,096 tokens of context, a fixed 2 GiB KV cache (vLLM's CPU default reserves 92 % of memory and refuses to start
+# on a busy machine) and at most 48 requests at once (the transformers runner's CPU batch).
+MAX_MODEL_LEN = 4096  # the engine's context everywhere (or the model's, if shorter)
+CPU_KV_CACHE_BYTES = 2 << 30
+CPU_MAX_NUM_SEQS = 48
+CPU_DEFAULTS = {"enforce_eager": True, "max_model_len": MAX_MODEL_LEN, "kv_cache_memory_bytes": CPU_KV_CACHE_BYTES,
+                "max_num_seqs": CPU_MAX_NUM_SEQS}
+
+
+def plugin_registered() -> bool:
+    """Whether the installed gcs registers the plugin under vLLM's entry point (then every vLLM engine loads it)."""
+    return any(e.value == PLUGIN for e in importlib.metadata.entry_points(group="vllm.logits_processors"))

@@ -1,0 +1,42 @@
+"""Settings read from the environment, each parsed the same way: a name, its choices and a default.
+
+    GCS_ROW_INVARIANT   auto, on, off   row-invariant kernels (auto: on CPU)       gcs.engines.invariance
+    GCS_CPU_KERNEL      auto, on, off   GCSwR's fused CPU kernel                   gcs.kernels
+    GCS_ENGINE          auto, transformers, vllm   the app's engine                ui.config
+    GCS_MCP             on, off         the app's MCP tools                        ui
+
+>>> env_choice("GCS_EXAMPLE", SWITCH, environ={"GCS_EXAMPLE": " On "})
+'on'
+>>> env_choice("GCS_EXAMPLE", SWITCH, environ={"GCS_EXAMPLE": "0"})  # 1/0, true/false, yes/no stand for on/off
+'off'
+>>> env_choice("GCS_EXAMPLE", SWITCH, environ={})
+'auto'
+>>> env_choice("GCS_EXAMPLE", SWITCH, environ={"GCS_EXAMPLE": "sometimes"})
+Traceback (most recent call last):
+...
+ValueError: GCS_EXAMPLE='sometimes'; expected one of auto, on, off
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+SWITCH = ("auto", "on", "off")
+_BOOLEAN_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
+
+
+def env_choice(name: str, choices: Sequence[str], default: str | None = None,
+               environ: Mapping[str, str] = os.environ) -> str:
+    """``environ[name]``, stripped and lower-cased, if it is one of ``choices``; ``default`` (the first choice when
+    None) if it is unset or empty; a ValueError naming the setting and its choices otherwise. Where ``choices``
+    hold "on" and "off", 1/0, true/false and yes/no stand for them."""
+    raw = environ.get(name, "")
+    value = raw.strip().lower()
+    if not value:
+        return choices[0] if default is None else default
+    if "on" in choices and "off" in choices:
+        value = _BOOLEAN_WORDS.get(value, value)
+    if value not in choices:
+        raise ValueError(f"{name}={raw!r}; expected one of {', '.join(choices)}")
+    return value
