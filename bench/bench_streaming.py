@@ -36,7 +36,7 @@ import gcs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's ui package
 os.environ.setdefault("GCS_ENGINE", "transformers")  # the page on the engine the library contenders use
 from ui import compare as page_compare  # noqa: E402
-from ui.settings import DEFAULT_MODEL  # noqa: E402
+from ui.deployment import DEFAULT_MODEL  # noqa: E402
 
 METRICS = ("e5", "aligned")
 

@@ -14,7 +14,6 @@ through as few batches as a row budget allows.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
@@ -24,11 +23,12 @@ import torch
 from transformers import LogitsProcessorList
 
 from .checks import check_engine
-from .models import Model
-from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
-from .prompts import format_prompt, strip_followups
 from .engines import runner_for
 from .engines.steps import padded
+from .models import Model
+from .noise import stream_id
+from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
+from .prompts import format_prompt, strip_followups
 from .samplers import Sampler
 from .settings import SamplingSettings
 
@@ -61,7 +61,7 @@ def prompt_lengths(prompts: Sequence[str], model: Model) -> list[int]:
 
 def prompt_stream(prompt: str) -> int:
     """A stable 63-bit id of a prompt: the IS stream of its rows (batch-position independent)."""
-    return int.from_bytes(hashlib.blake2b(prompt.encode("utf-8"), digest_size=8).digest(), "little") >> 1
+    return stream_id(prompt.encode("utf-8"))
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,8 @@ float64. Exponential noise ``E = -log(u)`` (float64, then float32) covers
 
 from __future__ import annotations
 
+import hashlib
+
 import torch
 
 MASK64 = (1 << 64) - 1
@@ -47,6 +49,16 @@ DOMAIN_GUMBEL = 0x47554D42454C  # "GUMBEL"
 DOMAIN_INDEPENDENT = 0x494E444550  # "INDEP"
 
 UNIFORM_BITS = 52
+
+
+def stream_id(data: bytes) -> int:
+    """A stable 63-bit id of ``data`` (BLAKE2b): the default IS stream of a row, from its prompt's text
+    (``gcs.batch.prompt_stream``) or, in the vLLM plugin, its prompt's token ids (``gcs.vllm_requests.token_stream``).
+
+    >>> stream_id(b"What is DNA?") == stream_id(b"What is DNA?") != stream_id(b"What is RNA?")
+    True
+    """
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") >> 1
 
 
 def to_signed(value: int) -> int:

@@ -26,8 +26,9 @@ paraphrases of different lengths stay coupled. The processor applies the request
 ``gcs.GumbelLogitsProcessor``, draws the token with the same ``gcs`` samplers, and returns
 ``-inf`` everywhere but that token, so vLLM's sampler can only emit it (vLLM's own
 temperature and truncation leave a one-hot row unchanged). Temperature 0 is greedy: the
-row is left to vLLM's argmax. GCSwR state (residual noise and draw counts) is kept per
-request, not per batch slot, so it survives row moves, slot reuse and preemption; a draw
+row is left to vLLM's argmax. GCSwR state (residual noise and draw counts) is kept in its
+request's batch slot in persistent tensors (``gcs.vllm_slots``), moved with the request, and
+taken along by a preempted request, so it survives row moves, slot reuse and preemption; a draw
 that vLLM discards (a chunked-prefill step) is redone from the state before it.
 
 Refused with ``ValueError`` (HTTP 400 on the server) before any work: unknown ``gcs_*``
@@ -55,6 +56,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Logi
 from .engines.vllm_options import PLUGIN, plugin_registered
 from .processor import make_warpers
 from .samplers import make_sampler
+from .vllm_slots import SlotStates
 from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: sampling_params, request_args, ...)
     KEYS,
     METHOD_KEY,
@@ -71,22 +73,32 @@ from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: s
 ENTRY_POINT = PLUGIN  # what pyproject.toml registers under vLLM's "vllm.logits_processors"
 
 
+class _GcsRequests:
+    """What every face of the plugin says about a request before it runs: ``request_args`` or a ValueError (HTTP 400)."""
+
+    @classmethod
+    def validate_params(cls, params: SamplingParams) -> None:
+        request_args(params)
+
+
 @dataclass
 class Pick:
-    """One logits row to sample: its request's state, the output index, and the last token appended."""
+    """One logits row to sample: its batch slot (the row of its GCSwR state), its request's state, the output
+    index, and the last token appended."""
 
     row: int
+    slot: int
     request: RequestState
     index: int
     last_token: int | None = None
 
 
-def draw(logits: torch.Tensor, picks: Sequence[Pick]) -> torch.Tensor:
+def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torch.Tensor:
     """Sample each picked row with its request's method and settings; the row becomes -inf but the chosen 0.
 
     Rows are batched by (method, temperature, top_k, top_p): one warp and one sampler call
-    per group, the same code ``gcs.generate`` runs. Greedy rows (temperature 0) and rows
-    not picked are left as they are.
+    per group, the same code ``gcs.generate`` runs. GCSwR rows draw from, and update, their
+    slots' state in ``slots``. Greedy rows (temperature 0) and rows not picked are left as they are.
     """
     groups: dict[tuple, list[Pick]] = defaultdict(list)
     for pick in picks:
@@ -100,19 +112,16 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick]) -> torch.Tensor:
                                streams=[m.request.stream or 0 for m in members])
         indices = torch.tensor([m.index for m in members])
         if method == "gcswr":
-            states = [m.request.state_for(m.index, m.last_token, vocab, device) for m in members]
-            state = (torch.stack([s[0] for s in states]), torch.stack([s[1] for s in states]))
+            taken = [(m.slot, m.index, m.last_token) for m in members]
+            state, state_rows = slots.take(taken, vocab, device)
             sampler.begin(len(members), vocab, device, steps=indices, state=state)
         else:
             sampler.begin(len(members), vocab, device, steps=indices)
         tokens = sampler.sample(warped)
         if method == "gcswr":
-            for i, (member, token) in enumerate(zip(members, tokens.tolist())):  # own copies: a kept state (a
-                # preempted request, the state one step back) must not hold the whole batch's tensors alive
-                member.request.drew(member.index, states[i], token, (sampler.residual[i].clone(),
-                                                                     sampler.draws[i].clone()))
-        chosen = torch.full((len(members), vocab), -math.inf, dtype=logits.dtype, device=device)
-        logits[rows] = chosen.scatter_(1, tokens[:, None], 0.0)
+            slots.drew(taken, tokens.tolist(), (sampler.residual, sampler.draws), state_rows)
+        logits.index_fill_(0, rows, -math.inf)
+        logits[rows, tokens] = 0.0
     return logits
 
 
@@ -122,7 +131,7 @@ def _check_config(vllm_config) -> None:
 
 
 # -- V1 model runner (vLLM's CPU backend, and GPUs without Model Runner V2) -------------------------
-class GumbelSamplingV1(V1LogitsProcessor):
+class GumbelSamplingV1(_GcsRequests, V1LogitsProcessor):
     """The plugin for vLLM's V1 logits-processor interface (``update_state`` + ``apply(logits)``)."""
 
     def __init__(self, vllm_config, device: torch.device, is_pin_memory: bool):
@@ -130,10 +139,7 @@ class GumbelSamplingV1(V1LogitsProcessor):
         self.registry = RequestRegistry()
         # batch slot -> (request state, the request's live list of output token ids)
         self.slots: dict[int, tuple[RequestState, list[int]]] = {}
-
-    @classmethod
-    def validate_params(cls, params: SamplingParams) -> None:
-        request_args(params)
+        self.states = SlotStates()  # GCSwR state by batch slot
 
     def is_argmax_invariant(self) -> bool:
         return False  # it picks the token: greedy rows at temperature 0 are skipped inside
@@ -144,29 +150,35 @@ class GumbelSamplingV1(V1LogitsProcessor):
         # vLLM's order: removed, then added, then moved.
         for index in batch_update.removed:
             self.slots.pop(index, None)
+            self.states.leave(index)
         for index, params, prompt_ids, output_ids in batch_update.added:
             args = request_args(params)
             if args is None:
                 self.slots.pop(index, None)
+                self.states.leave(index)
             else:
-                self.slots[index] = (self.registry.state(params, args, prompt_ids), output_ids)
+                request = self.registry.state(params, args, prompt_ids)
+                self.slots[index] = (request, output_ids)
+                self.states.enter(index, request)
         for first, second, direction in batch_update.moved:
+            swap = direction == MoveDirectionality.SWAP
             a, b = self.slots.pop(first, None), self.slots.pop(second, None)
             if a is not None:
                 self.slots[second] = a
-            if direction == MoveDirectionality.SWAP and b is not None:
+            if swap and b is not None:
                 self.slots[first] = b
+            self.states.move(first, second, swap)
 
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.slots:
             return logits
-        picks = [Pick(row, request, len(output_ids), output_ids[-1] if output_ids else None)
+        picks = [Pick(row, row, request, len(output_ids), output_ids[-1] if output_ids else None)
                  for row, (request, output_ids) in sorted(self.slots.items()) if row < logits.shape[0]]
-        return draw(logits, picks)
+        return draw(logits, picks, self.states)
 
 
 # -- Model Runner V2 (vLLM's default where Triton runs: GPUs) --------------------------------------
-class GumbelSamplingV2(V2LogitsProcessor):
+class GumbelSamplingV2(_GcsRequests, V2LogitsProcessor):
     """The plugin for Model Runner V2 (``add_request`` + ``apply(logits, ctx)``).
 
     A row's output index is ``pos + 1 - prompt_len``; rows still in chunked prefill
@@ -178,17 +190,16 @@ class GumbelSamplingV2(V2LogitsProcessor):
         self.req_states = req_states
         self.registry = RequestRegistry()
         self.slots: dict[int, RequestState] = {}  # persistent request slot -> state
-
-    @classmethod
-    def validate_params(cls, params: SamplingParams) -> None:
-        request_args(params)
+        self.states = SlotStates()  # GCSwR state by request slot
 
     def add_request(self, req_idx: int, params: SamplingParams) -> bool:
         args = request_args(params)
         if args is None:
             self.slots.pop(req_idx, None)
+            self.states.leave(req_idx)
             return False
-        self.slots[req_idx] = self.registry.state(params, args, None)
+        request = self.slots[req_idx] = self.registry.state(params, args, None)
+        self.states.enter(req_idx, request)
         return True
 
     def apply(self, logits: torch.Tensor, ctx) -> torch.Tensor:
@@ -210,8 +221,8 @@ class GumbelSamplingV2(V2LogitsProcessor):
             if request.stream is None:  # default IS stream: the prompt's token ids, read once
                 length = int(prompt_len[slot])
                 request.stream = token_stream(self.req_states.all_token_ids.gpu[slot, :length].tolist())
-            picks.append(Pick(row, request, position + 1 - int(prompt_len[slot])))
-        return draw(logits, picks)
+            picks.append(Pick(row, slot, request, position + 1 - int(prompt_len[slot])))
+        return draw(logits, picks, self.states)
 
 
 # -- the class vLLM loads ------------------------------------------------------------------------
@@ -228,7 +239,7 @@ def _refuse_a_second_registration(vllm_config) -> None:
                          "(or logits_processors=[...] in LLM(...))")
 
 
-class GumbelSamplingProcessor(V1LogitsProcessor, V2LogitsProcessor):
+class GumbelSamplingProcessor(_GcsRequests, V1LogitsProcessor, V2LogitsProcessor):
     """The entry point: vLLM's V1 runner gets a ``GumbelSamplingV1``, Model Runner V2 a ``GumbelSamplingV2``.
 
     Both runners load the same ``vllm.logits_processors`` entry point; V1 constructs it with
@@ -243,7 +254,3 @@ class GumbelSamplingProcessor(V1LogitsProcessor, V2LogitsProcessor):
         if len(args) + len(kwargs) == 1:
             return GumbelSamplingV2(vllm_config, *args, **kwargs)
         raise TypeError("GumbelSamplingProcessor takes (vllm_config, device, is_pin_memory) or (vllm_config, req_states)")
-
-    @classmethod
-    def validate_params(cls, params: SamplingParams) -> None:
-        request_args(params)

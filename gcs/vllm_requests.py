@@ -1,27 +1,24 @@
-"""One vLLM request's gcs settings (its ``gcs_*`` extra arguments) and its sampler state across engine steps.
+"""One vLLM request's gcs settings (its ``gcs_*`` extra arguments) and what stays with it across engine steps.
 
     >>> sampling_params("gcs", seed=5, temperature=0.8, max_tokens=16).extra_args
     {'gcs_method': 'gcs', 'gcs_seed': 5}
 
 The plugin (``gcs.vllm``) reads every request through ``request_args`` (a ``ValueError``, HTTP 400
-on a server, for a bad one) and keeps a ``RequestState`` per request in a ``RequestRegistry``.
+on a server, for a bad one) and keeps a ``RequestState`` per request in a ``RequestRegistry``; the GCSwR state of the
+requests in the batch is in ``gcs.vllm_slots``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import logging
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
 from vllm import SamplingParams
 
 from .checks import check_method, check_sampling_settings, check_seed
-from .samplers import RecyclingGumbelSampler
+from .noise import stream_id
 
-logger = logging.getLogger("gcs.vllm")  # the plugin's logger: this module is part of it
 
 METHOD_KEY, SEED_KEY, STREAM_KEY = "gcs_method", "gcs_seed", "gcs_stream"
 KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY)
@@ -110,59 +107,19 @@ def sampling_params(method: str = "gcswr", seed: int = 0, stream: int | None = N
 def token_stream(token_ids: Sequence[int]) -> int:
     """A stable 63-bit id of a prompt's token ids: the default IS stream of a request."""
     data = b"".join(int(t).to_bytes(4, "little", signed=True) for t in token_ids)
-    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little") >> 1
+    return stream_id(data)
 
 
 # -- per-request state -------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Draw:
-    """One GCSwR draw of a request: the output ``index`` it drew, the state ``before`` it, the ``token`` it chose
-    and the state ``after`` it (what the next index draws from)."""
-
-    index: int
-    before: tuple[torch.Tensor, torch.Tensor]
-    token: int
-    after: tuple[torch.Tensor, torch.Tensor]
-
-
 class RequestState:
-    """One request's sampler state, kept with the request rather than its batch slot.
-
-    ``last`` is the request's latest GCSwR draw. Its state ``after`` draws the next output index, and
-    its state ``before`` is kept too: vLLM may discard a draw (a row still in chunked prefill samples a
-    token nobody keeps), and the next call then asks for the same index again.
-    """
+    """One request's gcs settings and IS stream, kept with the request rather than its batch slot. While the request
+    is in the batch its GCSwR state is a row of the plugin's slot tensors (``gcs.vllm_slots``); ``parked`` holds
+    that state while it is out (preempted), so it continues where it stopped when it returns."""
 
     def __init__(self, args: RequestArgs, stream: int | None = None):
         self.args = args
         self.stream = args.stream if args.stream is not None else stream
-        self.last: Draw | None = None
-
-    def state_for(self, index: int, last_token: int | None, vocab: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-        """GCSwR's ``(residual, draws)`` for drawing output token ``index``.
-
-        The state the last draw left, when vLLM asks for the index after it and kept its token
-        (``last_token``: the request's last output token, None or negative where unknown); the state
-        before it, when vLLM asks for the same index again (it discarded that draw); else the seed's
-        initial noise: the start, or a lost state past it.
-        """
-        last = self.last
-        if last is not None and index == last.index + 1 and (last_token is None or last_token < 0
-                                                              or last_token == last.token):
-            return last.after
-        if last is not None and index == last.index:
-            return last.before
-        if index > 0:
-            # Exact still (given the history, residuals are iid Exp(1) like fresh noise), but this request
-            # loses its coupling from here on.
-            logger.warning("gcs: GCSwR state of a request was lost at output index %d (it restarts from fresh "
-                           "noise); its tokens stay exact samples but are no longer coupled", index)
-        return RecyclingGumbelSampler.initial_state(self.args.seed, vocab, device)
-
-    def drew(self, index: int, before: tuple[torch.Tensor, torch.Tensor], token: int,
-             after: tuple[torch.Tensor, torch.Tensor]) -> None:
-        """Record a draw: output ``index`` drawn from ``before`` (what ``state_for`` gave) chose ``token``."""
-        self.last = Draw(index, before, token, after)
+        self.parked: tuple | None = None
 
 
 class RequestRegistry:

@@ -12,7 +12,7 @@ import pytest
 from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ui import ab, limits, settings  # noqa: E402
+from ui import ab, deployment, limits  # noqa: E402
 
 import gcs  # noqa: E402
 
@@ -40,7 +40,7 @@ def last(updates):
 def run():
     """One small A/B run through the tab's handler: its outputs, and the library's answer to the same request."""
     verdict, effects, pairs, pair, state, csv, status = last(ab.ab_ui(*ui_arguments()))
-    model = settings.load_allowed_model(gcs.DEFAULT_MODEL)
+    model = deployment.load_allowed_model(gcs.DEFAULT_MODEL)
     library = gcs.ab(PROMPTS.splitlines(), gcs.Variant(model=model, name="A"),
                      gcs.Variant(model=model, system="Answer in one word.", name="B"), seeds=range(2),
                      max_new_tokens=8)
@@ -82,7 +82,7 @@ def test_why_they_parted_is_gcs_parting_s_race(run):
     frame = run["state"]["frame"]
     row = frame[(frame["method"] == "gcswr") & ~frame["identical"]].iloc[0]
     sentence, race = ab.why_ui(run["state"], f"{row['prompt_index']}/{row['seed']}")
-    model = settings.load_allowed_model(gcs.DEFAULT_MODEL)
+    model = deployment.load_allowed_model(gcs.DEFAULT_MODEL)
     found = gcs.parting(gcs.Variant(model=model), gcs.Variant(model=model, system="Answer in one word."),
                         row["prompt"], int(row["seed"]), "gcswr", int(row["parts_at"]) + 1)
     assert found.position == int(row["parts_at"])

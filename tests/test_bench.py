@@ -138,9 +138,9 @@ def test_ab_benchmark_prints_every_change_and_score(run_bench):
 
 
 def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
-    from ui import settings
+    from ui import deployment
 
-    monkeypatch.setattr(settings.ENGINE, "name", "transformers")  # the page as the script runs it (ui imported here)
+    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")  # the page as the script runs it (ui imported here)
     code, out, err = run_bench("bench_streaming.py", *"--groups 1 --seeds 2 --tokens 3 --turns 1".split())
     assert code == 0, err
     assert re.search(r"streaming overhead \(stream / compare\): median \d+\.\d\dx", out), out

@@ -9,7 +9,7 @@ import pytest
 from conftest import refused_in_ui
 
 import gcs
-from ui import compare, settings
+from ui import compare, deployment
 
 PARAPHRASES = "Name a colour.\nSay one colour."
 KEYS = ["method", "seed", "prompt_index"]
@@ -17,7 +17,7 @@ KEYS = ["method", "seed", "prompt_index"]
 
 @pytest.fixture(autouse=True)
 def transformers_engine(monkeypatch):
-    monkeypatch.setattr(settings.ENGINE, "name", "transformers")
+    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")
 
 
 def answers(frame) -> list[tuple]:
@@ -32,7 +32,7 @@ def one_batch(seeds: list[int], tokens: int, model) -> list[tuple]:
 
 def run_page(seeds: int, tokens: int) -> list[dict]:
     return list(compare.compare_stream(PARAPHRASES, 1.0, tokens, 0, 1.0, ["is", "gcswr"], False,
-                                       settings.DEFAULT_MODEL, seeds))
+                                       deployment.DEFAULT_MODEL, seeds))
 
 
 def test_the_page_streams_the_first_round_lands_each_round_and_says_why_it_stopped(embedded_model):
@@ -69,12 +69,12 @@ def test_more_seeds_continues_an_undecided_run(embedded_model):
 
 
 def test_a_run_without_is_or_with_rounds_off_is_one_batch(embedded_model):
-    fixed = list(compare.compare_stream(PARAPHRASES, 1.0, 4, 0, 1.0, ["is", "gcswr"], False, settings.DEFAULT_MODEL,
+    fixed = list(compare.compare_stream(PARAPHRASES, 1.0, 4, 0, 1.0, ["is", "gcswr"], False, deployment.DEFAULT_MODEL,
                                         4, compare.HIGHLIGHTS[0], False))
     assert fixed[-1]["status"] == "Done." and fixed[-1]["run-state"]["seeds"] == [0, 1, 2, 3]
     assert "Stopped" not in fixed[-1]["verdict"]
     refused_in_ui(lambda: list(compare.compare_stream(PARAPHRASES, 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
-                                                      settings.DEFAULT_MODEL, 4, compare.HIGHLIGHTS[0], "yes")),
+                                                      deployment.DEFAULT_MODEL, 4, compare.HIGHLIGHTS[0], "yes")),
                   "stop once decided must be true or false")
 
 

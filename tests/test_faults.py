@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import dataclasses  # noqa: E402
 
-from ui import compare, logs, serving, settings, sweep  # noqa: E402  (the app's tabs, in-process)
+from ui import compare, deployment, logs, serving, sweep  # noqa: E402  (the app's tabs, in-process)
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
@@ -36,13 +36,13 @@ PARAPHRASES = "What is DNA?\nExplain what DNA is."
 def transformers_engine(monkeypatch):
     """These faults are injected into the transformers model, so the app's tabs generate with it here
     (where vLLM is installed the app would use vLLM)."""
-    monkeypatch.setattr(settings.ENGINE, "name", "transformers")
+    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")
 
 
 @pytest.fixture
 def app_model() -> gcs.Model:
     """The model object the app's tabs use (its default dtype), to inject faults into."""
-    return settings.load_allowed_model(gcs.DEFAULT_MODEL)
+    return deployment.load_allowed_model(gcs.DEFAULT_MODEL)
 
 
 def final(generator):
@@ -96,8 +96,8 @@ def test_exception_inside_a_streamed_generation(app_model, caplog):
 
 
 def test_model_load_failure_is_a_clear_error(monkeypatch):
-    offered = (*settings.SETTINGS.allowed_models, "no-such-org/no-such-model")
-    monkeypatch.setattr(settings, "SETTINGS", dataclasses.replace(settings.SETTINGS, allowed_models=offered))
+    offered = (*deployment.SETTINGS.allowed_models, "no-such-org/no-such-model")
+    monkeypatch.setattr(deployment, "SETTINGS", dataclasses.replace(deployment.SETTINGS, allowed_models=offered))
     with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
         final(compare.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model"))
     assert final(compare.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr"))["responses"]["gcswr"]
@@ -207,10 +207,10 @@ def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch,
     def broken(model, **kwargs):
         raise RuntimeError("no engine today")
 
-    monkeypatch.setattr(settings.ENGINE, "name", "vllm")
+    monkeypatch.setattr(deployment.ENGINE, "name", "vllm")
     monkeypatch.setattr(gcs.vllm, "engine", broken)
     with caplog.at_level(logging.ERROR, logger="gcs.app"):
-        settings.ENGINE.start(app_model)
-    assert settings.ENGINE.name == "transformers" and settings.ENGINE.for_request(False) == "transformers"
+        deployment.ENGINE.start(app_model)
+    assert deployment.ENGINE.name == "transformers" and deployment.ENGINE.for_request(False) == "transformers"
     assert "no engine today" in caplog.text
     assert compare_ui()[-1]["status"] == "Done."

@@ -152,13 +152,13 @@ def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import gcs
-    from ui import settings
+    from ui import deployment
 
-    model = settings.load_allowed_model(gcs.DEFAULT_MODEL)
+    model = deployment.load_allowed_model(gcs.DEFAULT_MODEL)
     mine, errors = {}, []
 
     def browse(name: str):
-        tokenizer = settings.thread_tokenizer(gcs.DEFAULT_MODEL)
+        tokenizer = deployment.thread_tokenizer(gcs.DEFAULT_MODEL)
         mine[name] = tokenizer
         try:
             for _ in range(1500):

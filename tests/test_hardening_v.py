@@ -29,7 +29,7 @@ from conftest import error_text
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gcs  # noqa: E402
 import ui  # noqa: E402
-from ui import hindsight, limits, logs, messages, serving, sweep  # noqa: E402
+from ui import hindsight, http_limits, limits, logs, messages, serving, sweep  # noqa: E402
 
 WAIT_S = 600  # generous: a busy machine is slow, not broken
 MODEL = "smollm2-135m-instruct"
@@ -362,13 +362,13 @@ def test_every_client_s_uploads_are_bounded_in_total(monkeypatch):
     monkeypatch.setitem(limits.LIMITS, "upload bytes per client", limits.Limit(1, 2_500, whole=True))
     monkeypatch.setitem(limits.LIMITS, "upload bytes in total", limits.Limit(1, 5_000, whole=True))
     now = [0.0]
-    quota = serving.UploadQuota(None, clock=lambda: now[0])
+    quota = http_limits.UploadQuota(None, clock=lambda: now[0])
     assert [quota.refusal("a", 1_000) for _ in range(2)] == [None, None]
     assert quota.refusal("a", 1_000)[0] == 429  # 3,000 bytes from one client
     assert [quota.refusal(client, 1_000) for client in "bc"] == [None, None]
     status, message = quota.refusal("d", 1_200)
     assert status == 503 and "the server's uploads are at their limit (upload bytes in total: 5,000" in message
-    now[0] += serving.UPLOAD_WINDOW_S + 1
+    now[0] += http_limits.UPLOAD_WINDOW_S + 1
     assert quota.refusal("d", 1_200) is None
 
 

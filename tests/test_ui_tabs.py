@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import compare, hindsight, limits, links, messages, settings, stepthrough  # noqa: E402
+from ui import compare, deployment, hindsight, limits, links, messages, stepthrough  # noqa: E402
 
 import gcs  # noqa: E402
 
@@ -34,7 +34,7 @@ def last(updates):
 @pytest.fixture(scope="module")
 def app_model() -> gcs.Model:
     """The model the app's tabs use (loaded once)."""
-    return settings.load_allowed_model(gcs.DEFAULT_MODEL)
+    return deployment.load_allowed_model(gcs.DEFAULT_MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -263,7 +263,7 @@ def test_a_link_s_text_reaches_the_toast_as_text_and_the_log_in_one_line(caplog)
 
 
 def test_every_event_of_the_app_goes_through_the_queue():
-    """The app closes Gradio's unqueued routes (ui.serving.QueuedOnly) but for events declared unqueued: only
+    """The app closes Gradio's unqueued routes (ui.http_limits.QueuedOnly) but for events declared unqueued: only
     Gradio's own example loaders are; one of ours with queue=False would do nothing in the page."""
     unqueued = {fn.name for fn in ui.build().fns.values() if fn.fn is not None and not fn.queue}
     assert unqueued <= {"load_example"}, unqueued

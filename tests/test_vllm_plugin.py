@@ -164,6 +164,19 @@ def test_v1_batch_bookkeeping_gives_each_request_its_own_tokens(capacity, swaps,
     assert run_v1(requests, capacity, swaps, discard_first, preempt) == expected
 
 
+@pytest.mark.parametrize("capacity, swaps, discard_first, preempt", [(4, True, True, True), (16, False, True, False)])
+def test_gcswr_rows_in_consecutive_slots_draw_in_place_and_keep_their_own_state(capacity, swaps, discard_first,
+                                                                                preempt):
+    """Every request GCSwR with one warping: a step's rows are consecutive slots, and the state is updated through a
+    view of the slot tensors (no gather); rows still move, swap, are redone and preempted."""
+    rng = random.Random(3)
+    requests = [Request([rng.randrange(VOCAB) for _ in range(rng.randint(2, 6))],
+                        sampling_params("gcswr", seed=i % 3, temperature=1.2, max_tokens=9), rng.randint(3, 9))
+                for i in range(12)]
+    expected = [alone(Request(r.prompt, r.params, r.max_tokens)) for r in requests]
+    assert run_v1(requests, capacity, swaps, discard_first, preempt) == expected
+
+
 def test_shared_seeds_couple_requests_and_plain_requests_are_untouched():
     prompt = (3, 1, 4)
     requests = [Request(prompt, sampling_params(m, seed=5, max_tokens=8), 8) for m in ("gcs", "gcswr")] * 2

@@ -41,11 +41,9 @@ from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
 from .logs import logger
 from .messages import say_slider_ranges, strict_json
-from .serving import (
-    CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota, UrlLimit, guard_queue,
-    quiet_input_errors, stop_abandoned_mcp_calls,
-)
-from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model
+from .http_limits import CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota, UrlLimit
+from .serving import guard_queue, quiet_input_errors, stop_abandoned_mcp_calls
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 
 __all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
@@ -92,7 +90,7 @@ COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each
 
 def build(queue_size: int = 16) -> gr.Blocks:
     """The app. ``queue_size`` bounds the requests waiting for the model; the coupling explorer has its own lane."""
-    # delete_cache: gradio's copies of downloads and uploads go after an hour (ui.serving.UploadQuota counts on it).
+    # delete_cache: gradio's copies of downloads and uploads go after an hour (ui.http_limits.UploadQuota counts on it).
     with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(CLEANUP_EVERY_S, FILE_AGE_S)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "

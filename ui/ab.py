@@ -14,7 +14,7 @@ from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
 from .serving import download_folder, run_cancellable
-from .settings import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
+from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
 from .zerogpu import gpu
 
 SOURCES = ("built-in set", "my prompts")

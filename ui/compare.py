@@ -24,7 +24,7 @@ from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_
 from .logs import logger
 from .messages import by_name, caption, click_working, failure, one_paragraph, one_paragraph_pieces, user_error
 from .serving import download_folder, run_cancellable
-from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
 from .verdict import METRICS, SCORE_COLUMNS, VERDICT_METRICS, excess, round_verdict, score_table, verdict
 
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on

@@ -15,7 +15,7 @@ from .limits import (
 )
 from .messages import as_text, click_working, failed, user_error
 from .serving import run_cancellable
-from .settings import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
+from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 
 OUTPUTS = ("answers", "replay", "explanation", "token choices", "status")

@@ -18,7 +18,7 @@ from .limits import (
 )
 from .messages import caption, click_working, failed, shown_for, user_error
 from .serving import download_folder, run_cancellable
-from .settings import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
 
