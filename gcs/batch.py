@@ -152,8 +152,8 @@ class Batch:
             raise Cancelled("stopped on request before the end")
         return tokens
 
-    def _response(self, ids: list[int]) -> tuple[list[int], bool]:
-        """The ids before the first stop token, and whether there was one."""
+    def until_stop(self, ids: list[int]) -> tuple[list[int], bool]:
+        """The ids before the first stop token, and whether there was one (a row's response as ``decode`` reads it)."""
         for i, token in enumerate(ids):
             if token in self.stop_ids:
                 return ids[:i], True
@@ -164,7 +164,7 @@ class Batch:
         token; text does not always read back as the same tokens) and whether it ended with a stop token."""
         results = []
         for index in self.main:
-            ids, finished = self._response(new_tokens[index].tolist())
+            ids, finished = self.until_stop(new_tokens[index].tolist())
             raw = self.model.tokenizer.decode(ids, skip_special_tokens=True)
             results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
                             "token_ids": ids, "finished": finished})

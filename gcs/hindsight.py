@@ -220,11 +220,11 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
                   sampler=noise.select([0] * len(questions)).sampler())
     if batch.runner.row_invariant:
         decoded = batch.decode(tokens_out := batch.complete(stop))
-        replay_ids = batch._response(tokens_out[batch.main[0]].tolist())[0]
+        replay_ids = batch.until_stop(tokens_out[batch.main[0]].tolist())[0]
     else:  # the replay alone, as the posterior's logits were computed; the paraphrases apart
         alone = Batch(batch.rows[:1], model, settings, dict(generate_kwargs), sampler=noise.sampler())
         replay_tokens = alone.complete(stop)
-        replay_ids = alone._response(replay_tokens[0].tolist())[0]
+        replay_ids = alone.until_stop(replay_tokens[0].tolist())[0]
         rest = Batch(batch.rows[1:], model, settings, dict(generate_kwargs),
                      sampler=noise.select([0] * len(paraphrases)).sampler())
         decoded = alone.decode(replay_tokens) + rest.decode(rest.complete(stop))

@@ -164,7 +164,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
     new_tokens = batch.complete(stop)
     token_ids, responses = [], []
     for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens)):
-        ids, _ = batch._response(row)
+        ids, _ = batch.until_stop(row)
         token_ids.append(tuple(ids))
         responses.append(record["response"])
     steps = _mark(recorder.steps, token_ids, {(position, row) for position, row, _ in forced})

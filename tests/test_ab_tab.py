@@ -108,7 +108,7 @@ def test_bad_input_is_named_and_nothing_is_wiped(changes, message):
 
 
 def test_the_endpoint_answers_as_the_tab_and_refuses_as_it(run):
-    answer = last(ab.api_ab(PROMPTS, b_system="Answer in one word.", seeds=2, max_new_tokens=8))
+    answer = last(ab.ab(PROMPTS, b_system="Answer in one word.", seeds=2, max_new_tokens=8))
     rows = pd.DataFrame(answer["rows"])
     library = run["library"]
     assert list(rows["answer_b"]) == list(library["answer_b"]) and list(rows["identical"]) == list(library["identical"])
@@ -116,5 +116,5 @@ def test_the_endpoint_answers_as_the_tab_and_refuses_as_it(run):
     for bad, message in (({"prompts": "builtin:99999999"}, "builtin:N needs a whole number N from 1 to 8"),
                          ({"prompts": PROMPTS, "scores": "length,bogus"}, "unknown score 'bogus'")):
         with pytest.raises(Exception, match=message):
-            last(ab.api_ab(**bad))
+            last(ab.ab(**bad))
     assert limits.LIMITS["ab prompts"].high == 8

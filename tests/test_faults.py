@@ -80,7 +80,7 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_mo
     with failing_forward(app_model, out_of_memory, on_call=3):
         refused_in_ui(compare_ui, "out of memory for this request")
     with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
-        final(compare.api_compare(PARAPHRASES, 1.0, 8, 0))
+        final(compare.compare(PARAPHRASES, 1.0, 8, 0))
     updates = compare_ui()
     assert updates[-1]["status"] == "Done."
 
@@ -99,8 +99,8 @@ def test_model_load_failure_is_a_clear_error(monkeypatch):
     offered = (*deployment.SETTINGS.allowed_models, "no-such-org/no-such-model")
     monkeypatch.setattr(deployment, "SETTINGS", dataclasses.replace(deployment.SETTINGS, allowed_models=offered))
     with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
-        final(compare.api_compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model"))
-    assert final(compare.api_compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr"))["responses"]["gcswr"]
+        final(compare.compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model"))
+    assert final(compare.compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr"))["responses"]["gcswr"]
 
 
 def test_a_model_that_needs_remote_code_is_refused(tmp_path):
@@ -115,7 +115,7 @@ def test_a_model_that_needs_remote_code_is_refused(tmp_path):
     with pytest.raises(ValueError, match="could not load model"):
         gcs.load_model(str(folder))
     with pytest.raises(gr.Error, match="is not offered here"):  # and the app never even tries
-        final(compare.api_compare(PARAPHRASES, 1.0, 8, 0, model=str(folder)))
+        final(compare.compare(PARAPHRASES, 1.0, 8, 0, model=str(folder)))
 
 
 @pytest.mark.parametrize(
@@ -202,13 +202,13 @@ def test_download_folders_are_bounded():
 
 def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch, app_model, caplog):
     """Where vLLM is installed but its engine fails to start, the demo keeps answering, on transformers."""
-    import gcs.vllm
+    import gcs.engines.vllm
 
     def broken(model, **kwargs):
         raise RuntimeError("no engine today")
 
     monkeypatch.setattr(deployment.ENGINE, "name", "vllm")
-    monkeypatch.setattr(gcs.vllm, "engine", broken)
+    monkeypatch.setattr(gcs.engines.vllm, "engine", broken)
     with caplog.at_level(logging.ERROR, logger="gcs.app"):
         deployment.ENGINE.start(app_model)
     assert deployment.ENGINE.name == "transformers" and deployment.ENGINE.for_request(False) == "transformers"

@@ -19,7 +19,7 @@ from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import compare, deployment, hindsight, limits, links, messages, stepthrough  # noqa: E402
+from ui import compare, deployment, highlights, hindsight, limits, links, messages, stepthrough  # noqa: E402
 
 import gcs  # noqa: E402
 
@@ -347,9 +347,9 @@ def test_an_unlikely_winner_s_probability_is_shown_not_rounded_to_zero():
 
 def test_a_line_break_inside_a_response_never_starts_another(app_model):
     responses = ["Leaves fall.\n\nThen snow.", "Leaves fall.\nThen snow comes."]  # "\n\n" is two tokens here
-    for pieces in (compare._pieces(responses),
-                   compare.highlighted(responses, compare.HIGHLIGHTS[0], app_model.tokenizer),
-                   compare.highlighted(responses, compare.HIGHLIGHTS[1], app_model.tokenizer)):
+    for pieces in (highlights.response_pieces(responses),
+                   highlights.highlighted(responses, highlights.HIGHLIGHTS[0], app_model.tokenizer),
+                   highlights.highlighted(responses, highlights.HIGHLIGHTS[1], app_model.tokenizer)):
         with_breaks = [text for text, _ in pieces if "\n" in text]
         assert with_breaks == ["\n\n", "\n\n"], pieces  # only the separators between responses
         shown = "".join(text for text, _ in pieces)

@@ -74,16 +74,11 @@ def _examples() -> list[list[str]]:
     return [["\n".join(g.prompts)] for g in gcs.load_groups("general")[:6]]
 
 
-# The public API: endpoint (and MCP tool) name -> (function, lane). The model lane runs one request at a time.
-ENDPOINTS = {
-    "compare": (compare.api_compare, "model"),
-    "trace": (stepthrough.api_trace, "model"),
-    "hindsight": (hindsight.api_hindsight, "model"),
-    "counterfactual": (hindsight.api_counterfactual, "model"),
-    "sweep": (sweep.api_sweep, "model"),
-    "ab": (ab.api_ab, "model"),
-    "coupling": (coupling.api_coupling, "coupling"),
-}
+# The public API: endpoint name -> (function, lane). An endpoint is named after its function, since Gradio names an
+# MCP tool after its function. The model lane runs one request at a time.
+ENDPOINTS = {function.__name__: (function, lane) for function, lane in (
+    (compare.compare, "model"), (stepthrough.trace, "model"), (hindsight.hindsight, "model"),
+    (hindsight.counterfactual, "model"), (sweep.sweep, "model"), (ab.ab, "model"), (coupling.coupling, "coupling"))}
 
 COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each is small and capped)
 
@@ -102,26 +97,21 @@ def build(queue_size: int = 16) -> gr.Blocks:
                               elem_id="share-link")
         selected = gr.State("compare")
         with gr.Tabs() as tabs:
-            compare_links, compare_run = compare.build(_examples())
-            trace_links, follow_trace_link = stepthrough.build()
-            hindsight_links = hindsight.build(compare_run)
-            sweep_links = sweep.build()
-            ab_links = ab.build()
-            coupling_inputs, coupling_outputs, coupling_links = coupling.build()
+            built = {"compare": compare.build(_examples()), "trace": stepthrough.build()}
+            built["hindsight"] = hindsight.build(built["compare"].shared["compare-run"])
+            built.update(sweep=sweep.build(), ab=ab.build(), coupling=coupling.build())
             with gr.Tab("About", id="about"):
                 gr.Markdown(ABOUT)
         tabs.select(_selected_tab, None, selected, api_visibility="private")
         say_slider_ranges([block for block in demo.blocks.values() if isinstance(block, gr.Slider)])
-        links = Links(tabs, {"compare": compare_links, "trace": trace_links, "hindsight": hindsight_links,
-                             "sweep": sweep_links, "ab": ab_links, "coupling": coupling_links}, selected)
+        links = Links(tabs, {name: tab.links for name, tab in built.items()}, selected)
         load = links.wire(demo, share, link)
-        load.then(coupling.coupling_ui, coupling_inputs, coupling_outputs, api_visibility="private",
-                  concurrency_id="coupling", concurrency_limit=4)
-        follow_trace_link(load, selected)
-        for name, (function, lane) in ENDPOINTS.items():
-            endpoint = strict_json(function)  # NaN and infinities as null: every answer is JSON
-            endpoint.__name__ = name  # the MCP tool's name (Gradio names a tool after its function)
-            gr.api(endpoint, api_name=name, concurrency_id=lane, concurrency_limit=4 if lane == "coupling" else 1)
+        for tab in built.values():
+            if tab.on_load is not None:
+                tab.on_load(load, selected)
+        for name, (function, lane) in ENDPOINTS.items():  # NaN and infinities as null: every answer is JSON
+            gr.api(strict_json(function), api_name=name, concurrency_id=lane,
+                   concurrency_limit=4 if lane == "coupling" else 1)
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
     guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})

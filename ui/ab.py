@@ -10,12 +10,13 @@ import pandas as pd
 
 import gcs
 
-from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
+from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
 from .serving import download_folder, run_cancellable
 from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
 from .zerogpu import gpu
+from .tab import Tab
 
 SOURCES = ("built-in set", "my prompts")
 PRECISIONS = [("the model's default", "default"), ("bfloat16", "bfloat16"), ("float32", "float32")]
@@ -171,7 +172,7 @@ def ab_ui(source, prompts_text, builtin_count, a_system, a_template, a_temperatu
 
 
 @gpu
-def api_ab(
+def ab(
     prompts: str,
     b_system: str = "Answer in one sentence.",
     a_system: str = "",
@@ -251,8 +252,8 @@ def _arm_inputs(name: str, system: str) -> dict:
     return inputs
 
 
-def build() -> dict:
-    """The "A/B" tab, inside the caller's ``gr.Blocks``; returns its inputs by query name."""
+def build() -> Tab:
+    """The "A/B" tab, inside the caller's ``gr.Blocks``: its inputs by query name."""
     with gr.Tab("A/B", id="ab"):
         gr.Markdown("Did the answers change because of **your change**, or by luck? Both arms answer every prompt "
                     "with the same noise for each seed (GCSwR), so a seed's two answers differ only where the "
@@ -309,6 +310,6 @@ def build() -> dict:
         pair.change(pair_view, [state, pair], [diff, where], api_visibility="private", concurrency_id="browse",
                     concurrency_limit=4)
         click_working(why, where, why_ui, [state, pair], [where, race], concurrency_id="model", concurrency_limit=1)
-    return {"source": source, "count": builtin_count, "q": prompts_text, "seeds": seeds, "method": method,
-            "scores": scores, "max_new_tokens": tokens, **{f"a_{k}": v for k, v in a.items()},
-            **{f"b_{k}": v for k, v in b.items()}}
+    return Tab({"source": source, "count": builtin_count, "q": prompts_text, "seeds": seeds, "method": method,
+                "scores": scores, "max_new_tokens": tokens, **{f"a_{k}": v for k, v in a.items()},
+                **{f"b_{k}": v for k, v in b.items()}})

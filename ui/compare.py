@@ -2,7 +2,7 @@
 
 The headline is never one seed: every method answers the paraphrases under each of several seeds, each seed gives
 one paired observation (GCSwR's consistency minus IS's), and the verdict says "within noise" whenever the
-interval of the mean difference holds 0. By default the seeds run in rounds (``gcs.compare_rounds``: 4, 4, then 8):
+interval of the mean difference holds 0. By default the seeds run in rounds (``gcs.compare_rounds``: 4, then 12):
 the first round streams, each round's answers, scores and verdict so far land as it ends, and the run stops once
 every comparison is decided (sequential tests, valid over every look); an undecided run offers "more seeds". A seed
 browser shows one seed's responses, heatmaps and aligned spans at a time.
@@ -10,7 +10,6 @@ browser shows one seed's responses, heatmaps and aligned spans at a time.
 
 from __future__ import annotations
 
-import html
 import json
 from contextlib import closing
 
@@ -20,12 +19,16 @@ import pandas as pd
 import gcs
 
 from .zerogpu import gpu
+from .compare_rounds import one_batch_because, round_updates, round_work, shown_methods, start_rounds
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
 from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
 from .logs import logger
-from .messages import by_name, caption, click_working, failure, one_paragraph, one_paragraph_pieces, user_error
-from .serving import download_folder, run_cancellable
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown, thread_tokenizer
-from .verdict import METRICS, SCORE_COLUMNS, VERDICT_METRICS, excess, round_verdict, score_table, verdict
+from .messages import by_name, caption, click_working, failure, user_error
+from .seed_browser import responses_of, run_state, save_run, seed_view
+from .serving import run_cancellable
+from .tab import Tab
+from .verdict import METRICS, SCORE_COLUMNS, round_verdict, score_table, verdict
 
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on
 # Defaults with power (bench/bench_verdict.py, all 44 built-in groups, 64 tokens, T = 1): with 16 seeds the verdict
@@ -33,9 +36,6 @@ REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembli
 # while a null comparison claimed an effect in 2 % (docs/experiments.md).
 DEFAULT_SEEDS = 16
 DEFAULT_TEMPERATURE = 1.0
-HIGHLIGHTS = ("aligned spans", "words present in every response")
-SPAN_COLORS = ("#ffd54f", "#80deea", "#ef9a9a", "#a5d6a7", "#ce93d8", "#ffab91", "#90caf9", "#e6ee9c")
-SPAN_LABELS = [f"span {i + 1}" for i in range(len(SPAN_COLORS))]
 
 
 def seed_list(seed, seeds) -> list[int]:
@@ -93,169 +93,6 @@ def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
     return work
 
 
-# -- what one seed shows ---------------------------------------------------------------------------
-def _responses(frame: pd.DataFrame, method: str, seed: int) -> list[str]:
-    part = frame[(frame["method"] == method) & (frame["seed"] == seed)].sort_values("prompt_index")
-    return list(part["response"])
-
-
-def _pieces(responses: list[str], marked: list | None = None, names: list[str] | None = None) -> list[tuple[str, str | None]]:
-    """HighlightedText value: numbered (or ``names``d) responses, each one paragraph (a line break inside shows as
-    " ↵ "); ``marked`` (per response, (text, label) pieces) colours them."""
-    value = []
-    for i, response in enumerate(responses):
-        value.append((f"[{names[i] if names else i + 1}] ", "paraphrase"))
-        plain = [(one_paragraph(response.strip()) or "…", None)]
-        value += plain if marked is None else one_paragraph_pieces(marked[i])
-        value.append(("\n\n", None))
-    return value
-
-
-def highlighted(responses: list[str], highlight: str, tokenizer, names: list[str] | None = None):
-    """The responses with the chosen highlight: aligned spans (one colour per span) or the bag-of-words view."""
-    if highlight == HIGHLIGHTS[1]:
-        marked = [[(text, "shared" if shared else None) for text, shared in pieces]
-                  for pieces in gcs.shared_tokens(responses, tokenizer)]
-    else:
-        marked = [[(text, None if span is None else SPAN_LABELS[(span - 1) % len(SPAN_LABELS)]) for text, span in pieces]
-                  for pieces in gcs.aligned_spans(responses, tokenizer)]
-    return _pieces(responses, marked, names)
-
-
-def seed_view(run: dict, seed, highlight: str) -> dict:
-    """The seed browser: that seed's highlighted responses and E5 heatmaps, one per method (nothing before a run)."""
-    if not run:
-        return {}
-    frame, tokenizer = pd.DataFrame(run["frame"]), thread_tokenizer(run["model"])
-    seed = int(seed) if seed is not None else run["seeds"][0]
-    labels = [html.escape(p) for p in run["prompts"]]  # user text shown as text
-    view = {}
-    for method in gcs.METHODS:
-        text, plot = [], None
-        if method in run["methods"]:
-            text = highlighted(_responses(frame, method, seed), highlight, tokenizer)
-            matrix = run["matrices"][f"{method}/{seed}"]
-            score = gcs.scoring.mean_off_diagonal(matrix)
-            plot = gcs.similarity_heatmap(matrix, labels, f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
-                                          zmin=0.5)
-        view[f"responses-{method}"], view[f"heatmap-{method}"] = text, plot
-    return view
-
-
-def _save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
-    folder = download_folder("gcs-run-")
-    gcs.write_csv(frame, folder / "gcs_responses.csv")  # spreadsheet-safe: user text never starts a formula
-    # pandas writes a missing number as null (json.dumps would write bare NaN, which is not JSON)
-    run = {name: json.loads(table.to_json(orient="records", force_ascii=False))
-           for name, table in (("responses", frame), ("scores", report.scores), ("summary", report.summary))}
-    (folder / "gcs_run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False, allow_nan=False))
-    return [str(folder / "gcs_responses.csv"), str(folder / "gcs_run.json")]
-
-
-def run_state(frame, report: gcs.CompareReport, prompts, settings, model) -> dict:
-    """What the seed browser needs to redraw any seed without generating again."""
-    return {"frame": frame.to_dict(orient="list"), "prompts": prompts, "methods": list(settings.methods),
-            "seeds": list(settings.seeds), "model": model.name, "max_new_tokens": settings.max_new_tokens,
-            "matrices": {f"{m}/{s}": report.matrices[(m, s, "e5")] for m in settings.methods for s in settings.seeds}}
-
-
-# -- rounds ----------------------------------------------------------------------------------------
-def one_batch_because(settings: gcs.SamplingSettings, seeds, rounds: bool) -> str | None:
-    """Why a run goes in one batch rather than in rounds, or None when it runs in rounds.
-
-    >>> one_batch_because(gcs.SamplingSettings(methods=["gcswr"]), 16, True)
-    'rounds compare a method with IS'
-    """
-    if not rounds:
-        return "stopping once decided is off"
-    if "is" not in settings.methods or len(settings.methods) < 2:
-        return "rounds compare a method with IS"
-    if settings.ensemble:
-        return "ensembling runs in one batch"
-    if isinstance(seeds, (list, tuple)):
-        return "a list of seeds runs in one batch"
-    if len(settings.seeds) < 2:
-        return "one seed is one batch"
-    return None
-
-
-def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.RoundReport | None = None):
-    """``rounds(on_partial, stop)``: the run's ``gcs.compare_rounds`` (or its continuation with more seeds), testing
-    the verdict's metrics and scoring the table's."""
-    def rounds(on_partial, stop):
-        if resume is not None:
-            return gcs.compare_rounds(prompts, resume=resume, on_partial=on_partial, stop=stop)
-        return gcs.compare_rounds(prompts, methods=settings.methods, max_seeds=len(settings.seeds),
-                                  seed=settings.seeds[0], temperature=settings.temperature, top_p=settings.top_p,
-                                  max_new_tokens=settings.max_new_tokens, metrics=VERDICT_METRICS,
-                                  report_metrics=METRICS, model=model, engine=ENGINE.for_request(False),
-                                  on_partial=on_partial, stop=stop)
-    return rounds
-
-
-def round_work(rounds, model, progress: dict):
-    """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
-    (``progress["frame"]``, ``progress["tokens"]``), each round's report as it lands (``progress["round"]``) and the
-    first answers' excess surprise (``progress["surprise"]``, computed in this thread: the model is busy in it)."""
-
-    def work(stop):
-        def partial(frame):
-            progress["tokens"] += 1
-            progress["frame"] = frame
-
-        for report in rounds(partial, stop):
-            if progress.get("surprise") is None:
-                progress["surprise"] = excess(report.frame, report.seeds, model)
-            progress["round"] = report
-        return progress["round"]
-
-    return work
-
-
-def shown_methods(settings: gcs.SamplingSettings) -> dict:
-    """The method columns (responses and heatmaps) as updates: only the run's methods are shown."""
-    return {f"{column}-{m}": gr.update(visible=m in settings.methods)
-            for column in ("column", "plot-column") for m in gcs.METHODS}
-
-
-def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highlight: str, surprise=None):
-    """The page's updates for a run in rounds: the first round's first seed as it streams, then after each round its
-    answers in the seed browser, the scores and the verdict so far; the final one adds the stopping reason, the
-    downloads and, for an undecided run, "more seeds". ``surprise``: a continued run's excess surprise (its first
-    answers', already computed)."""
-    starting = "Round 1: generating…" if surprise is None else "Generating more seeds…"
-    visible = shown_methods(settings)
-    first = settings.seeds[0]
-    progress = {"tokens": 0, "frame": None, "round": None, "surprise": surprise}
-    shown = {"round": None}
-
-    def landed(run: gcs.RoundReport) -> dict:
-        state = {**run_state(run.frame, run.report, prompts, run.settings, model),
-                 "resume": run if run.more_seeds else None, "surprise": progress["surprise"]}
-        update = {"verdict": round_verdict(run, progress["surprise"]), "scores": score_table(run.report),
-                  "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, "e5"), "run-state": state,
-                  "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
-        if shown["round"] is None:  # the first round to land: the browser shows its first seed
-            update.update(seed_view(state, first, highlight))
-            update["seed-shown"] = gr.update(choices=run.seeds, value=first, visible=len(run.seeds) > 1)
-        shown["round"] = run
-        return update
-
-    def so_far() -> dict:
-        run, frame = progress["round"], progress["frame"]
-        if run is None:  # the first round streams its first seed into the method columns
-            streamed = {} if frame is None else \
-                {f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS}
-            return {**visible, **streamed, "status": starting if frame is None else
-                    f"Round 1: generating… {progress['tokens']} tokens; showing seed {first}"}
-        status = f"Round {run.look + 1}: {len(run.seeds)} seeds scored; the next round is generating…"
-        return {"status": status} if run is shown["round"] else {**landed(run), "status": status}
-
-    run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
-    final = landed(run) if run is not shown["round"] else {}  # unless the last beat showed it
-    yield {**visible, **final, "downloads": _save_run(run.frame, run.report),
-           "more-seeds": gr.update(visible=run.more_seeds),
-           "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
 
 
 @gpu
@@ -282,7 +119,7 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
         def so_far() -> dict:  # each half-second beat shows the first seed's responses as they grow
             frame, tokens = progress["frame"], progress["tokens"]
             shown = {} if frame is None else \
-                {f"responses-{m}": _pieces(_responses(frame, m, first)) for m in gcs.METHODS}
+                {f"responses-{m}": response_pieces(responses_of(frame, m, first)) for m in gcs.METHODS}
             return {**visible, **shown, "status": f"Generating {rows} responses ({len(settings.methods)} methods × "
                                                   f"{len(settings.seeds)} seeds × {len(prompts)} paraphrases)… "
                                                   f"{tokens} tokens; showing seed {first}"}
@@ -292,7 +129,7 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
         state = run_state(frame, report, prompts, settings, model)
         yield {**visible, **seed_view(state, first, highlight), "verdict": verdict(report, frame, settings, model),
                "paired": gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None,
-               "scores": score_table(report), "downloads": _save_run(frame, report),
+               "scores": score_table(report), "downloads": save_run(frame, report),
                "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
                "run-state": state, "more-seeds": gr.update(visible=False), "status": "Done."}
     except Exception as error:
@@ -318,7 +155,7 @@ def compare_more(state, highlight=HIGHLIGHTS[0]):
 
 
 @gpu
-def api_compare(
+def compare(
     paraphrases: str,
     temperature: float = DEFAULT_TEMPERATURE,
     max_new_tokens: int = 64,
@@ -379,10 +216,10 @@ def api_compare(
         raise user_error(error) from error
     by_method = report.table.set_index("method")
     per_seed = report.per_seed.copy()
-    per_seed["responses"] = [_responses(frame, m, s) for m, s in zip(per_seed["method"], per_seed["seed"])]
+    per_seed["responses"] = [responses_of(frame, m, s) for m, s in zip(per_seed["method"], per_seed["seed"])]
     yield {
         "paraphrases": prompts,
-        "responses": {m: _responses(frame, m, settings.seeds[0]) for m in settings.methods},
+        "responses": {m: responses_of(frame, m, settings.seeds[0]) for m in settings.methods},
         "scores": {m: {metric: float(by_method.loc[m, metric]) for metric in METRICS} for m in settings.methods},
         "per_seed": json.loads(per_seed.to_json(orient="records")),
         "summary": json.loads(report.summary.to_json(orient="records")),
@@ -394,9 +231,9 @@ def api_compare(
     }
 
 
-def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
-    """The "Side by side" tab, inside the caller's ``gr.Blocks``; returns its inputs by query-parameter name and
-    the state holding its last run (the hindsight tab takes a response from it)."""
+def build(examples: list[list[str]]) -> Tab:
+    """The "Side by side" tab, inside the caller's ``gr.Blocks``: its inputs by query-parameter name, and the state
+    holding its last run (``shared["compare-run"]``: the hindsight tab takes a response from it)."""
     with gr.Tab("Side by side", id="compare"):
         with gr.Row():
             with gr.Column(scale=3):
@@ -473,4 +310,4 @@ def build(examples: list[list[str]]) -> tuple[dict, gr.State]:
     links = {"q": paraphrases, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
              "seed": seed, "seeds": seeds, "methods": methods, "model": model, "highlight": highlight,
              "rounds": rounds}
-    return links, state
+    return Tab(links, shared={"compare-run": state})

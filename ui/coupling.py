@@ -9,6 +9,7 @@ import gcs
 
 from .limits import check, LIMITS, parse_numbers
 from .messages import caption, click_working, failed, user_error
+from .tab import Tab
 
 
 def explore(p_text, q_text, max_epsilon, trials, steps, seed):
@@ -70,7 +71,7 @@ def coupling_ui(p_text, q_text, max_epsilon, trials, steps, seed):
         return failed(error, len(OUTPUTS))
 
 
-def api_coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: float = 3.0, trials: int = 4000,
+def coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: float = 3.0, trials: int = 4000,
                  steps: int = 5000, seed: int = 0) -> dict:
     """Theorem 1 made visible: the probability that Gumbel-max draws from p and q agree (the bound, independent
     sampling and a Monte Carlo of shared noise) as q moves away from p, and a chi-square check that GCSwR's recycled
@@ -94,9 +95,8 @@ def api_coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: floa
             "recycling_chi_square_p": p_value}
 
 
-def build() -> tuple[list, list, dict]:
-    """The "Coupling explorer" tab; returns its inputs and outputs (the page load fills them once) and its inputs
-    by query-parameter name."""
+def build() -> Tab:
+    """The "Coupling explorer" tab: its inputs by query-parameter name; on load, the page fills its plots once."""
     with gr.Tab("Coupling explorer", id="coupling"):
         gr.Markdown("Two categorical distributions p and q — think of two paraphrases' next-token distributions. "
                     "How often do one draw from each agree?")
@@ -128,4 +128,9 @@ def build() -> tuple[list, list, dict]:
         click_working(run, status, coupling_ui, inputs, outputs, concurrency_id="coupling", concurrency_limit=4)
     links = {"p": p_text, "q_dist": q_text, "max_epsilon": max_epsilon, "trials": trials, "steps": steps,
              "seed": seed}
-    return inputs, outputs, links
+
+    def fill_on_load(load, selected: gr.State) -> None:
+        load.then(coupling_ui, inputs, outputs, api_visibility="private", concurrency_id="coupling",
+                  concurrency_limit=4)
+
+    return Tab(links, on_load=fill_on_load)

