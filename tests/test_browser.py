@@ -373,15 +373,19 @@ def test_ab_tab_runs_both_arms_under_one_noise(page, app_url, screenshots):
 
 @pytest.mark.parametrize("hostile", ["[x](https://evil.example/a) ![](https://evil.example/t.png)",
                                      "<https://evil.example/auto> **b** `c` $$x$$"])
-def test_markdown_in_an_error_shows_as_text(page, hostile):
+def test_markdown_in_an_error_shows_as_text(page, app_url, hostile):
     """The status line is Markdown: Markdown quoted from user input in an error shows as typed there (it used to
     render: a live link, an image fetched from someone else's host, bold, code, math)."""
     requested = []
     page.on("request", lambda request: requested.append(request.url))
+    # a fresh page, and its own load's run of the explorer done first: Gradio drops a click on Run while that run
+    # is pending, and this test would then wait for a refusal that never comes
+    page.goto(app_url)
     page.get_by_role("tab", name="Coupling explorer").click()
+    status = page.locator("#coupling-status")
+    expect(status).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)
     page.get_by_label("p (weights; normalised for you)").fill(hostile)
     page.locator("#run-coupling").click()
-    status = page.locator("#coupling-status")
     # this run's own refusal (an earlier test's may still be showing), its input as typed
     expect(status).to_contain_text(f"p must be numbers separated by commas, got '{hostile}'", timeout=TIMEOUT_MS)
     # the status is rendered (its own "Failed:" in bold; on a loaded machine the text can show before the markup)

@@ -183,7 +183,7 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
         tokens = run_batch(batch)
     forced = []
     for i, row in enumerate(rows):
-        response, finished = batch._response(tokens[i].tolist())
+        response, finished = batch.until_stop(tokens[i].tolist())
         forced.append((row.prompt, response, finished))
     ours_all = forced_rows(forced, model, settings)
     decided = 0
