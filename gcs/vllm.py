@@ -106,7 +106,11 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
             groups[(pick.request.args.method, pick.request.args.warping)].append(pick)
     vocab, device = logits.shape[1], logits.device
     for (method, warping), members in groups.items():
-        rows = torch.tensor([m.row for m in members], device=device)
+        first = members[0].row
+        consecutive = [m.row for m in members] == list(range(first, first + len(members)))
+        # consecutive rows (V1's batch when one setting fills it) as a view: no gather, no scatter
+        rows = slice(first, first + len(members)) if consecutive else \
+            torch.tensor([m.row for m in members], device=device)
         warped = make_warpers(*warping)(None, logits[rows].float())
         sampler = make_sampler(method, seed=[m.request.args.seed for m in members],
                                streams=[m.request.stream or 0 for m in members])
@@ -120,8 +124,11 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
         tokens = sampler.sample(warped)
         if method == "gcswr":
             slots.drew(taken, tokens.tolist(), (sampler.residual, sampler.draws), state_rows)
-        logits.index_fill_(0, rows, -math.inf)
-        logits[rows, tokens] = 0.0
+        if consecutive:
+            logits[rows].fill_(-math.inf).scatter_(1, tokens[:, None].to(device), 0.0)
+        else:
+            logits.index_fill_(0, rows, -math.inf)
+            logits[rows, tokens.to(device)] = 0.0
     return logits
 
 
