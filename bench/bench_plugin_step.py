@@ -25,20 +25,25 @@ from vllm.v1.sample.logits_processor import BatchUpdate  # noqa: E402
 
 from gcs.processor import make_warpers  # noqa: E402
 from gcs.samplers import make_sampler  # noqa: E402
-from gcs.vllm import GumbelSamplingProcessor, sampling_params  # noqa: E402
+from gcs.vllm import GumbelSamplingProcessor, sampling_params, token_stream  # noqa: E402
 
 CONFIG = SimpleNamespace(speculative_config=None)
 
 
+def prompt(row: int) -> list[int]:
+    return [1, 2, row]
+
+
 def plugin_steps(rows: int, vocab: int, steps: int, method: str):
-    """A function that runs ``steps`` engine steps of ``rows`` requests through a fresh V1 processor."""
+    """A function that runs ``steps`` engine steps of ``rows`` requests through a fresh V1 processor; it returns each
+    request's tokens."""
     generator = torch.Generator().manual_seed(0)
     logits = [torch.randn(rows, vocab, generator=generator) for _ in range(steps)]
 
     def run():
         processor = GumbelSamplingProcessor(CONFIG, torch.device("cpu"), False)
         outputs = [[] for _ in range(rows)]
-        added = [(i, sampling_params(method, seed=i % 4, temperature=1.0), [1, 2, i], outputs[i]) for i in range(rows)]
+        added = [(i, sampling_params(method, seed=i % 4, temperature=1.0), prompt(i), outputs[i]) for i in range(rows)]
         processor.update_state(BatchUpdate(batch_size=rows, removed=[], added=added, moved=[]))
         for step in range(steps):
             if step:
@@ -52,14 +57,17 @@ def plugin_steps(rows: int, vocab: int, steps: int, method: str):
 
 
 def floor_steps(rows: int, vocab: int, steps: int, method: str):
-    """The same draws by gcs's sampler alone: one warp and one draw per step, state in one tensor."""
+    """The same draws by gcs's sampler alone: one warp and one draw per step, state in one tensor; it returns each
+    row's tokens (IS rows on the streams the plugin gives them: a hash of their prompt's token ids)."""
     generator = torch.Generator().manual_seed(0)
     logits = [torch.randn(rows, vocab, generator=generator) for _ in range(steps)]
     warp = make_warpers(1.0, None, None)
 
     def run():
-        sampler = make_sampler(method, seed=[i % 4 for i in range(rows)], streams=list(range(rows)))
-        return [sampler.sample(warp(None, logits[step].clone())).tolist() for step in range(steps)]
+        sampler = make_sampler(method, seed=[i % 4 for i in range(rows)],
+                               streams=[token_stream(prompt(i)) for i in range(rows)])
+        by_step = [sampler.sample(warp(None, logits[step].clone())).tolist() for step in range(steps)]
+        return [list(tokens) for tokens in zip(*by_step)]
 
     return run
 
@@ -77,11 +85,13 @@ def main(argv: list[str] | None = None) -> int:
     for rows in (int(r) for r in args.rows.split(",")):
         contenders = {"plugin": plugin_steps(rows, args.vocab, args.steps, args.method),
                       "floor": floor_steps(rows, args.vocab, args.steps, args.method)}
+        same = contenders["plugin"]() == contenders["floor"]()
         best = best_in_turns(contenders, args.rounds)
         per_step = {name: 1000 * seconds / args.steps for name, seconds in best.items()}
         print(f"{rows:4d} rows: plugin {per_step['plugin']:7.1f} ms/step, floor {per_step['floor']:7.1f} ms/step, "
               f"plugin/floor {per_step['plugin'] / per_step['floor']:.2f}x, "
-              f"overhead {per_step['plugin'] - per_step['floor']:6.1f} ms/step")
+              f"overhead {per_step['plugin'] - per_step['floor']:6.1f} ms/step; "
+              f"the plugin's tokens = the sampler's: {'yes' if same else 'NO'}")
     return 0
 
 

@@ -114,6 +114,15 @@ def test_compare_profile_on_the_vllm_engine(run_bench):
     assert "one warm /compare on vllm" in output
 
 
+@pytest.mark.parametrize("method", ["is", "gcswr"])
+def test_the_plugin_step_benchmark_prints_its_cost_and_the_same_tokens(run_bench, method):
+    code, out, _ = run_bench("bench_plugin_step.py", *f"--rows 3,5 --vocab 64 --steps 4 --rounds 1 --method {method}".split())
+    assert code == 0
+    for rows in (3, 5):
+        assert re.search(rf" {rows} rows: plugin +\d+\.\d ms/step, floor +\d+\.\d ms/step, plugin/floor \d+\.\d\dx, "
+                         r"overhead +-?\d+\.\d ms/step; the plugin's tokens = the sampler's: yes", out), out
+
+
 def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench):
     code, out, _ = run_bench("bench_invariance.py", *"--tokens 3 --rounds 1 --seeds 1 --dtypes float32".split())
     assert code == 0

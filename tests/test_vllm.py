@@ -49,7 +49,8 @@ def observe():
 
         def sample(self, warped):
             tokens = self.sampler.sample(warped)
-            records.extend(zip([self.method] * len(self.seeds), self.seeds, self.indices, warped.cpu(), tokens.tolist()))
+            records.extend(zip([self.method] * len(self.seeds), self.seeds, self.indices, warped.clone().cpu(),
+                               tokens.tolist()))  # a copy: the plugin then overwrites a view of its logits
             return tokens
 
         def __getattr__(self, name):  # the sampler's state (GCSwR's residual and draws)
