@@ -24,7 +24,7 @@ from transformers import LogitsProcessorList
 
 from .checks import check_engine
 from .engines import runner_for
-from .engines.steps import padded
+from .engines.padding import padded
 from .models import Model
 from .noise import stream_id
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor

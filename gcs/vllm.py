@@ -26,10 +26,11 @@ paraphrases of different lengths stay coupled. The processor applies the request
 ``gcs.GumbelLogitsProcessor``, draws the token with the same ``gcs`` samplers, and returns
 ``-inf`` everywhere but that token, so vLLM's sampler can only emit it (vLLM's own
 temperature and truncation leave a one-hot row unchanged). Temperature 0 is greedy: the
-row is left to vLLM's argmax. GCSwR state (residual noise and draw counts) is kept in its
-request's batch slot in persistent tensors (``gcs.vllm_slots``), moved with the request, and
-taken along by a preempted request, so it survives row moves, slot reuse and preemption; a draw
-that vLLM discards (a chunked-prefill step) is redone from the state before it.
+row is left to vLLM's argmax. GCSwR state (residual noise and draw counts) is kept in rows of
+persistent tensors (``gcs.vllm_slots``) mapped from the requests' batch slots: the mapping
+follows row moves, a preempted request takes a copy of its rows along and brings it back in
+whatever slot it resumes, and a draw that vLLM discards (a chunked-prefill step) is redone from
+the state before it.
 
 Refused with ``ValueError`` (HTTP 400 on the server) before any work: unknown ``gcs_*``
 keys or bad values, and parameters that would change the distribution after gcs has
@@ -53,7 +54,7 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
-from .engines.vllm_options import PLUGIN, plugin_registered
+from .vllm_options import PLUGIN, plugin_registered
 from .processor import make_warpers
 from .samplers import make_sampler
 from .vllm_slots import SlotStates
@@ -69,8 +70,6 @@ from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: s
     sampling_params,
     token_stream,
 )
-
-ENTRY_POINT = PLUGIN  # what pyproject.toml registers under vLLM's "vllm.logits_processors"
 
 
 class _GcsRequests:
@@ -237,12 +236,12 @@ def _refuse_a_second_registration(vllm_config) -> None:
     """vLLM loads the installed entry point and ``--logits-processors`` / ``LLM(logits_processors=)`` side by side,
     without removing twins: two gcs processors would each draw a token (twice the work, the second draw wins)."""
     named = getattr(getattr(vllm_config, "model_config", None), "logits_processors", None) or ()
-    ours = [item for item in named if item in (ENTRY_POINT, ENTRY_POINT.replace(":", "."))
+    ours = [item for item in named if item in (PLUGIN, PLUGIN.replace(":", "."))
             or (isinstance(item, type) and issubclass(item, (GumbelSamplingProcessor, GumbelSamplingV1,
                                                              GumbelSamplingV2)))]
     if len(ours) > 1 or (ours and plugin_registered()):
         raise ValueError(f"gcs's logits processor is registered twice in this engine: gcs is installed, so vLLM "
-                         f"loads it from its entry point already; drop --logits-processors {ENTRY_POINT} "
+                         f"loads it from its entry point already; drop --logits-processors {PLUGIN} "
                          "(or logits_processors=[...] in LLM(...))")
 
 

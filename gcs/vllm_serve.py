@@ -31,7 +31,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .engines.vllm_options import CPU_DEFAULTS, PLUGIN, plugin_registered
+from .asgi import read_messages, replaying
+from .vllm_options import CPU_DEFAULTS, PLUGIN, plugin_registered
 
 ENTRY = "vllm.entrypoints.openai.api_server"
 MIDDLEWARE = "gcs.vllm_serve.StrictGcsArgs"
@@ -77,32 +78,6 @@ def vllm_serve_command(model: str | None = None, host: str = "127.0.0.1", port: 
         if not _named(extra, option) and not (option == "--enforce-eager" and _named(extra, "--no-enforce-eager")):
             command += [option] if value is True else [option, str(value)]
     return command + ["--middleware", MIDDLEWARE] + extra  # (--middleware adds up: the caller's run too)
-
-
-# -- ASGI helpers (also the app's: ui.serving) ------------------------------------------------------------
-async def read_messages(receive, max_bytes: float = float("inf")) -> list[dict] | None:
-    """An HTTP request's messages up to the end of its body; None once the body passes ``max_bytes``."""
-    messages, size = [], 0
-    while True:
-        message = await receive()
-        messages.append(message)
-        if message["type"] != "http.request":
-            return messages
-        size += len(message.get("body", b""))
-        if size > max_bytes:
-            return None
-        if not message.get("more_body", False):
-            return messages
-
-
-def replaying(messages: list[dict], receive):
-    """A ``receive`` that hands on ``messages`` (already read), then whatever comes next."""
-    pending = iter(messages)
-
-    async def replay():
-        return next(pending, None) or await receive()
-
-    return replay
 
 
 def boolean_gcs_args(payload) -> list[str]:

@@ -1,23 +1,28 @@
-"""GCSwR's state for the requests of a vLLM batch: a row per batch slot in persistent tensors, updated in place.
+"""GCSwR's state for the requests of a vLLM batch: rows of persistent tensors, updated in place.
 
 vLLM's own processors keep per-slot tensors and update their rows as requests come, go and move; the plugin does
-the same with GCSwR's residual noise and draw counts. A step then hands the sampler its rows as one view (or one
-gather, where other methods' rows sit between them) and clones nothing per request. A request that leaves the
-batch unfinished (preempted) takes its rows with it (``RequestState.parked``) and brings them back when it returns.
+the same with GCSwR's residual noise and draw counts. Each batch slot (V1: the row in the persistent batch; Model
+Runner V2: the request slot) that holds a GCSwR request maps to a row of the tensors, taken lowest first from the
+rows free, so the tensors hold as many rows as GCSwR requests ran at once (at most twice that, as they grow), not as
+many as the engine has slots. A move in the batch moves the mapping, not the rows. A step hands the sampler its
+rows as one view where they are consecutive (one gather otherwise). A request that leaves the batch unfinished
+(preempted) takes a copy of its rows along (``RequestState.parked``) and brings it back when it returns, in whatever
+slot it returns to.
 
-Each slot remembers the output index its last draw was for and the token it chose. vLLM may discard a draw (a row
-still in chunked prefill samples a token nobody keeps) and ask for that index again, so the state before the
-last draw is kept as well (``before``: one copy of the drawn rows per step).
+Each row remembers the output index of its last draw and the token that draw chose. vLLM may discard a draw (a row
+still in chunked prefill samples a token nobody keeps) and ask for that index again, so the state before the last
+draw is kept as well (``before``: one copy of the drawn rows per step).
 
 >>> slots = SlotStates()
->>> slots.enter(0, RequestState(RequestArgs("gcswr", 7, None, 1.0, None, None)))
->>> state, rows = slots.take([(0, 0, None)], vocab=4, device="cpu")
->>> state[0].shape, rows  # one row of residual noise, a view (no gather)
-(torch.Size([1, 4]), None)
+>>> slots.enter(5, RequestState(RequestArgs("gcswr", 7, None, 1.0, None, None)))
+>>> state, rows = slots.take([(5, 0, None)], vocab=4, device="cpu")
+>>> state[0].shape, rows, slots.row_of  # slot 5's state is row 0, drawn through a view (no gather)
+(torch.Size([1, 4]), None, {5: 0})
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,8 +39,7 @@ _NAMES = ("residual", "draws", "before_residual", "before_draws")
 
 @dataclass
 class SlotInfo:
-    """The request in a slot, the output index of its row's last draw (None: the row holds no state yet) and the
-    token that draw chose."""
+    """The request in a slot, the output index of its last draw (None: no state yet) and the token it chose."""
 
     request: RequestState
     drawn: int | None = None
@@ -43,84 +47,101 @@ class SlotInfo:
 
 
 class SlotStates:
-    """GCSwR state by batch slot: ``residual`` [slots, vocab] float32 and ``draws`` [slots, vocab] int32 (the state
-    each row draws its next index from), and the same before each row's last draw. Grows as slots appear."""
+    """GCSwR state of the requests in a batch: ``residual`` [rows, vocab] float32 and ``draws`` [rows, vocab] int32
+    (the state each request draws its next index from), the same before each one's last draw, and which row each
+    slot's request uses (``row_of``)."""
 
     def __init__(self):
         self.info: dict[int, SlotInfo] = {}
+        self.row_of: dict[int, int] = {}
+        self._free: list[int] = []  # a heap of the rows no slot uses
         self.residual = self.draws = self.before_residual = self.before_draws = None
 
-    def _room(self, slot: int, vocab: int, device) -> None:
-        """Tensors with a row for ``slot`` (and every slot before it) of width ``vocab``."""
-        rows = 0 if self.residual is None else self.residual.shape[0]
+    def _new_row(self, vocab: int, device) -> int:
+        """The lowest free row, the tensors grown (doubled) when none is free."""
         if self.residual is not None and self.residual.shape[1] != vocab:
             raise ValueError(f"logits changed width from {self.residual.shape[1]} to {vocab} between steps")
-        if slot < rows:
-            return
-        grown = max(slot + 1, 2 * rows, 8)
-        for name in _NAMES:
-            old = getattr(self, name)
-            dtype = torch.float32 if name.endswith("residual") else torch.int32
-            new = torch.zeros(grown, vocab, dtype=dtype, device=device if old is None else old.device)
-            if old is not None:
-                new[:rows] = old
-            setattr(self, name, new)
+        if not self._free:
+            rows = 0 if self.residual is None else self.residual.shape[0]
+            grown = max(2 * rows, 8)
+            for name in _NAMES:
+                old = getattr(self, name)
+                dtype = torch.float32 if name.endswith("residual") else torch.int32
+                new = torch.zeros(grown, vocab, dtype=dtype, device=device if old is None else old.device)
+                if old is not None:
+                    new[:rows] = old
+                setattr(self, name, new)
+            for row in range(rows, grown):
+                heapq.heappush(self._free, row)
+        return heapq.heappop(self._free)
+
+    def _release(self, slot: int) -> None:
+        row = self.row_of.pop(slot, None)
+        if row is not None:
+            heapq.heappush(self._free, row)
 
     # -- vLLM's batch updates --------------------------------------------------------------------
     def enter(self, slot: int, request: RequestState) -> None:
         """``request`` takes ``slot``; a request coming back (it was preempted) brings its rows."""
+        for other, info in list(self.info.items()):
+            if info.request is request and other != slot:  # Model Runner V2 re-adds a preempted request in any
+                self.leave(other)  # free slot and never says its old one was freed: its rows come along from there
         self.leave(slot)
-        info = SlotInfo(request)
+        info = self.info[slot] = SlotInfo(request)
         if request.parked is not None:
-            rows, info.drawn, info.token = request.parked
+            saved, info.drawn, info.token = request.parked
             request.parked = None
-            self._room(slot, rows[0].shape[0], rows[0].device)
-            for name, row in zip(_NAMES, rows):
-                getattr(self, name)[slot] = row
-        self.info[slot] = info
+            row = self.row_of[slot] = self._new_row(saved[0].shape[0], saved[0].device)
+            for name, values in zip(_NAMES, saved):
+                getattr(self, name)[row] = values
 
     def leave(self, slot: int) -> None:
-        """``slot``'s request leaves the batch (finished or preempted: vLLM does not say): it keeps its rows."""
+        """``slot``'s request leaves the batch (finished or preempted: vLLM does not say); it keeps a copy of its
+        rows, and the slot's row is free again."""
         info = self.info.pop(slot, None)
-        if info is not None and info.drawn is not None:
-            info.request.parked = (tuple(getattr(self, name)[slot].clone() for name in _NAMES), info.drawn, info.token)
+        row = self.row_of.get(slot)
+        if info is not None and info.drawn is not None and row is not None:
+            info.request.parked = (tuple(getattr(self, name)[row].clone() for name in _NAMES), info.drawn, info.token)
+        self._release(slot)
 
     def move(self, source: int, target: int, swap: bool) -> None:
-        """A request moves from ``source`` to ``target`` (an empty slot), or two swap places."""
+        """A request moves from ``source`` to ``target`` (an empty slot), or two swap places: the mapping moves,
+        not the rows."""
         moving, other = self.info.pop(source, None), self.info.pop(target, None)
-        if self.residual is not None:
-            self._room(max(source, target), self.residual.shape[1], self.residual.device)
-            for name in _NAMES:
-                tensor = getattr(self, name)
-                if swap:
-                    tensor[[source, target]] = tensor[[target, source]]
-                else:
-                    tensor[target] = tensor[source]
+        source_row, target_row = self.row_of.pop(source, None), self.row_of.pop(target, None)
         if moving is not None:
             self.info[target] = moving
-        if swap and other is not None:
-            self.info[source] = other
+        if source_row is not None:
+            self.row_of[target] = source_row
+        if swap:
+            if other is not None:
+                self.info[source] = other
+            if target_row is not None:
+                self.row_of[source] = target_row
+        elif target_row is not None:  # a move onto an occupied slot drops its occupant (vLLM moves into holes)
+            heapq.heappush(self._free, target_row)
 
     # -- a step ---------------------------------------------------------------------------------
     def take(self, picks: Sequence[tuple[int, int, int | None]], vocab: int, device):
-        """The state the ``picks`` draw from, as ``(residual, draws)`` [picks, vocab], and the slots they came from
-        (None when the state is a view of consecutive slots, updated in place). A pick is ``(slot, output index,
+        """The state the ``picks`` draw from, as ``(residual, draws)`` [picks, vocab], and the rows they came from
+        (None when the state is a view of consecutive rows, updated in place). A pick is ``(slot, output index,
         the request's last output token or None)``.
 
-        A row draws from the state its last draw left when vLLM asks for the next index and kept that draw's token;
-        from the state before it when vLLM asks for the same index again (it discarded that draw); else from the
-        seed's initial noise: the start, or a lost state past it.
+        A request draws from the state its last draw left when vLLM asks for the next index and kept that draw's
+        token; from the state before it when vLLM asks for the same index again (it discarded that draw); else
+        from the seed's initial noise: the start, or a lost state past it.
         """
-        slots = [slot for slot, _, _ in picks]
-        self._room(max(slots), vocab, device)
         again, fresh = [], []
         for slot, index, last_token in picks:
             info = self.info[slot]
+            if slot not in self.row_of:
+                self.row_of[slot] = self._new_row(vocab, device)
+                info.drawn = None  # a new row holds no state
             if info.drawn is not None and index == info.drawn + 1 and (last_token is None or last_token < 0
                                                                       or last_token == info.token):
                 continue
             if info.drawn is not None and index == info.drawn:
-                again.append(slot)
+                again.append(self.row_of[slot])
             else:
                 if index > 0:
                     # Exact still (given the history, residuals are iid Exp(1) like fresh noise), but this request
@@ -132,15 +153,16 @@ class SlotStates:
             rows = torch.tensor(again, device=self.residual.device)
             self.residual[rows], self.draws[rows] = self.before_residual[rows], self.before_draws[rows]
         for slot in fresh:
-            self.residual[slot], self.draws[slot] = RecyclingGumbelSampler.initial_state(
+            self.residual[self.row_of[slot]], self.draws[self.row_of[slot]] = RecyclingGumbelSampler.initial_state(
                 self.info[slot].request.args.seed, vocab, self.residual.device)
-        first = slots[0]
-        if slots == list(range(first, first + len(slots))):  # consecutive slots: views, no gather
-            end = first + len(slots)
+        rows = [self.row_of[slot] for slot, _, _ in picks]
+        first = rows[0]
+        if rows == list(range(first, first + len(rows))):  # consecutive rows: views, no gather
+            end = first + len(rows)
             self.before_residual[first:end] = self.residual[first:end]
             self.before_draws[first:end] = self.draws[first:end]
             return (self.residual[first:end], self.draws[first:end]), None
-        rows = torch.tensor(slots, device=self.residual.device)
+        rows = torch.tensor(rows, device=self.residual.device)
         state = (self.residual.index_select(0, rows), self.draws.index_select(0, rows))
         self.before_residual[rows], self.before_draws[rows] = state
         return state, rows
@@ -151,7 +173,7 @@ class SlotStates:
         if rows is not None:
             self.residual[rows], self.draws[rows] = state
         else:
-            first = picks[0][0]
+            first = self.row_of[picks[0][0]]
             for name, value in zip(("residual", "draws"), state):
                 target = getattr(self, name)[first : first + len(picks)]
                 if target.data_ptr() != value.data_ptr():  # a sampler that did not update in place

@@ -6,8 +6,9 @@
 Tokens are per machine (bf16 kernels differ between CPUs), so a file is only compared on the machine that wrote it.
 The runs cover every path a seed's tokens go through: the three methods in one batch and in rounds, truncation,
 ensembling, hindsight, a counterfactual edit, the race (trace), A/B under shared luck and, with ``--vllm``, the plugin
-inside vLLM. ``tests/test_fixed_runs.py`` runs the set in two fresh processes and in one batch against its rows run
-apart.
+inside vLLM. ``tests/test_generation.py`` runs the set in its own process and in a fresh one with other hash seeds,
+and checks that the rounds run's seeds are the one-batch run's rows. To compare with an older commit, run this
+script there with that commit's package first on the path (``PYTHONPATH=/tmp/old``; docs/testing.md).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from gcs.samplers import make_sampler
 from gcs.settings import SamplingSettings
 import gcs.vllm
 from gcs.engines.vllm import VLLMRunner, engine
-from gcs.engines.vllm_options import CPU_MAX_NUM_SEQS, plugin_registered
+from gcs.vllm_options import CPU_MAX_NUM_SEQS, plugin_registered
 from gcs.vllm import sampling_params
 
 pytestmark = pytest.mark.slow  # a real vLLM engine

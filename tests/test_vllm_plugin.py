@@ -9,6 +9,7 @@ the tokens it gets alone, which are the tokens gcs's own samplers draw.
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 from collections import Counter
 from types import SimpleNamespace
@@ -220,25 +221,35 @@ class FakeTensor:
         self.np = array
 
 
-def run_v2(requests, capacity, partial_prefill=True, seed=0):
-    """Drive a GumbelSamplingV2 like Model Runner V2: free-list slots, rows reordered every step."""
+def run_v2(requests, capacity, partial_prefill=True, seed=0, preempt=False):
+    """Drive a GumbelSamplingV2 like Model Runner V2: free-list slots (``list(range(capacity))``, taken from the end,
+    as vLLM's ``free_indices``), rows reordered every step, never a word about finished or preempted requests. With
+    ``preempt``, one running request is preempted once and resumes in another free slot (its prefill recomputed)."""
     rng = random.Random(seed)
     max_len = 64
     req_states = SimpleNamespace(prompt_len=FakeTensor(np.zeros(capacity, np.int32)),
                                  prefill_len=FakeTensor(np.zeros(capacity, np.int32)),
                                  all_token_ids=SimpleNamespace(gpu=torch.zeros(capacity, max_len, dtype=torch.int32)))
     processor = GumbelSamplingProcessor(CONFIG, req_states)
-    free, running, waiting = list(range(capacity))[::-1], {}, list(requests)
-    chunks = {}
+    free, running, waiting = list(range(capacity)), {}, list(requests)
+    chunks, preempted, resumed_in = {}, None, None
     while waiting or running:
         for slot, r in list(running.items()):
             if r.done:
                 del running[slot]
                 free.append(slot)
+        if preempt and preempted is None and free and any(r.output and not r.done for r in running.values()):
+            slot = next(s for s, r in running.items() if r.output and not r.done)
+            preempted = (running.pop(slot), slot)
+            waiting.insert(0, preempted[0])
+            free.insert(0, slot)  # taken last: the request resumes in the other slot free now
         while waiting and free:
             r, slot = waiting.pop(0), free.pop()
+            if preempted is not None and r is preempted[0] and resumed_in is None:
+                resumed_in = slot
             running[slot] = r
-            req_states.prompt_len.np[slot] = req_states.prefill_len.np[slot] = len(r.prompt)
+            req_states.prompt_len.np[slot] = len(r.prompt)
+            req_states.prefill_len.np[slot] = len(r.prompt) + len(r.output)  # a resumed request recomputes both
             req_states.all_token_ids.gpu[slot, : len(r.prompt)] = torch.tensor(r.prompt)
             processor.add_request(slot, r.params)
             chunks[slot] = 1 if partial_prefill and len(r.prompt) > 2 else 0  # one unfinished prefill chunk first
@@ -260,6 +271,8 @@ def run_v2(requests, capacity, partial_prefill=True, seed=0):
                 chunks[slot] = 0  # this step only prefilled: no token
                 continue
             running[slot].output.append(emitted(row))
+    if preempt:
+        assert preempted is not None and resumed_in is not None and resumed_in != preempted[1], (preempted, resumed_in)
     return [r.output for r in requests]
 
 
@@ -288,11 +301,29 @@ def test_v2_steps_without_gcs_requests_never_wait_for_the_device():
     assert processor.apply(logits, ctx) is logits
 
 
-@pytest.mark.parametrize("capacity", [1, 4, 16])
-def test_v2_slots_and_reordered_rows_give_each_request_its_own_tokens(capacity):
+@pytest.mark.parametrize("capacity, preempt", [(1, False), (4, False), (16, False), (4, True), (16, True)])
+def test_v2_slots_and_reordered_rows_give_each_request_its_own_tokens(capacity, preempt, caplog):
+    """Including a preempted request that resumes in another slot: its state comes along (it used to be lost when
+    the state lived by slot)."""
     requests = make_requests(seed=1)
     expected = [alone(Request(r.prompt, r.params, r.max_tokens)) for r in requests]
-    assert run_v2(requests, capacity) == expected
+    with caplog.at_level(logging.WARNING, logger="gcs.vllm"):
+        assert run_v2(requests, capacity, preempt=preempt) == expected
+    assert "was lost" not in caplog.text
+
+
+def test_v2_state_tensors_hold_the_running_gcswr_requests_not_every_slot():
+    """vLLM gives the first request its last slot: the state tensors still grow with the requests, not the slots."""
+    slots = 1024
+    req_states = SimpleNamespace(prompt_len=FakeTensor(np.full(slots, 2, np.int32)),
+                                 prefill_len=FakeTensor(np.full(slots, 2, np.int32)),
+                                 all_token_ids=SimpleNamespace(gpu=torch.zeros(slots, 4, dtype=torch.int32)))
+    processor = GumbelSamplingProcessor(CONFIG, req_states)
+    processor.add_request(slots - 1, sampling_params("gcswr", seed=1))
+    ctx = SimpleNamespace(expanded_idx_mapping=torch.tensor([slots - 1]), idx_mapping_np=np.array([slots - 1]),
+                          pos=torch.tensor([1]))
+    processor.apply(torch.randn(1, VOCAB), ctx)
+    assert processor.states.residual.shape == (8, VOCAB)
 
 
 def test_the_entry_point_class_builds_the_runner_s_processor():

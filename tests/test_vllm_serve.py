@@ -13,7 +13,7 @@ import scipy.stats
 from conftest import READY_LIMIT_S, free_port, running_server
 
 from gcs.cli import main
-from gcs.engines.vllm_options import PLUGIN
+from gcs.vllm_options import PLUGIN
 from gcs.vllm_serve import vllm_serve_command
 
 MODEL = "smollm2-135m-instruct"

@@ -1,7 +1,9 @@
 """The gcs dashboard's UI, one module per tab; ``app.py`` builds and launches it.
 
-- ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics); ``verdict``: its
-  score table and headline verdict (also the /compare endpoint's).
+- ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics), with
+  ``compare_rounds`` (the seeds in rounds, each round's answers and verdict so far), ``seed_browser`` (any seed's
+  responses and heatmaps, the downloads), ``highlights`` (aligned spans, shared words; hindsight's and A/B's too) and
+  ``verdict`` (its score table and headline verdict, also the /compare endpoint's).
 - ``stepthrough``: inside the sampler, the race behind each token (``gcs.trace``).
 - ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``), and what the
   response would have been had it said something else (``gcs.counterfactual``).
@@ -11,14 +13,17 @@
 - ``about``: what the demo shows.
 - ``links``: every tab's settings in the page's query string, and a copy-link button.
 
-What the tabs share, one job a module:
+Every tab's ``build()`` returns a ``tab.Tab``: its inputs a link carries, the state it shares, what it wires on page
+load. What the tabs share, one job a module:
 
-- ``settings``: the models offered, the default model and the engine, read from the environment once.
+- ``deployment``: the models offered, the default model and the engine, read from the environment once.
 - ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
 - ``messages``: errors as toasts and status lines, user text shown as text, captions, handlers whose updates
   name their outputs (``by_name``).
-- ``serving``: request bodies, URLs and uploads bounded, closed routes and unknown endpoints, each lane's waiting
-  limit, cancellable work (MCP tool calls included), the sessions and downloads the server keeps.
+- ``http_limits``: request bodies, URLs and uploads bounded before Gradio parses them, closed routes and unknown
+  endpoints, the sessions the server keeps.
+- ``serving``: each lane's waiting limit, input errors said plainly, cancellable work (MCP tool calls included), the
+  downloads the server keeps.
 - ``logs``: the app's logger, redaction and escaping; ``zerogpu``: the ``@gpu`` decorator (imported first).
 
 Every computation comes from ``gcs``; these modules lay out, check and display.
@@ -143,8 +148,6 @@ def warm_up() -> None:
             logger.exception("could not preload an embedding model")
 
     threading.Thread(target=in_background, daemon=True, name="gcs-warm-up").start()
-
-
 
 
 def mcp_server() -> bool:

@@ -93,8 +93,6 @@ def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
     return work
 
 
-
-
 @gpu
 def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name,
                    seeds=DEFAULT_SEEDS, highlight=HIGHLIGHTS[0], rounds=True):

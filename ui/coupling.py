@@ -72,7 +72,7 @@ def coupling_ui(p_text, q_text, max_epsilon, trials, steps, seed):
 
 
 def coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: float = 3.0, trials: int = 4000,
-                 steps: int = 5000, seed: int = 0) -> dict:
+             steps: int = 5000, seed: int = 0) -> dict:
     """Theorem 1 made visible: the probability that Gumbel-max draws from p and q agree (the bound, independent
     sampling and a Monte Carlo of shared noise) as q moves away from p, and a chi-square check that GCSwR's recycled
     noise still samples p exactly. Needs no model: answers in about a second.

@@ -24,7 +24,6 @@ def response_pieces(responses: list[str], marked: list | None = None, names: lis
     return value
 
 
-
 def highlighted(responses: list[str], highlight: str, tokenizer, names: list[str] | None = None):
     """The responses with the chosen highlight: aligned spans (one colour per span) or the bag-of-words view."""
     if highlight == HIGHLIGHTS[1]:

@@ -172,8 +172,8 @@ TAKEN = 10  # outputs of from_side_by_side
 
 @gpu
 def hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr", seed: int = 0,
-                  temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
-                  model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
+              temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
+              model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
     """Hindsight: what the model would have answered to each paraphrase with the luck that gave `response` to
     `prompt` (the noise drawn from its exact posterior given the response). The prompt itself, replayed with that
     noise, gives the response back: the result says so.
@@ -207,8 +207,8 @@ def hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr
 
 @gpu
 def counterfactual(prompt: str, response: str, at: int, replacement: str, method: str = "gcswr", seed: int = 0,
-                       temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
-                       model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
+                   temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 64,
+                   model: str = DEFAULT_MODEL, finished: bool = True) -> dict:
     """A counterfactual edit: what the response would have been had it written `replacement` at token `at`, with
     the same luck (the noise drawn from its posterior given the response); tokens before `at` stay as they were.
 

@@ -10,7 +10,7 @@ import time
 
 import gradio as gr
 
-from gcs.vllm_serve import read_messages, replaying
+from gcs.asgi import read_messages, replaying
 
 from .limits import LIMITS, quoted
 from .logs import logger

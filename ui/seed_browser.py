@@ -20,7 +20,6 @@ def responses_of(frame: pd.DataFrame, method: str, seed: int) -> list[str]:
     return list(part["response"])
 
 
-
 def seed_view(run: dict, seed, highlight: str) -> dict:
     """The seed browser: that seed's highlighted responses and E5 heatmaps, one per method (nothing before a run)."""
     if not run:
@@ -41,7 +40,6 @@ def seed_view(run: dict, seed, highlight: str) -> dict:
     return view
 
 
-
 def save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
     folder = download_folder("gcs-run-")
     gcs.write_csv(frame, folder / "gcs_responses.csv")  # spreadsheet-safe: user text never starts a formula
@@ -50,7 +48,6 @@ def save_run(frame: pd.DataFrame, report: gcs.CompareReport) -> list[str]:
            for name, table in (("responses", frame), ("scores", report.scores), ("summary", report.summary))}
     (folder / "gcs_run.json").write_text(json.dumps(run, indent=2, ensure_ascii=False, allow_nan=False))
     return [str(folder / "gcs_responses.csv"), str(folder / "gcs_run.json")]
-
 
 
 def run_state(frame, report: gcs.CompareReport, prompts, settings, model) -> dict:

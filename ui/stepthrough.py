@@ -249,7 +249,7 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
 
 @gpu
 def trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float = 1.0,
-              max_new_tokens: int = 16, model: str = DEFAULT_MODEL) -> dict:
+          max_new_tokens: int = 16, model: str = DEFAULT_MODEL) -> dict:
     """The race behind every token of two paraphrases' responses: per step and paraphrase, the top candidates with
     their probability p, exponential clock E (g = -log E is the same noise as a Gumbel), arrival time E/p (the first
     arrival wins), GCSwR's clock after recycling, and the winner.

@@ -11,8 +11,10 @@ step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, the
 - ``transformers``: transformers' ``generate`` with gcs's processors only (``TransformersRunner``);
 - ``vllm``: vLLM with the gcs plugin (``gcs.vllm``) loaded (``VLLMRunner``; imports vLLM);
 - ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
-- ``vllm_options``: what the vLLM engine and ``gcs vllm-serve`` share (CPU defaults, the plugin's entry point),
-  without importing vLLM.
+- ``padding``: rows of token ids of different lengths as one tensor.
+
+What the vLLM engine shares with the plugin and ``gcs vllm-serve`` (the CPU defaults, the plugin's entry point) is
+``gcs.vllm_options``, outside this package: a serving process never imports an engine.
 """
 
 from __future__ import annotations

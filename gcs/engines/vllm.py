@@ -22,8 +22,8 @@ from .. import internals
 from ..vllm import GumbelSamplingProcessor
 from ..vllm_requests import sampling_params
 from .invariance import RowBlocks, wanted
-from .steps import padded
-from .vllm_options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
+from .padding import padded
+from ..vllm_options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def engine(model, **llm_kwargs):
     The embedded default runs from its cached safetensors copy; other models by their
     name. Defaults: the model's dtype, at most 4,096 tokens of context, the model's
     ``generation_config`` ignored (no hidden penalties), and on CPU an in-process executor with
-    ``gcs.engines.vllm_options.CPU_DEFAULTS`` (eager, at most 48 requests at once in a 2 GiB KV cache).
+    ``gcs.vllm_options.CPU_DEFAULTS`` (eager, at most 48 requests at once in a 2 GiB KV cache).
     ``llm_kwargs`` (e.g. ``tensor_parallel_size=4``) override them.
     """
     from vllm import LLM

@@ -1,4 +1,4 @@
-"""What every runner's output shares: rows of token ids of different lengths, padded into one tensor."""
+"""Rows of token ids of different lengths, padded into one tensor: how a runner's steps become ``run``'s output."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""What vLLM as gcs's engine (``gcs.engines.vllm``) and ``gcs vllm-serve`` (``gcs.vllm_serve``) share, without
-importing vLLM: the plugin's entry point and the defaults on CPU.
+"""What the plugin (``gcs.vllm``), vLLM as gcs's engine (``gcs.engines.vllm``) and ``gcs vllm-serve``
+(``gcs.vllm_serve``) share, without importing vLLM: the plugin's entry point and the defaults on CPU.
 
 >>> CPU_DEFAULTS["max_num_seqs"], CPU_DEFAULTS["kv_cache_memory_bytes"] // 2**30  # LLM(**CPU_DEFAULTS), --max-num-seqs 48
 (48, 2)
