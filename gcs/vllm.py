@@ -57,7 +57,7 @@ from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Logi
 from .vllm_options import PLUGIN, plugin_registered
 from .processor import make_warpers
 from .samplers import make_sampler
-from .vllm_slots import SlotStates
+from .vllm_slots import SlotStates, as_slice
 from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: sampling_params, request_args, ...)
     KEYS,
     METHOD_KEY,
@@ -105,11 +105,9 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
             groups[(pick.request.args.method, pick.request.args.warping)].append(pick)
     vocab, device = logits.shape[1], logits.device
     for (method, warping), members in groups.items():
-        first = members[0].row
-        consecutive = [m.row for m in members] == list(range(first, first + len(members)))
         # consecutive rows (V1's batch when one setting fills it) as a view: no gather, no scatter
-        rows = slice(first, first + len(members)) if consecutive else \
-            torch.tensor([m.row for m in members], device=device)
+        run = as_slice([m.row for m in members])
+        rows = run if run is not None else torch.tensor([m.row for m in members], device=device)
         warped = make_warpers(*warping)(None, logits[rows].float())
         sampler = make_sampler(method, seed=[m.request.args.seed for m in members],
                                streams=[m.request.stream or 0 for m in members])
@@ -123,11 +121,11 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
         tokens = sampler.sample(warped)
         if method == "gcswr":
             slots.drew(taken, tokens.tolist(), (sampler.residual, sampler.draws), state_rows)
-        if consecutive:
-            logits[rows].fill_(-math.inf).scatter_(1, tokens[:, None].to(device), 0.0)
+        if run is not None:
+            logits[run].fill_(-math.inf).scatter_(1, tokens[:, None], 0.0)
         else:
             logits.index_fill_(0, rows, -math.inf)
-            logits[rows, tokens.to(device)] = 0.0
+            logits[rows, tokens] = 0.0
     return logits
 
 

@@ -37,6 +37,16 @@ logger = logging.getLogger("gcs.vllm")  # the plugin's logger: this module is pa
 _NAMES = ("residual", "draws", "before_residual", "before_draws")
 
 
+def as_slice(indices: Sequence[int]) -> slice | None:
+    """``indices`` as a slice where they run consecutively (a view instead of a gather), else None.
+
+    >>> as_slice([3, 4, 5]), as_slice([3, 5])
+    (slice(3, 6, None), None)
+    """
+    first = indices[0]
+    return slice(first, first + len(indices)) if list(indices) == list(range(first, first + len(indices))) else None
+
+
 @dataclass
 class SlotInfo:
     """The request in a slot, the output index of its last draw (None: no state yet) and the token it chose."""
@@ -156,12 +166,10 @@ class SlotStates:
             self.residual[self.row_of[slot]], self.draws[self.row_of[slot]] = RecyclingGumbelSampler.initial_state(
                 self.info[slot].request.args.seed, vocab, self.residual.device)
         rows = [self.row_of[slot] for slot, _, _ in picks]
-        first = rows[0]
-        if rows == list(range(first, first + len(rows))):  # consecutive rows: views, no gather
-            end = first + len(rows)
-            self.before_residual[first:end] = self.residual[first:end]
-            self.before_draws[first:end] = self.draws[first:end]
-            return (self.residual[first:end], self.draws[first:end]), None
+        run = as_slice(rows)
+        if run is not None:  # consecutive rows: views, no gather
+            self.before_residual[run], self.before_draws[run] = self.residual[run], self.draws[run]
+            return (self.residual[run], self.draws[run]), None
         rows = torch.tensor(rows, device=self.residual.device)
         state = (self.residual.index_select(0, rows), self.draws.index_select(0, rows))
         self.before_residual[rows], self.before_draws[rows] = state

@@ -226,7 +226,7 @@ class TransformersRunner:
                 if job.thread.is_alive():
                     logger.info("generation stopped early: its consumer went away")
                 job.stop.set()
-            job.thread.join()
+            job.wait()
 
 
 class _TokenQueue(BaseStreamer):
