@@ -1,7 +1,7 @@
 """The verdict in rounds: how many seeds a question needs, how often it is decided, and the error over every look.
 
     python bench/bench_rounds.py collect [--sets general] [--seeds 32] [--tokens 64] [--cache runs/rounds.csv]
-    python bench/bench_rounds.py evaluate [--cache runs/rounds.csv] [--null-runs 4000]
+    python bench/bench_rounds.py evaluate [--cache runs/rounds.csv] [--null-runs 4000] [--timing]
 
 ``collect`` answers every group of the paraphrase sets with IS, GCS and GCSwR, and with two more IS arms on
 other seeds (``is2``, ``is3``: real null pairs, independent sampling against independent sampling), seeds 0 .. N-1
@@ -13,6 +13,12 @@ metric, the seeds used until the verdict (median, p90; time follows seeds: a rou
 familywise false-claim rate on the real null pairs (the family ``is2``, ``is3`` against ``is``); then the same rate
 over ``--null-runs`` simulated null families of four comparisons for each shape of per-seed scores (normal, tied,
 heavy-tailed, two-humped), for the default plan and the fixed verdict.
+
+``--timing`` also prints each plan's time until the verdict against the fixed 16 seeds (median over groups): one
+round of each size the plans use (4, 8, 12, 16 seeds; IS, GCS, GCSwR x the first general group's paraphrases x
+``--tokens`` tokens, scored with E5 and aligned agreement, as the page runs a round) is timed on this machine (after a
+warm-up round; sizes in turns, each its best of two), and a plan's time on a group is the sum of its rounds until it
+stops. Then the frontier: the plans that no other plan beats on time and on both decided shares at once.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import pandas as pd
 import gcs
 from gcs.sequential import sequential_plan, sequential_tests
 from gcs.verdict import paired_tests
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 METRICS = ("e5", "aligned")
 NULL_ARMS = {"is2": 10_000, "is3": 20_000}  # IS on other seeds: the same method, other luck
@@ -67,15 +74,39 @@ def replay(scores: pd.DataFrame, plan, baseline: str = "is") -> tuple[pd.DataFra
     raise AssertionError("unreachable: the run's last look ends it")
 
 
+def round_times(sizes, tokens: int, turns: int = 2) -> dict[int, float]:
+    """Seconds for one round of each size: generation and scoring, as the page runs a round (first general group);
+    after a warm-up round (loading E5, first calls), sizes in turns, each its best of ``turns``."""
+    model = gcs.load_model()
+    prompts = list(gcs.load_groups("general")[0].prompts)
+
+    def one_round(size: int) -> None:
+        frame = gcs.compare(prompts, seeds=list(range(size)), temperature=1.0, max_new_tokens=tokens, model=model)
+        gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
+
+    one_round(1)
+    times = best_in_turns({size: lambda size=size: one_round(size) for size in sorted(set(sizes))}, rounds=turns)
+    print("one round (best of %d): " % turns + ", ".join(f"{size} seeds {seconds:.1f} s"
+                                                         for size, seconds in times.items()), flush=True)
+    return times
+
+
 def evaluate(args) -> None:
     scores = pd.read_csv(args.cache, dtype={"group": str})
     groups = list(dict.fromkeys(scores["group"]))
     available = int(scores["seed"].max()) + 1
     print(f"{len(groups)} groups, {available} seeds each, from {args.cache}")
-    plans = {f"{'+'.join(map(str, rounds))}, fut. {futility:g}, {spending}": (rounds, futility, spending)
+    plans = {f"{'+'.join(map(str, rounds))}, fut. {futility:g}, {spending}": (16, rounds, futility, spending)
              for spending in ("floor-first", "proportional") for rounds in ((4, 4, 8), (4, 12), (8, 8), (4, 4, 4, 4))
              for futility in (0.0, 0.1, 0.2)}
-    print(f"  {'plan':<34} {'GCSwR>IS E5':>12} {'aligned':>9} {'seeds median':>13} {'p90':>5} {'null claims':>12}")
+    # cheaper maxima: the time goal (0.6x of the fixed 16 seeds) against what they decide
+    plans.update({f"{'+'.join(map(str, rounds))} (max {maximum}), fut. 0.1, {spending}": (maximum, rounds, 0.1,
+                                                                                          spending)
+                  for spending in ("floor-first", "proportional") for maximum, rounds in ((8, (8,)), (8, (4, 4)),
+                                                                                          (12, (4, 8)))})
+    times = round_times([4, 8, 12, 16], args.tokens) if args.timing else None
+    print(f"  {'plan':<44} {'GCSwR>IS E5':>12} {'aligned':>9} {'seeds median':>13} {'p90':>5} {'null claims':>12}"
+          + (f" {'time/fixed':>11}" if times else ""))
     fixed = {"e5": 0, "aligned": 0, "null": 0}
     for group in groups:
         part = scores[(scores["group"] == group) & (scores["seed"] < 16)]
@@ -86,10 +117,11 @@ def evaluate(args) -> None:
         nulls = paired_tests(part[part["method"].isin(["is", *NULL_ARMS])], metrics=METRICS)
         fixed["null"] += bool(nulls["beyond_noise"].any())
     share = lambda count: f"{count / len(groups):.0%} ({count}/{len(groups)})"
-    print(f"  {'fixed 16 seeds (t / sign-flip)':<34} {share(fixed['e5']):>12} {share(fixed['aligned']):>9} "
-          f"{16:>13} {16:>5} {share(fixed['null']):>12}")
-    for name, (rounds, futility, spending) in plans.items():
-        plan = sequential_plan(16, rounds, futility=futility, spending=spending)
+    print(f"  {'fixed 16 seeds (t / sign-flip)':<44} {share(fixed['e5']):>12} {share(fixed['aligned']):>9} "
+          f"{16:>13} {16:>5} {share(fixed['null']):>12}" + (f" {1:>10.2f}x" if times else ""))
+    points = {"fixed 16 seeds": (1.0, fixed["e5"], fixed["aligned"])}
+    for name, (maximum, rounds, futility, spending) in plans.items():
+        plan = sequential_plan(maximum, rounds, futility=futility, spending=spending)
         claimed, used, null_claims = {"e5": 0, "aligned": 0}, [], 0
         for group in groups:
             part = scores[scores["group"] == group]
@@ -101,10 +133,27 @@ def evaluate(args) -> None:
                                         and tests.loc[("gcswr", metric), "diff"] > 0)
             null_tests, _ = replay(part[part["method"].isin(["is", *NULL_ARMS])], plan)
             null_claims += bool(null_tests["beyond_noise"].any())
-        print(f"  {name:<34} {share(claimed['e5']):>12} {share(claimed['aligned']):>9} {np.median(used):>13g} "
-              f"{np.percentile(used, 90):>5g} {share(null_claims):>12}", flush=True)
+        ratio = np.median([plan_time(plan, n, times) for n in used]) / times[16] if times else None
+        print(f"  {name:<44} {share(claimed['e5']):>12} {share(claimed['aligned']):>9} {np.median(used):>13g} "
+              f"{np.percentile(used, 90):>5g} {share(null_claims):>12}" + (f" {ratio:>10.2f}x" if times else ""),
+              flush=True)
+        points[name] = (ratio, claimed["e5"], claimed["aligned"])
+    if times:
+        frontier = [name for name, point in points.items()
+                    if not any(other[0] <= point[0] and other[1] >= point[1] and other[2] >= point[2]
+                               and other != point for other in points.values())]
+        print("frontier (no plan is faster and decides at least as much under both metrics):")
+        for name in sorted(frontier, key=lambda name: points[name][0]):
+            ratio, e5, aligned = points[name]
+            print(f"  {ratio:.2f}x  GCSwR > IS claimed: E5 {share(e5)}, aligned {share(aligned)}  {name}")
     if args.null_runs:
         simulate_nulls(args.null_runs)
+
+
+def plan_time(plan, seeds_used: int, times: dict[int, float]) -> float:
+    """Seconds for a run that stopped at ``seeds_used``: its rounds, each one batch of its size."""
+    looks = [0, *[n for n in plan.looks if n <= seeds_used]]
+    return sum(times[after - before] for before, after in zip(looks[:-1], looks[1:]))
 
 
 SHAPES = {
@@ -143,6 +192,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--cache", default="runs/rounds.csv")
     parser.add_argument("--null-runs", type=int, default=4000)
+    parser.add_argument("--timing", action="store_true", help="time one round of each size: each plan's time")
     args = parser.parse_args()
     Path(args.cache).parent.mkdir(parents=True, exist_ok=True)
     collect(args) if args.command == "collect" else evaluate(args)

