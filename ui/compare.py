@@ -299,9 +299,9 @@ def build(examples: list[list[str]]) -> Tab:
                       "downloads": downloads, "seed-shown": seed_shown, "run-state": state, "status": status,
                       "more-seeds": more}
         click_working(run, status, by_name(compare_stream, components), inputs, list(components.values()),
-                      concurrency_id="model", concurrency_limit=1)
+                      concurrency_id="model", concurrency_limit=1, show_progress="hidden")
         click_working(more, status, by_name(compare_more, components), [state, highlight],
-                      list(components.values()), concurrency_id="model", concurrency_limit=1)
+                      list(components.values()), concurrency_id="model", concurrency_limit=1, show_progress="hidden")
         for control in (seed_shown, highlight):
             control.change(by_name(seed_view, shown), [state, seed_shown, highlight], list(shown.values()),
                            api_visibility="private", concurrency_id="browse", concurrency_limit=4)
