@@ -55,7 +55,8 @@ def cpu_seconds(processes) -> float:
 
 
 def browser_processes() -> list:
-    return [p for p in psutil.process_iter(["name"]) if "chrom" in (p.info["name"] or "").lower()]
+    """This script's chromium processes (started by Playwright's driver, a child of this process)."""
+    return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
 
 
 def main() -> None:

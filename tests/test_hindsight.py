@@ -243,6 +243,7 @@ def test_hindsight_on_the_prompt_itself_continues_an_unfinished_response(embedde
 
 
 REPLAY_SEEDS = 30
+HALVES = 10  # first halves replayed (unfinished prefixes): the 24-token test below replays 20 unfinished responses
 LONG_REPLAY_SEEDS = 20  # the issue's measurement: 20 seeds of 24 tokens (each replay is two 25-step generations)
 
 
@@ -250,7 +251,8 @@ def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dt
     """The premise of hindsight, where users meet it: for 30 seeds of a yes/no prompt, each response taken by its token
     ids (a compare frame's ``token_ids``), the prompt replayed with the posterior noise gives back a finished
     response with its end, and the first half of a response (unfinished) as its beginning; so does a response
-    whose text reads back as other tokens ('\n', '\n' is read as one '\n\n'), which as text would be another one."""
+    whose text reads back as other tokens ('\n', '\n' is read as one '\n\n'), which as text would be another one.
+    Halves of the first ``HALVES`` responses: the next test replays 20 long unfinished ones."""
     prompt = "Is fire hot? Reply yes or no."
     frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(REPLAY_SEEDS)), max_new_tokens=8,
                         model=embedded_model)
@@ -261,7 +263,8 @@ def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dt
     unreadable = [*tokenizer.encode("Yes", add_special_tokens=False), newline, newline]
     observations = [(int(seed), ids, bool(finished)) for seed, ids, finished
                     in zip(frame.seed, frame.token_ids, frame.finished)]
-    observations += [(int(seed), ids[: len(ids) // 2], False) for seed, ids, _ in observations if len(ids) >= 2]
+    halves = [(int(seed), ids[: len(ids) // 2], False) for seed, ids, _ in observations if len(ids) >= 2]
+    observations += halves[:HALVES]
     observations.append((0, unreadable, False))
     parted, not_read_back = [], 0
     for seed, ids, finished in observations:
