@@ -198,10 +198,10 @@ class E5Small:
                   for index, (piece, score) in enumerate(zip(self.file.pieces, self.file.scores))]
         self.tokenizer = Tokenizer(models.Unigram(pieces, unk_id=self.specials["unk"], byte_fallback=False))
         self._translation = str.maketrans(self.file.normalization)
-        # vocab_size 1 and pad_token_id 0: the model never looks words up (inputs_embeds), so one row is enough
+        # a vocabulary of one row (and pad id 0 within it): the encoder never looks words up; their rows are
+        # dequantised per call from the memory-mapped 4-bit table (54 MB) and passed as inputs_embeds
         config = BertConfig(**{**self.file.config, "vocab_size": 1}, hidden_act="gelu", hidden_dropout_prob=0.0,
                             attention_probs_dropout_prob=0.0, pad_token_id=0)
-        # a vocabulary of one: word rows are dequantised per call from the memory-mapped 4-bit table (54 MB)
         encoder = BertModel(config, add_pooling_layer=False)
         missing, unexpected = encoder.load_state_dict(self._state_dict(), strict=False)
         if unexpected or set(missing) != {"embeddings.word_embeddings.weight"}:
