@@ -104,7 +104,9 @@ def evaluate(args) -> None:
                                                                                           spending)
                   for spending in ("floor-first", "proportional") for maximum, rounds in ((8, (8,)), (8, (4, 4)),
                                                                                           (12, (4, 8)))})
-    times = round_times([4, 8, 12, 16], args.tokens) if args.timing else None
+    sizes = {16, *(size for maximum, rounds, _, _ in plans.values()
+                   for size in round_sizes(sequential_plan(maximum, rounds)))}  # 16: the fixed run, one batch
+    times = round_times(sizes, args.tokens) if args.timing else None
     print(f"  {'plan':<44} {'GCSwR>IS E5':>12} {'aligned':>9} {'seeds median':>13} {'p90':>5} {'null claims':>12}"
           + (f" {'time/fixed':>11}" if times else ""))
     fixed = {"e5": 0, "aligned": 0, "null": 0}
@@ -150,10 +152,15 @@ def evaluate(args) -> None:
         simulate_nulls(args.null_runs)
 
 
+def round_sizes(plan, seeds_used: int | None = None) -> list[int]:
+    """The seeds of each round a run of ``plan`` makes until ``seeds_used`` (default: its maximum)."""
+    looks = [0, *[n for n in plan.looks[: plan.maximum + 1] if seeds_used is None or n <= seeds_used]]
+    return [after - before for before, after in zip(looks[:-1], looks[1:])]
+
+
 def plan_time(plan, seeds_used: int, times: dict[int, float]) -> float:
     """Seconds for a run that stopped at ``seeds_used``: its rounds, each one batch of its size."""
-    looks = [0, *[n for n in plan.looks if n <= seeds_used]]
-    return sum(times[after - before] for before, after in zip(looks[:-1], looks[1:]))
+    return sum(times[size] for size in round_sizes(plan, seeds_used))
 
 
 SHAPES = {

