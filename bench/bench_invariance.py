@@ -1,7 +1,7 @@
-"""What "same seed, same answer" costs: the side by side with row-invariant kernels vs the stock ones, one run.
+"""What "same seed, same answer" costs: batches of 1 to 144 rows with row-invariant kernels vs the stock ones, one run.
 
-    python bench/bench_invariance.py [--tokens 64] [--rounds 2] [--seeds 4] [--dtypes bfloat16,float32]
-                                     [--engine transformers|vllm]
+    python bench/bench_invariance.py [--tokens 64] [--rounds 2] [--sizes 1,9,12,36,144] [--seeds 4]
+                                     [--dtypes bfloat16,float32] [--engine transformers|vllm]
 
 For each dtype, copies of the embedded model: one with ``gcs.make_row_invariant``
 (the default on CPU: each bf16 weight packed once, rows in one call at the widths that give 16-row
@@ -15,8 +15,9 @@ side (3 paraphrases x 3 methods x --seeds seeds) and a single row, every respons
 --tokens tokens whatever its tokens (transformers: ``min_new_tokens``; vLLM: the requests
 ``gcs.generate`` makes, with the stop tokens ignored), since the kernels give some rows other
 tokens; contenders take turns (``timing.best_in_turns``) and each keeps its best.
-Prints every time and the ratios invariant / stock; also whether each copy's single row equals
-its row in the side by side (the promise; the stock kernels break it in some rows), and what
+Prints every time and the ratios invariant / stock per size (goal, issue "The verdict in seconds": <= 1.15x at
+every size); also whether each copy's single row equals its row in the side by side of --seeds seeds (the promise;
+the stock kernels break it in some rows), and what
 ``gcs.row_invariant_kernels`` costs per gcs call on a model gcs did not convert (a caller's own).
 """
 
@@ -35,18 +36,37 @@ from gcs.batch import Batch, Row
 from gcs.engines.invariance import make_row_invariant
 from gcs.models import _load, DEFAULT_MODEL
 
-PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
+PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky.",
+               "Tell me why the sky is blue."]
+
+
+def shape(rows: int) -> tuple[int, tuple[str, ...], int]:
+    """(paraphrases, methods, seeds) of a batch of ``rows`` rows: one row is GCSwR on one paraphrase, 9 * s rows
+    the side by side (3 paraphrases x 3 methods x s seeds), else 12 * s rows 4 paraphrases x 3 methods x s seeds.
+
+    >>> shape(1), shape(36), shape(12)
+    ((1, ('gcswr',), 1), (3, ('is', 'gcs', 'gcswr'), 4), (4, ('is', 'gcs', 'gcswr'), 1))
+    """
+    if rows == 1:
+        return 1, ("gcswr",), 1
+    for paraphrases in (3, 4):
+        if rows % (3 * paraphrases) == 0:
+            return paraphrases, tuple(gcs.METHODS), rows // (3 * paraphrases)
+    raise SystemExit(f"--sizes: {rows} rows is neither 1 nor a multiple of 9 or 12")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--sizes", default="1,9,12,36,144", help="batch sizes in rows (comma-separated)")
+    parser.add_argument("--seeds", type=int, default=4, help="seeds of the side by side whose rows are checked alone")
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--engine", default="transformers", choices=gcs.ENGINES)
     args = parser.parse_args()
     n, seeds, engine = args.tokens, list(range(args.seeds)), args.engine
+    sizes = [int(size) for size in args.sizes.split(",")]
+    shapes = {size: shape(size) for size in sizes}
     models = {}
     for dtype in args.dtypes.split(","):
         dtype = gcs.models.check_dtype(dtype)
@@ -64,8 +84,8 @@ def main() -> None:
             make_row_invariant(models[(name, "invariant")].model)
             make_row_invariant(models[(name, "unpacked")].model)
         models[(name, "blocks")] = models[(name, "invariant")]  # the same kernels, with ONE_CALL off when it runs
-    print(f"embedded model on CPU, engine {engine}, {n} tokens per response, side by side = 3 paraphrases x 3 "
-          f"methods x {len(seeds)} seeds ({9 * len(seeds)} rows); {torch.get_num_threads()} threads")
+    print(f"embedded model on CPU, engine {engine}, {n} tokens per response, batches of {args.sizes} rows (3 methods "
+          f"x paraphrases x seeds); {torch.get_num_threads()} threads")
 
     def setting(kind: str, run):
         def timed():
@@ -87,20 +107,15 @@ def main() -> None:
         prompts, params = VLLMRunner(batch).requests(ignore_eos=True, stop_token_ids=[])
         return lambda: vllm_engine(model)[0].generate(prompts, params, use_tqdm=False)
 
-    def side_by_side(model):
+    def batch(model, rows: int):
+        paraphrases, methods, batch_seeds = shapes[rows]
         if engine == "vllm":
-            return on_vllm([Row(p, m, seed) for p in PARAPHRASES for m in gcs.METHODS for seed in seeds], model)
-        settings = gcs.SamplingSettings(seeds=seeds, temperature=1.0, max_new_tokens=n)
-        return lambda: gcs.compare(PARAPHRASES, settings=settings, model=model, min_new_tokens=n)
+            return on_vllm([Row(p, m, seed) for p in PARAPHRASES[:paraphrases] for m in methods
+                            for seed in range(batch_seeds)], model)
+        settings = gcs.SamplingSettings(methods, list(range(batch_seeds)), temperature=1.0, max_new_tokens=n)
+        return lambda: gcs.compare(PARAPHRASES[:paraphrases], settings=settings, model=model, min_new_tokens=n)
 
-    def one_row(model):
-        if engine == "vllm":
-            return on_vllm([Row(PARAPHRASES[0], "gcswr", 0)], model)
-        return lambda: gcs.generate(PARAPHRASES[:1], "gcswr", seed=0, max_new_tokens=n, model=model,
-                                    min_new_tokens=n)
-
-    contenders = {(*key, "side by side"): setting(key[1], side_by_side(model)) for key, model in models.items()}
-    contenders.update({(*key, "one row"): setting(key[1], one_row(model)) for key, model in models.items()})
+    contenders = {(*key, rows): setting(key[1], batch(model, rows)) for rows in sizes for key, model in models.items()}
     probing = {"pairs": 0, "seconds": 0.0}
     probe = row_blocks._rounds_like_blocks
 
@@ -115,26 +130,26 @@ def main() -> None:
     row_blocks._rounds_like_blocks = timed_probe
     best = best_in_turns(contenders, args.rounds)
     print(f"probing the one-call widths: {probing['pairs']} (kernel, width) pairs, {probing['seconds']:.2f} s in all")
-    print(f"  {'dtype':<9} {'kernels':<10} {'workload':<13} {'seconds':>8}")
-    for (dtype, kind, work), seconds in best.items():
-        print(f"  {dtype:<9} {kind:<10} {work:<13} {seconds:8.2f}")
+    print(f"  {'dtype':<9} {'kernels':<10} {'rows':>5} {'seconds':>8}")
+    for (dtype, kind, rows), seconds in best.items():
+        print(f"  {dtype:<9} {kind:<10} {rows:>5} {seconds:8.2f}")
     for dtype in dict.fromkeys(key[0] for key in models):
-        for work in ("side by side", "one row"):
-            stock = best[(dtype, "stock", work)]
-            print(f"{dtype} {work}: " + ", ".join(f"{kind} / stock = {best[(dtype, kind, work)] / stock:.2f}x"
-                                                   for kind in ("invariant", "blocks", "unpacked")
-                                                   if (dtype, kind, work) in best))
+        for rows in sizes:
+            stock = best[(dtype, "stock", rows)]
+            print(f"{dtype} {rows} rows: " + ", ".join(f"{kind} / stock = {best[(dtype, kind, rows)] / stock:.2f}x"
+                                                     for kind in ("invariant", "blocks", "unpacked")
+                                                     if (dtype, kind, rows) in best))
     baseline = next(iter(models))[0]
-    for work in ("side by side", "one row"):
+    for rows in sizes:
         for dtype in dict.fromkeys(key[0] for key in models):
-            ratio = best[(dtype, "invariant", work)] / best[(baseline, "stock", work)]
-            print(f"{work}: {dtype} invariant / {baseline} stock = {ratio:.2f}x")
+            ratio = best[(dtype, "invariant", rows)] / best[(baseline, "stock", rows)]
+            print(f"{rows} rows: {dtype} invariant / {baseline} stock = {ratio:.2f}x")
     responses = {}
     for key, model in models.items():
         os.environ["GCS_ROW_INVARIANT"] = "off" if key[1] == "stock" else "on"
         row_blocks.ONE_CALL = key[1] != "blocks"
-        frame = gcs.compare(PARAPHRASES, settings=gcs.SamplingSettings(seeds=seeds, max_new_tokens=n), model=model,
-                            engine=engine)
+        frame = gcs.compare(PARAPHRASES[:3], settings=gcs.SamplingSettings(seeds=seeds, max_new_tokens=n),
+                            model=model, engine=engine)
         responses[key] = frame.response.tolist()
         same = 0
         for method in gcs.METHODS:
@@ -142,7 +157,8 @@ def main() -> None:
                 alone = gcs.generate(PARAPHRASES[:1], method, seed=seed, max_new_tokens=n, model=model, engine=engine)
                 row = frame[(frame.method == method) & (frame.seed == seed) & (frame.prompt_index == 0)]
                 same += alone == row.response.tolist()
-        print(f"{key[0]} {key[1]}: a row alone = the same row in the side by side in {same}/{3 * len(seeds)} rows")
+        print(f"{key[0]} {key[1]}: a row alone = the same row in the side by side of {9 * len(seeds)} rows in "
+              f"{same}/{3 * len(seeds)} rows")
     for (dtype, kind), texts in responses.items():
         if kind not in ("stock", "invariant"):
             same = sum(a == b for a, b in zip(texts, responses[(dtype, "invariant")]))

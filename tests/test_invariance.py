@@ -221,6 +221,26 @@ def test_packed_weights_give_the_bits_of_plain_blocks_and_follow_the_weight(dtyp
     assert layer.weight.grad is not None and x.grad is not None
 
 
+@pytest.mark.parametrize("element", ["first", "last"])
+def test_an_edit_through_data_of_a_sampled_element_packs_the_weight_again(element, monkeypatch):
+    """The sampled elements span the weight: an edit autograd does not see, of the first or the last of them, still
+    reaches the output (the packed copy is made again)."""
+    monkeypatch.setattr(packed_weights, "PACKING_HEADROOM", 0.0)
+    layer = torch.nn.Linear(64, 50, bias=False).to(torch.bfloat16)  # 3,200 elements: runs, not all of them
+    layer.__class__ = RowBlockLinear
+    x = torch.randn(3, 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
+    with torch.no_grad():
+        before = layer(x)
+        assert _PACKED[layer].kernel is not None or not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        sampled = _PACKED[layer]._sampled(layer.weight)
+        assert sampled.numel() == packed_weights.SAMPLED < layer.weight.numel()
+        last = sampled.stride(0) * (packed_weights.SAMPLED_RUNS - 1) + packed_weights.SAMPLED_RUN - 1
+        layer.weight.data.view(-1)[0 if element == "first" else last] += 64
+        got = layer(x)
+    assert not torch.equal(got, before)  # the edit changes the output...
+    assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, None))  # ...as the edited weight computes it
+
+
 def test_under_autocast_the_blocks_compute_as_f_linear_does():
     """A packed fp32 weight would compute in fp32; autocast asks for bf16, as F.linear gives it."""
     layer = torch.nn.Linear(24, 40)

@@ -24,7 +24,10 @@ from ... import internals
 from .row_blocks import ROW_BLOCK, _kernel_key, in_row_blocks
 
 PACKING_HEADROOM = 0.25  # weights are packed only while this share of the machine's memory stays free
-SAMPLED = 256  # weight elements compared on every call: an edit autograd does not see (``weight.data``) repacks
+# weight elements compared on every call, so that an edit autograd does not see (``weight.data``) repacks: runs of
+# consecutive elements, since the packed kernel never reads the weight itself and each run costs a read from memory
+SAMPLED_RUNS, SAMPLED_RUN = 16, 16
+SAMPLED = SAMPLED_RUNS * SAMPLED_RUN
 
 
 def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable | None:
@@ -93,17 +96,29 @@ class _PackedWeight:
         self.one_call: dict[bool, tuple] = {}  # with a bias or not -> (the kernel's key, its widths by row count)
         if self.kernel is not None:
             self.alias = weight.detach()  # holds the packed weight's memory, so no later tensor can take its address
-            self.sample = self._sampled(weight).clone()
+            self.watched = self._sampled(self.alias)  # a view: an edit through weight.data shows in it
+            self.sample = self.watched.clone()
 
     @staticmethod
     def _sampled(weight: torch.Tensor) -> torch.Tensor:
-        """``SAMPLED`` evenly spaced elements of the (contiguous) weight, as a view: cheap enough for every call."""
-        size = weight.numel()
-        step = max(size // SAMPLED, 1)
-        return weight.detach().view(-1).as_strided((min(SAMPLED, size),), (step,))
+        """``SAMPLED`` elements of the (contiguous) weight as a view, in ``SAMPLED_RUNS`` evenly spaced runs of
+        ``SAMPLED_RUN`` consecutive ones (all of a small weight).
 
-    def current(self, key: tuple, weight: torch.Tensor) -> bool:
-        return key == self.key and (self.kernel is None or torch.equal(self._sampled(weight), self.sample))
+        >>> _PackedWeight._sampled(torch.arange(40.0).reshape(4, 10))[:2].tolist()  # 40 elements: all
+        [0.0, 1.0]
+        >>> _PackedWeight._sampled(torch.arange(1000.0)).shape
+        torch.Size([16, 16])
+        """
+        flat = weight.view(-1)
+        size = flat.numel()
+        if size <= SAMPLED:
+            return flat
+        return flat.as_strided((SAMPLED_RUNS, SAMPLED_RUN), ((size - SAMPLED_RUN) // (SAMPLED_RUNS - 1), 1))
+
+    def current(self, key: tuple) -> bool:
+        """Whether this packing still computes the layer's weight, whose ``_identity`` is ``key``: the same tensor,
+        layout and version (then ``watched`` views it) and the same sampled values."""
+        return key == self.key and (self.kernel is None or torch.equal(self.watched, self.sample))
 
 
 class RowBlockLinear(torch.nn.Linear):
@@ -113,7 +128,7 @@ class RowBlockLinear(torch.nn.Linear):
     In inference on CPU a bfloat16 weight is packed once for the blocks (``_packed_kernel``; the same bits
     as ``F.linear``) and packed again when it changes: another tensor, shape, dtype or device, an in-place
     update autograd sees (``weight.mul_``, ``load_state_dict``), or one through ``weight.data`` that
-    changes any of ``SAMPLED`` evenly spaced elements (a merged LoRA adapter does). Layers that accelerate
+    changes any of ``SAMPLED`` sampled elements (a merged LoRA adapter does). Layers that accelerate
     loads on each call (offloading hooks) are never packed.
     """
 
@@ -128,7 +143,7 @@ class RowBlockLinear(torch.nn.Linear):
         if key is None:
             return in_row_blocks(F.linear, x, weight, bias)
         packed = _PACKED.get(self)
-        if packed is None or not packed.current(key, weight):
+        if packed is None or not packed.current(key):
             packed = _PACKED[self] = _PackedWeight(key, weight, bias)
         kernel = packed.kernel or F.linear
         has_bias = bias is not None
