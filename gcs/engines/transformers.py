@@ -28,6 +28,7 @@ from transformers.generation.streamers import BaseStreamer
 from ..background import Background
 from ..models import Model, loaded_here
 from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
+from .threads import StepThreads, adapting
 
 logger = logging.getLogger(__name__)
 
@@ -183,16 +184,26 @@ class TransformersRunner:
         batch = self.batch
         config, other_kwargs = generation_config(batch.model, batch.settings.max_new_tokens, batch.stop_ids,
                                                  batch.generate_kwargs)
+        criteria = StoppingCriteriaList(other_kwargs.pop("stopping_criteria", None) or [])  # the caller's, kept
         if stop is not None:
-            other_kwargs["stopping_criteria"] = StoppingCriteriaList([_StopWhenSet(stop)])
+            criteria.append(_StopWhenSet(stop))
+        rows = len(batch.inputs["input_ids"])
         with generating(batch.model, self.row_invariant):
             if "past_key_values" not in other_kwargs:
                 other_kwargs["past_key_values"] = prefill(batch.model, batch.inputs["input_ids"],
                                                           batch.inputs["attention_mask"], stop)
             if stop is not None and stop.is_set():  # stopped before the first step
-                return torch.empty((len(batch.inputs["input_ids"]), 0), dtype=torch.long)
-            output = batch.model.model.generate(**batch.inputs, generation_config=config,
-                                                logits_processor=batch.processors(), streamer=streamer, **other_kwargs)
+                return torch.empty((rows, 0), dtype=torch.long)
+            module = batch.model.model
+            threads = StepThreads(module, rows) if adapting(module.device) else None
+            if threads is not None:
+                criteria.append(threads)
+            try:
+                output = module.generate(**batch.inputs, generation_config=config, logits_processor=batch.processors(),
+                                         streamer=streamer, stopping_criteria=criteria, **other_kwargs)
+            finally:
+                if threads is not None:
+                    threads.close()
         return output[:, batch.inputs["input_ids"].shape[1] :].cpu()
 
     def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
