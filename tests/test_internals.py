@@ -14,7 +14,7 @@ from torch.nn import functional as F
 import gcs
 from gcs import internals
 from gcs.engines.invariance import RowBlockLinear, in_row_blocks, packed_weights
-from gcs.engines.invariance.packed_weights import _PACKED
+from gcs.engines.invariance.packed_weights import packing
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +51,7 @@ def test_renamed_mkldnn_ops_warn_once_that_speed_is_lost_and_the_bits_stay(monke
         got = layer(x)
         layer(x)  # said once
     assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, layer.bias))
-    assert _PACKED[layer].kernel is None
+    assert packing(layer).kernel is None
     if torch.ops.mkldnn._is_mkldnn_bf16_supported():
         assert caplog.text.count("packed bf16 weights unavailable") == 1
         assert "slower, with the same tokens" in caplog.text

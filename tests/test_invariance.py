@@ -20,7 +20,7 @@ from gcs.engines.invariance import (
     ROW_BLOCK, RowBlockLinear, RowBlocks, attend, in_row_blocks, is_row_invariant, make_row_invariant, packed_weights,
     row_blocks, row_invariance, wanted,
 )
-from gcs.engines.invariance.packed_weights import _PACKED
+from gcs.engines.invariance.packed_weights import _PACKED, packing
 from gcs.engines.invariance.row_blocks import WIDEST, _kernel_key
 from conftest import tiny_llama
 
@@ -186,7 +186,7 @@ def test_real_kernels_in_one_call_give_every_row_the_blocks_bits(dtype, packed):
                 assert torch.equal(layer(x[:count]), in_row_blocks(F.linear, x[:count], layer.weight, layer.bias))
     finally:
         packed_weights.PACKING_HEADROOM = headroom
-    assert (_PACKED[layer].kernel is not None) == (packed and dtype == torch.bfloat16
+    assert (packing(layer).kernel is not None) == (packed and dtype == torch.bfloat16
                                                    and torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
@@ -212,7 +212,7 @@ def test_packed_weights_give_the_bits_of_plain_blocks_and_follow_the_weight(dtyp
                 change()
             got = layer(x)
         assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, layer.bias))
-        assert (_PACKED[layer].kernel is not None) == packs  # packed where this CPU and torch build can
+        assert (packing(layer).kernel is not None) == packs  # packed where this CPU and torch build can
     assert got.shape[-1] == 32 and got.abs().sum() > 0
     with torch.no_grad():
         assert layer(x[:, :0]).shape == (2, 0, 32)  # no rows
@@ -231,14 +231,38 @@ def test_an_edit_through_data_of_a_sampled_element_packs_the_weight_again(elemen
     x = torch.randn(3, 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
     with torch.no_grad():
         before = layer(x)
-        assert _PACKED[layer].kernel is not None or not torch.ops.mkldnn._is_mkldnn_bf16_supported()
-        sampled = _PACKED[layer]._sampled(layer.weight)
+        assert packing(layer).kernel is not None or not torch.ops.mkldnn._is_mkldnn_bf16_supported()
+        sampled = packing(layer)._sampled(layer.weight)
         assert sampled.numel() == packed_weights.SAMPLED < layer.weight.numel()
         last = sampled.stride(0) * (packed_weights.SAMPLED_RUNS - 1) + packed_weights.SAMPLED_RUN - 1
         layer.weight.data.view(-1)[0 if element == "first" else last] += 64
         got = layer(x)
     assert not torch.equal(got, before)  # the edit changes the output...
     assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, None))  # ...as the edited weight computes it
+
+
+def test_a_packed_copy_is_kept_per_thread_count_and_dropped_when_the_weight_changes(monkeypatch):
+    """Moving between thread counts (``gcs.engines.threads``) packs once per count, not at every move; a changed
+    weight drops every copy (each holds the old weight's memory)."""
+    monkeypatch.setattr(packed_weights, "PACKING_HEADROOM", 0.0)
+    made = []
+    monkeypatch.setattr(packed_weights, "_PackedWeight",
+                        lambda *args, made_by=packed_weights._PackedWeight: made.append(made_by(*args)) or made[-1])
+    layer = torch.nn.Linear(64, 50).to(torch.bfloat16)
+    layer.__class__ = RowBlockLinear
+    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
+    before = torch.get_num_threads()
+    try:
+        with torch.no_grad():
+            for threads in (2, 1, 2, 1, 2):
+                torch.set_num_threads(threads)
+                assert torch.equal(layer(x), in_row_blocks(F.linear, x, layer.weight, layer.bias))
+            assert len(made) == 2 and set(_PACKED[layer]) == {1, 2}
+            layer.weight.data.mul_(2)  # unseen by autograd: caught by the sampled elements
+            assert torch.equal(layer(x), in_row_blocks(F.linear, x, layer.weight, layer.bias))
+            assert len(made) == 3 and set(_PACKED[layer]) == {2}
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_under_autocast_the_blocks_compute_as_f_linear_does():
@@ -261,8 +285,8 @@ def test_packing_leaves_the_memory_headroom(monkeypatch):
         layers[0](x)
         monkeypatch.setattr(packed_weights, "PACKING_HEADROOM", 1.0)  # no copy can leave all memory free
         layers[1](x)
-    assert (_PACKED[layers[0]].kernel is not None) == torch.ops.mkldnn._is_mkldnn_bf16_supported()
-    assert _PACKED[layers[1]].kernel is None
+    assert (packing(layers[0]).kernel is not None) == torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    assert packing(layers[1]).kernel is None
 
 
 def test_a_layer_accelerate_offloads_is_never_packed():

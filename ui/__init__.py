@@ -40,7 +40,9 @@ import gradio as gr
 from starlette.middleware import Middleware
 
 import gcs
+from gcs.engines.transformers import probe_threads
 from gcs.environment import env_choice
+from gcs.sequential import DEFAULT_ROUNDS
 
 from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
@@ -136,6 +138,8 @@ def warm_up() -> None:
             logger.exception("could not load the default model %r", DEFAULT_MODEL)
             return
         ENGINE.start(model)
+        if ENGINE.name == "transformers":  # each round of the side by side's defaults (3 paraphrases), probed now
+            probe_threads(model, [len(gcs.METHODS) * 3 * size for size in DEFAULT_ROUNDS])
         try:
             gcs.cpu_kernel()  # compiled once unless cached; GCSwR requests meanwhile wait for it
             logger.info(gcs.kernel_status())

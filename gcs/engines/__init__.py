@@ -11,6 +11,7 @@ step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, the
 - ``transformers``: transformers' ``generate`` with gcs's processors only (``TransformersRunner``);
 - ``vllm``: vLLM with the gcs plugin (``gcs.vllm``) loaded (``VLLMRunner``; imports vLLM);
 - ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
+- ``threads``: on transformers on CPU, each decode step on torch's threads or one, whichever is faster now;
 - ``padding``: rows of token ids of different lengths as one tensor.
 
 What the vLLM engine shares with the plugin and ``gcs vllm-serve`` (the CPU defaults, the plugin's entry point) is

@@ -28,7 +28,7 @@ from transformers.generation.streamers import BaseStreamer
 from ..background import Background
 from ..models import Model, loaded_here
 from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
-from .threads import StepThreads, adapting
+from .threads import StepThreads, adapting, threads_agree
 
 logger = logging.getLogger(__name__)
 
@@ -160,6 +160,18 @@ def _join(cache: DynamicCache, more: list[DynamicCache]) -> None:
         for index, layer in enumerate(cache.layers):
             layer.keys = torch.cat([layer.keys, *(other.layers[index].keys for other in more)])
             layer.values = torch.cat([layer.values, *(other.layers[index].values for other in more)])
+
+
+def probe_threads(model: Model, rows: Sequence[int]) -> None:
+    """Run ``gcs.engines.threads.threads_agree`` for batches of ``rows`` rows now (under the model's lock), where decode
+    steps choose their threads: the app does it at start, on free cores, so that a run beside another job, where a
+    step on all threads is slow, does not pay for the probe."""
+    module = model.model
+    if not adapting(module.device):
+        return
+    with generating(model, row_invariance(module)), torch.inference_mode():
+        for count in rows:
+            threads_agree(module, count, torch.get_num_threads(), 1)
 
 
 class TransformersRunner:

@@ -129,7 +129,7 @@ class RowBlockLinear(torch.nn.Linear):
     as ``F.linear``) and packed again when it changes: another tensor, shape, dtype or device, an in-place
     update autograd sees (``weight.mul_``, ``load_state_dict``), or one through ``weight.data`` that
     changes any of ``SAMPLED`` sampled elements (a merged LoRA adapter does). Layers that accelerate
-    loads on each call (offloading hooks) are never packed.
+    loads on each call (offloading hooks) are never packed. A copy is kept per thread count (``_packed``).
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -142,9 +142,7 @@ class RowBlockLinear(torch.nn.Linear):
         key = _identity(weight)  # the bias is never packed: it is read at every call
         if key is None:
             return in_row_blocks(F.linear, x, weight, bias)
-        packed = _PACKED.get(self)
-        if packed is None or not packed.current(key):
-            packed = _PACKED[self] = _PackedWeight(key, weight, bias)
+        packed = _packed(self, key, weight, bias)
         kernel = packed.kernel or F.linear
         has_bias = bias is not None
         if has_bias not in packed.one_call:  # the bias is read at every call: it may come or go without a repack
@@ -153,6 +151,31 @@ class RowBlockLinear(torch.nn.Linear):
         return in_row_blocks(kernel, x, weight, bias, kernel=kernel_key, widths=widths)
 
 
-# layer -> its _PackedWeight; kept beside the layers so that copying or pickling a model never meets
+# layer -> {thread count: its _PackedWeight}; kept beside the layers so that copying or pickling a model never meets
 # oneDNN's opaque packed tensors
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+THREAD_COUNTS_KEPT = 2  # packed copies per layer: torch's thread count and one thread (gcs.engines.threads)
+
+
+def _packed(layer: RowBlockLinear, key: tuple, weight: torch.Tensor, bias: torch.Tensor | None) -> _PackedWeight:
+    """The layer's packing for ``key`` (``_identity``: the weight and the thread count), made where it has none.
+
+    A packed copy is made for each thread count (oneDNN may lay a weight out by it), so that a generation moving
+    between torch's count and one thread packs once for each: up to ``THREAD_COUNTS_KEPT`` copies are kept, the
+    oldest dropped for a new one, and all of them when the weight changed."""
+    copies = _PACKED.setdefault(layer, {})
+    threads = key[-1]
+    packed = copies.get(threads)
+    if packed is not None and packed.current(key):
+        return packed
+    if packed is not None or any(other.key[:-1] != key[:-1] for other in copies.values()):
+        copies.clear()  # the weight changed: every copy is stale (and holds the old weight's memory)
+    while len(copies) >= THREAD_COUNTS_KEPT:
+        copies.pop(next(iter(copies)))
+    packed = copies[threads] = _PackedWeight(key, weight, bias)
+    return packed
+
+
+def packing(layer: torch.nn.Module) -> _PackedWeight | None:
+    """``layer``'s packing for torch's thread count now, if a call made one."""
+    return _PACKED.get(layer, {}).get(torch.get_num_threads())
