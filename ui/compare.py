@@ -187,7 +187,7 @@ def compare(
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model, seeds)
         one_batch = one_batch_because(settings, seeds, check_flag(rounds, "rounds"))
-        progress = {"tokens": 0, "frame": None, "round": None}
+        progress = {"tokens": 0, "frame": None, "rounds": []}
         work = generation(prompts, settings, loaded, progress) if one_batch else \
             round_work(start_rounds(prompts, settings, loaded), loaded, progress)
         try:

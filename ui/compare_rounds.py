@@ -50,7 +50,7 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
 
 def round_work(rounds, model, progress: dict):
     """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
-    (``progress["frame"]``, ``progress["tokens"]``), each round's report as it lands (``progress["round"]``) and the
+    (``progress["frame"]``, ``progress["tokens"]``), each round's report as it lands (``progress["rounds"]``) and the
     first answers' excess surprise (``progress["surprise"]``, computed in this thread: the model is busy in it)."""
 
     def work(stop):
@@ -61,8 +61,8 @@ def round_work(rounds, model, progress: dict):
         for report in rounds(partial, stop):
             if progress.get("surprise") is None:
                 progress["surprise"] = excess(report.frame, report.seeds, model)
-            progress["round"] = report
-        return progress["round"]
+            progress["rounds"].append(report)
+        return progress["rounds"][-1]
 
     return work
 
@@ -81,8 +81,8 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
     starting = "Round 1: generating…" if surprise is None else "Generating more seeds…"
     visible = shown_methods(settings)
     first = settings.seeds[0]
-    progress = {"tokens": 0, "frame": None, "round": None, "surprise": surprise}
-    shown = {"round": None}
+    progress = {"tokens": 0, "frame": None, "rounds": [], "surprise": surprise}
+    shown = []  # the rounds shown so far: each in its own update, in order, however fast the next one lands
 
     def landed(run: gcs.RoundReport) -> dict:
         state = {**run_state(run.frame, run.report, prompts, run.settings, model),
@@ -90,24 +90,31 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
         update = {"verdict": round_verdict(run, progress["surprise"]), "scores": score_table(run.report),
                   "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, "e5"), "run-state": state,
                   "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
-        if shown["round"] is None:  # the first round to land: the browser shows its first seed
+        if not shown:  # the first round to land: the browser shows its first seed
             update.update(seed_view(state, first, highlight))
             update["seed-shown"] = gr.update(choices=run.seeds, value=first, visible=len(run.seeds) > 1)
-        shown["round"] = run
+        shown.append(run)
         return update
 
+    def scored(run: gcs.RoundReport) -> str:
+        return f"Round {run.look + 1}: {len(run.seeds)} seeds scored; the next round is generating…"
+
     def so_far() -> dict:
-        run, frame = progress["round"], progress["frame"]
-        if run is None:  # the first round streams its first seed into the method columns
+        landed_rounds, frame = progress["rounds"], progress["frame"]
+        if not landed_rounds:  # the first round streams its first seed into the method columns
             streamed = {} if frame is None else \
                 {f"responses-{m}": response_pieces(responses_of(frame, m, first)) for m in gcs.METHODS}
             return {**visible, **streamed, "status": starting if frame is None else
                     f"Round 1: generating… {progress['tokens']} tokens; showing seed {first}"}
-        status = f"Round {run.look + 1}: {len(run.seeds)} seeds scored; the next round is generating…"
-        return {"status": status} if run is shown["round"] else {**landed(run), "status": status}
+        if len(shown) < len(landed_rounds):  # the next round not shown yet
+            run = landed_rounds[len(shown)]
+            return {**landed(run), "status": scored(run)}
+        return {"status": scored(shown[-1])}
 
     run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
-    final = landed(run) if run is not shown["round"] else {}  # unless the last beat showed it
+    for earlier in progress["rounds"][len(shown):-1]:  # rounds that landed between two beats
+        yield {**landed(earlier), "status": scored(earlier)}
+    final = landed(run) if not shown or shown[-1] is not run else {}  # unless the last beat showed it
     yield {**visible, **final, "downloads": save_run(run.frame, run.report),
            "more-seeds": gr.update(visible=run.more_seeds),
            "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
