@@ -10,14 +10,18 @@ if any of them is gone (Gradio's, for the app, are in ``ui/serving.py``).
 | ``torch.ops.mkldnn._reorder_linear_weight``, ``_linear_pointwise``, ``_is_mkldnn_bf16_supported`` | packs a bf16 weight once for the row blocks (``gcs.engines.invariance``) | speed only: plain ``F.linear`` blocks, the same tokens |
 | ``torch.cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported`` | bf16 by default on CPUs that multiply it in hardware | speed only: float32 by default (about 2x slower there) |
 | ``Tensor._version`` | notices an in-place change of a packed weight | speed only: weights are not packed |
+| the OpenMP runtime torch loaded (``omp_set_num_threads``, found in ``/proc/self/maps``) | sets one thread's OpenMP thread count alone (``gcs.engines.threads``) | speed only: decode steps keep torch's threads beside a busy job |
 | vLLM's per-layer ``cpu_linear`` (``vllm.model_executor.layers.utils``) | row-invariant linears on vLLM's CPU engine (``gcs.engines.vllm``) | the guarantee: on ``engine="vllm"`` a row's tokens may depend on its batch |
 """
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import logging
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -83,6 +87,32 @@ def packed_bf16_linear(weight: torch.Tensor, block_rows: int) -> Callable | None
                   "slower, with the same tokens", torch.__version__, type(error).__name__, error)
         return None
     return kernel
+
+
+OPENMP_RUNTIMES = ("libgomp", "libomp", "libiomp")  # GNU (torch's Linux wheels), LLVM, Intel
+
+
+@functools.cache
+def openmp_threads_setter() -> Callable[[int], None] | None:
+    """``set(n)``: the OpenMP thread count of the calling thread alone (``omp_set_num_threads`` of the OpenMP runtime
+    torch loaded: torch's operations, oneDNN and MKL read it there), leaving torch's process-wide count, which
+    threads read when they first use torch, as it is (``torch.set_num_threads`` sets both). None, with one WARNING,
+    where that runtime cannot be found (no ``/proc``, or torch not built with OpenMP)."""
+    if "OpenMP" not in torch.__config__.parallel_info():
+        return None
+    torch_lib = Path(torch.__file__).parent
+    try:
+        loaded = [line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
+                  if any(name in line.rsplit("/", 1)[-1] for name in OPENMP_RUNTIMES)]
+        path = min(dict.fromkeys(loaded), key=lambda candidate: not candidate.startswith(str(torch_lib)))
+        setter = ctypes.CDLL(path).omp_set_num_threads
+    except (OSError, ValueError, AttributeError) as error:
+        warn_once("openmp", "torch %s: its OpenMP runtime was not found (%s: %s): decode steps keep torch's thread "
+                  "count beside a busy job (slower there, the same tokens)", torch.__version__, type(error).__name__,
+                  error)
+        return None
+    setter.argtypes, setter.restype = [ctypes.c_int], None
+    return setter
 
 
 def cpu_multiplies_bf16() -> bool:

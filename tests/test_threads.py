@@ -3,12 +3,16 @@ that guards it, and the premise that a token never depends on it."""
 
 from __future__ import annotations
 
+import multiprocessing
+import threading
+
 import pytest
 import torch
 
 import gcs
+from gcs import internals
 from gcs.engines import threads
-from gcs.engines.threads import FIRST_WAIT, TRIAL, WINDOW, ThreadChoice, threads_agree
+from gcs.engines.threads import FIRST_WAIT, TRIES_NOT_KEPT, WINDOW, ThreadChoice, threads_agree
 from conftest import tiny_gcs_model
 
 QUIET, BUSY = (0.040, 0.039), (0.300, 0.120)  # (wall, CPU) seconds of a step with its cores, and beside another job
@@ -26,23 +30,33 @@ def test_beside_another_job_one_thread_is_tried_and_kept_when_faster():
     choice = ThreadChoice(4)
     got = feed(choice, [BUSY] * WINDOW)
     assert got == [4] * (WINDOW - 1) + [1]  # the CPU share fell for a whole window: a try
-    assert feed(choice, [(0.080, 0.070)] * TRIAL + [(0.080, 0.055)] * 50) == [1] * (TRIAL + 50)  # kept, and stays
+    assert feed(choice, [(0.080, 0.070)] + [(0.080, 0.055)] * 50) == [1] * 51  # kept, and stays
 
 
 def test_a_try_that_is_not_faster_goes_back_and_waits_twice_as_long():
     choice = ThreadChoice(2)
     feed(choice, [BUSY] * WINDOW)
     assert choice.threads == 1
-    assert feed(choice, [(0.290, 0.200)] * TRIAL) == [1] * (TRIAL - 1) + [2]  # not under GAIN of the steps before
+    assert feed(choice, [(0.290, 0.200)]) == [2]  # not under GAIN of the steps before
     got = feed(choice, [BUSY] * (2 * FIRST_WAIT))
     assert got == [2] * (2 * FIRST_WAIT - 1) + [1]  # the next try after twice the wait
 
 
+def test_after_some_tries_not_kept_none_is_made():
+    choice = ThreadChoice(2)
+    tries = 0
+    for _ in range(1000):
+        if choice.observe(*BUSY) == 1:
+            tries += 1
+            assert choice.observe(0.290, 0.200) == 2  # not faster
+    assert tries == TRIES_NOT_KEPT
+
+
 def test_on_one_thread_free_cores_bring_every_thread_back():
     choice = ThreadChoice(2)
-    feed(choice, [BUSY] * WINDOW + [(0.080, 0.060)] * TRIAL)
+    feed(choice, [BUSY] * WINDOW + [(0.080, 0.060)])
     assert choice.threads == 1
-    got = feed(choice, [(0.060, 0.059)] * WINDOW + [(0.040, 0.039)] * TRIAL)
+    got = feed(choice, [(0.060, 0.059)] * WINDOW + [(0.040, 0.039)])
     assert got[WINDOW - 1] == 2 and got[-1] == 2  # the share rose: all threads tried, faster, kept
 
 
@@ -69,73 +83,75 @@ def test_a_bad_setting_is_refused_by_name(monkeypatch):
         threads.adapting(torch.device("cpu"))
 
 
-def alternating(monkeypatch) -> list[int]:
-    """Every decode step on the other thread count (1, then torch's, ...), whatever the timing: the thread counts
-    the steps ran on are recorded in the returned list."""
+def in_a_fresh_process(function) -> None:
+    """Run ``function`` (module level, no arguments) in a fresh interpreter, its assertion errors raised here: a vLLM
+    engine another test started in this worker pins torch's thread count for the rest of the process."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        pool.apply(function)
+
+
+def alternating() -> list[int]:
+    """Every decode step on the other thread count (1, then 2, ...), whatever the timing (in a fresh process: nothing
+    is put back); returns the thread counts the steps ran on, as torch saw them."""
     ran = []
 
     def observe(self, seconds, cpu_seconds):
-        ran.append(self.threads)
+        ran.append(torch.get_num_threads())
         self.home = self.threads
         self.threads = 1 if self.threads == self.ceiling else self.ceiling
         return self.threads
 
-    monkeypatch.setattr(ThreadChoice, "observe", observe)
-    monkeypatch.setenv("GCS_THREADS", "auto")
+    ThreadChoice.observe = observe
     return ran
 
 
-@pytest.fixture
-def two_threads():
-    before = torch.get_num_threads()
+def premise_at_the_defaults():
     torch.set_num_threads(2)
-    yield
-    torch.set_num_threads(before)
+    model = gcs.load_model()
+    paraphrases = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
+    settings = gcs.SamplingSettings(seeds=[0, 1], max_new_tokens=24, top_p=0.95)
+    fixed = gcs.compare(paraphrases, settings=settings, model=model)  # no step is slow enough to try one thread
+    assert threads_agree(model.model, len(fixed), 2, 1), "one thread computes other logits at the defaults"
+    ran = alternating()
+    switching = gcs.compare(paraphrases, settings=settings, model=model)
+    assert {1, 2} <= set(ran) and len(ran) >= 20, f"the steps did not run on both counts: {ran}"
+    assert switching["response"].tolist() == fixed["response"].tolist(), "the tokens changed with the threads"
+    assert torch.get_num_threads() == 2, "the thread count did not come back"
 
 
-def test_at_the_defaults_a_token_never_depends_on_the_threads_of_its_step(embedded_model, monkeypatch,
-                                                                          two_threads):
+def test_at_the_defaults_a_token_never_depends_on_the_threads_of_its_step():
     """The premise, on the embedded model at the default dtype: a decode step gives the same logits on one thread
     as on two (the probe), and every method's tokens are the same with the steps' threads switching at every step
     as on two threads throughout. The thread count comes back when the call ends."""
-    paraphrases = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
-    settings = gcs.SamplingSettings(seeds=[0, 1], max_new_tokens=24, top_p=0.95)
-    monkeypatch.setenv("GCS_THREADS", "fixed")
-    fixed = gcs.compare(paraphrases, settings=settings, model=embedded_model)
-    assert threads_agree(embedded_model.model, len(fixed), 2, 1)
-    ran = alternating(monkeypatch)
-    switching = gcs.compare(paraphrases, settings=settings, model=embedded_model)
-    assert {1, 2} <= set(ran) and len(ran) >= 20  # the steps ran on both counts
-    assert switching["response"].tolist() == fixed["response"].tolist()
-    assert torch.get_num_threads() == 2
+    in_a_fresh_process(premise_at_the_defaults)
 
 
-def test_where_one_thread_computes_other_logits_it_is_never_used(monkeypatch, two_threads):
-    """A model whose logits depend on the thread count (a hook adds it): the probe says so, every step stays on
-    torch's threads, and the tokens are those of a run that never switches."""
+def one_thread_with_other_logits_is_never_used():
+    torch.set_num_threads(2)
     model = tiny_gcs_model()
     tilt = torch.linspace(0, 3, model.model.config.vocab_size)  # the distribution itself changes with the threads
     model.model.lm_head.register_forward_hook(lambda module, args, out: out + tilt * torch.get_num_threads())
-    assert not threads_agree(model.model, 6, 2, 1)
-    monkeypatch.setenv("GCS_THREADS", "fixed")
-    fixed = gcs.compare(["w3 w4", "w5 w6 w7"], settings=gcs.SamplingSettings(max_new_tokens=12), model=model)
-    monkeypatch.setenv("GCS_THREADS", "auto")
-    counts = []
-    refuse = ThreadChoice.refuse
-
-    def recorded(self):
-        counts.append(torch.get_num_threads())
-        refuse(self)
-
-    monkeypatch.setattr(ThreadChoice, "refuse", recorded)
-    monkeypatch.setattr(ThreadChoice, "observe", lambda self, seconds, cpu: 1)  # asks for one thread at every step
+    assert not threads_agree(model.model, 6, 2, 1), "the probe missed logits that depend on the threads"
+    threads_seen = []
+    ThreadChoice.observe = lambda self, seconds, cpu: threads_seen.append(torch.get_num_threads()) or 1  # 1, always
     adapted = gcs.compare(["w3 w4", "w5 w6 w7"], settings=gcs.SamplingSettings(max_new_tokens=12), model=model)
-    assert counts and set(counts) == {2}  # refused, on two threads
+    assert threads_seen and set(threads_seen) == {2}, f"a step ran on one thread: {threads_seen}"
+    import os
+
+    os.environ["GCS_THREADS"] = "fixed"
+    fixed = gcs.compare(["w3 w4", "w5 w6 w7"], settings=gcs.SamplingSettings(max_new_tokens=12), model=model)
     assert adapted["response"].tolist() == fixed["response"].tolist()
 
 
-def test_the_thread_count_comes_back_after_a_failed_step(monkeypatch, two_threads):
-    ran = alternating(monkeypatch)
+def test_where_one_thread_computes_other_logits_it_is_never_used():
+    """A model whose logits depend on the thread count (a hook tilts them by it): the probe says so, every step
+    stays on two threads however often one is asked for, and the tokens are those of a run that never switches."""
+    in_a_fresh_process(one_thread_with_other_logits_is_never_used)
+
+
+def thread_count_back_after_a_failure():
+    torch.set_num_threads(2)
+    ran = alternating()
     model = tiny_gcs_model()
 
     def fail_on_one_thread(module, args, out):
@@ -144,6 +160,30 @@ def test_the_thread_count_comes_back_after_a_failed_step(monkeypatch, two_thread
         return out
 
     model.model.lm_head.register_forward_hook(fail_on_one_thread)
-    with pytest.raises(RuntimeError, match="a failure on one thread"):
+    try:
         gcs.generate(["w3 w4"], "gcswr", max_new_tokens=30, model=model, min_new_tokens=30)
-    assert 1 in ran and torch.get_num_threads() == 2
+    except RuntimeError as error:
+        assert "a failure on one thread" in str(error)
+    else:
+        raise AssertionError("no step failed on one thread")
+    assert 1 in ran and torch.get_num_threads() == 2, (ran, torch.get_num_threads())
+
+
+def test_the_thread_count_comes_back_after_a_failed_step():
+    in_a_fresh_process(thread_count_back_after_a_failure)
+
+
+def a_thread_started_meanwhile_keeps_every_thread():
+    torch.set_num_threads(2)
+    internals.openmp_threads_setter()(1)  # this thread alone, as a step on one thread is
+    seen = []
+    other = threading.Thread(target=lambda: seen.append(torch.get_num_threads()))
+    other.start()
+    other.join()
+    assert torch.get_num_threads() == 1 and seen == [2], seen
+
+
+def test_one_thread_for_a_generation_is_not_one_thread_for_threads_started_meanwhile():
+    """``torch.set_num_threads`` also sets what threads read when they first use torch; the steps' setter sets the
+    generating thread's count alone."""
+    in_a_fresh_process(a_thread_started_meanwhile_keeps_every_thread)

@@ -16,12 +16,13 @@ row count and thread counts in a process; the tokens' equality at the defaults i
 [2, 2, 2, 2, 2, 2]
 >>> [choice.observe(0.300, 0.120) for _ in range(2)]  # another job takes the cores: one thread is tried
 [2, 1]
->>> choice.observe(0.090, 0.060), choice.observe(0.060, 0.040)  # faster on it: kept
-(1, 1)
+>>> choice.observe(0.090, 0.060)  # faster on it: kept
+1
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import statistics
 import threading
@@ -32,7 +33,9 @@ from collections import deque
 import torch
 from transformers import StoppingCriteria
 
+from .. import internals
 from ..environment import env_choice
+from .invariance import is_row_invariant
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +43,10 @@ SETTING = "GCS_THREADS"  # auto (adapt on CPU), fixed
 WINDOW = 4  # steps whose CPU share suggests a try, and whose median time a try is compared with
 CONTENDED = 0.8  # on all threads, a CPU share below this suggests another job takes the cores: try one thread
 FREE = 0.9  # on one thread, a CPU share above this suggests the cores are free again: try all threads
-TRIAL = 2  # steps a try runs (the first may pay one-off probes); its faster one is compared
-GAIN = 0.85  # a try is kept when its step took under this share of the median step before it
+GAIN = 0.85  # a try (one step: the probe packed and probed its shapes already) is kept under this share of the
+# median step before it
 FIRST_WAIT, LONGEST_WAIT = WINDOW, 64  # steps between tries: doubled after each try that was not kept
+TRIES_NOT_KEPT = 3  # a generation makes no more tries after this many were not kept (a wrong try costs a slow step)
 
 
 class ThreadChoice:
@@ -50,8 +54,9 @@ class ThreadChoice:
     (its wall time and the generating thread's CPU time) run on ``threads`` and returns the count for the next.
 
     A step's CPU share (CPU time / wall time) says whether the scheduler gave the generating thread its core; where it
-    did not, the other count is tried for ``TRIAL`` steps and kept if its faster step took under ``GAIN`` of the
-    median of the last steps before it. A try not kept doubles the wait before the next (up to ``LONGEST_WAIT``).
+    did not (all threads) or did (one thread) over ``WINDOW`` steps, the other count is tried for one step and kept if
+    that step took under ``GAIN`` of the median of the last steps before it. A try not kept doubles the wait before
+    the next (up to ``LONGEST_WAIT``), and after ``TRIES_NOT_KEPT`` of them no more are made.
     """
 
     def __init__(self, ceiling: int):
@@ -60,113 +65,127 @@ class ThreadChoice:
         self.ceiling = self.threads = self.home = ceiling
         self.times = {ceiling: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
         self.shares: deque = deque(maxlen=WINDOW)
-        self.trial = 0  # steps of the current try left
+        self.trying = False
         self.wait = self.backoff = FIRST_WAIT
+        self.not_kept = 0
 
     def observe(self, seconds: float, cpu_seconds: float) -> int:
         self.times[self.threads].append(seconds)
-        if self.trial:
-            self.trial -= 1
-            if not self.trial:
-                self._decide()
+        if self.trying:
+            self._decide()
             return self.threads
         self.shares.append(cpu_seconds / seconds if seconds > 0 else 1.0)
         self.wait -= 1
-        if self.wait <= 0 and len(self.shares) == WINDOW and self.ceiling > 1:
+        if self.wait <= 0 and len(self.shares) == WINDOW and self.ceiling > 1 and self.not_kept < TRIES_NOT_KEPT:
             share = statistics.fmean(self.shares)
             if (share < CONTENDED) if self.threads == self.ceiling else (share > FREE):
                 self.home, self.threads = self.threads, 1 if self.threads == self.ceiling else self.ceiling
                 self.times[self.threads].clear()
-                self.trial = TRIAL
+                self.trying = True
         return self.threads
 
     def refuse(self) -> None:
         """The try cannot run (the probe found other bits on one thread): stay, and never try again."""
-        self.threads, self.trial, self.wait = self.home, 0, float("inf")
+        self.threads, self.trying, self.not_kept = self.home, False, TRIES_NOT_KEPT
 
     def _decide(self) -> None:
-        tried, before = min(self.times[self.threads]), statistics.median(self.times[self.home])
+        tried, before = self.times[self.threads][-1], statistics.median(self.times[self.home])
         kept = tried < GAIN * before
         logger.info("%d threads tried: a step in %.1f ms against %.1f ms on %d: %s", self.threads, tried * 1e3,
                     before * 1e3, self.home, "kept" if kept else "back")
         if not kept:
             self.threads = self.home
+            self.not_kept += 1
         self.backoff = FIRST_WAIT if kept else min(2 * self.backoff, LONGEST_WAIT)
-        self.wait = self.backoff
+        self.wait, self.trying = self.backoff, False
         self.shares.clear()
 
 
 def adapting(device: torch.device) -> bool:
     """Whether decode steps on ``device`` choose their threads: ``$GCS_THREADS`` is ``auto`` (the default), the model
-    is on CPU and torch has more than one thread."""
-    return env_choice(SETTING, ("auto", "fixed")) == "auto" and device.type == "cpu" and torch.get_num_threads() > 1
+    is on CPU, torch has more than one thread here and gcs can set one thread's count alone
+    (``gcs.internals.openmp_threads_setter``)."""
+    return env_choice(SETTING, ("auto", "fixed")) == "auto" and device.type == "cpu" and torch.get_num_threads() > 1 \
+        and internals.openmp_threads_setter() is not None
 
 
-_AGREE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> {(rows, ceiling, threads): verdict}
+_AGREE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> {what a verdict covers: verdict}
 _AGREE_LOCK = threading.Lock()
+PROBE_TOKENS = 4  # the probe's prefill: rows with 0, 1 and 2 tokens of left padding in turn
 
 
 def threads_agree(module: torch.nn.Module, rows: int, ceiling: int, threads: int) -> bool:
     """Whether ``module`` (a causal LM) computes a decode step of ``rows`` rows to the same bits on ``threads`` as on
-    ``ceiling`` threads: a prefill of two random tokens (the first one padding on every other row) and one cached step,
-    their last logits compared. Kept per module, row count and thread counts; call it from the generating thread."""
-    key = (rows, ceiling, threads)
+    ``ceiling`` threads: a prefill of ``PROBE_TOKENS`` random tokens (left-padded by 0, 1 and 2 in turn) and one cached
+    step, all their logits compared. Kept per module, row count, thread counts, dtype and kernels (row-invariant or
+    not); a probe that fails says no (one WARNING). Call it from the generating thread, under the model's lock."""
+    key = (rows, ceiling, threads, next(module.parameters()).dtype, is_row_invariant(module))
     with _AGREE_LOCK:
         verdicts = _AGREE.setdefault(module, {})
     if key not in verdicts:
         start = time.perf_counter()
-        verdicts[key] = _decode_logits(module, rows, threads) == _decode_logits(module, rows, ceiling)
+        try:
+            verdicts[key] = _decode_logits(module, rows, threads) == _decode_logits(module, rows, ceiling)
+        except Exception as error:  # noqa: BLE001 -- a speed lever only: any failure keeps every thread
+            internals.warn_once(f"threads-probe:{type(module).__name__}", "%s: the thread probe failed (%s: %s): "
+                                "decode steps keep every thread", type(module).__name__, type(error).__name__, error)
+            verdicts[key] = False
         logger.info("%d threads give %s logits as %d for %d rows (checked in %.2f s)", threads,
                     "the same" if verdicts[key] else "OTHER", ceiling, rows, time.perf_counter() - start)
     return verdicts[key]
 
 
 def _decode_logits(module: torch.nn.Module, rows: int, threads: int) -> list[bytes]:
-    """The last logits of a short prefill and of one cached step of ``rows`` random rows, computed on ``threads``."""
+    """The logits of a short prefill and of one cached step of ``rows`` random rows, computed on ``threads``."""
     generator = torch.Generator().manual_seed(rows)
     device = next(module.parameters()).device
-    ids = torch.randint(module.config.vocab_size, (rows, 2), generator=generator).to(device)
-    mask = torch.ones_like(ids)
-    mask[1::2, 0] = 0
+    ids = torch.randint(module.config.vocab_size, (rows, PROBE_TOKENS), generator=generator).to(device)
+    mask = (torch.arange(PROBE_TOKENS) >= (torch.arange(rows) % 3)[:, None]).long().to(device)
+    last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(module.forward).parameters else {}
+    set_threads = internals.openmp_threads_setter()
     before = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    set_threads(threads)
     try:
         with torch.inference_mode():
-            prefilled = module(input_ids=ids, attention_mask=mask, use_cache=True, logits_to_keep=1)
+            prefilled = module(input_ids=ids, attention_mask=mask, use_cache=True, **last)
             mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
             step = module(input_ids=ids[:, -1:], attention_mask=mask, past_key_values=prefilled.past_key_values,
-                          use_cache=True, logits_to_keep=1)
+                          use_cache=True, **last)
     finally:
-        torch.set_num_threads(before)
-    return [prefilled.logits.float().numpy().tobytes(), step.logits.float().numpy().tobytes()]
+        set_threads(before)
+    return [logits[:, -1].float().numpy().tobytes() for logits in (prefilled.logits, step.logits)]
 
 
 class StepThreads(StoppingCriteria):
     """A transformers stopping criterion that never stops a row: after each decode step it sets the threads of the
-    next one (``ThreadChoice``), one thread only where ``threads_agree``. ``close()`` puts torch's count back.
+    next one (``ThreadChoice``; this thread's OpenMP count alone), one thread only where ``threads_agree``.
+    ``close()`` puts the count back. Nothing is done once ``stop`` is set (the generation ends after this step).
 
     Called by ``generate`` in the thread that generates, after each step: the time between calls is a step's.
     """
 
-    def __init__(self, module: torch.nn.Module, rows: int):
-        self.module, self.rows = module, rows
+    def __init__(self, module: torch.nn.Module, rows: int, stop: threading.Event | None = None):
+        self.module, self.rows, self.stop = module, rows, stop
         self.choice = ThreadChoice(torch.get_num_threads())
+        self.set_threads = internals.openmp_threads_setter()
         self._clock()
 
     def _clock(self) -> None:
         self.wall, self.cpu = time.perf_counter(), time.thread_time()
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        wall, cpu = time.perf_counter(), time.thread_time()
-        current = self.choice.threads
-        wanted = self.choice.observe(wall - self.wall, cpu - self.cpu)
-        if wanted != current:
-            if wanted == self.choice.ceiling or threads_agree(self.module, self.rows, self.choice.ceiling, wanted):
-                torch.set_num_threads(wanted)
-            else:
-                self.choice.refuse()
-        self._clock()  # a probe's time is no step's
+        if self.stop is None or not self.stop.is_set():
+            wall, cpu = time.perf_counter(), time.thread_time()
+            current = self.choice.threads
+            wanted = self.choice.observe(wall - self.wall, cpu - self.cpu)
+            if wanted != current:
+                if wanted == self.choice.ceiling or threads_agree(self.module, self.rows, self.choice.ceiling, wanted):
+                    self.set_threads(wanted)
+                else:
+                    self.choice.refuse()
+            self._clock()  # a probe's time is no step's
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
     def close(self) -> None:
-        torch.set_num_threads(self.choice.ceiling)
+        if torch.get_num_threads() != self.choice.ceiling:
+            self.set_threads(self.choice.ceiling)

@@ -207,7 +207,7 @@ class TransformersRunner:
             if stop is not None and stop.is_set():  # stopped before the first step
                 return torch.empty((rows, 0), dtype=torch.long)
             module = batch.model.model
-            threads = StepThreads(module, rows) if adapting(module.device) else None
+            threads = StepThreads(module, rows, stop) if adapting(module.device) else None
             if threads is not None:
                 criteria.append(threads)
             try:

@@ -51,12 +51,18 @@ def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Ca
     def kernel(block, weight, bias):
         return packed(block, bias)
 
-    probe = torch.randn(ROW_BLOCK, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
-    if not torch.equal(kernel(probe, weight, bias), F.linear(probe, weight, bias)):
+    if not _computes_as_f_linear(kernel, weight, bias):
         internals.warn_once("packed-bits", "packed bf16 weights round unlike F.linear here (torch %s): not packed; "
                             "generation is slower, with the same tokens", torch.__version__)
         return None
     return kernel
+
+
+def _computes_as_f_linear(kernel: Callable, weight: torch.Tensor, bias: torch.Tensor | None) -> bool:
+    """Whether ``kernel(block, weight, bias)`` gives ``F.linear``'s bits on a random block of ``ROW_BLOCK`` rows, at
+    torch's thread count now."""
+    probe = torch.randn(ROW_BLOCK, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
+    return torch.equal(kernel(probe, weight, bias), F.linear(probe, weight, bias))
 
 
 def _room_for(weight: torch.Tensor) -> bool:
@@ -77,13 +83,13 @@ def _room_for(weight: torch.Tensor) -> bool:
 
 
 def _identity(weight: torch.Tensor) -> tuple | None:
-    """What a packed copy of ``weight`` depends on: its address, layout and version, and the thread count; None
-    for an inference tensor (no version counter). A new dtype or device means a new address: the cache holds
-    the old weight, so no later tensor takes its address."""
+    """What a packed copy of ``weight`` depends on besides the thread count (``_packed``): its address, layout and
+    version; None for an inference tensor (no version counter). A new dtype or device means a new address: the
+    cache holds the old weight, so no later tensor takes its address."""
     version = internals.version_counter(weight)
     if version is None:
         return None
-    return weight.data_ptr(), weight.shape, weight.stride(), version, torch.get_num_threads()
+    return weight.data_ptr(), weight.shape, weight.stride(), version
 
 
 class _PackedWeight:
@@ -154,22 +160,27 @@ class RowBlockLinear(torch.nn.Linear):
 # layer -> {thread count: its _PackedWeight}; kept beside the layers so that copying or pickling a model never meets
 # oneDNN's opaque packed tensors
 _PACKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-THREAD_COUNTS_KEPT = 2  # packed copies per layer: torch's thread count and one thread (gcs.engines.threads)
+THREAD_COUNTS_KEPT = 2  # thread counts a layer keeps packings for: torch's and one (gcs.engines.threads)
 
 
 def _packed(layer: RowBlockLinear, key: tuple, weight: torch.Tensor, bias: torch.Tensor | None) -> _PackedWeight:
-    """The layer's packing for ``key`` (``_identity``: the weight and the thread count), made where it has none.
+    """The layer's packing for its weight (``key``: ``_identity``) at torch's thread count now, made where it has none.
 
-    A packed copy is made for each thread count (oneDNN may lay a weight out by it), so that a generation moving
-    between torch's count and one thread packs once for each: up to ``THREAD_COUNTS_KEPT`` copies are kept, the
-    oldest dropped for a new one, and all of them when the weight changed."""
+    oneDNN may lay a weight out, or round it, by the thread count, so a packing is kept per thread count: one made
+    at another count is used here too where it gives ``F.linear``'s bits here (one copy in memory), else the weight
+    is packed for this count (up to ``THREAD_COUNTS_KEPT`` copies, the oldest dropped). A changed weight drops them
+    all. A generation moving between torch's count and one thread (``gcs.engines.threads``) never repacks."""
     copies = _PACKED.setdefault(layer, {})
-    threads = key[-1]
+    threads = torch.get_num_threads()
     packed = copies.get(threads)
     if packed is not None and packed.current(key):
         return packed
-    if packed is not None or any(other.key[:-1] != key[:-1] for other in copies.values()):
+    if packed is not None or not all(other.current(key) for other in copies.values()):
         copies.clear()  # the weight changed: every copy is stale (and holds the old weight's memory)
+    for other in copies.values():
+        if other.kernel is None or _computes_as_f_linear(other.kernel, weight, bias):
+            copies[threads] = other
+            return other
     while len(copies) >= THREAD_COUNTS_KEPT:
         copies.pop(next(iter(copies)))
     packed = copies[threads] = _PackedWeight(key, weight, bias)
