@@ -64,6 +64,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--engine", default="transformers", choices=gcs.ENGINES)
     args = parser.parse_args()
+    os.environ["GCS_THREADS"] = "fixed"  # the kernels' cost alone: no step moves to one thread (bench_threads.py)
     n, seeds, engine = args.tokens, list(range(args.seeds)), args.engine
     sizes = [int(size) for size in args.sizes.split(",")]
     shapes = {size: shape(size) for size in sizes}

@@ -138,6 +138,14 @@ def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench)
     assert re.search(r"probing the one-call widths: [1-9]\d* \(kernel, width\) pairs, \d+\.\d\d s in all", out), out
 
 
+def test_the_threads_benchmark_prints_both_machines_and_the_same_responses(run_bench):
+    code, out, _ = run_bench("bench_threads.py", *"--tokens 3 --seeds 1 --rounds 1".split())
+    assert code == 0
+    for machine in ("quiet", "busy"):
+        assert re.search(rf"{machine}: auto / fixed = \d+\.\d\dx", out), out
+    assert "every response the same in all four: yes" in out, out
+
+
 def test_ab_benchmark_prints_every_change_and_score(run_bench):
     code, out, err = run_bench("bench_ab.py", "--prompts", "1", "--seeds", "2", "--tokens", "4")
     assert code == 0, err

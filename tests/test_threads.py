@@ -12,7 +12,7 @@ import torch
 import gcs
 from gcs import internals
 from gcs.engines import threads
-from gcs.engines.threads import FIRST_WAIT, TRIES_NOT_KEPT, WINDOW, ThreadChoice, threads_agree
+from gcs.engines.threads import FIRST_WAIT, FREE_WINDOW, TRIES_NOT_KEPT, WINDOW, ThreadChoice, threads_agree
 from conftest import tiny_gcs_model
 
 QUIET, BUSY = (0.040, 0.039), (0.300, 0.120)  # (wall, CPU) seconds of a step with its cores, and beside another job
@@ -56,8 +56,17 @@ def test_on_one_thread_free_cores_bring_every_thread_back():
     choice = ThreadChoice(2)
     feed(choice, [BUSY] * WINDOW + [(0.080, 0.060)])
     assert choice.threads == 1
-    got = feed(choice, [(0.060, 0.059)] * WINDOW + [(0.040, 0.039)])
-    assert got[WINDOW - 1] == 2 and got[-1] == 2  # the share rose: all threads tried, faster, kept
+    got = feed(choice, [(0.060, 0.059)] * FREE_WINDOW + [(0.040, 0.039)])
+    assert got[:FREE_WINDOW - 1] == [1] * (FREE_WINDOW - 1)  # a whole window with the share up first...
+    assert got[FREE_WINDOW - 1] == 2 and got[-1] == 2  # ...then all threads tried, faster, kept
+
+
+def test_on_one_thread_a_share_that_is_not_clearly_up_tries_nothing():
+    """A wrong try of all threads beside a busy job costs far more than a step on one thread: the window is long and
+    the bar high."""
+    choice = ThreadChoice(2)
+    feed(choice, [BUSY] * WINDOW + [(0.080, 0.060)])
+    assert feed(choice, [(0.060, 0.054)] * 200) == [1] * 200  # a share of 0.9
 
 
 def test_a_refused_try_is_never_made_again():

@@ -40,9 +40,11 @@ from .invariance import is_row_invariant
 logger = logging.getLogger(__name__)
 
 SETTING = "GCS_THREADS"  # auto (adapt on CPU), fixed
-WINDOW = 4  # steps whose CPU share suggests a try, and whose median time a try is compared with
-CONTENDED = 0.8  # on all threads, a CPU share below this suggests another job takes the cores: try one thread
-FREE = 0.9  # on one thread, a CPU share above this suggests the cores are free again: try all threads
+WINDOW = 4  # steps whose CPU share suggests trying one thread, and whose median time a try is compared with
+CONTENDED = 0.8  # on all threads, a mean CPU share below this over WINDOW steps suggests another job takes the cores
+# on one thread, a mean CPU share above FREE over FREE_WINDOW steps suggests the cores are free again: try all threads.
+# Longer and stricter: a wrong try of all threads beside a busy job took 4 s where a step on one thread took 0.1 s
+FREE, FREE_WINDOW = 0.95, 16
 GAIN = 0.85  # a try (one step: the probe packed and probed its shapes already) is kept under this share of the
 # median step before it
 FIRST_WAIT, LONGEST_WAIT = WINDOW, 64  # steps between tries: doubled after each try that was not kept
@@ -54,8 +56,8 @@ class ThreadChoice:
     (its wall time and the generating thread's CPU time) run on ``threads`` and returns the count for the next.
 
     A step's CPU share (CPU time / wall time) says whether the scheduler gave the generating thread its core; where it
-    did not (all threads) or did (one thread) over ``WINDOW`` steps, the other count is tried for one step and kept if
-    that step took under ``GAIN`` of the median of the last steps before it. A try not kept doubles the wait before
+    did not over ``WINDOW`` steps on all threads (or did, over ``FREE_WINDOW`` steps on one), the other count is tried
+    for one step and kept if that step took under ``GAIN`` of the median of the last steps before it. A try not kept doubles the wait before
     the next (up to ``LONGEST_WAIT``), and after ``TRIES_NOT_KEPT`` of them no more are made.
     """
 
@@ -64,7 +66,7 @@ class ThreadChoice:
             raise ValueError(f"ceiling must be a thread count of at least 1, got {ceiling!r}")
         self.ceiling = self.threads = self.home = ceiling
         self.times = {ceiling: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
-        self.shares: deque = deque(maxlen=WINDOW)
+        self.shares: deque = deque(maxlen=FREE_WINDOW)
         self.trying = False
         self.wait = self.backoff = FIRST_WAIT
         self.not_kept = 0
@@ -76,9 +78,11 @@ class ThreadChoice:
             return self.threads
         self.shares.append(cpu_seconds / seconds if seconds > 0 else 1.0)
         self.wait -= 1
-        if self.wait <= 0 and len(self.shares) == WINDOW and self.ceiling > 1 and self.not_kept < TRIES_NOT_KEPT:
-            share = statistics.fmean(self.shares)
-            if (share < CONTENDED) if self.threads == self.ceiling else (share > FREE):
+        if self.wait <= 0 and self.ceiling > 1 and self.not_kept < TRIES_NOT_KEPT:
+            on_all = self.threads == self.ceiling
+            window = list(self.shares)[-WINDOW:] if on_all else self.shares
+            if len(window) == (WINDOW if on_all else FREE_WINDOW) and \
+                    ((statistics.fmean(window) < CONTENDED) if on_all else (statistics.fmean(window) > FREE)):
                 self.home, self.threads = self.threads, 1 if self.threads == self.ceiling else self.ceiling
                 self.times[self.threads].clear()
                 self.trying = True
@@ -111,12 +115,13 @@ def adapting(device: torch.device) -> bool:
 
 _AGREE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # module -> {what a verdict covers: verdict}
 _AGREE_LOCK = threading.Lock()
-PROBE_TOKENS = 4  # the probe's prefill: rows with 0, 1 and 2 tokens of left padding in turn
+PROBE_TOKENS = 2  # the probe's prefill (every other row left-padded by one): a wider prefill means other widths
+# for the linear layers to probe (gcs.engines.invariance), which beside a busy job cost seconds
 
 
 def threads_agree(module: torch.nn.Module, rows: int, ceiling: int, threads: int) -> bool:
     """Whether ``module`` (a causal LM) computes a decode step of ``rows`` rows to the same bits on ``threads`` as on
-    ``ceiling`` threads: a prefill of ``PROBE_TOKENS`` random tokens (left-padded by 0, 1 and 2 in turn) and one cached
+    ``ceiling`` threads: a prefill of ``PROBE_TOKENS`` random tokens (every other row left-padded by one) and one cached
     step, all their logits compared. Kept per module, row count, thread counts, dtype and kernels (row-invariant or
     not); a probe that fails says no (one WARNING). Call it from the generating thread, under the model's lock."""
     key = (rows, ceiling, threads, next(module.parameters()).dtype, is_row_invariant(module))
@@ -140,7 +145,7 @@ def _decode_logits(module: torch.nn.Module, rows: int, threads: int) -> list[byt
     generator = torch.Generator().manual_seed(rows)
     device = next(module.parameters()).device
     ids = torch.randint(module.config.vocab_size, (rows, PROBE_TOKENS), generator=generator).to(device)
-    mask = (torch.arange(PROBE_TOKENS) >= (torch.arange(rows) % 3)[:, None]).long().to(device)
+    mask = (torch.arange(PROBE_TOKENS) >= (torch.arange(rows) % 2)[:, None]).long().to(device)
     last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(module.forward).parameters else {}
     set_threads = internals.openmp_threads_setter()
     before = torch.get_num_threads()
