@@ -33,6 +33,12 @@ def test_beside_another_job_one_thread_is_tried_and_kept_when_faster():
     assert feed(choice, [(0.080, 0.070)] + [(0.080, 0.055)] * 50) == [1] * 51  # kept, and stays
 
 
+def test_bursts_of_another_job_leave_every_thread():
+    """A browser drawing the page on the same cores takes them in bursts: some steps keep their cores, so nothing is
+    tried (one thread would be slower there)."""
+    assert feed(ThreadChoice(2), [BUSY, BUSY, BUSY, QUIET] * 50) == [2] * 200
+
+
 def test_a_try_that_is_not_faster_goes_back_and_waits_twice_as_long():
     choice = ThreadChoice(2)
     feed(choice, [BUSY] * WINDOW)

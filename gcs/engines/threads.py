@@ -14,8 +14,8 @@ row count and thread counts in a process; the tokens' equality at the defaults i
 >>> choice = ThreadChoice(ceiling=2)
 >>> [choice.observe(0.040, 0.039) for _ in range(6)]  # quiet: each step has its cores
 [2, 2, 2, 2, 2, 2]
->>> [choice.observe(0.300, 0.120) for _ in range(2)]  # another job takes the cores: one thread is tried
-[2, 1]
+>>> [choice.observe(0.300, 0.120) for _ in range(4)]  # another job takes the cores: one thread is tried
+[2, 2, 2, 1]
 >>> choice.observe(0.090, 0.060)  # faster on it: kept
 1
 """
@@ -40,13 +40,14 @@ from .invariance import is_row_invariant
 logger = logging.getLogger(__name__)
 
 SETTING = "GCS_THREADS"  # auto (adapt on CPU), fixed
-WINDOW = 4  # steps whose CPU share suggests trying one thread, and whose median time a try is compared with
-CONTENDED = 0.8  # on all threads, a mean CPU share below this over WINDOW steps suggests another job takes the cores
+WINDOW = 4  # steps whose CPU share suggests trying one thread, and whose fastest a try is compared with
+CONTENDED = 0.8  # on all threads, a CPU share below this in each of WINDOW steps says another job takes the cores (a
+# burst, such as a browser drawing the page on the same cores, leaves some steps their cores: no try then)
 # on one thread, a mean CPU share above FREE over FREE_WINDOW steps suggests the cores are free again: try all threads.
 # Longer and stricter: a wrong try of all threads beside a busy job took 4 s where a step on one thread took 0.1 s
 FREE, FREE_WINDOW = 0.95, 16
 GAIN = 0.85  # a try (one step: the probe packed and probed its shapes already) is kept under this share of the
-# median step before it
+# fastest of the WINDOW steps before it
 FIRST_WAIT, LONGEST_WAIT = WINDOW, 64  # steps between tries: doubled after each try that was not kept
 TRIES_NOT_KEPT = 3  # a generation makes no more tries after this many were not kept (a wrong try costs a slow step)
 
@@ -56,9 +57,10 @@ class ThreadChoice:
     (its wall time and the generating thread's CPU time) run on ``threads`` and returns the count for the next.
 
     A step's CPU share (CPU time / wall time) says whether the scheduler gave the generating thread its core; where it
-    did not over ``WINDOW`` steps on all threads (or did, over ``FREE_WINDOW`` steps on one), the other count is tried
-    for one step and kept if that step took under ``GAIN`` of the median of the last steps before it. A try not kept doubles the wait before
-    the next (up to ``LONGEST_WAIT``), and after ``TRIES_NOT_KEPT`` of them no more are made.
+    did not in each of ``WINDOW`` steps on all threads (or did, on average over ``FREE_WINDOW`` steps on one), the
+    other count is tried for one step and kept if that step took under ``GAIN`` of the fastest of the last ``WINDOW``
+    steps before it. A try not kept doubles the wait before the next (up to ``LONGEST_WAIT``), and after
+    ``TRIES_NOT_KEPT`` of them no more are made.
     """
 
     def __init__(self, ceiling: int):
@@ -82,7 +84,7 @@ class ThreadChoice:
             on_all = self.threads == self.ceiling
             window = list(self.shares)[-WINDOW:] if on_all else self.shares
             if len(window) == (WINDOW if on_all else FREE_WINDOW) and \
-                    ((statistics.fmean(window) < CONTENDED) if on_all else (statistics.fmean(window) > FREE)):
+                    ((max(window) < CONTENDED) if on_all else (statistics.fmean(window) > FREE)):
                 self.home, self.threads = self.threads, 1 if self.threads == self.ceiling else self.ceiling
                 self.times[self.threads].clear()
                 self.trying = True
@@ -93,7 +95,7 @@ class ThreadChoice:
         self.threads, self.trying, self.not_kept = self.home, False, TRIES_NOT_KEPT
 
     def _decide(self) -> None:
-        tried, before = self.times[self.threads][-1], statistics.median(self.times[self.home])
+        tried, before = self.times[self.threads][-1], min(self.times[self.home])
         kept = tried < GAIN * before
         logger.info("%d threads tried: a step in %.1f ms against %.1f ms on %d: %s", self.threads, tried * 1e3,
                     before * 1e3, self.home, "kept" if kept else "back")
