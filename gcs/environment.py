@@ -2,7 +2,7 @@
 
     GCS_ROW_INVARIANT   auto, on, off   row-invariant kernels (auto: on CPU)       gcs.engines.invariance
     GCS_CPU_KERNEL      auto, on, off   GCSwR's fused CPU kernel                   gcs.kernels
-    GCS_THREADS         auto, fixed     threads per decode step (auto: adapt on CPU) gcs.engines.threads
+    GCS_THREADS         auto, fixed     threads per decode step (auto: on CPU)     gcs.engines.threads
     GCS_ENGINE          auto, transformers, vllm   the app's engine                ui.deployment
     GCS_MCP             on, off         the app's MCP tools                        ui
 
