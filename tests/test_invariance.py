@@ -15,6 +15,7 @@ from torch.nn import functional as F
 from transformers import DynamicCache
 
 import gcs
+from gcs import internals
 from gcs.batch import Batch, Row
 from gcs.engines.invariance import (
     ROW_BLOCK, RowBlockLinear, RowBlocks, attend, in_row_blocks, is_row_invariant, make_row_invariant, packed_weights,
@@ -252,11 +253,12 @@ def test_a_packing_serves_each_thread_count_and_is_dropped_when_the_weight_chang
     layer = torch.nn.Linear(64, 50).to(torch.bfloat16)
     layer.__class__ = RowBlockLinear
     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(4)).to(torch.bfloat16)
-    before = torch.get_num_threads()
+    set_threads = internals.openmp_threads_setter()  # as gcs.engines.threads sets them (a vLLM engine started in
+    before = torch.get_num_threads()  # this process pins torch.set_num_threads)
     try:
         with torch.no_grad():
             for threads in (2, 1, 2, 1, 2):
-                torch.set_num_threads(threads)
+                set_threads(threads)
                 assert torch.equal(layer(x), in_row_blocks(F.linear, x, layer.weight, layer.bias))
             assert set(_PACKED[layer]) == {1, 2} and len(made) == len({id(p) for p in _PACKED[layer].values()}) <= 2
             packed = packing(layer).kernel is not None
@@ -265,7 +267,7 @@ def test_a_packing_serves_each_thread_count_and_is_dropped_when_the_weight_chang
             if packed:
                 assert set(_PACKED[layer]) == {2} and _PACKED[layer][2] is made[-1] not in made[:-1]
     finally:
-        torch.set_num_threads(before)
+        set_threads(before)
 
 
 def test_under_autocast_the_blocks_compute_as_f_linear_does():

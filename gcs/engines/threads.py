@@ -2,14 +2,16 @@
 
 A decode step split over torch's threads meets them at each of its many parallel regions. Beside another job that
 keeps the cores busy, the scheduler sets one of them aside at almost every meeting and the others wait for it:
-measured here (2 cores, the embedded model, 36 rows x 64 tokens in a worker thread, as the app runs it), 3.8 s on 2
-threads quiet, 35.2 s on 2 threads beside a 2-thread job, 7.1 s on one thread beside it. ``StepThreads`` watches each
-step and moves between torch's thread count and one thread when the other is faster now (``ThreadChoice``).
+measured here (2 cores, the embedded model, 36 rows x 64 tokens in a worker thread, as the app runs it;
+``python bench/bench_threads.py``), 3.5 s quiet and 28.3 s beside a 2-thread job on two threads throughout, 12.5 s
+beside it choosing per step. ``StepThreads`` watches each step and moves between torch's thread count and one thread
+when the other is faster now (``ThreadChoice``); it sets the generating thread's OpenMP count alone
+(``gcs.internals.openmp_threads_setter``), never torch's process-wide count.
 
 A token never depends on the thread count: one thread is used only after a probe (``threads_agree``) showed that a
-decode step of the batch's rows gives the same logits on it as on all threads, bit for bit (checked once per model,
-row count and thread counts in a process; the tokens' equality at the defaults is tested). ``$GCS_THREADS``: ``auto``
-(default: on CPU) or ``fixed`` (torch's thread count throughout).
+decode step of the batch's rows gives the same logits on it as on all threads, bit for bit (once per model, row
+count, thread counts, dtype and kernels in a process; the tokens' equality at the defaults is tested).
+``$GCS_THREADS``: ``auto`` (default: on CPU) or ``fixed`` (torch's thread count throughout).
 
 >>> choice = ThreadChoice(ceiling=2)
 >>> [choice.observe(0.040, 0.039) for _ in range(6)]  # quiet: each step has its cores
