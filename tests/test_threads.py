@@ -4,6 +4,7 @@ that guards it, and the premise that a token never depends on it."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import threading
 
 import pytest
@@ -124,12 +125,14 @@ def premise_at_the_defaults():
     torch.set_num_threads(2)
     model = gcs.load_model()
     paraphrases = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
-    settings = gcs.SamplingSettings(seeds=[0, 1], max_new_tokens=24, top_p=0.95)
-    fixed = gcs.compare(paraphrases, settings=settings, model=model)  # no step is slow enough to try one thread
+    settings = gcs.SamplingSettings(seeds=[0], max_new_tokens=20, top_p=0.95)
+    os.environ["GCS_THREADS"] = "fixed"
+    fixed = gcs.compare(paraphrases, settings=settings, model=model)
     assert threads_agree(model.model, len(fixed), 2, 1), "one thread computes other logits at the defaults"
+    os.environ["GCS_THREADS"] = "auto"
     ran = alternating()
     switching = gcs.compare(paraphrases, settings=settings, model=model)
-    assert {1, 2} <= set(ran) and len(ran) >= 20, f"the steps did not run on both counts: {ran}"
+    assert {1, 2} <= set(ran) and len(ran) >= 16, f"the steps did not run on both counts: {ran}"
     assert switching["response"].tolist() == fixed["response"].tolist(), "the tokens changed with the threads"
     assert torch.get_num_threads() == 2, "the thread count did not come back"
 
@@ -151,8 +154,6 @@ def one_thread_with_other_logits_is_never_used():
     ThreadChoice.observe = lambda self, seconds, cpu: threads_seen.append(torch.get_num_threads()) or 1  # 1, always
     adapted = gcs.compare(["w3 w4", "w5 w6 w7"], settings=gcs.SamplingSettings(max_new_tokens=12), model=model)
     assert threads_seen and set(threads_seen) == {2}, f"a step ran on one thread: {threads_seen}"
-    import os
-
     os.environ["GCS_THREADS"] = "fixed"
     fixed = gcs.compare(["w3 w4", "w5 w6 w7"], settings=gcs.SamplingSettings(max_new_tokens=12), model=model)
     assert adapted["response"].tolist() == fixed["response"].tolist()
