@@ -125,9 +125,9 @@ def test_the_plugin_step_benchmark_prints_its_cost_and_the_same_tokens(run_bench
 
 def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench):
     code, out, _ = run_bench("bench_invariance.py",
-                             *"--tokens 3 --rounds 1 --sizes 1,9,12 --seeds 1 --dtypes float32".split())
+                             *"--tokens 3 --rounds 1 --sizes 1,12 --seeds 1 --dtypes float32".split())
     assert code == 0
-    for rows in (1, 9, 12):
+    for rows in (1, 12):
         ratios = rf"float32 {rows} rows: invariant / stock = \d+\.\d\dx, blocks / stock = \d+\.\d\dx, unpacked / stock"
         assert re.search(ratios, out), out
         assert re.search(rf"{rows} rows: float32 invariant / float32 stock = \d+\.\d\dx", out), out

@@ -124,15 +124,16 @@ def alternating() -> list[int]:
 def premise_at_the_defaults():
     torch.set_num_threads(2)
     model = gcs.load_model()
-    paraphrases = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
-    settings = gcs.SamplingSettings(seeds=[0], max_new_tokens=20, top_p=0.95)
+    paraphrases = ["Why is the sky blue?", "Explain the blue colour of the sky."]
+    settings = gcs.SamplingSettings(seeds=[0], max_new_tokens=14, top_p=0.95)  # two threads beside the suite's other
+    # worker are slow: the smallest run that still switches at every step of every method
     os.environ["GCS_THREADS"] = "fixed"
     fixed = gcs.compare(paraphrases, settings=settings, model=model)
     assert threads_agree(model.model, len(fixed), 2, 1), "one thread computes other logits at the defaults"
     os.environ["GCS_THREADS"] = "auto"
     ran = alternating()
     switching = gcs.compare(paraphrases, settings=settings, model=model)
-    assert {1, 2} <= set(ran) and len(ran) >= 16, f"the steps did not run on both counts: {ran}"
+    assert {1, 2} <= set(ran) and len(ran) >= 12, f"the steps did not run on both counts: {ran}"
     assert switching["response"].tolist() == fixed["response"].tolist(), "the tokens changed with the threads"
     assert torch.get_num_threads() == 2, "the thread count did not come back"
 
