@@ -48,8 +48,8 @@ def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Ca
     if packed is None:
         return None
 
-    def kernel(block, weight, bias):
-        return packed(block, bias)
+    def kernel(block, weight, bias, packed_at=torch.get_num_threads()):  # in the kernel's key (_kernel_key): one
+        return packed(block, bias)  # call's verdicts are kept per packing, which may differ by thread count
 
     if not _computes_as_f_linear(kernel, weight, bias):
         internals.warn_once("packed-bits", "packed bf16 weights round unlike F.linear here (torch %s): not packed; "
@@ -166,9 +166,9 @@ THREAD_COUNTS_KEPT = 2  # thread counts a layer keeps packings for: torch's and 
 def _packed(layer: RowBlockLinear, key: tuple, weight: torch.Tensor, bias: torch.Tensor | None) -> _PackedWeight:
     """The layer's packing for its weight (``key``: ``_identity``) at torch's thread count now, made where it has none.
 
-    oneDNN may lay a weight out, or round it, by the thread count, so a packing is kept per thread count: one made
-    at another count is used here too where it gives ``F.linear``'s bits here (one copy in memory), else the weight
-    is packed for this count (up to ``THREAD_COUNTS_KEPT`` copies, the oldest dropped). A changed weight drops them
+    oneDNN may lay a weight out, or round it, by the thread count, so a packing is kept per thread count: a packed
+    copy made at another count is used here too where it gives ``F.linear``'s bits here (one copy in memory), else
+    the weight is packed (or found unpackable) for this count (up to ``THREAD_COUNTS_KEPT`` copies, the oldest dropped). A changed weight drops them
     all. A generation moving between torch's count and one thread (``gcs.engines.threads``) never repacks."""
     copies = _PACKED.setdefault(layer, {})
     threads = torch.get_num_threads()
@@ -178,7 +178,7 @@ def _packed(layer: RowBlockLinear, key: tuple, weight: torch.Tensor, bias: torch
     if packed is not None or not all(other.current(key) for other in copies.values()):
         copies.clear()  # the weight changed: every copy is stale (and holds the old weight's memory)
     for other in copies.values():
-        if other.kernel is None or _computes_as_f_linear(other.kernel, weight, bias):
+        if other.kernel is not None and _computes_as_f_linear(other.kernel, weight, bias):
             copies[threads] = other
             return other
     while len(copies) >= THREAD_COUNTS_KEPT:
