@@ -10,10 +10,11 @@ weights are not packed (``unpacked``). ``blocks`` is the invariant copy with ``O
 call in 16-row blocks (what one call saves; the same tokens). On ``--engine vllm``
 they are vLLM engines with and without row-blocked linear kernels; vLLM reads its environment
 once per process, so both run each sequence's attention on its own (``VLLM_CPU_ATTN_SPLIT_KV=0``,
-what the invariant engine needs): the ratio is the cost of the row blocks alone. Each runs the side by
-side (3 paraphrases x 3 methods x --seeds seeds) and a single row, every response held to exactly
---tokens tokens whatever its tokens (transformers: ``min_new_tokens``; vLLM: the requests
-``gcs.generate`` makes, with the stop tokens ignored), since the kernels give some rows other
+what the invariant engine needs): the ratio is the cost of the row blocks alone. Each runs a batch of
+each of --sizes rows (``shape``: one row, the side by side of 3 paraphrases x 3 methods, or 4
+paraphrases x 3 methods, times seeds), every response held to exactly --tokens tokens whatever its
+tokens (transformers: ``min_new_tokens``; vLLM: the requests ``gcs.generate`` makes, with the stop
+tokens ignored), since the kernels give some rows other
 tokens; contenders take turns (``timing.best_in_turns``) and each keeps its best.
 Prints every time and the ratios invariant / stock per size (goal, issue "The verdict in seconds": <= 1.15x at
 every size); also whether each copy's single row equals its row in the side by side of --seeds seeds (the promise;

@@ -139,7 +139,10 @@ def warm_up() -> None:
             return
         ENGINE.start(model)
         if ENGINE.name == "transformers":  # each round of the side by side's defaults (3 paraphrases), probed now
-            probe_threads(model, [len(gcs.METHODS) * 3 * size for size in DEFAULT_ROUNDS])
+            try:
+                probe_threads(model, [len(gcs.METHODS) * 3 * size for size in DEFAULT_ROUNDS])
+            except Exception:  # a bad GCS_THREADS: requests will show the error; the rest still warms up
+                logger.exception("could not probe the decode steps' threads")
         try:
             gcs.cpu_kernel()  # compiled once unless cached; GCSwR requests meanwhile wait for it
             logger.info(gcs.kernel_status())

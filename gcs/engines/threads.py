@@ -68,7 +68,7 @@ class ThreadChoice:
     def __init__(self, ceiling: int):
         if not isinstance(ceiling, int) or ceiling < 1:
             raise ValueError(f"ceiling must be a thread count of at least 1, got {ceiling!r}")
-        self.ceiling = self.threads = self.home = ceiling
+        self.ceiling = self.threads = ceiling
         self.times = {ceiling: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
         self.shares: deque = deque(maxlen=FREE_WINDOW)
         self.trying = False
@@ -87,22 +87,28 @@ class ThreadChoice:
             window = list(self.shares)[-WINDOW:] if on_all else self.shares
             if len(window) == (WINDOW if on_all else FREE_WINDOW) and \
                     ((max(window) < CONTENDED) if on_all else (statistics.fmean(window) > FREE)):
-                self.home, self.threads = self.threads, 1 if self.threads == self.ceiling else self.ceiling
+                self.threads = 1 if on_all else self.ceiling
                 self.times[self.threads].clear()
                 self.trying = True
         return self.threads
 
+    @property
+    def home(self) -> int:
+        """The count a try left (during a try; the other of the two counts)."""
+        return self.ceiling if self.threads == 1 else 1
+
     def refuse(self) -> None:
-        """The try cannot run (the probe found other bits on one thread): stay, and never try again."""
-        self.threads, self.trying, self.not_kept = self.home, False, TRIES_NOT_KEPT
+        """The try of one thread cannot run (the probe found other bits there): stay on all, and never try again."""
+        self.threads, self.trying, self.not_kept = self.ceiling, False, TRIES_NOT_KEPT
 
     def _decide(self) -> None:
-        tried, before = self.times[self.threads][-1], min(self.times[self.home])
+        home = self.home
+        tried, before = self.times[self.threads][-1], min(self.times[home])
         kept = tried < GAIN * before
         logger.info("%d threads tried: a step in %.1f ms against %.1f ms on %d: %s", self.threads, tried * 1e3,
-                    before * 1e3, self.home, "kept" if kept else "back")
+                    before * 1e3, home, "kept" if kept else "back")
         if not kept:
-            self.threads = self.home
+            self.threads = home
             self.not_kept += 1
         self.backoff = FIRST_WAIT if kept else min(2 * self.backoff, LONGEST_WAIT)
         self.wait, self.trying = self.backoff, False

@@ -168,14 +168,15 @@ def _packed(layer: RowBlockLinear, key: tuple, weight: torch.Tensor, bias: torch
 
     oneDNN may lay a weight out, or round it, by the thread count, so a packing is kept per thread count: a packed
     copy made at another count is used here too where it gives ``F.linear``'s bits here (one copy in memory), else
-    the weight is packed (or found unpackable) for this count (up to ``THREAD_COUNTS_KEPT`` copies, the oldest dropped). A changed weight drops them
-    all. A generation moving between torch's count and one thread (``gcs.engines.threads``) never repacks."""
+    the weight is packed (or found unpackable) for this count, up to ``THREAD_COUNTS_KEPT`` copies (the oldest
+    dropped). A changed weight drops them all. A generation moving between torch's count and one thread
+    (``gcs.engines.threads``) never repacks."""
     copies = _PACKED.setdefault(layer, {})
     threads = torch.get_num_threads()
     packed = copies.get(threads)
     if packed is not None and packed.current(key):
         return packed
-    if packed is not None or not all(other.current(key) for other in copies.values()):
+    if not all(other.current(key) for other in copies.values()):  # this count's copy among them
         copies.clear()  # the weight changed: every copy is stale (and holds the old weight's memory)
     for other in copies.values():
         if other.kernel is not None and _computes_as_f_linear(other.kernel, weight, bias):
