@@ -19,7 +19,9 @@ import sys
 
 import gradio as gr
 
+from gcs.environment import env_choice
 from ui.logs import RedactingStream, RedactSecrets
+from ui.startup import patient_launch_check
 
 demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
 
@@ -30,5 +32,8 @@ if __name__ == "__main__":
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request (MCP's loopback calls included)
+    if env_choice("GCS_TIMINGS", ("off", "on")) == "on":  # where a run's time goes (bench/bench_browser.py reads it)
+        logging.getLogger("gcs.timing").setLevel(logging.DEBUG)
     ui.warm_up()
+    patient_launch_check()  # a loaded machine answers the launch's own check late, not never
     demo.launch(theme=gr.themes.Soft(), css=ui.CSS, **ui.launch_options(demo))

@@ -1,15 +1,27 @@
-"""The side by side as a user waits for it: a real browser, the app's defaults, from the click to each answer.
+"""The side by side as a user waits for it: a real browser, the app's defaults, from the click to each answer, and
+where the time went.
 
-    python bench/bench_browser.py [--runs 3] [--busy 0] [--engine transformers]
+    python bench/bench_browser.py [--runs 3] [--busy 0] [--engine transformers] [--visitors 1]
 
-Starts the app in a fresh process (bench_load.start_app; the model cache must exist), opens it in Debian's chromium,
-warms it with one run, then --runs times clicks Generate on the first built-in question (3 paraphrases, the app's
-defaults: 16 seeds in rounds of 4 then 12, 3 methods, 64 tokens, T = 1) and times from the click until the first
-answer is on screen, the first verdict (after the first round), and the final one ("Done"), and the CPU seconds the
-app's process and the browser's processes used meanwhile (here the browser renders on the cores that generate; on a
-Space it runs on the user's machine). With --busy N, N other processes keep the cores busy meanwhile (a shared
-machine). Prints each run and the medians. Goal (issue "The
-verdict in seconds"): final verdict <= 25 s quiet; first answers <= 4 s.
+Starts the app in a fresh process (bench_load.start_app, with ``GCS_TIMINGS=on`` so that it logs each stage's time;
+the model cache must exist), opens it in Debian's chromium, warms it with one run, then --runs times clicks Generate
+on the first built-in question (3 paraphrases, the app's defaults: 16 seeds in rounds of 4 then 12, 3 methods, 64
+tokens, T = 1) and times from the click until the first answer is on screen, the first verdict (after the first
+round), and the final one ("Done"), and the CPU seconds the app's process and the browser's processes used meanwhile
+(here the browser renders on the cores that generate; on a Space it runs on the user's machine).
+
+Each run's breakdown per round: the app's own stages from its log (the round's generation, each metric's scoring,
+the degenerate-output check, building the page's update: tables, figures, the seed browser; the downloads), the wait
+for the handler's next half-second beat, and "to screen": from the moment the handler hands the update to Gradio to
+the frame in which the browser shows it (Gradio's serialisation and transport and the browser's rendering, timed in
+the page with a MutationObserver and requestAnimationFrame; the server and the browser share this machine's clock).
+"browser busy" is the page's long tasks (Performance API: main-thread tasks over 50 ms) during the run.
+
+With --visitors 2, a second browser (its own context: another visitor) clicks Generate one second after the first:
+the first visitor's first answers and both verdicts, and how soon the second visitor's status line says where it
+stands in the queue. With --busy N, N other processes keep the cores busy meanwhile (a shared machine). Goals (issue
+"The page at the library's speed"): final verdict <= 25 s quiet; first answers <= 4 s (also with a second visitor);
+the second visitor told its place in the queue within 1 s.
 """
 
 from __future__ import annotations
@@ -19,27 +31,103 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
-from bench_load import BUSY, start_app  # bench/ is on sys.path when run as a script
+from bench_load import BUSY, ROOT, start_app  # bench/ is on sys.path when run as a script
 from playwright.sync_api import sync_playwright
+
+sys.path.insert(0, str(ROOT))
+from gcs.stage_timing import parse  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WAIT_MS = 900_000
 
+# In the page: when (wall clock, seconds) the first answer, each status line and each verdict were first painted,
+# and the main thread's long tasks. A mutation is noted in the next animation frame: when the browser shows it.
+RECORDER = """
+window.__gcs = {events: [], busy: 0, status: null, verdict: null, first: false, pending: false};
+new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__gcs.busy += e.duration / 1000; })
+  .observe({type: "longtask", buffered: true});
+// one look per frame, reading textContent (innerText would force a layout at every mutation: the page's own cost)
+const look = () => {
+  const g = window.__gcs, now = Date.now() / 1000, text = (id) => (document.querySelector(id) || {}).textContent;
+  g.pending = false;
+  if (!g.first && (text("#responses-gcswr") || "").includes("[1]")) { g.first = true; g.events.push(["first answer", "", now]); }
+  for (const [name, id] of [["status", "#status"], ["verdict", "#verdict"]]) {
+    const shown = (text(id) || "").trim();
+    if (shown && shown !== g[name]) { g[name] = shown; g.events.push([name, shown.slice(0, 120), now]); }
+  }
+};
+const soon = () => { if (!window.__gcs.pending) { window.__gcs.pending = true; requestAnimationFrame(look); } };
+document.addEventListener("DOMContentLoaded",
+  () => new MutationObserver(soon).observe(document.body, {subtree: true, childList: true, characterData: true}));
+"""
 
-def one_run(page) -> tuple[float, float, float, str]:
-    """(first answer, first verdict, final verdict) seconds after the click, and the final status."""
-    start = time.perf_counter()
+
+def open_page(browser, url: str):
+    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+    page.add_init_script(RECORDER)
+    page.goto(url)
+    page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
+    return page
+
+
+def click(page) -> float:
+    """Click Generate; the wall-clock time of the click."""
+    at = time.time()
     page.locator("#run-compare").click()
-    page.wait_for_function("document.querySelector('#responses-gcswr').innerText.includes('[1]')", timeout=WAIT_MS)
-    first_answer = time.perf_counter() - start
-    page.wait_for_function("document.querySelector('#verdict').innerText.includes('seeds')", timeout=WAIT_MS)
-    first_verdict = time.perf_counter() - start
+    return at
+
+
+def wait_done(page) -> None:
     page.wait_for_function("document.querySelector('#status').innerText.startsWith('Done')", timeout=WAIT_MS)
-    final = time.perf_counter() - start
-    return first_answer, first_verdict, final, page.locator("#status").inner_text()
+
+
+def shown(page, clicked: float) -> dict:
+    """What the page showed after the click: {"first answer": s, "first verdict": s, "final": s (its "Done"), "rounds":
+    {round: s} (each round's "N seeds scored" status), "queue": s (a status line naming the queue), "busy": s of long
+    tasks}, in seconds after ``clicked``."""
+    record = page.evaluate("window.__gcs")
+    found, rounds = {"busy": record["busy"]}, {}
+    for what, text, at in record["events"]:
+        after = at - clicked
+        if what == "first answer":
+            found.setdefault("first answer", after)
+        elif what == "verdict" and "seeds" in text:
+            found.setdefault("first verdict", after)
+        elif what == "status" and text.startswith("Round ") and "scored" in text:
+            rounds.setdefault(int(text.split()[1].rstrip(":")), after)
+        elif what == "status" and text.startswith("Done"):
+            found["final"] = after
+        elif what == "status" and "queue" in text.lower():
+            found.setdefault("queue", after)
+    found["rounds"] = rounds
+    return found
+
+
+def breakdown(log: Path, clicked: float, seen: dict) -> list[str]:
+    """One line per round: the app's stages (from its timing log lines written after ``clicked``) and the time from
+    handing the round's update to Gradio until the browser showed it (the last round: its "Done")."""
+    records = [r for r in map(parse, log.read_text(errors="replace").splitlines()) if r and r["end"] >= clicked]
+    round_, stages, handed = 0, {}, {}
+    for record in records:  # a metric's score carries no round: it belongs to the last round generated
+        round_ = record.get("round", round_)
+        if record["stage"] == "update handed over":
+            handed[(round_, record["what"])] = record["end"]
+        elif "seconds" in record:
+            name = f"{record['stage']} {record['metric']}" if "metric" in record else record["stage"]
+            stages.setdefault(round_, {})[name] = stages.get(round_, {}).get(name, 0.0) + record["seconds"]
+    lines = []
+    for number, parts in sorted(stages.items()):
+        last = number == max(stages)
+        on_screen = seen.get("final") if last else seen["rounds"].get(number)
+        given = handed.get((number, "done" if last else "verdict"))
+        screen = f"; to screen {clicked + on_screen - given:.2f}" if None not in (on_screen, given) else ""
+        lines.append(f"    round {number}: " + ", ".join(f"{name} {s:.2f}" for name, s in parts.items()) + screen + " s")
+    return lines
 
 
 def cpu_seconds(processes) -> float:
@@ -59,43 +147,81 @@ def browser_processes() -> list:
     return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
 
 
+def one_visitor(page, server, url: str, log: Path) -> dict:
+    page.goto(url)  # clears the last run's answers, so that "first answer" sees this run's
+    page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
+    app, chromium = psutil.Process(server.pid), browser_processes()
+    before = cpu_seconds([app]), cpu_seconds(chromium)
+    clicked = click(page)
+    wait_done(page)
+    seen = shown(page, clicked)
+    seen["cpu"] = cpu_seconds([app]) - before[0], cpu_seconds(chromium) - before[1]
+    seen["breakdown"] = breakdown(log, clicked, seen)
+    seen["status"] = page.locator("#status").inner_text()
+    return seen
+
+
+def two_visitors(pages, url: str) -> tuple[dict, dict]:
+    for page in pages:
+        page.goto(url)
+        page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
+    first_click = click(pages[0])
+    time.sleep(max(0.0, first_click + 1.0 - time.time()))
+    second_click = click(pages[1])
+    for page in pages:
+        wait_done(page)
+    return shown(pages[0], first_click), shown(pages[1], second_click)
+
+
+def seconds(found: dict, key: str) -> str:
+    return f"{found[key]:.1f} s" if key in found else "never"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--busy", type=int, default=0, help="processes keeping the cores busy during the runs")
     parser.add_argument("--engine", default="transformers")
+    parser.add_argument("--visitors", type=int, default=1, choices=(1, 2),
+                        help="2: a second visitor clicks Generate one second after the first")
     args = parser.parse_args()
-    server, url = start_app(engine=args.engine)
-    hogs = []
+    log = Path(tempfile.mkdtemp(prefix="gcs-bench-browser-")) / "app.log"
+    server, url = start_app(engine=args.engine, log=log, GCS_TIMINGS="on")
+    hogs, runs = [], []
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(url)
-            page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
-            one_run(page)  # warm: embedding models, kernels
+            pages = [open_page(browser, url) for _ in range(args.visitors)]
+            click(pages[0])
+            wait_done(pages[0])  # warm: embedding models, kernels
             hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
-            runs = []
             for index in range(args.runs):
-                # clear the last run's answers so that "first answer" sees this run's
-                page.goto(url)
-                page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
-                app, chromium = psutil.Process(server.pid), browser_processes()
-                before = cpu_seconds([app]), cpu_seconds(chromium)
-                runs.append(one_run(page))
-                used = cpu_seconds([app]) - before[0], cpu_seconds(chromium) - before[1]
-                print(f"  run {index + 1}: first answer {runs[-1][0]:.1f} s, first verdict {runs[-1][1]:.1f} s, "
-                      f"final verdict {runs[-1][2]:.1f} s ({runs[-1][3]}); CPU: app {used[0]:.1f} s, browser "
-                      f"{used[1]:.1f} s", flush=True)
+                if args.visitors == 2:
+                    first, second = two_visitors(pages, url)
+                    runs.append(first)
+                    print(f"  run {index + 1}: first visitor: first answer {seconds(first, 'first answer')}, "
+                          f"final verdict {seconds(first, 'final')}; second visitor (clicked 1 s later): told its "
+                          f"place in the queue after {seconds(second, 'queue')}, first answer "
+                          f"{seconds(second, 'first answer')}, final verdict {seconds(second, 'final')}", flush=True)
+                    continue
+                seen = one_visitor(pages[0], server, url, log)
+                runs.append(seen)
+                print(f"  run {index + 1}: first answer {seconds(seen, 'first answer')}, first verdict "
+                      f"{seconds(seen, 'first verdict')}, final verdict {seconds(seen, 'final')} ({seen['status']}); "
+                      f"CPU: app {seen['cpu'][0]:.1f} s, browser {seen['cpu'][1]:.1f} s; browser busy "
+                      f"{seen['busy']:.1f} s", flush=True)
+                print("\n".join(seen["breakdown"]), flush=True)
             browser.close()
     finally:
         for hog in hogs:
             hog.kill()
         server.kill()
     busy = f", {args.busy} processes keeping the cores busy" if args.busy else ", quiet"
-    medians = [statistics.median(run[i] for run in runs) for i in range(3)]
-    print(f"side by side at the defaults ({args.engine}{busy}), median of {len(runs)}: first answer "
-          f"{medians[0]:.1f} s, first verdict {medians[1]:.1f} s, final verdict {medians[2]:.1f} s")
+    medians = {key: statistics.median(run.get(key, float("nan")) for run in runs)
+               for key in ("first answer", "first verdict", "final")}
+    print(f"side by side at the defaults ({args.engine}{busy}, {args.visitors} visitor(s)), median of {len(runs)}: "
+          f"first answer {medians['first answer']:.1f} s, first verdict {medians['first verdict']:.1f} s, final "
+          f"verdict {medians['final']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
 
 
-def start_app(queue_size: int = 16, engine: str | None = None) -> tuple[subprocess.Popen, str]:
-    """A fresh ``python app.py`` on a free port, once it answers HTTP; ``engine`` sets its GCS_ENGINE."""
+def start_app(queue_size: int = 16, engine: str | None = None, log: Path | None = None,
+              **settings: str) -> tuple[subprocess.Popen, str]:
+    """A fresh ``python app.py`` on a free port, once it answers HTTP; ``engine`` sets its GCS_ENGINE, ``settings``
+    other environment variables (``GCS_TIMINGS="on"``); its output goes to ``log`` (or nowhere)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -51,10 +53,10 @@ def start_app(queue_size: int = 16, engine: str | None = None) -> tuple[subproce
         "GRADIO_ANALYTICS_ENABLED": "False",
         "GCS_QUEUE_SIZE": str(queue_size),
         **({"GCS_ENGINE": engine} if engine else {}),
+        **settings,
     }
-    server = subprocess.Popen(
-        [sys.executable, "app.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    output = open(log, "w") if log is not None else subprocess.DEVNULL  # noqa: SIM115 (the child holds it)
+    server = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     while True:
         if server.poll() is not None:

@@ -30,7 +30,7 @@ __version__ = "0.1.0"
 # experiments or figures (plotly is an optional dependency besides).
 _EXPORTS = {
     "checks": ("METHODS", "check_sampling_settings", "ENGINES", "check_engine", "check_methods", "check_seeds",
-        "MAX_NEW_TOKENS", "MAX_SEED"),
+        "MAX_NEW_TOKENS", "MAX_SEED", "MIN_TEMPERATURE"),
     "settings": ("SamplingSettings",),
     "data": ("Group", "load_groups", "parse_groups"),
     "export": ("csv_safe", "write_csv"),

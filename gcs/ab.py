@@ -29,9 +29,9 @@ import torch
 from tqdm.auto import tqdm
 
 from .ab_scores import Score, check_scores, pair_scores
-from .batch import Row, prompt_stream
+from .batch import Row, check_plain_text, prompt_stream
 from .checks import (check_count, check_engine, check_max_new_tokens, check_method, check_prompts,
-                     check_sampling_settings, check_seed_list, check_temperature)
+                     check_sampling_settings, check_seed_list, check_temperature, quoted)
 from .models import Model, check_dtype, load_model
 from .batching import auto_batch_rows, run_batches
 from .prompts import format_prompt
@@ -59,10 +59,11 @@ def check_template(template: str) -> str:
         fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
                   if name is not None]
     except ValueError as error:  # a lone "{" or "}": write "{{" or "}}" for a literal brace
-        raise ValueError(f"template {template!r} is not a valid str.format template ({error}); "
+        raise ValueError(f"template {quoted(template)} is not a valid str.format template ({error}); "
                          "write {{ and }} for literal braces") from None
     if fields != [("prompt", "", None)]:
-        raise ValueError(f"template must hold the field {{prompt}} exactly once and no other field, got {template!r}")
+        raise ValueError(f"template must hold the field {{prompt}} exactly once and no other field, got "
+                         f"{quoted(template)}")
     return template
 
 
@@ -94,11 +95,11 @@ class Variant:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
         if self.model is not None and not isinstance(self.model, Model) and \
                 (not isinstance(self.model, str) or not self.model.strip()):
-            raise ValueError(f"model must be a gcs.Model, a model name or None, got {self.model!r}")
+            raise ValueError(f"model must be a gcs.Model, a model name or None, got {quoted(self.model)}")
         for field in ("system", "name"):
             value = getattr(self, field)
             if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise ValueError(f"{field} must be None or a non-blank string, got {value!r}")
+                raise ValueError(f"{field} must be None or a non-blank string, got {quoted(value)}")
         check_template(self.template)
         check_sampling_settings(self.temperature, None, self.top_p)
         set_("temperature", check_temperature(self.temperature))
@@ -125,9 +126,9 @@ class Variant:
             return load_model(self.model, dtype=self.dtype)
         dtype = next(self.model.model.parameters()).dtype
         if self.dtype is not None and self.dtype != dtype:
-            raise ValueError(f"variant {self.name or self.describe()!r}: dtype {self.dtype} asks to convert the loaded "
-                             f"model {self.model.name!r} ({dtype}); pass the model by name to load it in that dtype, "
-                             "or convert it yourself")
+            raise ValueError(f"variant {quoted(self.name or self.describe())}: dtype {self.dtype} asks to convert the "
+                             f"loaded model {quoted(self.model.name)} ({dtype}); pass the model by name to load it in "
+                             "that dtype, or convert it yourself")
         return self.model
 
 
@@ -164,11 +165,13 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
             raise ValueError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
     names = (a.name or "A", b.name or "B")
     if names[0] == names[1]:
-        raise ValueError(f"the variants need different names to be told apart, both are {names[0]!r}")
+        raise ValueError(f"the variants need different names to be told apart, both are {quoted(names[0])}")
     ready = []
     for slot, name, variant in zip("ab", names, (a, b)):
         model = variant.load()
+        check_plain_text(variant.template, model, f"the template of variant {quoted(name)}")
         if variant.system is not None:
+            check_plain_text(variant.system, model, f"the system message of variant {quoted(name)}")
             try:  # a chat template may refuse a system turn (it raises a template error of its own)
                 format_prompt("probe", model.tokenizer, model.is_chat, (), variant.system)
             except Exception as error:  # noqa: BLE001
@@ -275,10 +278,11 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, seeds: int | Iterable[int
     max_new_tokens = check_max_new_tokens(max_new_tokens)
     engine = check_engine("transformers" if engine is None else engine)
     if not isinstance(control, bool):
-        raise ValueError(f"control must be True or False, got {control!r}")
+        raise ValueError(f"control must be True or False, got {quoted(control)}")
     if batch_rows is not None:
         check_count(batch_rows, "batch_rows", 1, 1_000_000)
     pair = arms(a, b, max_new_tokens)
+    check_plain_text(prompts, pair[0].model, "prompts")  # (both models read one vocabulary: arms checks it)
     methods = list(dict.fromkeys([method, *(["is"] if control else [])]))
     keys = _keys(len(prompts), seeds, methods, skip)
     chunk = batch_rows or (len(keys) if engine == "vllm" else auto_batch_rows(pair[0].model, max_new_tokens + 128))

@@ -4,7 +4,9 @@ An *arm score* is a number per answer, compared between the arms (B - A over see
 
 - ``"length"``: the answer's tokens as generated (before its stop token);
 - ``"contains:WORD"``: 1 when the answer contains WORD as a whole word (case-insensitive), else 0;
-- ``"regex:PATTERN"``: 1 when ``re.search(PATTERN, answer)`` finds it (case-sensitive unless ``(?i)``), else 0;
+- ``"regex:PATTERN"``: 1 when ``regex.search(PATTERN, answer)`` finds it (the ``regex`` package, ``re``'s syntax;
+  case-sensitive unless ``(?i)``), else 0; each answer's search is cut after ``REGEX_SECONDS`` (a ValueError naming
+  the pattern), since a pattern such as ``(a+)+$`` backtracks for a time that doubles with each "a";
 - ``"e5_to:REFERENCE"``: the answer's E5 similarity to a reference answer;
 - ``scorer``: any function answer -> number (its label: ``"scorer"``, or ``"scorer:NAME"`` for a named function).
 
@@ -19,7 +21,7 @@ similarity) and ``"aligned"`` (aligned agreement of their token ids, ``gcs.scori
 >>> check_scores(["regex:(unclosed"])
 Traceback (most recent call last):
 ...
-ValueError: metric 'regex:(unclosed': '(unclosed' is not a valid regular expression (missing ), unterminated ...)
+ValueError: metric 'regex:(unclosed': '(unclosed' is not a valid regular expression (missing ) at position 9)
 """
 
 from __future__ import annotations
@@ -30,12 +32,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import regex
 
+from .quoting import quoted
 from .scoring import aligned_agreement, embedder, similarity_to
 
 ARM_KINDS = ("length", "contains", "regex", "e5_to")
 PAIR_SCORES = ("e5_between", "aligned")
 EXPECTED = "length, contains:WORD, regex:PATTERN, e5_to:REFERENCE, e5_between or aligned"
+# A regex score's bound on one answer's search: an ordinary pattern takes microseconds on an answer of 1,024 tokens;
+# one that backtracks exponentially ("(a+)+$" on 24 "a"s and a "!": 5.9 s with re, 4 times longer per 2 more) would
+# otherwise hold a run, and the CLI, for hours. ``re`` has no bound: the ``regex`` package's searches take one.
+REGEX_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,10 @@ class Score:
         """The score of each answer (``lengths``: their tokens). ``where(i)`` names answer ``i`` in errors."""
         if self.kind == "length":
             return np.asarray(lengths, dtype=float)
-        if self.kind in ("contains", "regex"):
+        if self.kind == "contains":  # an escaped word: linear time
             return np.array([float(self.argument.search(answer) is not None) for answer in answers])
+        if self.kind == "regex":
+            return np.array([float(self._found(answer, where(i))) for i, answer in enumerate(answers)])
         if self.kind == "e5_to":
             return similarity_to(self.argument, list(answers), "e5") if len(answers) else np.zeros(0)
         values = []
@@ -61,9 +71,17 @@ class Score:
             if isinstance(value, bool):
                 value = float(value)
             if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
-                raise ValueError(f"scorer returned {value!r} for {where(i)}: a score must be a finite number")
+                raise ValueError(f"scorer returned {quoted(value)} for {where(i)}: a score must be a finite number")
             values.append(float(value))
         return np.array(values)
+
+    def _found(self, answer: str, where: str) -> bool:
+        try:
+            return self.argument.search(answer, timeout=REGEX_SECONDS) is not None
+        except TimeoutError:
+            raise ValueError(f"metric {quoted(self.label)}: the search took over {REGEX_SECONDS:g} s on {where}, the "
+                             "bound for one answer (nested repeats such as (a+)+ backtrack for a time that doubles "
+                             "with each character): write the pattern without them") from None
 
 
 PLACEHOLDERS = {"contains": ("contains argument", "WORD"), "regex": ("regex argument", "PATTERN"),
@@ -73,7 +91,7 @@ PLACEHOLDERS = {"contains": ("contains argument", "WORD"), "regex": ("regex argu
 def _argument(metric: str, kind: str, argument: str) -> str:
     if not argument.strip():
         what, placeholder = PLACEHOLDERS[kind]
-        raise ValueError(f"metric {metric!r} names no {what}: write {kind}:{placeholder}")
+        raise ValueError(f"metric {quoted(metric)} names no {what}: write {kind}:{placeholder}")
     return argument
 
 
@@ -85,7 +103,7 @@ def _score(metric: str) -> Score | str:
     kind = kind.strip().lower()
     if kind in ("length", *PAIR_SCORES):
         if colon:
-            raise ValueError(f"metric {metric!r}: {kind} takes no argument")
+            raise ValueError(f"metric {quoted(metric)}: {kind} takes no argument")
         return kind if kind in PAIR_SCORES else Score("length", "length")
     if kind == "contains":
         word = _argument(metric, kind, argument).strip()
@@ -93,13 +111,14 @@ def _score(metric: str) -> Score | str:
     if kind == "regex":
         pattern = _argument(metric, kind, argument)
         try:
-            return Score(f"regex:{pattern}", kind, re.compile(pattern))
-        except re.error as error:
-            raise ValueError(f"metric {metric!r}: {pattern!r} is not a valid regular expression ({error})") from None
+            return Score(f"regex:{pattern}", kind, regex.compile(pattern))
+        except regex.error as error:
+            raise ValueError(f"metric {quoted(metric)}: {quoted(pattern)} is not a valid regular expression "
+                             f"({error})") from None
     if kind == "e5_to":
         reference = _argument(metric, kind, argument).strip()
         return Score(f"e5_to:{reference}", kind, reference)
-    raise ValueError(f"unknown A/B metric {metric!r}: expected {EXPECTED}")
+    raise ValueError(f"unknown A/B metric {quoted(metric)}: expected {EXPECTED}")
 
 
 def check_scores(metrics: Sequence[str] | str, scorer: Callable[[str], float] | None = None) \

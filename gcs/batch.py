@@ -29,6 +29,7 @@ from .models import Model
 from .noise import stream_id
 from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
+from .quoting import quoted
 from .samplers import Sampler
 from .settings import SamplingSettings
 
@@ -51,6 +52,31 @@ def stop_token_ids(model: Model) -> list[int]:
         # an unknown token maps to the unknown-token id (or None): keep only ids that map back to the token
         ids |= {i for token, i in found if i is not None and tokenizer.convert_ids_to_tokens(i) == token}
     return sorted(ids - {None})
+
+
+def special_tokens(tokenizer) -> list[str]:
+    """The texts ``tokenizer`` reads as one of its special tokens wherever they appear (its chat markup, its end of
+    text, tokens a code model reserves), longest first."""
+    found = {*tokenizer.all_special_tokens,
+             *(token.content for token in getattr(tokenizer, "added_tokens_decoder", {}).values() if token.special)}
+    return sorted((token for token in found if token), key=len, reverse=True)
+
+
+def check_plain_text(text: str | Sequence[str], model: Model, name: str) -> str | list[str]:
+    """``text`` (or each text of a list, named ``name[i]``) if it holds none of the model's special tokens, else a
+    ValueError naming the token. The tokenizer reads "<|im_end|>" typed in a prompt as the end of the turn itself:
+    user text (a prompt, a paraphrase, a system message, a template, a response) would write the chat's markup,
+    close the user's turn and open another. One rule for every entry point, library and app alike."""
+    if not isinstance(text, str):
+        return [check_plain_text(item, model, f"{name}[{i}]") for i, item in enumerate(text)]
+    found = [(text.find(token), -len(token), token) for token in special_tokens(model.tokenizer) if token in text]
+    if found:
+        at, _, token = min(found)
+        ends = model.tokenizer.convert_tokens_to_ids(token) in stop_token_ids(model)
+        raise ValueError(f"{name} holds {'an end-of-turn' if ends else 'a special'} token, {quoted(token)}, at "
+                         f"character {at + 1}: the model would read it as its own markup, not as the text typed; "
+                         "remove it")
+    return text
 
 
 def prompt_lengths(prompts: Sequence[str], model: Model) -> list[int]:
@@ -120,8 +146,8 @@ class Batch:
         for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist()):
             if length > limit:
                 raise ValueError(
-                    f"a prompt is too long: {length} tokens (it starts {question[:60]!r}); the model's context window "
-                    f"of {self.model.context_window} tokens leaves {limit} for the prompt with max_new_tokens="
+                    f"a prompt is too long: {length} tokens (it starts {quoted(question, 60)}); the model's context "
+                    f"window of {self.model.context_window} tokens leaves {limit} for the prompt with max_new_tokens="
                     f"{self.settings.max_new_tokens}"
                 )
         self.inputs = inputs.to(self.model.device)

@@ -10,17 +10,17 @@ rule has one wording wherever it applies.
 >>> check_sampling_settings(-1, None, None)
 Traceback (most recent call last):
 ...
-ValueError: temperature must be a finite number >= 0 (0 means greedy), got -1
+ValueError: temperature must be a finite number, 0 (greedy) or at least 0.0001 (the floor: ...), got -1
 """
 
 from __future__ import annotations
 
 import math
 import operator
-import reprlib
 from collections.abc import Iterable, Sequence
 
 from .data import Group
+from .quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")
 MAX_SEED = 2**63 - 1
@@ -29,26 +29,9 @@ MAX_REWORDINGS = 8
 MAX_SEED_COUNT = 10_000
 
 
-QUOTED_CHARACTERS = 100
-_SHORT = reprlib.Repr()  # (keyword arguments only from Python 3.12)
-_SHORT.maxstring = _SHORT.maxlong = _SHORT.maxother = QUOTED_CHARACTERS
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 8
-
-
-def quoted(value, most: int = QUOTED_CHARACTERS) -> str:
-    """``value`` as an error message quotes it: its repr, cut to about ``most`` characters (a megabyte sent as a
-    method name must not come back whole in the error).
-
-    >>> quoted("gcswr"), quoted("x" * 1000, 5), quoted(list(range(100)))[:30]
-    ("'gcswr'", "'xxxxx'… (1,000 characters)", '[0, 1, 2, 3, 4, 5, 6, 7, ...]')
-    """
-    if isinstance(value, str):
-        return repr(value[:most]) + (f"… ({len(value):,} characters)" if len(value) > most else "")
-    try:
-        text = _SHORT.repr(value)
-    except ValueError:  # an int past Python's limit on converting digits to text
-        return f"an {type(value).__name__} too long to show"
-    return text if len(text) <= most else text[:most] + "…"
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type: a TypeError, and a ValueError too, so that whatever refuses bad input
+    (``except ValueError``: the app, the CLI) refuses this as bad input, not as a fault."""
 
 
 def is_integer(value) -> bool:
@@ -148,10 +131,29 @@ def check_seed_list(seeds: int | Iterable[int]) -> list[int]:
     return check_seeds(seeds)
 
 
+# The smallest temperature above 0 (greedy). Dividing logits by less overflows: 1e-300 made every logit infinite,
+# and the request failed after its prefill with "no valid distribution". At this floor logits / T is finite in
+# float32 (where transformers and vLLM warp, whatever the model's dtype) for any logit below 3e34, and nothing is
+# lost below it: a token 0.0104 logits behind the best is already exp(-104) as likely, 0 in float32, so a smaller
+# temperature picks the same tokens but for near-ties. vLLM treats temperatures below 1e-5 as greedy: above the
+# floor both engines sample.
+MIN_TEMPERATURE = 1e-4
+
+
 def check_temperature(temperature) -> float:
+    """``temperature`` as a float: 0 (greedy) or from ``MIN_TEMPERATURE`` on, finite.
+
+    >>> check_temperature(0), check_temperature(0.7)
+    (0.0, 0.7)
+    >>> check_temperature(1e-300)
+    Traceback (most recent call last):
+    ...
+    ValueError: temperature must be a finite number, 0 (greedy) or at least 0.0001 (the floor: ...), got 1e-300
+    """
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
-            or temperature < 0:
-        raise ValueError(f"temperature must be a finite number >= 0 (0 means greedy), got {temperature!r}")
+            or temperature < 0 or 0 < temperature < MIN_TEMPERATURE:
+        raise ValueError(f"temperature must be a finite number, 0 (greedy) or at least {MIN_TEMPERATURE:g} (the floor: "
+                         f"below it logits / temperature overflows), got {quoted(temperature)}")
     return float(temperature)
 
 
@@ -162,11 +164,11 @@ def check_sampling_settings(temperature: float, top_k: int | None, top_p: float 
     """
     check_temperature(temperature)
     if top_k is not None and (not is_integer(top_k) or top_k < 1):
-        raise ValueError(f"top_k must be None or an integer >= 1, got {top_k!r}")
+        raise ValueError(f"top_k must be None or an integer >= 1, got {quoted(top_k)}")
     if top_p is not None and (
         isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p) or not 0 < top_p <= 1
     ):
-        raise ValueError(f"top_p must be None or a number in (0, 1], got {top_p!r}")
+        raise ValueError(f"top_p must be None or a number in (0, 1], got {quoted(top_p)}")
 
 
 def check_temperatures(temperatures) -> list[float]:
@@ -221,8 +223,9 @@ def as_groups(groups: Sequence[Group] | Sequence[Sequence[str]], min_size: int =
                 raise ValueError(f"groups[{i}] must be a list of prompts, got {type(group).__name__}")
             group = Group(str(i), tuple(group))
         if len(group.prompts) < min_size:
-            raise ValueError(f"group {group.id!r} has {len(group.prompts)} prompt(s); this needs at least {min_size}")
-        check_prompts(group.prompts, f"group {group.id!r} prompts")
+            raise ValueError(f"group {quoted(group.id)} has {len(group.prompts)} prompt(s); this needs at least "
+                             f"{min_size}")
+        check_prompts(group.prompts, f"group {quoted(group.id)} prompts")
         result.append(group)
     if len({g.id for g in result}) != len(result):
         raise ValueError("group ids must be unique")

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from .data import BUILTIN_SETS, builtin_path
+from .quoting import quoted
 
 
 def csv_list(text: str) -> list[str]:
@@ -28,7 +29,7 @@ def float_list(text: str) -> list[float]:
     try:
         return [float(item) for item in csv_list(text)]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {quoted(text)}") from None
 
 
 def parse_seeds(text: str) -> int | list[int]:
@@ -36,7 +37,8 @@ def parse_seeds(text: str) -> int | list[int]:
     try:
         return [int(s) for s in csv_list(text)] if "," in text else int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seeds or a comma-separated list, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a number of seeds or a comma-separated list, got "
+                                         f"{quoted(text)}") from None
 
 
 def parse_ensembling(text: str) -> list[bool]:

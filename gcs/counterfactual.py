@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 
-from .batch import Batch, Row, prompt_stream
+from .batch import Batch, Row, check_plain_text, prompt_stream
 from .checks import is_integer, quoted
 from .hindsight import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
 from .models import Model, resolve_model
@@ -37,6 +37,7 @@ def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> lis
     if isinstance(replacement, str):
         if not replacement:
             raise ValueError("replacement must be non-empty text or token ids")
+        check_plain_text(replacement, model, "the replacement")
         ids = model.tokenizer.encode(replacement, add_special_tokens=False)
     elif isinstance(replacement, Sequence) and replacement and all(is_integer(i) for i in replacement):
         ids = list(replacement)
@@ -54,6 +55,7 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
     """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
     method, seed = check_observation(prompt, settings, finished)
     model = resolve_model(model)
+    check_plain_text(prompt, model, "prompt")
     ids = response_ids(response, model)
     if not is_integer(at) or not 0 <= at < len(ids) + finished:
         raise ValueError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), "

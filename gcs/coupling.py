@@ -20,6 +20,7 @@ import torch
 
 from .checks import check_count, check_seed
 from .noise import derive_seed, derive_seeds
+from .quoting import quoted
 from .samplers import make_sampler
 from .theory import agreement_probability
 
@@ -52,7 +53,7 @@ def perturb(p, epsilon: float, seed: int = 0) -> torch.Tensor:
     """
     p = check_distribution(p)
     if not np.isfinite(epsilon) or epsilon < 0:
-        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+        raise ValueError(f"epsilon must be a finite number >= 0, got {quoted(epsilon)}")
     direction = torch.randn(len(p), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
     return torch.softmax(p.log() + epsilon * direction, dim=0)
 

@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .quoting import quoted
+
 MAX_DATA_BYTES = 5_000_000
 MAX_PROMPT_CHARS = 8_000
 BUILTIN_SETS = {"general": "paraphrases.jsonl", "coding": "coding.jsonl", "lists": "lists.jsonl"}
@@ -48,11 +50,12 @@ def _assets_dirs() -> list[Path]:
 def builtin_path(name: str) -> Path:
     """The file of a built-in set ("general", "coding" or "lists")."""
     if name not in BUILTIN_SETS:
-        raise ValueError(f"unknown built-in set {name!r}: expected one of {', '.join(BUILTIN_SETS)}")
+        raise ValueError(f"unknown built-in set {quoted(name)}: expected one of {', '.join(BUILTIN_SETS)}")
     for folder in _assets_dirs():
         if (folder / BUILTIN_SETS[name]).is_file():
             return folder / BUILTIN_SETS[name]
-    raise ValueError(f"the built-in set {name!r} ({BUILTIN_SETS[name]}) is not installed; pass a file path instead")
+    raise ValueError(f"the built-in set {quoted(name)} ({BUILTIN_SETS[name]}) is not installed; pass a file path "
+                     "instead")
 
 
 def _check_prompt(value, where: str) -> str:
@@ -90,7 +93,7 @@ def _jsonl_groups(text: str) -> list[Group]:
         else:
             raise ValueError(f"{where}: missing 'prompts' (a list of rewordings) or 'prompt'")
         if not prompts:
-            raise ValueError(f"{where}: group {record['id']!r} has no prompts")
+            raise ValueError(f"{where}: group {quoted(record['id'])} has no prompts")
         groups.append(Group(str(record["id"]), tuple(_check_prompt(p, where) for p in prompts)))
     return groups
 
@@ -113,7 +116,7 @@ def _csv_groups(text: str) -> list[Group]:
 def parse_groups(text: str, fmt: str) -> list[Group]:
     """Groups from the text of a ``"jsonl"`` or ``"csv"`` file; ValueError naming the problem."""
     if fmt not in ("jsonl", "csv"):
-        raise ValueError(f"unknown data format {fmt!r}: expected jsonl or csv")
+        raise ValueError(f"unknown data format {quoted(fmt)}: expected jsonl or csv")
     if "\x00" in text:
         raise ValueError("the data file looks binary (it contains NUL bytes), expected UTF-8 text")
     groups = _jsonl_groups(text) if fmt == "jsonl" else _csv_groups(text)
@@ -122,7 +125,7 @@ def parse_groups(text: str, fmt: str) -> list[Group]:
     seen = set()
     for group in groups:
         if group.id in seen:
-            raise ValueError(f"group id {group.id!r} appears twice")
+            raise ValueError(f"group id {quoted(group.id)} appears twice")
         seen.add(group.id)
     return groups
 
@@ -132,18 +135,23 @@ def load_groups(source: str | Path) -> list[Group]:
     if isinstance(source, str) and source in BUILTIN_SETS:
         source = builtin_path(source)
     path = Path(source)
-    if not path.is_file():
-        raise ValueError(f"data file {str(path)!r} does not exist (or name a built-in set: {', '.join(BUILTIN_SETS)})")
+    try:
+        found = path.is_file()
+    except OSError:  # a name past the file system's limit (ENAMETOOLONG) names no file either
+        found = False
+    if not found:
+        raise ValueError(f"data file {quoted(str(path))} does not exist (or name a built-in set: "
+                         f"{', '.join(BUILTIN_SETS)})")
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("jsonl", "csv"):
-        raise ValueError(f"data file {path.name!r} must end in .jsonl or .csv")
+        raise ValueError(f"data file {quoted(path.name)} must end in .jsonl or .csv")
     size = path.stat().st_size
     if size > MAX_DATA_BYTES:
-        raise ValueError(f"data file {path.name!r} is {size:,} bytes; the limit is {MAX_DATA_BYTES:,}")
+        raise ValueError(f"data file {quoted(path.name)} is {size:,} bytes; the limit is {MAX_DATA_BYTES:,}")
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise ValueError(f"data file {path.name!r} is not UTF-8 text") from None
+        raise ValueError(f"data file {quoted(path.name)} is not UTF-8 text") from None
     try:
         return parse_groups(text, fmt)
     except ValueError as error:

@@ -22,13 +22,15 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from .batch import Row
+from .batch import Row, check_plain_text
 from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seed_list, check_temperatures
 from .data import Group
 from .models import Model, resolve_model
 from .batching import run_batches
+from .quoting import quoted
 from .rewording import reword
 from .samplers import METHOD_NAMES
+from .stage_timing import timed
 from .scoring import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
 from .settings import SamplingSettings
 
@@ -80,7 +82,7 @@ def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, 
                                 max_new_tokens)
     ensembling = [ensembling] if isinstance(ensembling, bool) else list(ensembling)
     if not ensembling or any(not isinstance(e, bool) for e in ensembling):
-        raise ValueError(f"ensembling must list one or both of False/True, got {ensembling!r}")
+        raise ValueError(f"ensembling must list one or both of False/True, got {quoted(ensembling)}")
     if True in ensembling:
         check_count(rewordings, "rewordings", 1, 8)
     return SweepPlan(tuple(groups), tuple(temperatures), settings, tuple(check_metrics(metrics)),
@@ -131,6 +133,8 @@ def sweep(
                        rewordings)
     engine = check_engine(engine, ensembling=True in plan.ensembling)
     model = resolve_model(model)
+    for group in plan.groups:
+        check_plain_text(group.prompts, model, f"group {quoted(group.id)} prompts")
     cells = plan.cells(skip)
     rewritten = _rewordings(cells, plan.rewordings, model)
     at_temperature = {t: plan.settings.replace(temperature=t) for t in plan.temperatures}
@@ -197,7 +201,7 @@ def summary_table(frame: pd.DataFrame, metric: str | None = None, temperature: f
     temperature = temperature if temperature is not None else frame["temperature"].max()
     chosen = frame[(frame["metric"] == metric) & (np.isclose(frame["temperature"], temperature))]
     if chosen.empty:
-        raise ValueError(f"no results for metric {metric!r} at temperature {temperature}")
+        raise ValueError(f"no results for metric {quoted(metric)} at temperature {temperature}")
     per_run = chosen.groupby(["method", "ensemble", "seed"])["consistency"].mean().reset_index()
     cells = per_run.groupby(["method", "ensemble"])["consistency"].agg(["mean", _standard_error])
     table = pd.DataFrame(index=[m for m in METHODS if m in cells.index.get_level_values(0)])
@@ -245,14 +249,17 @@ def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokeni
     parts = [(key, part.sort_values("prompt_index")) for key, part in frame.groupby(keys, sort=False)]
     records, matrices = [], {}
     for metric in metrics:
-        for (key, _), matrix in zip(parts, similarity_matrices([list(p["response"]) for _, p in parts], metric, tokenizer)):
+        with timed("score", metric=metric, texts=len(frame)):
+            found = similarity_matrices([list(p["response"]) for _, p in parts], metric, tokenizer)
+        for (key, _), matrix in zip(parts, found):
             records.append(dict(zip(keys, key), metric=metric, consistency=mean_off_diagonal(matrix)))
             matrices[(*key, metric)] = matrix
     scores = pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"])
     per_seed = scores.pivot_table(index=keys, columns="metric", values="consistency", sort=False)[list(metrics)]
     per_seed = per_seed.reset_index()
     if tokenizer is not None and frame["prompt_index"].nunique() > 1:
-        prefixes = {key: common_prefix_length(list(part["response"]), tokenizer) for key, part in parts}
+        with timed("score", metric="prefix", texts=len(frame)):
+            prefixes = {key: common_prefix_length(list(part["response"]), tokenizer) for key, part in parts}
         per_seed["prefix"] = [prefixes[key] for key in zip(per_seed["method"], per_seed["seed"])]
     per_seed.columns.name = None
     return _report(scores, matrices, per_seed)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 
 import pandas as pd
 
-from .batch import Batch, Row
+from .batch import Batch, Row, check_plain_text
 from .checks import MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
 from .models import Model, resolve_model
 from .rewording import reword
@@ -54,6 +54,9 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     engine = check_engine(engine, bool(settings.ensemble) or (rewordings is not None and not is_integer(rewordings)))
     explicit = _explicit_rewordings(rewordings, len(prompts))
     model = resolve_model(model)
+    check_plain_text(prompts, model, "prompts")
+    for i, given in enumerate(explicit or ()):
+        check_plain_text(given, model, f"ensemble[{i}]")
     if explicit is None and settings.ensemble:
         explicit = [tuple(r) for r in reword(prompts, n=settings.ensemble, model=model)]
     ensembled = explicit is not None

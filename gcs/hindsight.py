@@ -26,10 +26,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .batch import Batch, Row, stop_token_ids
+from .batch import Batch, Row, check_plain_text, stop_token_ids
 from .checks import check_prompts, is_integer
 from .models import Model, resolve_model
 from .posterior import Posterior, posterior
+from .quoting import quoted
 from .samplers import Sampler
 from .settings import SamplingSettings
 
@@ -76,6 +77,7 @@ def response_ids(response: Response, model: Model) -> list[int]:
     if isinstance(response, str):
         if not response.strip():
             raise ValueError("response must be non-empty text or a list of token ids")
+        check_plain_text(response, model, "the response")  # (ids are checked below for end-of-turn tokens alone)
         ids = model.tokenizer.encode(response, add_special_tokens=False)
     else:
         ids = _checked_ids(response, len(model.tokenizer))
@@ -104,7 +106,7 @@ def _checked_ids(response, vocab: int) -> list[int]:
     ids = [int(i) for i in response]
     outside = [i for i in ids if not 0 <= i < vocab]
     if outside:
-        raise ValueError(f"response token ids must be in [0, {vocab}), got {outside[0]!r}")
+        raise ValueError(f"response token ids must be in [0, {vocab}), got {quoted(outside[0])}")
     return ids
 
 
@@ -184,7 +186,7 @@ def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("prompt must be non-blank text")
     if not isinstance(finished, bool):
-        raise ValueError(f"finished must be True or False, got {finished!r}")
+        raise ValueError(f"finished must be True or False, got {quoted(finished)}")
     method_and_seed = settings.method_and_seed()
     if settings.temperature == 0:
         raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
@@ -207,6 +209,8 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
     method, seed = check_observation(prompt, settings, finished)
     paraphrases = check_prompts(paraphrases, "paraphrases")
     model = resolve_model(model)
+    check_plain_text(prompt, model, "prompt")
+    check_plain_text(paraphrases, model, "paraphrases")
     ids = response_ids(response, model)
     tokens = [model.tokenizer.decode([i]) for i in ids]
     read_back = isinstance(response, str) or reads_back(ids, model)

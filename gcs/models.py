@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from . import internals
+from .quoting import quoted
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def check_dtype(dtype, name: str = "dtype") -> torch.dtype | None:
         return dtype
     if isinstance(dtype, str) and dtype.strip().lower().removeprefix("torch.") in DTYPES:
         return DTYPES[dtype.strip().lower().removeprefix("torch.")]
-    raise ValueError(f"{name} must be one of float32, bfloat16, float16 or auto, got {dtype!r}")
+    raise ValueError(f"{name} must be one of float32, bfloat16, float16 or auto, got {quoted(dtype)}")
 
 
 def embedded_model_installed() -> bool:
@@ -183,7 +184,7 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
     except (OSError, ValueError, KeyError) as error:
         kind = "a local directory" if Path(name).exists() else "a transformers model id (hub or local cache)"
         raise ValueError(
-            f"could not load model {name!r} as {kind}, nor is it the embedded default "
+            f"could not load model {quoted(name)} as {kind}, nor is it the embedded default "
             f"{DEFAULT_MODEL!r}: {error}"
         ) from error
     if tokenizer.pad_token is None:
@@ -201,7 +202,7 @@ def load_model(name: str | None = None, device: str | torch.device | None = None
     (``$GCS_DTYPE`` overrides). Raises ValueError saying what was tried when the name cannot be loaded.
     """
     if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise ValueError(f"model name must be a non-empty string or None, got {name!r}")
+        raise ValueError(f"model name must be a non-empty string or None, got {quoted(name)}")
     name = DEFAULT_MODEL if name is None or name.strip().lower() == DEFAULT_MODEL else name.strip()
     device = torch.device(device) if device is not None else default_device()
     with _LOADING:  # two threads asking at once (the app's warm-up and a first request) load it once

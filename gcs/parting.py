@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .ab import Variant, arms, parts_at
-from .batch import stop_token_ids
+from .batch import check_plain_text, stop_token_ids
 from .checks import check_count, check_max_new_tokens, check_prompts, check_seed
+from .quoting import quoted
 from .trace import DEFAULT_TOP, Trace, TraceStep, trace_with
 
 END_TEXT = "end"  # an answer's end (a stop token) where one arm stopped and the other went on
@@ -87,9 +88,10 @@ def parting(a: Variant, b: Variant, prompt: str, seed: int, method: str = "gcswr
     seed, max_new_tokens, top = check_seed(seed), check_max_new_tokens(max_new_tokens), check_count(top, "top", 1, 100)
     if not isinstance(method, str) or method.strip().lower() not in ("gcs", "gcswr"):
         raise ValueError(f"method must be 'gcs' or 'gcswr' (the arms share luck only there; under IS they share "
-                         f"nothing, so a parting has no race to explain), got {method!r}")
+                         f"nothing, so a parting has no race to explain), got {quoted(method)}")
     method = method.strip().lower()
     pair = arms(a, b, max_new_tokens)
+    check_plain_text(prompt, pair[0].model, "prompt")
 
     def traced(arm, tokens=(), length=max_new_tokens) -> Trace:
         settings = arm.settings.replace(methods=[method], seeds=[seed], max_new_tokens=length)

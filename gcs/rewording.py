@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .batch import Row
+from .batch import Row, check_plain_text
 from .batching import run_batches
 from .checks import check_count, check_prompts, check_seed
 from .models import Model, resolve_model
@@ -107,6 +107,7 @@ def reword_report(prompts: Sequence[str], n: int = 2, model: Model | str | None 
     check_count(attempts, "attempts", 1, 10)
     seed = check_seed(seed)
     model = resolve_model(model)
+    check_plain_text(prompts, model, "prompts")
     settings = SamplingSettings(methods=["is"], temperature=temperature, top_p=0.95,
                                 max_new_tokens=max(24, min(96, max(len(p) for p in prompts) // 2)))
     accepted: list[list[str]] = [[] for _ in prompts]

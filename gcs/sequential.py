@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from .quoting import quoted
 from .verdict import _check_scores, sign_flip_p
 
 DEFAULT_ROUNDS = (4, 12)  # looks after 4 and 16 seeds: the same claims as 4, 4, 8 on 16 real groups, 10 % faster
@@ -110,14 +111,14 @@ def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, co
     (4, 8, 16, 24, 32)
     """
     if not isinstance(max_seeds, int) or isinstance(max_seeds, bool) or max_seeds < 1:
-        raise ValueError(f"max_seeds must be a whole number of at least 1, got {max_seeds!r}")
+        raise ValueError(f"max_seeds must be a whole number of at least 1, got {quoted(max_seeds)}")
     if not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1), got {confidence!r}")
+        raise ValueError(f"confidence must be in [0.5, 1), got {quoted(confidence)}")
     if spending not in ("proportional", "floor-first"):
-        raise ValueError(f"spending must be 'proportional' or 'floor-first', got {spending!r}")
+        raise ValueError(f"spending must be 'proportional' or 'floor-first', got {quoted(spending)}")
     sizes = [int(r) for r in (rounds if rounds is not None else DEFAULT_ROUNDS)]
     if not sizes or any(r < 1 for r in sizes):
-        raise ValueError(f"rounds must be whole numbers of seeds, each at least 1, got {rounds!r}")
+        raise ValueError(f"rounds must be whole numbers of seeds, each at least 1, got {quoted(rounds)}")
     looks, total = [], 0
     for size in itertools.chain(sizes, itertools.repeat(sizes[-1])):
         total = min(total + size, max_seeds)

@@ -28,12 +28,13 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from .batch import Row
+from .batch import Row, check_plain_text
 from .batching import run_batches
 from .checks import as_groups, check_methods, check_seed_list
 from .data import Group
 from .generation import generate
 from .models import Model, resolve_model
+from .quoting import quoted
 from .samplers import METHOD_NAMES
 from .settings import SamplingSettings
 from .theory import p_repeat
@@ -132,7 +133,7 @@ class Classifier:
         if not isinstance(name, str) or not name.strip():
             raise ValueError("a classifier needs a non-empty name")
         if not callable(label):
-            raise ValueError(f"classifier {name!r}: label must be a function (question, response) -> label")
+            raise ValueError(f"classifier {quoted(name)}: label must be a function (question, response) -> label")
         self.name, self.label = name.strip(), label
 
     def __repr__(self) -> str:
@@ -196,7 +197,8 @@ def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Cla
     for classifier in classifiers:
         if isinstance(classifier, str):
             if classifier.strip() not in RULE_CLASSIFIERS:
-                raise ValueError(f"unknown classifier {classifier!r}: expected one of {', '.join(RULE_CLASSIFIERS)}")
+                raise ValueError(f"unknown classifier {quoted(classifier)}: expected one of "
+                                 f"{', '.join(RULE_CLASSIFIERS)}")
             classifier = RULE_CLASSIFIERS[classifier.strip()]
         if not isinstance(classifier, Classifier):
             raise ValueError(f"a classifier must be a gcs.Classifier or a rule name, got {type(classifier).__name__}")
@@ -230,6 +232,7 @@ def style_responses(
     settings = SamplingSettings(check_methods(methods), check_seed_list(seeds), temperature,
                                 max_new_tokens=max_new_tokens)
     model = resolve_model(model)
+    check_plain_text([question.prompts[0] for question in questions], model, "questions")
     skip = {tuple(key) for key in skip}
     todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in skip]
     columns = [*STYLE_KEYS, "prompt", "response"]

@@ -28,10 +28,11 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from .batch import Batch, Row
+from .batch import Batch, Row, check_plain_text
 from .checks import check_count, check_prompts, check_seed
 from .models import Model, resolve_model
 from .noise import DOMAIN_GUMBEL, exponential_noise, row_keys
+from .quoting import quoted
 from .samplers import make_sampler
 from .settings import SamplingSettings
 
@@ -147,6 +148,9 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
     if system is not None and not isinstance(system, str):
         raise ValueError(f"system must be None or a string, got {type(system).__name__}")
     model = resolve_model(model)
+    check_plain_text(prompts, model, "prompts")
+    if system is not None:
+        check_plain_text(system, model, "system")
     forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(model.tokenizer))
     if isinstance(watch, (str, bytes)) or not isinstance(watch, Sequence):
         raise ValueError("watch must be a list of token ids")
@@ -208,7 +212,7 @@ def _checked_forced(forced, rows: int, positions: int, vocab: int) -> tuple[tupl
     checked = {}
     for entry in forced:
         if not isinstance(entry, Sequence) or len(entry) != 3:
-            raise ValueError(f"forced entries are (position, row, token id) triples, got {entry!r}")
+            raise ValueError(f"forced entries are (position, row, token id) triples, got {quoted(entry)}")
         position = check_count(entry[0], "forced position", 0, positions - 1)
         row = check_count(entry[1], "forced row", 0, rows - 1)
         checked[(position, row)] = check_count(entry[2], "forced token id", 0, vocab - 1)

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from .quoting import quoted
 from .samplers import METHOD_NAMES
 from .surprise import DEGENERATE_EXCESS, degenerate
 
@@ -121,7 +122,7 @@ def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
         raise ValueError("scores must be a DataFrame with columns method, seed, metric, consistency "
                          "(CompareReport.scores)")
     if not isinstance(confidence, float | int) or isinstance(confidence, bool) or not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be a number in [0.5, 1), got {confidence!r}")
+        raise ValueError(f"confidence must be a number in [0.5, 1), got {quoted(confidence)}")
     repeated = scores.duplicated(["method", "metric", "seed"], keep=False)
     if repeated.any():
         row = scores[repeated].iloc[0]

@@ -18,6 +18,7 @@ from vllm import SamplingParams
 
 from .checks import check_method, check_sampling_settings, check_seed
 from .noise import stream_id
+from .vllm_options import named_keys
 
 
 METHOD_KEY, SEED_KEY, STREAM_KEY = "gcs_method", "gcs_seed", "gcs_stream"
@@ -55,7 +56,7 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
         return None
     unknown = sorted(set(keys) - set(KEYS))
     if unknown:
-        raise ValueError(f"unknown gcs argument(s) {', '.join(unknown)}; expected {', '.join(KEYS)}")
+        raise ValueError(f"unknown gcs argument(s) {named_keys(unknown)}; expected {', '.join(KEYS)}")
     if METHOD_KEY not in extra:
         raise ValueError(f"{METHOD_KEY} is required with other gcs arguments (one of is, gcs, gcswr)")
     conflicts = {

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
+from waiting import Progress, app_client, served, until
 
 P_VALUE_THRESHOLD = 1e-3
 Z_THRESHOLD = 4.5
@@ -38,7 +39,7 @@ Z_THRESHOLD = 4.5
 # `python -m pytest -m "not slow"` runs the rest (docs/testing.md). A test is slow when it uses one of these
 # fixtures or is marked so itself.
 SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_log", "client", "page", "llm", "model",
-                 "server", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep"}
+                 "server", "vllm_served", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep"}
 
 
 def pytest_configure(config):
@@ -174,31 +175,29 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-READY_LIMIT_S = 900  # generous: a busy 2-core machine is slow, not broken (the start-up target is in bench/)
-
-
 @contextlib.contextmanager
 def running_server(command: list[str], log: Path, ready_url: str, env: dict, fail_on: str | None = None):
-    """``command`` running from the repository (output in ``log``) once ``ready_url`` answers 200; stopped after.
+    """(process, its ``Progress``): ``command`` running from the repository (output in ``log``) once ``ready_url``
+    answers 200; stopped after.
 
-    Fails fast only when the process exits or its log shows ``fail_on``; how long start-up takes is
-    ``bench/``'s business, not a test's.
+    Fails only when the process exits, stops using CPU (``waiting.Progress``) or its log shows ``fail_on``: how
+    long start-up takes is ``bench/``'s business, not a test's, and a loaded machine makes it slow, not broken.
     """
     with open(log, "w") as output:
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + READY_LIMIT_S
-        while True:
-            assert process.poll() is None, f"the server exited: {log.read_text()[-3000:]}"
+        progress = Progress(process.pid, log)
+
+        def ready() -> bool:
             assert not fail_on or fail_on not in log.read_text(), f"the server failed: {log.read_text()[-3000:]}"
-            try:
-                if httpx.get(ready_url, timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.time() < deadline, f"no server within {READY_LIMIT_S} s: {log.read_text()[-2000:]}"
-            time.sleep(0.5)
-        yield process
+            try:  # no client timeout: a server that answers slowly is starting, not failing
+                return served("GET", ready_url, progress).status_code == 200
+            except httpx.HTTPError:  # not listening yet
+                time.sleep(0.5)
+                return False
+
+        until(ready, f"{ready_url} to answer", progress)
+        yield process, progress
     finally:
         process.terminate()
         try:
@@ -209,11 +208,10 @@ def running_server(command: list[str], log: Path, ready_url: str, env: dict, fai
 
 
 @pytest.fixture(scope="module")
-def client(app_url):
-    """A gradio_client for the running app (as users call its API)."""
-    from gradio_client import Client
-
-    return Client(app_url, verbose=False)
+def client(app_url, app_progress):
+    """A gradio_client for the running app (as users call its API), waiting on the app's progress, not on a timeout
+    (``waiting.app_client``)."""
+    return app_client(app_url, app_progress)
 
 
 def error_text(call) -> str:
@@ -235,10 +233,17 @@ def app_log(app_server) -> Path:
 
 
 @pytest.fixture(scope="session")
-def app_server(tmp_path_factory):
-    """(url, log path) of the app in its own process on a free port, once it serves; stopped (never leaked).
+def app_progress(app_server) -> Progress:
+    """Whether the running app still works (``waiting.Progress``): what every wait on it checks."""
+    return app_server[2]
 
-    Fails fast only when the process exits or logs a traceback; how long start-up takes is
+
+@pytest.fixture(scope="session")
+def app_server(tmp_path_factory):
+    """(url, log path, progress) of the app in its own process on a free port, once it serves; stopped (never
+    leaked).
+
+    Fails only when the process exits, stops working or logs a traceback; how long start-up takes is
     ``bench/bench_app.py``'s business, not a test's.
     """
     port = free_port()
@@ -248,8 +253,9 @@ def app_server(tmp_path_factory):
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False", "GCS_QUEUE_SIZE": "4",
            "GCS_ENGINE": "transformers"}
     url = f"http://127.0.0.1:{port}/"
-    with running_server([sys.executable, "app.py"], log, url, env, fail_on="Traceback (most recent call last)"):
-        yield url, log
+    with running_server([sys.executable, "app.py"], log, url, env,
+                        fail_on="Traceback (most recent call last)") as (_, progress):
+        yield url, log, progress
 
 
 def refused_in_ui(updates, message: str) -> None:

@@ -40,6 +40,12 @@ def test_python_block_runs(block, tmp_path, monkeypatch, request):
     code = block.code
     if "gradio_client" in code:  # the HTTP API's example, against the app this suite serves
         code = code.replace("http://127.0.0.1:7860/", request.getfixturevalue("app_url"))
+        # its Client as written, but waiting on the app's progress, not on httpx's 5 s (waiting.app_client)
+        import gradio_client
+        from waiting import app_client
+
+        progress = request.getfixturevalue("app_progress")
+        monkeypatch.setattr(gradio_client, "Client", lambda url, **_: app_client(url, progress))
     monkeypatch.chdir(tmp_path)  # files the example writes (figure.html) land here
     exec(compile(code, block.name, "exec"), {"__name__": "__docs__"})
 

@@ -11,17 +11,15 @@ import json
 import logging
 import sys
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import gradio as gr
 import pytest
 import torch
-from gradio_client import Client
-
 import gcs
 from conftest import refused_in_ui
+from waiting import app_client, served, until
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -151,28 +149,21 @@ def test_secrets_never_reach_the_log(caplog):
     assert record.getMessage() == "loading with [redacted] and [redacted]"
 
 
-def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url):
+def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url, app_progress):
     """The app process as users start it, with GCS_QUEUE_SIZE=4 (the fixture's): while a long job holds the model
     lane, 8 clients arrive at once; exactly 4 wait and 4 are told the queue is full. The holder is then cancelled,
     the 4 are served, and the server goes on serving. (tests/test_hardening.py holds the lane in-process for as long
     as it likes; here the holder is a real job of 96 rows x 256 tokens, checked to still run when the burst is
-    placed.)"""
-    import httpx
-
-    patient = {"timeout": 900}  # a busy machine is slow, not broken: no client gives up on it
-    status = lambda: httpx.get(app_url.rstrip("/") + "/gradio_api/queue/status", timeout=60).json()  # noqa: E731
-    holder = Client(app_url, verbose=False, httpx_kwargs=patient).submit(
-        PARAPHRASES, 1.0, 256, 0, seeds=16, api_name="/compare")
-    deadline = time.time() + 900
-    while not holder.outputs():  # its first heartbeat: it runs, and holds the lane
-        assert not holder.done() and time.time() < deadline, "the long job did not start"
-        time.sleep(0.2)
+    placed.) A busy machine is slow, not broken: no client gives up on it, each waits on the app's progress."""
+    status = lambda: served("GET", app_url.rstrip("/") + "/gradio_api/queue/status", app_progress).json()  # noqa: E731
+    holder = app_client(app_url, app_progress).submit(PARAPHRASES, 1.0, 256, 0, seeds=16, api_name="/compare")
+    until(lambda: holder.outputs() or holder.done(), "the long job's first heartbeat", app_progress)
+    assert not holder.done(), f"the long job did not start: {holder.exception()}"  # it runs, and holds the lane
     outcomes, lock = [], threading.Lock()
 
     def one_client():
         try:
-            Client(app_url, verbose=False, httpx_kwargs=patient).predict(PARAPHRASES, 1.0, 4, 0, seeds=1,
-                                                                         api_name="/compare")
+            app_client(app_url, app_progress).predict(PARAPHRASES, 1.0, 4, 0, seeds=1, api_name="/compare")
             outcome = "served"
         except Exception as error:
             outcome = "queue full" if "queue is full" in str(error).lower() else f"other: {error}"
@@ -182,16 +173,14 @@ def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url):
     threads = [threading.Thread(target=one_client) for _ in range(8)]
     for thread in threads:
         thread.start()
-    while len(outcomes) + status()["queue_size"] < 8:
-        assert time.time() < deadline, f"the burst was not placed: {outcomes}"
-        time.sleep(0.2)
+    until(lambda: len(outcomes) + status()["queue_size"] >= 8, f"the burst to be placed ({outcomes})", app_progress)
     assert not holder.done(), "the long job ended before the burst was placed: nothing held the lane"
     assert status()["queue_size"] == 4 and outcomes == ["queue full"] * 4, outcomes
     holder.cancel()
     for thread in threads:
         thread.join()
     assert sorted(outcomes) == ["queue full"] * 4 + ["served"] * 4, outcomes
-    assert Client(app_url, verbose=False).predict(api_name="/coupling", trials=500, steps=500)["curve"]
+    assert app_client(app_url, app_progress).predict(api_name="/coupling", trials=500, steps=500)["curve"]
 
 
 def test_download_folders_are_bounded():

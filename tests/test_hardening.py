@@ -11,26 +11,24 @@ import logging
 import os
 import sys
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pandas as pd
 import pytest
-from gradio_client import Client
 
 import gcs
 from gcs import cli
 
 from conftest import error_text, free_port
+from waiting import Progress, app_client, served, until
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from ui import compare, logs, messages  # noqa: E402
+from ui.startup import patient_launch_check  # noqa: E402
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
-WAIT_S = 600  # generous: a busy machine is slow, not broken
 
 
 # 1. /sweep's metric is allowlisted; no error reveals the server's filesystem
@@ -64,15 +62,8 @@ def test_total_work_is_capped(client):
 
 
 # 4. light endpoints have their own capacity: a full model lane does not refuse them
-def _queue_size(app_url) -> int:
-    return httpx.get(app_url.rstrip("/") + "/gradio_api/queue/status", timeout=60).json()["queue_size"]
-
-
-def _until(condition, what: str):
-    deadline = time.time() + WAIT_S
-    while not condition():
-        assert time.time() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.2)
+def _queue_size(app_url, progress) -> int:
+    return served("GET", app_url.rstrip("/") + "/gradio_api/queue/status", progress).json()["queue_size"]
 
 
 HOLD = "Hold the model lane until the test lets go.\nHold it, please."
@@ -80,9 +71,9 @@ HOLD = "Hold the model lane until the test lets go.\nHold it, please."
 
 @pytest.fixture
 def held_lane_app(monkeypatch):
-    """(url, release): the app as ``app.py`` builds it (the fixture's waiting limit of 4), served in this process,
-    where a /compare of the ``HOLD`` paraphrases streams progress until the test sets ``release``: a model job
-    that provably holds the lane, however fast the machine. Every other request runs as usual."""
+    """(url, release, progress): the app as ``app.py`` builds it (the fixture's waiting limit of 4), served in this
+    process, where a /compare of the ``HOLD`` paraphrases streams progress until the test sets ``release``: a model
+    job that provably holds the lane, however fast the machine. Every other request runs as usual."""
     import ui
 
     release, run = threading.Event(), compare._run
@@ -96,10 +87,11 @@ def held_lane_app(monkeypatch):
         raise ValueError("released by the test")
 
     monkeypatch.setattr(compare, "_run", held)
+    patient_launch_check()  # (as app.py launches: its check of its own page waits for the answer)
     demo = ui.build(queue_size=4)
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
-        yield url, release
+        yield url, release, Progress()  # (served in this process: its threads' work is the app's progress)
     finally:
         release.set()
         demo.close()
@@ -109,18 +101,15 @@ def test_coupling_answers_while_the_model_lane_is_full(held_lane_app):
     """A model job holds the lane until released; a burst of 10 more arrives at once: exactly 4 (the waiting limit)
     wait and 6 are told the queue is full, while the coupling explorer answers in its own lane. Released, the
     lane serves the 4 waiting ones. Nothing here depends on how fast the machine is."""
-    url, release = held_lane_app
-    patient = {"timeout": 900}  # a busy machine is slow, not broken: no client gives up on it
-    holder = Client(url, verbose=False, httpx_kwargs=patient).submit(HOLD, 1.0, 8, 0, seeds=1, rounds=False,
-                                                                        api_name="/compare")
-    _until(lambda: holder.outputs() or holder.done(), "the held job to stream progress")
+    url, release, progress = held_lane_app  # no client gives up on a busy machine: each waits on the app's progress
+    holder = app_client(url, progress).submit(HOLD, 1.0, 8, 0, seeds=1, rounds=False, api_name="/compare")
+    until(lambda: holder.outputs() or holder.done(), "the held job to stream progress", progress)
     assert not holder.done(), holder.exception()
     outcomes, lock = [], threading.Lock()
 
     def one_client():
         try:
-            Client(url, verbose=False, httpx_kwargs=patient).predict(PARAPHRASES, 0.0, 4, 0, seeds=1,
-                                                                     api_name="/compare")
+            app_client(url, progress).predict(PARAPHRASES, 0.0, 4, 0, seeds=1, api_name="/compare")
             outcome = "served"
         except Exception as error:
             outcome = "queue full" if "queue is full" in str(error).lower() else f"other: {error}"
@@ -130,12 +119,13 @@ def test_coupling_answers_while_the_model_lane_is_full(held_lane_app):
     with ThreadPoolExecutor(10) as burst:
         for _ in range(10):
             burst.submit(one_client)
-        _until(lambda: len(outcomes) + _queue_size(url) >= 10, "every request of the burst to be placed")
-        assert _queue_size(url) == 4 and sorted(outcomes) == ["queue full"] * 6, outcomes
-        light = Client(url, verbose=False, httpx_kwargs=patient)
+        until(lambda: len(outcomes) + _queue_size(url, progress) >= 10, "every request of the burst to be placed",
+              progress)
+        assert _queue_size(url, progress) == 4 and sorted(outcomes) == ["queue full"] * 6, outcomes
+        light = app_client(url, progress)
         for _ in range(3):
             assert light.predict(api_name="/coupling", trials=500, steps=500)["curve"]
-        assert _queue_size(url) == 4 and not holder.done(), "the held job left the lane before it was released"
+        assert _queue_size(url, progress) == 4 and not holder.done(), "the held job left the lane before its release"
         release.set()
     assert sorted(outcomes) == ["queue full"] * 6 + ["served"] * 4, outcomes
     with pytest.raises(Exception, match="released by the test"):
@@ -277,14 +267,13 @@ def test_full_disk_is_a_clear_error(tmp_path, capsys, monkeypatch):
 
 
 # 10. a user error is logged in one line, never with a traceback
-def test_a_refused_request_logs_one_line(client, app_log):
+def test_a_refused_request_logs_one_line(client, app_log, app_progress):
     before = app_log.read_text()
     message = error_text(lambda: client.predict("only one line", 1.0, 8, 0, api_name="/compare"))
     assert "enter 2 to 8 paraphrases" in message
-    deadline = time.time() + 600  # the log is written by another process: wait for the line, however slow
-    while "refused: enter 2 to 8 paraphrases" not in app_log.read_text()[len(before):]:
-        assert time.time() < deadline, app_log.read_text()[-1500:]
-        time.sleep(0.5)
+    # the log is written by another process: wait for the line, however slow
+    until(lambda: "refused: enter 2 to 8 paraphrases" in app_log.read_text()[len(before):], "the refusal's line",
+          app_progress)
     added = app_log.read_text()[len(before):]
     assert "Traceback" not in added, added[-3000:]
     assert len([line for line in added.splitlines() if "enter 2 to 8" in line]) == 1, added[-3000:]

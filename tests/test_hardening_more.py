@@ -9,22 +9,19 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 
-import httpx
 import pytest
 from conftest import error_text
+from waiting import patiently, served, until
 
-WAIT_S = 600  # generous: a busy machine is slow, not broken
 HIEROGLYPHS = "\U00013000" * 1000  # 1,000 characters, about 4,000 tokens
 TAGS = "Why is the sky blue?" + "\U000e0041" * 20  # invisible: four tokens each
 
 
-def test_oversized_bodies_are_refused_before_they_are_read(app_url, client):
-    url = app_url + "gradio_api/call/compare"
-    declared = httpx.post(url, content=b"x" * 3_000_000, headers={"content-type": "application/json"}, timeout=WAIT_S)
-    chunked = httpx.post(url, content=(b"x" * 100_000 for _ in range(30)), headers={"content-type": "application/json"},
-                         timeout=WAIT_S)
+def test_oversized_bodies_are_refused_before_they_are_read(app_url, app_progress, client):
+    url, json_type = app_url + "gradio_api/call/compare", {"content-type": "application/json"}
+    declared = served("POST", url, app_progress, content=b"x" * 3_000_000, headers=json_type)
+    chunked = served("POST", url, app_progress, content=(b"x" * 100_000 for _ in range(30)), headers=json_type)
     assert declared.status_code == chunked.status_code == 413 and "request body is over" in declared.text
     assert client.predict("Why?\nHow come?", 0.0, 4, 0, 1.0, "gcswr", seeds=1, api_name="/compare")["responses"]
 
@@ -69,7 +66,9 @@ ABANDONED = [
                          False)),
 ]
 # The client: submit, print the first update (progress, or the result had it finished first), wait to be killed.
-ABANDONING_CLIENT = ("import json, sys, time; from gradio_client import Client; c = Client(sys.argv[1], verbose=False)\n"
+# No timeout on its requests (httpx's default 5 s failed them on a loaded machine): the test waits on the app.
+ABANDONING_CLIENT = ("import json, sys, time; from gradio_client import Client\n"
+                     "c = Client(sys.argv[1], verbose=False, httpx_kwargs={'timeout': None})\n"
                      "job = c.submit(*json.loads(sys.argv[3]), api_name=sys.argv[2])\n"
                      "for update in job:\n    print(json.dumps(update)[:300], flush=True); break\n"
                      "else:\n    print(json.dumps({'finished first': str(job.exception())[:300]}), flush=True)\n"
@@ -77,7 +76,7 @@ ABANDONING_CLIENT = ("import json, sys, time; from gradio_client import Client; 
 
 
 @pytest.mark.parametrize("endpoint, arguments", ABANDONED)
-def test_an_abandoned_call_stops_its_work(app_url, app_log, client, endpoint, arguments):
+def test_an_abandoned_call_stops_its_work(app_url, app_log, app_progress, client, endpoint, arguments):
     """A client that goes away mid-call: the model lane serves the next call, and the log shows the work stopped
     before its end (/compare: fewer tokens than asked for; the others: gcs.Cancelled). A call that had ended
     before the kill fails the test by name: nothing is skipped."""
@@ -88,18 +87,16 @@ def test_an_abandoned_call_stops_its_work(app_url, app_log, client, endpoint, ar
     abandoned = subprocess.Popen([sys.executable, "-c", ABANDONING_CLIENT, app_url, endpoint, json.dumps(arguments)],
                                  stdout=subprocess.PIPE, text=True)
     try:
-        first = abandoned.stdout.readline()  # the client's first update: the work is under way
+        # the client's first update: the work is under way
+        first = patiently(abandoned.stdout.readline, f"{endpoint}'s first update", app_progress)
         assert json.loads(first).get("status") in ("working", "generating"), f"no progress before the kill: {first}"
     finally:
         abandoned.kill()
         abandoned.wait()
     # the lane is free again: the next call is served (the client waits as long as it takes)
     assert client.predict("Why?\nHow come?", "gcswr", 0, 1.0, 1.0, 4, api_name="/trace")["responses"]
-    deadline = time.time() + WAIT_S
-    while app_log.read_text().count(marker) == before:
-        assert time.time() < deadline, f"no {marker!r} in the log: did the call end before the kill? " \
-                                       f"{app_log.read_text()[-1500:]}"
-        time.sleep(0.5)
+    until(lambda: app_log.read_text().count(marker) > before, f"{marker!r} in the log (did the call end before the "
+          "kill?)", app_progress)
     (line,) = [line for line in app_log.read_text().splitlines() if marker in line][before:]
     if endpoint == "/compare":
         done, most = map(int, re.search(r"stopped after (\d+) of at most (\d+) tokens", line).groups())
@@ -108,20 +105,18 @@ def test_an_abandoned_call_stops_its_work(app_url, app_log, client, endpoint, ar
         assert line.endswith("its work stopped before its end"), line
 
 
-def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, app_log):
+def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, app_log, app_progress):
     secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K" * 2
     huge = "why " * 200_000  # under the body limit, far over anything a log should hold
     before = app_log.read_text().count("refused a call to trace with 1 of its 7 values")
     for data in ([f"HF_TOKEN={secret}"], [huge]):
-        response = httpx.post(app_url + "gradio_api/call/trace", json={"data": data}, timeout=WAIT_S)
+        response = served("POST", app_url + "gradio_api/call/trace", app_progress, json={"data": data})
         assert response.status_code == 400 and "this endpoint takes 7 values" in response.text  # no echo, no addresses
         assert secret not in response.text and len(response.text) < 1_000
     # Both refusals were answered, so whatever their handling printed has been written (the app writes its output
     # through at each line end); wait for the app's own line about each refusal, however slow the machine.
-    marker, deadline = "refused a call to trace with 1 of its 7 values", time.time() + WAIT_S
-    while app_log.read_text().count(marker) < before + 2:
-        assert time.time() < deadline, f"the refusals were never logged: {app_log.read_text()[-1500:]}"
-        time.sleep(0.5)
+    marker = "refused a call to trace with 1 of its 7 values"
+    until(lambda: app_log.read_text().count(marker) >= before + 2, "the refusals' lines", app_progress)
     log = app_log.read_text()
     assert secret not in log
     assert "why " * 2_000 not in log  # cut, not copied whole
@@ -129,17 +124,17 @@ def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, ap
 
 @pytest.mark.parametrize("route", ["gradio_api/run/trace", "gradio_api/api/trace", "gradio_api/run/coupling",
                                    "gradio_api/run/predict"])
-def test_no_route_runs_work_beside_the_queue(app_url, app_log, route):
+def test_no_route_runs_work_beside_the_queue(app_url, app_log, app_progress, route):
     """Gradio answers /run/<name>, /api/<name> and /run/predict (any event, by its index) without its queue:
     model work beside the model lane, past its waiting limit. Closed, with a sentence naming the queued route,
     even for a complete and valid call."""
-    config = httpx.get(app_url + "config", timeout=WAIT_S).json()
+    config = served("GET", app_url + "config", app_progress).json()
     trace = next(d["id"] for d in config["dependencies"] if d.get("api_name") == "trace")
     valid = {"trace": ["Why?\nHow come?", "gcswr", 0, 1.0, 1.0, 4, "smollm2-135m-instruct"],
              "coupling": ["0.5, 0.5", "", 1.0, 500, 500, 0]}[route.rsplit("/", 1)[1].replace("predict", "trace")]
     tracebacks = app_log.read_text().count("Traceback")
     for data in (valid, ["too few"]):
-        response = httpx.post(app_url + route, json={"data": data, "fn_index": trace}, timeout=WAIT_S)
+        response = served("POST", app_url + route, app_progress, json={"data": data, "fn_index": trace})
         assert response.status_code == 404 and "through its queue" in response.json()["detail"], response.text[:300]
     assert app_log.read_text().count("Traceback") == tracebacks
 
@@ -185,19 +180,24 @@ def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
 
 
 @pytest.mark.parametrize("length", [70_000, 300_000])
-def test_a_link_too_long_for_the_server_is_refused_plainly(app_url, app_log, length):
+def test_a_link_too_long_for_the_server_is_refused_plainly(app_url, app_log, app_progress, length):
     """Links past what the HTTP server reads get a 4xx answer, never a 500 or a traceback in the log."""
     import socket
     from urllib.parse import urlsplit
 
     address, tracebacks = urlsplit(app_url), app_log.read_text().count("Traceback")
-    with socket.create_connection((address.hostname, address.port), timeout=WAIT_S) as connection:
-        connection.sendall(f"GET /?tab={'a' * length} HTTP/1.1\r\nHost: {address.netloc}\r\n"
-                           "Connection: close\r\n\r\n".encode())
-        answer = b""
-        while chunk := connection.recv(65536):
-            answer += chunk
+
+    def ask() -> bytes:  # (a blocking socket: no timeout, waited for on the app's progress)
+        with socket.create_connection((address.hostname, address.port)) as connection:
+            connection.sendall(f"GET /?tab={'a' * length} HTTP/1.1\r\nHost: {address.netloc}\r\n"
+                               "Connection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+            return answer
+
+    answer = patiently(ask, "the answer to a long link", app_progress)
     status = int(answer.split(b" ", 2)[1])
     assert 400 <= status < 500, answer[:200]
-    assert httpx.get(app_url, timeout=WAIT_S).status_code == 200  # still serving
+    assert served("GET", app_url, app_progress).status_code == 200  # still serving
     assert app_log.read_text().count("Traceback") == tracebacks

@@ -25,22 +25,15 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from conftest import error_text
+from waiting import Progress, patiently, served, until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gcs  # noqa: E402
 import ui  # noqa: E402
 from ui import hindsight, http_limits, limits, logs, messages, serving, sweep  # noqa: E402
+from ui.startup import patient_launch_check  # noqa: E402
 
-WAIT_S = 600  # generous: a busy machine is slow, not broken
 MODEL = "smollm2-135m-instruct"
-
-
-def until(condition, what: str):
-    deadline = time.time() + WAIT_S
-    while not (found := condition()):
-        assert time.time() < deadline, f"gave up waiting for {what}"
-        time.sleep(0.3)
-    return found
 
 
 def log_count(app_log: Path, text: str) -> int:
@@ -52,13 +45,16 @@ def log_count(app_log: Path, text: str) -> int:
 LONG_COMPARE = {"paraphrases": "\n".join(f"Tell me a long story about dragon number {i}, with every detail."
                                          for i in range(8)), "max_new_tokens": 256, "seeds": 1}
 # The client: one tool call (with progress notifications or without, as most clients call), then wait to be killed.
+# Its requests carry no timeout (mcp's default gives up after 30 s, a stream's read after 300 s): the test waits.
 MCP_CLIENT = """
 import asyncio, json, sys
+import httpx
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 async def main(url, name, arguments, progress):
-    async with streamable_http_client(url) as (read, write, _):
+    async with httpx.AsyncClient(timeout=None) as http, \\
+            streamable_http_client(url, http_client=http) as (read, write, _):
         async with ClientSession(read, write) as session:
             await session.initialize()
             async def told(done, total, message):
@@ -72,7 +68,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] 
 
 
 @pytest.mark.parametrize("progress", [False, True], ids=["plain call", "call with progress"])
-def test_an_mcp_call_stops_when_its_client_is_killed(app_url, app_log, client, progress):
+def test_an_mcp_call_stops_when_its_client_is_killed(app_url, app_log, app_progress, client, progress):
     """Gradio ran each tool through a loopback client that nothing cancelled: a killed MCP client left its job
     running to its end. Now the job stops, the log says "abandoned" as for HTTP, and the lane serves the next call."""
     started, abandoned = log_count(app_log, "work started"), log_count(app_log, "abandoned request: its work")
@@ -81,15 +77,16 @@ def test_an_mcp_call_stops_when_its_client_is_killed(app_url, app_log, client, p
                               stdout=subprocess.PIPE, text=True)
     try:
         if progress:  # the server says the job is processing
-            assert caller.stdout.readline().strip() == "processing"
+            assert patiently(caller.stdout.readline, "the processing notice", app_progress).strip() == "processing"
         else:  # the app's log says the work started
-            until(lambda: log_count(app_log, "work started") > started or caller.poll() is not None, "the work")
+            until(lambda: log_count(app_log, "work started") > started or caller.poll() is not None, "the work",
+                  app_progress)
         assert caller.poll() is None, f"the call ended before the kill: {caller.stdout.read()}"
     finally:
         caller.kill()
         caller.wait()
     until(lambda: log_count(app_log, "abandoned request: its work") > abandoned,
-          'an "abandoned" line (did the job run to its end?)')
+          'an "abandoned" line (did the job run to its end?)', app_progress)
     (line,) = [line for line in app_log.read_text().splitlines() if "abandoned request: its work" in line][abandoned:]
     assert line.endswith("its work stopped before its end"), line
     assert client.predict("Why?\nHow come?", "gcswr", 0, 1.0, 1.0, 4, api_name="/trace")["responses"]
@@ -164,12 +161,12 @@ def strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def test_trace_results_are_strict_json_where_top_p_gives_infinite_arrivals(app_url):
+def test_trace_results_are_strict_json_where_top_p_gives_infinite_arrivals(app_url, app_progress):
     """A candidate that top-p cut has probability 0 and arrives at E/0 = infinity: it was written as bare
     ``Infinity`` (144 of them), which is not JSON."""
     data = ["Why is the sky blue?\nWhat makes it blue?", "gcswr", 0, 1.0, 0.05, 2, MODEL]
-    event = httpx.post(f"{app_url}gradio_api/call/trace", json={"data": data}, timeout=WAIT_S).json()["event_id"]
-    answer = httpx.get(f"{app_url}gradio_api/call/trace/{event}", timeout=WAIT_S).text
+    event = served("POST", f"{app_url}gradio_api/call/trace", app_progress, json={"data": data}).json()["event_id"]
+    answer = served("GET", f"{app_url}gradio_api/call/trace/{event}", app_progress).text
     *_, result = [strict(line.removeprefix("data:")) for line in answer.splitlines()
                   if line.startswith("data:") and "steps" in line]  # streamed, then complete: each strict JSON
     arrivals = [step["arrival"] for step in result[0]["steps"]]
@@ -185,53 +182,59 @@ def test_every_endpoint_answers_through_the_strict_json_adapter():
 
 
 # -- 4. over-long URLs ----------------------------------------------------------------------------------------
-def raw_request(app_url: str, request: str) -> int:
+def raw_request(app_url: str, request: str, progress: Progress) -> int:
     address = urlsplit(app_url)
-    with socket.create_connection((address.hostname, address.port), timeout=WAIT_S) as connection:
-        connection.sendall(request.encode())
-        answer = b""
-        while chunk := connection.recv(65536):
-            answer += chunk
-    return int(answer.split(b" ", 2)[1])
+
+    def ask() -> bytes:  # (a blocking socket: no timeout, waited for on the app's progress)
+        with socket.create_connection((address.hostname, address.port)) as connection:
+            connection.sendall(request.encode())
+            answer = b""
+            while chunk := connection.recv(65536):
+                answer += chunk
+            return answer
+
+    return int(patiently(ask, "the answer to a raw request", progress).split(b" ", 2)[1])
 
 
 @pytest.mark.parametrize("length", [60_100, 65_480, 65_510, 65_530, 100_000])
 @pytest.mark.parametrize("route", ["/?tab=", "/gradio_api/queue/join?tab=", "/config?x=", "/gradio_api/mcp/?x="])
-def test_a_url_over_the_limit_is_refused_plainly_on_every_route(app_url, app_log, route, length):
+def test_a_url_over_the_limit_is_refused_plainly_on_every_route(app_url, app_log, app_progress, route, length):
     """Gradio rebuilds the URL with httpx, which stops at 65,536 characters: links the HTTP server still read got an
     HTTP 500 with a traceback. Every route now answers 414 (or the HTTP server's own 400), never 500."""
     tracebacks = log_count(app_log, "Traceback")
     method = "POST" if "join" in route else "GET"
     host = urlsplit(app_url).netloc
     status = raw_request(app_url, f"{method} {route}{'a' * (length - len(route))} HTTP/1.1\r\nHost: {host}\r\n"
-                                  "Content-Length: 0\r\nConnection: close\r\n\r\n")
+                                  "Content-Length: 0\r\nConnection: close\r\n\r\n", app_progress)
     assert status in (400, 414), status
     assert log_count(app_log, "Traceback") == tracebacks
 
 
-def test_a_host_header_over_the_limit_is_refused_plainly(app_url):
-    status = raw_request(app_url, f"GET /config HTTP/1.1\r\nHost: {'h' * 2_000}\r\nConnection: close\r\n\r\n")
+def test_a_host_header_over_the_limit_is_refused_plainly(app_url, app_progress):
+    status = raw_request(app_url, f"GET /config HTTP/1.1\r\nHost: {'h' * 2_000}\r\nConnection: close\r\n\r\n",
+                         app_progress)
     assert status == 431
-    assert httpx.get(app_url, timeout=WAIT_S).status_code == 200  # a link within the limit still loads
+    assert served("GET", app_url, app_progress).status_code == 200  # a link within the limit still loads
 
 
 # -- 5. forged log lines --------------------------------------------------------------------------------------------
 FORGED = "x\n2026-01-01 00:00:00,000 gcs.app ERROR forged\x1b[2J"
 
 
-def test_an_mcp_tool_name_cannot_forge_a_log_line(app_url, app_log):
+def test_an_mcp_tool_name_cannot_forge_a_log_line(app_url, app_log, app_progress):
     async def call():
         from mcp import ClientSession
         from mcp.client.streamable_http import streamable_http_client
 
-        async with streamable_http_client(f"{app_url}gradio_api/mcp/") as (read, write, _):
+        async with httpx.AsyncClient(timeout=None) as http, \
+                streamable_http_client(f"{app_url}gradio_api/mcp/", http_client=http) as (read, write, _):
             async with ClientSession(read, write) as session:
                 await session.initialize()
                 return await session.call_tool(FORGED, {})
 
     before = len(app_log.read_text())
-    assert asyncio.run(call()).isError
-    until(lambda: "forged" in app_log.read_text()[before:], "mcp's line about the unknown tool")
+    assert patiently(lambda: asyncio.run(call()), "the MCP call", app_progress).isError
+    until(lambda: "forged" in app_log.read_text()[before:], "mcp's line about the unknown tool", app_progress)
     added = app_log.read_text()[before:]
     assert "\x1b" not in added and not any(line.startswith("2026-01-01") for line in added.splitlines()), added
 
@@ -272,88 +275,89 @@ def test_a_long_traceback_keeps_its_last_line():
 @pytest.mark.parametrize("endpoint, arguments, message", [
     ("/compare", ("What is DNA?\nExplain\ud800 DNA.", 1.0, 4, 0), "paraphrase 2 contains an unpaired surrogate"),
     ("/trace", ("What is DNA?\n\u200b\u200d\ufeff",), "paraphrase 2 shows nothing"),
-    ("/counterfactual", ("Why is the sky blue?", "Because of scattering.", float("inf"), " air"),
-     "token to change must be a whole number from 0 to 256, got inf"),
     ("/counterfactual", ("Why is the sky blue?", "Because of scattering.", 1, "<|im_end|>"),
      "the replacement holds an end-of-turn token"),
     ("/hindsight", ("Why is the sky blue?", "\u200b\u2060", "What makes it blue?"), "enter the response"),
 ])
-def test_bad_text_is_refused_in_one_line(app_url, app_log, endpoint, arguments, message):
+def test_bad_text_is_refused_in_one_line(app_url, app_log, app_progress, endpoint, arguments, message):
     """A lone surrogate failed in the tokenizer and ``at=Infinity`` in ``int()``: "generation failed", with a
-    traceback. (Sent as raw JSON: gradio_client cannot encode either.)"""
+    traceback. (Sent as raw JSON: gradio_client cannot encode either. Infinity is now refused before any endpoint
+    reads it, HTTP 400: tests/test_http_guard.py.)"""
     tracebacks, faults = log_count(app_log, "Traceback"), log_count(app_log, "generation failed")
-    event, answer = raw_call(app_url, endpoint, list(arguments))
+    event, answer = raw_call(app_url, endpoint, list(arguments), app_progress)
     assert event == "error" and message in answer, answer[:300]
-    until(lambda: log_count(app_log, message[:30]) > 0, "the refusal's log line")
+    until(lambda: log_count(app_log, message[:30]) > 0, "the refusal's log line", app_progress)
     assert log_count(app_log, "Traceback") == tracebacks and log_count(app_log, "generation failed") == faults
 
 
-def raw_call(app_url: str, endpoint: str, data: list) -> tuple[str, str]:
+def raw_call(app_url: str, endpoint: str, data: list, progress: Progress) -> tuple[str, str]:
     """A call as raw JSON (Python's: a lone surrogate as "\\ud800", infinity as Infinity), the values left out
     taking their defaults: its last event and data."""
     parameters = list(inspect.signature(ui.ENDPOINTS[endpoint.strip("/")][0]).parameters.values())
     body = json.dumps({"data": [*data, *(parameter.default for parameter in parameters[len(data):])]}).encode()
-    joined = httpx.post(f"{app_url}gradio_api/call{endpoint}", content=body,
-                        headers={"content-type": "application/json"}, timeout=WAIT_S)
+    joined = served("POST", f"{app_url}gradio_api/call{endpoint}", progress, content=body,
+                    headers={"content-type": "application/json"})
     assert joined.status_code == 200, joined.text[:300]
-    answer = httpx.get(f"{app_url}gradio_api/call{endpoint}/{joined.json()['event_id']}", timeout=WAIT_S).text
+    answer = served("GET", f"{app_url}gradio_api/call{endpoint}/{joined.json()['event_id']}", progress).text
     events = [line.removeprefix("event:").strip() for line in answer.splitlines() if line.startswith("event:")]
     return events[-1], answer.split("data:")[-1]
 
 
-def test_an_unknown_endpoint_or_event_is_refused_without_a_traceback(app_url, app_log):
+def test_an_unknown_endpoint_or_event_is_refused_without_a_traceback(app_url, app_log, app_progress):
     tracebacks, size = log_count(app_log, "Traceback"), len(app_log.read_text())
     for _ in range(20):
-        unknown = httpx.post(f"{app_url}gradio_api/call/no_such_endpoint", json={"data": []}, timeout=WAIT_S)
+        unknown = served("POST", f"{app_url}gradio_api/call/no_such_endpoint", app_progress, json={"data": []})
         assert unknown.status_code == 404 and "no endpoint 'no_such_endpoint'" in unknown.text
-        event = httpx.post(f"{app_url}gradio_api/queue/join", json={"data": [], "fn_index": 9999,
-                                                                   "session_hash": "x"}, timeout=WAIT_S)
+        event = served("POST", f"{app_url}gradio_api/queue/join", app_progress,
+                       json={"data": [], "fn_index": 9999, "session_hash": "x"})
         assert event.status_code == 400 and "no event 9999" in event.text
     assert log_count(app_log, "Traceback") == tracebacks
     assert len(app_log.read_text()) - size < 2_000  # it was 4.2 KB of log per request
 
 
-def queued_call(app_url: str, fn_index: int, data: list) -> dict:
+def queued_call(app_url: str, fn_index: int, data: list, progress: Progress) -> dict:
     """A raw queue/join call and its final message (as the page sends it)."""
     session = f"hardening-v-{time.monotonic_ns()}"
-    joined = httpx.post(f"{app_url}gradio_api/queue/join", json={"data": data, "fn_index": fn_index,
-                                                                 "session_hash": session}, timeout=WAIT_S)
+    joined = served("POST", f"{app_url}gradio_api/queue/join", progress,
+                    json={"data": data, "fn_index": fn_index, "session_hash": session})
     assert joined.status_code == 200, joined.text[:300]
-    with httpx.stream("GET", f"{app_url}gradio_api/queue/data", params={"session_hash": session},
-                      timeout=WAIT_S) as stream:
-        for line in stream.iter_lines():
-            if line.startswith("data:") and '"process_completed"' in line:
-                return json.loads(line.removeprefix("data:"))
+    answer = served("GET", f"{app_url}gradio_api/queue/data", progress, params={"session_hash": session}).text
+    for line in answer.splitlines():  # (the stream closes after the session's last event)
+        if line.startswith("data:") and '"process_completed"' in line:
+            return json.loads(line.removeprefix("data:"))
     raise AssertionError("the stream ended without a result")
 
 
-def test_a_choice_outside_its_choices_is_refused_briefly(app_url, app_log):
+def test_a_choice_outside_its_choices_is_refused_briefly(app_url, app_log, app_progress):
     """A radio button or dropdown value outside its choices: Gradio quoted it whole and logged a 1.8 KB traceback."""
-    config = httpx.get(f"{app_url}config", timeout=WAIT_S).json()
+    config = served("GET", f"{app_url}config", app_progress).json()
     (fn_index,) = [d["id"] for d in config["dependencies"] if d.get("api_name") == "source_inputs"]
     tracebacks, size = log_count(app_log, "Traceback"), len(app_log.read_text())
-    answer = queued_call(app_url, fn_index, ["y" * 100_000])
+    answer = queued_call(app_url, fn_index, ["y" * 100_000], app_progress)
     assert not answer["success"] and "is not one of this input's choices" in answer["output"]["error"]
     assert len(json.dumps(answer)) < 1_000
-    until(lambda: "is not one of this input's choices" in app_log.read_text()[size:], "the refusal's log line")
+    until(lambda: "is not one of this input's choices" in app_log.read_text()[size:], "the refusal's log line",
+          app_progress)
     assert log_count(app_log, "Traceback") == tracebacks and len(app_log.read_text()) - size < 1_000
 
 
 # -- 7. uploads are bounded per client and in total ------------------------------------------------------------
-def upload_from(app_url: str, address: str, size: int = 1_000) -> httpx.Response:
+def upload_from(app_url: str, address: str, progress: Progress, size: int = 1_000) -> httpx.Response:
     """One upload, sent from ``address`` (a loopback address of its own: each test is its own client)."""
-    transport = httpx.HTTPTransport(local_address=address)
-    with httpx.Client(transport=transport, timeout=WAIT_S) as http:
-        return http.post(f"{app_url}gradio_api/upload", files={"files": ("groups.csv", b"x" * size, "text/csv")})
+    def upload():
+        with httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=None) as http:
+            return http.post(f"{app_url}gradio_api/upload", files={"files": ("groups.csv", b"x" * size, "text/csv")})
+
+    return patiently(upload, "an upload's answer", progress)
 
 
-def test_one_client_s_uploads_are_bounded(app_url):
+def test_one_client_s_uploads_are_bounded(app_url, app_progress):
     """100 uploads of 1 MB from one client were accepted in 1.2 s, each kept an hour: one client filled the disk."""
     allowed = int(limits.LIMITS["uploads per client"].high)
-    answers = [upload_from(app_url, "127.0.0.33") for _ in range(allowed + 3)]
+    answers = [upload_from(app_url, "127.0.0.33", app_progress) for _ in range(allowed + 3)]
     assert [a.status_code for a in answers] == [200] * allowed + [429] * 3
     assert "uploads are at their limit (uploads per client: 20 within 70 minutes)" in answers[-1].json()["error"]
-    assert upload_from(app_url, "127.0.0.34").status_code == 200  # another client is not held back
+    assert upload_from(app_url, "127.0.0.34", app_progress).status_code == 200  # another client is not held back
 
 
 def test_every_client_s_uploads_are_bounded_in_total(monkeypatch):
@@ -413,12 +417,13 @@ def test_the_sessions_gradio_keeps_are_bounded(monkeypatch):
     10,000 sessions, 3 GB; every visit, API client and MCP tool call is a session. The app launches with at most
     ``SESSIONS_KEPT`` of them (lowered here, to see the bound hold)."""
     monkeypatch.setattr(ui, "SESSIONS_KEPT", 3)
+    patient_launch_check()  # (as app.py launches: its check of its own page waits for the answer)
     demo = ui.build()
     _, url, _ = demo.launch(server_name="127.0.0.1", prevent_thread_lock=True, quiet=True, **ui.launch_options(demo))
     try:
         (coupling,) = [index for index, fn in demo.fns.items() if fn.api_name == "coupling"]
         for _ in range(6):  # each call a session of its own
-            assert queued_call(url, coupling, ["0.5, 0.5", "", 1.0, 100, 100, 0])["success"]
+            assert queued_call(url, coupling, ["0.5, 0.5", "", 1.0, 100, 100, 0], Progress())["success"]
         assert len(demo.state_holder.session_data) == 3
     finally:
         demo.close()

@@ -360,7 +360,7 @@ def test_every_run_button_says_working_before_its_work():
     """A new run's status says "Working…" at once, not the last run's "Done." (a browse-lane event, then the work)."""
     demo = ui.build()
     working = {index: fn.outputs[0].elem_id for index, fn in demo.fns.items()
-               if fn.fn is messages.say_working}
+               if fn.fn.__name__ == "say_working_in_lane"}
     chained = {(working[fn.trigger_after], fn.name) for fn in demo.fns.values() if fn.trigger_after in working}
     assert {("status", "compare_stream"), ("trace-status", "start"), ("trace-status", "force"),
             ("hindsight-status", "hindsight_ui"), ("hindsight-status", "counterfactual_ui"),

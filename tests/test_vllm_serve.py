@@ -3,18 +3,24 @@ with the ``openai`` client and ``vllm_xargs``, as the README shows it."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
+import httpx
 import openai
 import pytest
 import scipy.stats
-from conftest import READY_LIMIT_S, free_port, running_server
+from conftest import free_port, running_server
+from waiting import WaitingTransport
 
 from gcs.cli import main
 from gcs.vllm_options import PLUGIN
 from gcs.vllm_serve import vllm_serve_command
+from waiting import until
 
 MODEL = "smollm2-135m-instruct"
 QUESTIONS = ("What is DNA?", "Can you explain what DNA is?")
@@ -59,13 +65,30 @@ def test_the_cli_says_what_is_wrong(capsys):
 
 # -- the server -------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """``python -m gcs vllm-serve`` on a free port, once it lists its model."""
+def vllm_served(tmp_path_factory):
+    """``python -m gcs vllm-serve`` on a free port, once it lists its model: (its URL, its log, its progress)."""
     port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
-    base = f"http://127.0.0.1:{port}/v1"
-    with running_server([sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port)], log, base + "/models",
-                        {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}):
-        yield openai.OpenAI(base_url=base, api_key="-", max_retries=0, timeout=READY_LIMIT_S), log
+    url = f"http://127.0.0.1:{port}"
+    with running_server([sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port)], log, url + "/v1/models",
+                        {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}) as (_, progress):
+        yield url, log, progress
+
+
+@pytest.fixture(scope="module")
+def server(vllm_served):
+    """(an openai client of the server, its log). The client sets no timeout: each answer is waited for while the
+    server works on it (``waiting.WaitingTransport``)."""
+    url, log, progress = vllm_served
+    http = httpx.Client(transport=WaitingTransport(progress), timeout=None)
+    yield openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0, timeout=None, http_client=http), log
+
+
+@pytest.fixture(scope="module")
+def vllm_http(vllm_served):
+    """Raw HTTP to the server, as a hostile client sends it (waiting on the server's progress, as ``server``)."""
+    url, _, progress = vllm_served
+    with httpx.Client(base_url=url, transport=WaitingTransport(progress), timeout=None) as http:
+        yield http
 
 
 def ask(client, question: str, xargs: dict | None, tokens: int = 24, temperature: float = 1.0, **kwargs) -> list[str]:
@@ -157,3 +180,77 @@ def test_a_megabyte_argument_is_not_echoed_back(server):
     with pytest.raises(openai.BadRequestError) as caught:
         ask(client, QUESTIONS[0], {"gcs_method": "m" * 1_000_000}, tokens=4)
     assert "unknown method 'mmm" in str(caught.value) and len(str(caught.value)) < 2_000
+
+
+# -- a hostile client (docs/robustness.md, "gcs vllm-serve") ------------------------------------------------------
+REQUEST = {"model": MODEL, "messages": [{"role": "user", "content": QUESTIONS[0]}], "max_tokens": 4}
+MB = "m" * 1_000_000
+MANY = 20_000
+
+
+def longest_run(text: str) -> int:
+    return max(map(len, re.findall("m+", text)), default=0)
+
+
+@pytest.mark.parametrize("path, fields, status, message", [
+    ("/v1/chat/completions", {"vllm_xargs": {"gcs_method": "gcs", "gcs_" + MB: 1}}, 400, "unknown gcs argument"),
+    ("/v1/chat/completions", {"vllm_xargs": {"gcs_method": "gcs", **{f"gcs_m{i}": 1 for i in range(MANY)}}}, 400,
+     f"gcs_m0, gcs_m1, gcs_m10 and {MANY - 3:,} more; expected gcs_method"),
+    ("/v1/chat/completions", {"vllm_xargs": {"gcs_method": "gcs", "gcs_" + MB: True}}, 400,
+     "must not be true or false"),
+    ("/v1/chat/completions", {"vllm_xargs": {"gcs_method": "gcs", **{f"gcs_m{i}": True for i in range(MANY)}}}, 400,
+     f"gcs_m0, gcs_m1, gcs_m2 and {MANY - 3:,} more must not be true or false"),
+    ("/v1/chat/completions", {"model": MB}, 404, "The model `mmm"),
+    ("/v1/completions", {"model": MB, "prompt": "Why?"}, 404, "The model `mmm"),
+    ("/v1/chat/completions", {"logit_bias": {MB: 1}}, 400, "logit_bias"),
+    ("/v1/chat/completions", {"vllm_xargs": {MB: {"a": 1}}}, 400, "validation error"),
+], ids=["unknown gcs key of 1 MB", f"{MANY:,} unknown gcs keys", "boolean gcs key of 1 MB",
+        f"{MANY:,} boolean gcs keys", "model of 1 MB", "completions model of 1 MB", "logit_bias key of 1 MB",
+        "vllm_xargs key of 1 MB"])
+def test_an_error_quotes_at_most_a_hundred_characters_of_what_it_refuses(vllm_http, path, fields, status, message):
+    """Each came back whole, up to 2 MB: gcs's errors named every key refused, vLLM's own quoted the model, the
+    ``logit_bias`` key, or the path of the field it named. Now the status and the message's start are the same,
+    and no error quotes more than 100 characters of a value."""
+    answer = vllm_http.post(path, json={**REQUEST, **fields})
+    assert answer.status_code == status and message in answer.json()["error"]["message"], answer.text[:300]
+    assert len(answer.text) < 1_500 and longest_run(answer.text) <= 100, answer.text[:300]
+
+
+def test_no_log_line_quotes_more_than_a_hundred_characters_of_a_request(server, vllm_http):
+    """vLLM logged a 1 MB model name it refused whole (at ERROR, "Error with model"), and uvicorn's access log a
+    60 KB query whole. Each line is written before its answer is sent: the log is read after both."""
+    _, log = server
+    assert vllm_http.get("/v1/models", params={"q": "m" * 60_000}).status_code == 200
+    assert vllm_http.post("/v1/chat/completions", json={**REQUEST, "model": MB}).status_code == 404
+    text = log.read_text()
+    assert longest_run(text) <= 100, max(text.splitlines(), key=longest_run)[:300]
+
+
+def metric(vllm_http, name: str) -> float:
+    (value,) = [float(line.split()[-1]) for line in vllm_http.get("/metrics").text.splitlines()
+                if line.startswith(name + "{")]
+    return value
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_client_killed_mid_answer_stops_its_request_and_the_seed_answers_as_before(server, vllm_served, vllm_http,
+                                                                                     stream):
+    """A client asks for 3,000 tokens and is killed (a reset connection) once its request runs: the request stops
+    well before its end, the engine runs nothing, and the same seed's answer is what it was before."""
+    client, _ = server
+    _, _, progress = vllm_served
+    xargs = {"gcs_method": "gcswr", "gcs_seed": 5}
+    before = ask(client, QUESTIONS[0], xargs, tokens=16)
+    generated = metric(vllm_http, "vllm:generation_tokens_total")
+    body = json.dumps({**REQUEST, "max_tokens": 3_000, "ignore_eos": True, "stream": stream,
+                       "vllm_xargs": xargs}).encode()
+    with socket.create_connection((vllm_http.base_url.host, vllm_http.base_url.port)) as killed:
+        killed.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        until(lambda: metric(vllm_http, "vllm:num_requests_running") == 1, "the request to run", progress)
+        until(lambda: metric(vllm_http, "vllm:generation_tokens_total") > generated + 8, "its first tokens", progress)
+        killed.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # reset
+    until(lambda: metric(vllm_http, "vllm:num_requests_running") == 0, "the request to stop", progress)
+    assert metric(vllm_http, "vllm:generation_tokens_total") - generated < 3_000  # cut short, not run to its end
+    assert ask(client, QUESTIONS[0], xargs, tokens=16) == before
+

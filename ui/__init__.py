@@ -18,8 +18,11 @@ load. What the tabs share, one job a module:
 
 - ``deployment``: the models offered, the default model and the engine, read from the environment once.
 - ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
+- ``arguments``: every endpoint's arguments checked against its type annotations (HTTP, gradio_client, MCP).
 - ``messages``: errors as toasts and status lines, user text shown as text, captions, handlers whose updates
   name their outputs (``by_name``).
+- ``http_guard``: no request, whatever it sends, gets a 500 for its input, a dropped connection or a traceback in
+  the log: non-finite JSON numbers, unknown streams and fields of the wrong shape refused briefly, faults caught last.
 - ``http_limits``: request bodies, URLs and uploads bounded before Gradio parses them, closed routes and unknown
   endpoints, the sessions the server keeps.
 - ``serving``: each lane's waiting limit, input errors said plainly, cancellable work (MCP tool calls included), the
@@ -46,10 +49,13 @@ from gcs.sequential import DEFAULT_ROUNDS
 
 from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
+from .arguments import typed
 from .logs import logger
-from .messages import say_slider_ranges, strict_json
-from .http_limits import CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota, UrlLimit
-from .serving import guard_queue, quiet_input_errors, stop_abandoned_mcp_calls
+from .messages import say_slider_ranges, strict_json, watch_lanes
+from .http_guard import EXCEPTION_HANDLERS, KnownStreams, LastResort, StrictJson
+from .http_limits import (CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota,
+                          UrlLimit, trusted_proxies)
+from .serving import brief_mcp_errors, guard_queue, quiet_input_errors, stop_abandoned_mcp_calls, lane_standing
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 
@@ -82,8 +88,9 @@ def _examples() -> list[list[str]]:
 
 
 # The public API: endpoint name -> (function, lane). An endpoint is named after its function, since Gradio names an
-# MCP tool after its function. The model lane runs one request at a time.
-ENDPOINTS = {function.__name__: (function, lane) for function, lane in (
+# MCP tool after its function; each checks its arguments' types first (``typed``). The model lane runs one request at
+# a time.
+ENDPOINTS = {function.__name__: (typed(function), lane) for function, lane in (
     (compare.compare, "model"), (stepthrough.trace, "model"), (hindsight.hindsight, "model"),
     (hindsight.counterfactual, "model"), (sweep.sweep, "model"), (ab.ab, "model"), (coupling.coupling, "coupling"))}
 
@@ -122,8 +129,10 @@ def build(queue_size: int = 16) -> gr.Blocks:
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
     guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
+    watch_lanes(lane_standing(demo))  # a run that waits for the model says where it stands at once
     quiet_input_errors(demo)
     stop_abandoned_mcp_calls()
+    brief_mcp_errors()
     return demo
 
 
@@ -175,10 +184,16 @@ def mcp_server() -> bool:
 
 def launch_options(demo: gr.Blocks) -> dict:
     """How ``app.py`` launches ``demo`` (and tests and benchmarks that launch it in their own process): uploads of at
-    most 1 MB, at most ``SESSIONS_KEPT`` sessions' state, the MCP tools where they can run, and the middleware that
-    answers over-long URLs (414), oversized bodies (413, before parsing), uploads past their bounds (429, 503),
-    calls to unknown endpoints (404) and Gradio's routes around its queue (404) before Gradio sees them."""
-    middleware = [Middleware(UrlLimit), Middleware(BodyLimit), Middleware(UploadQuota), Middleware(KnownCalls, demo=demo),
+    most 1 MB, at most ``SESSIONS_KEPT`` sessions' state, the MCP tools where they can run, forwarded client
+    addresses believed only from ``GCS_TRUSTED_PROXIES``, and the middleware that answers over-long URLs (414),
+    oversized bodies (413, before parsing), non-finite JSON numbers (400), uploads past their bounds (429, 503),
+    calls to unknown endpoints (404), streams of unknown sessions or events (404) and Gradio's routes around its
+    queue (404) before Gradio sees them; fields of the wrong shape get FastAPI's 422 without the input quoted back,
+    and whatever escapes the app ends its request plainly (``ui.http_guard.LastResort``, the outermost)."""
+    trusted_proxies()
+    middleware = [Middleware(LastResort), Middleware(UrlLimit), Middleware(BodyLimit), Middleware(StrictJson),
+                  Middleware(UploadQuota), Middleware(KnownCalls, demo=demo), Middleware(KnownStreams, demo=demo),
                   Middleware(QueuedOnly, demo=demo)]
     return {"max_file_size": "1mb", "show_error": True, "mcp_server": mcp_server(),
-            "state_session_capacity": SESSIONS_KEPT, "app_kwargs": {"middleware": middleware}}
+            "state_session_capacity": SESSIONS_KEPT,
+            "app_kwargs": {"middleware": middleware, "exception_handlers": EXCEPTION_HANDLERS}}

@@ -11,7 +11,7 @@ import pandas as pd
 import gcs
 
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
-from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted
+from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted, visible
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
 from .serving import download_folder, run_cancellable
 from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
@@ -52,6 +52,9 @@ def arm(name: str, system, template, temperature, top_p, model_name, precision) 
         if len(value) > chars:
             raise ValueError(f"{name}'s {what} has {len(value):,} characters; the limit here is {chars:,}")
         check_text(value, f"{name}'s {what}")
+    if system.strip() and not visible(system):  # "" is the template's default; zero-width spaces would be sent
+        raise ValueError(f"{name}'s system prompt shows nothing (only spaces or invisible characters): leave it empty "
+                         "for the chat template's default")
     if precision not in {value for _, value in PRECISIONS}:
         raise ValueError(f"{name}'s precision must be one of {', '.join(v for _, v in PRECISIONS)}, got "
                          f"{quoted(precision)}")
@@ -201,8 +204,8 @@ def ab(
         a_system: arm A's system prompt ("" for the chat template's default).
         a_template: arm A's user turn, holding {prompt} once.
         b_template: arm B's user turn, holding {prompt} once.
-        a_temperature: arm A's temperature, 0 to 2.
-        b_temperature: arm B's temperature, 0 to 2.
+        a_temperature: arm A's temperature, 0 (greedy) or 0.0001 to 2.
+        b_temperature: arm B's temperature, 0 (greedy) or 0.0001 to 2.
         a_top_p: arm A's top-p, in (0, 1] (1: off).
         b_top_p: arm B's top-p, in (0, 1] (1: off).
         a_model: arm A's model, one offered by this server.

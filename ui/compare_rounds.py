@@ -7,6 +7,7 @@ from __future__ import annotations
 import gradio as gr
 
 import gcs
+from gcs.stage_timing import mark, timed
 
 from .deployment import ENGINE
 from .highlights import response_pieces
@@ -60,7 +61,8 @@ def round_work(rounds, model, progress: dict):
 
         for report in rounds(partial, stop):
             if progress.get("surprise") is None:
-                progress["surprise"] = excess(report.frame, report.seeds, model)
+                with timed("surprise", round=report.look + 1):
+                    progress["surprise"] = excess(report.frame, report.seeds, model)
             progress["rounds"].append(report)
         return progress["rounds"][-1]
 
@@ -85,6 +87,12 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
     shown = []  # the rounds shown so far: each in its own update, in order, however fast the next one lands
 
     def landed(run: gcs.RoundReport) -> dict:
+        with timed("page update", round=run.look + 1):
+            update = round_update(run)
+        mark("update handed over", round=run.look + 1, what="verdict")
+        return update
+
+    def round_update(run: gcs.RoundReport) -> dict:
         state = {**run_state(run.frame, run.report, prompts, run.settings, model),
                  "resume": run if run.more_seeds else None, "surprise": progress["surprise"]}
         update = {"verdict": round_verdict(run, progress["surprise"]), "scores": score_table(run.report),
@@ -104,6 +112,9 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
         if not landed_rounds:  # the first round streams its first seed into the method columns
             streamed = {} if frame is None else \
                 {f"responses-{m}": response_pieces(responses_of(frame, m, first)) for m in gcs.METHODS}
+            if streamed and not progress.get("streaming"):
+                progress["streaming"] = True
+                mark("update handed over", round=1, what="first answers")
             return {**visible, **streamed, "status": starting if frame is None else
                     f"Round 1: generating… {progress['tokens']} tokens; showing seed {first}"}
         if len(shown) < len(landed_rounds):  # the next round not shown yet
@@ -115,6 +126,9 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
     for earlier in progress["rounds"][len(shown):-1]:  # rounds that landed between two beats
         yield {**landed(earlier), "status": scored(earlier)}
     final = landed(run) if not shown or shown[-1] is not run else {}  # unless the last beat showed it
-    yield {**visible, **final, "downloads": save_run(run.frame, run.report),
+    with timed("downloads", round=run.look + 1):
+        downloads = save_run(run.frame, run.report)
+    mark("update handed over", round=run.look + 1, what="done")
+    yield {**visible, **final, "downloads": downloads,
            "more-seeds": gr.update(visible=run.more_seeds),
            "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}

@@ -184,7 +184,7 @@ def hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr
         paraphrases: 1 to 4 rewordings to answer with the same luck, one per line.
         method: gcswr or gcs (noise shared across positions or per position); is gives independent answers.
         seed: seed of the posterior draw, a whole number from 0 to 2^63 - 1.
-        temperature: the temperature the response was sampled at, in (0, 2].
+        temperature: the temperature the response was sampled at, 0.0001 to 2.
         top_p: the nucleus mass the response was sampled with, in (0, 1].
         max_new_tokens: tokens per answer, 1 to 256.
         model: a model offered by this server.
@@ -219,7 +219,7 @@ def counterfactual(prompt: str, response: str, at: int, replacement: str, method
         replacement: the text written there instead (one token as the model tokenizes it).
         method: gcswr, gcs or is.
         seed: seed of the posterior draw, a whole number from 0 to 2^63 - 1.
-        temperature: the temperature the response was sampled at, in (0, 2].
+        temperature: the temperature the response was sampled at, 0.0001 to 2.
         top_p: the nucleus mass the response was sampled with, in (0, 1].
         max_new_tokens: tokens of the whole counterfactual response, 1 to 256.
         model: a model offered by this server.

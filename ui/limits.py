@@ -17,19 +17,27 @@ from gcs.checks import quoted  # the app's errors quote values as the library's 
 
 @dataclass(frozen=True)
 class Limit:
-    """A number the demo accepts: ``low`` to ``high`` (``low`` excluded when ``open_low``), whole or not."""
+    """A number the demo accepts: ``low`` to ``high`` (``low`` excluded when ``open_low``; with a ``floor``, ``low``
+    itself or from ``floor`` on), whole or not."""
 
     low: float
     high: float
     whole: bool = False
     open_low: bool = False
     high_text: str = ""  # how to write ``high`` in a message, when its digits would not help
+    floor: float | None = None
 
     def describe(self) -> str:
         high = self.high_text or (f"{int(self.high):,}" if self.whole else f"{self.high:g}")
         if self.whole:
             return f"a whole number from {int(self.low):,} to {high}"
+        if self.floor is not None:
+            return f"between {self.low:g} and {high} ({self.low:g} or at least {self.floor:g})"
         return f"in ({self.low:g}, {high}]" if self.open_low else f"between {self.low:g} and {high}"
+
+    def holds(self, value: float) -> bool:
+        above = self.low < value if self.open_low else self.low <= value
+        return above and value <= self.high and not (self.floor is not None and self.low < value < self.floor)
 
 
 # The page holds numbers as JavaScript doubles: whole numbers are exact up to 2^53 - 1, so the seed boxes stop
@@ -39,7 +47,7 @@ PAGE_SEED_MAX = 2**53 - 1
 LIMITS = {
     "paraphrases": Limit(2, 8, whole=True),
     "paraphrase characters": Limit(1, 1000, whole=True),
-    "temperature": Limit(0, 2),
+    "temperature": Limit(0, 2, floor=gcs.MIN_TEMPERATURE),  # 0 is greedy; just above it logits / T overflows
     "top_p": Limit(0, 1, open_low=True),
     "max_new_tokens": Limit(1, 256, whole=True),
     "prompt tokens": Limit(1, 256, whole=True),  # one paraphrase as the model sees it (template included)
@@ -82,13 +90,16 @@ def check(name: str, value) -> float | int:
     Traceback (most recent call last):
     ...
     ValueError: top_p must be in (0, 1], got 0
+    >>> check("temperature", 1e-300)
+    Traceback (most recent call last):
+    ...
+    ValueError: temperature must be between 0 and 2 (0 or at least 0.0001), got 1e-300
     """
     limit = LIMITS[name]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or \
             (isinstance(value, float) and math.isnan(value)):
         raise ValueError(f"{name} must be a number, got {quoted(value)}")
-    inside = (limit.low < value if limit.open_low else limit.low <= value) and value <= limit.high
-    if not inside or (limit.whole and value != int(value)):  # (inside: finite, so int() cannot overflow)
+    if not limit.holds(value) or (limit.whole and value != int(value)):  # (held: finite, so int() cannot overflow)
         raise ValueError(f"{name} must be {limit.describe()}, got {value:g}" if isinstance(value, float)
                          else f"{name} must be {limit.describe()}, got {quoted(value)}")
     return int(value) if limit.whole else float(value)
@@ -204,16 +215,21 @@ def parse_builtin(text, limit: str) -> int | None:
     if not (isinstance(text, str) and text.strip().startswith("builtin:")):
         return None
     count = text.split(":", 1)[1].strip()
-    if not count.isdigit() or len(count) > 3:  # (Python refuses to read an int of over 4,300 digits)
-        raise ValueError(f"builtin:N needs a whole number N from 1 to {int(LIMITS[limit].high)}, got {quoted(count)}")
+    # ASCII digits only: str.isdigit() and int() take any script's digits ("٣" is 3) and "²" passes one, not the other
+    if not _ASCII_COUNT.fullmatch(count):
+        raise ValueError(f"builtin:N needs a whole number N from 1 to {int(LIMITS[limit].high)} in the digits 0-9, "
+                         f"got {quoted(count)}")
     return int(count)
+
+
+_ASCII_COUNT = re.compile("[0-9]{1,3}")  # (three digits: Python refuses to read an int of over 4,300 digits)
 
 
 MAX_NUMBERS_CHARACTERS = 2_000
 
 
 def parse_numbers(text: str, name: str, separators: str = r"[,;\s]+") -> list[float]:
-    """Numbers separated by commas (or spaces), or ValueError naming the field (quoting at most 60 characters).
+    """Numbers separated by commas (or spaces), or ValueError naming the field (quoting about 60 characters).
 
     >>> parse_numbers("0.5, 0.25 0.25", "p")
     [0.5, 0.25, 0.25]
@@ -221,8 +237,11 @@ def parse_numbers(text: str, name: str, separators: str = r"[,;\s]+") -> list[fl
     text = str(text or "").strip()
     if len(text) > MAX_NUMBERS_CHARACTERS:
         raise ValueError(f"{name} has {len(text):,} characters; the limit here is {MAX_NUMBERS_CHARACTERS:,}")
+    found = [x for x in re.split(separators, text) if x]
     try:
-        return [float(x) for x in re.split(separators, text) if x]
+        values = [float(x) for x in found]
     except ValueError:
-        quoted = text if len(text) <= 60 else text[:60] + "…"
-        raise ValueError(f"{name} must be numbers separated by commas, got {quoted!r}") from None
+        values = None
+    if values is None or not all(x.isascii() for x in found):  # as builtin:N: float() reads "٣" as 3.0
+        raise ValueError(f"{name} must be numbers separated by commas, got {quoted(text, 60)} (digits 0-9 only)")
+    return values

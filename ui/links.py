@@ -15,7 +15,9 @@ import urllib.parse
 
 import gradio as gr
 
+from .limits import quoted
 from .logs import logger
+from .messages import brief
 
 MAX_QUERY_CHARACTERS = 20_000
 
@@ -47,7 +49,7 @@ def parse_value(component, text: str):
         values = [v.strip() for v in text.split(",") if v.strip()]
         unknown = [v for v in values if v not in _choices(component)]
         if unknown:
-            raise ValueError(f"has unknown choices {', '.join(repr(v[:40]) for v in unknown[:5])}: expected some of "
+            raise ValueError(f"has unknown choices {', '.join(quoted(v, 40) for v in unknown[:5])}: expected some of "
                              f"{', '.join(_choices(component))}")
         return values
     if isinstance(component, (gr.Radio, gr.Dropdown)) and _choices(component):
@@ -86,21 +88,21 @@ class Links:
             problems.append("the link is too long")
             params = {}
         if tab is not None and tab not in self.inputs_by_tab:
-            problems.append(f"tab {tab[:40]!r} does not exist")
+            problems.append(f"tab {quoted(tab, 40)} does not exist")
             tab = None
         inputs = self.inputs_by_tab.get(tab or "compare", {})
         for name, text in params.items():
             if name not in inputs:
-                problems.append(f"{name[:40]!r} is not a setting of this tab")
+                problems.append(f"{quoted(name, 40)} is not a setting of this tab")
                 continue
             try:
                 updates[id(inputs[name])] = parse_value(inputs[name], text)
             except ValueError as error:
-                problems.append(f"{name} {text[:40]!r} {error}")
+                problems.append(f"{name} {quoted(text, 40)} {error}")
         if problems:
             said = "; ".join(problems)
             logger.info("link parameters ignored: %s", ascii(said)[:300])  # one line: no raw newline or escape code
-            gr.Warning("Ignored in the link: " + html.escape(said[:1000]), duration=10)  # the link's text, as text
+            gr.Warning(brief("Ignored in the link: " + html.escape(said)), duration=10)  # the link's text, as text
         return [gr.Tabs(selected=tab) if tab else gr.skip(), tab or "compare", *[updates[id(c)] for c in self.components]]
 
     def query(self, tab: str, *values) -> str:

@@ -16,21 +16,30 @@ import torch
 from .logs import logger
 
 MESSAGE_CHARACTERS = 600  # an error quotes at most ~100 characters of a value; this bounds the whole sentence
+_PARTIAL_ESCAPE = re.compile(r"&[#\w]*$|\\$")  # an HTML entity or a Markdown backslash escape a cut would split
 
 
 def brief(message: str) -> str:
-    """``message`` cut to ``MESSAGE_CHARACTERS``: no error carries a megabyte of what the client sent back to it."""
-    return message if len(message) <= MESSAGE_CHARACTERS else f"{message[:MESSAGE_CHARACTERS]}… (cut)"
+    """``message`` cut to ``MESSAGE_CHARACTERS``: no error carries a megabyte of what the client sent back to it.
+    Cut as it is sent, after escaping (escaping can make a text four times longer), and never inside an escape.
+
+    >>> brief("x" + "&lt;" * 200)[-11:]  # 600 characters would end in "&l"
+    '&lt;… (cut)'
+    """
+    if len(message) <= MESSAGE_CHARACTERS:
+        return message
+    return f"{_PARTIAL_ESCAPE.sub('', message[:MESSAGE_CHARACTERS])}… (cut)"
 
 
 def _message_text(error: Exception) -> str:
-    """What a user is told about ``error``, as plain text (unescaped); logged here, once: a user error (ValueError)
-    in one line, a fault with its traceback. Internal failures are not shown in full."""
+    """What a user is told about ``error``, as plain text (unescaped, not yet cut: ``brief`` cuts what is sent);
+    logged here, once: a user error (ValueError) in one line, a fault with its traceback. Internal failures are
+    not shown in full."""
     if isinstance(error, gr.Error):  # already a message for the user
-        return brief(str(error.message))
+        return str(error.message)
     if isinstance(error, ValueError):
         logger.info("refused: %s", str(error)[:300])
-        return brief(str(error))
+        return str(error)
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
@@ -42,7 +51,7 @@ def _message_text(error: Exception) -> str:
 
 def user_message(error: Exception) -> str:
     """The message a user sees, as HTML text (markup in it is escaped), for a toast or an API error."""
-    return html.escape(_message_text(error), quote=False)
+    return brief(html.escape(_message_text(error), quote=False))
 
 
 def user_error(error: Exception) -> gr.Error:
@@ -72,8 +81,8 @@ def failure(error: Exception) -> str:
     """A toast for ``error`` and the status line that says it ("Failed: ..."). The toast is HTML and the status
     Markdown: the message (which may quote user input) is escaped for each, so it shows as text in both."""
     message = _message_text(error)
-    gr.Warning(html.escape(message, quote=False), duration=TOAST_SECONDS)
-    return f"**Failed:** {as_text(message)}"
+    gr.Warning(brief(html.escape(message, quote=False)), duration=TOAST_SECONDS)
+    return f"**Failed:** {brief(as_text(message))}"
 
 
 def failed(error: Exception, outputs: int) -> tuple:
@@ -148,11 +157,41 @@ def one_paragraph_pieces(pieces: list[tuple[str, str | None]]) -> list[tuple[str
 
 
 WORKING = "Working…"
+_standing: Callable[[str], tuple[int, float | None]] | None = None  # ui.build sets it: ui.serving.lane_standing
 
 
-def say_working() -> str:
-    """A status line's text while a new run works (it must not keep the last run's "Done.")."""
-    return WORKING
+def watch_lanes(standing: Callable[[str], tuple[int, float | None]] | None) -> None:
+    """Where a new run stands in its lane's queue, for ``say_working``: ``standing(lane)`` gives (runs ahead, seconds
+    until it would start or None); None says nothing of the queue."""
+    global _standing
+    _standing = standing
+
+
+def say_working(lane: str | None = None) -> str:
+    """A status line's text while a new run works (it must not keep the last run's "Done."): where it waits behind
+    other runs in ``lane``, its place and when it should start (a visitor whose run waits sees why at once).
+
+    >>> watch_lanes(lambda lane: (2, 41.4)); say_working("model")
+    'Waiting in the queue: 2 runs ahead of yours; yours should start in about 41 s…'
+    >>> watch_lanes(lambda lane: (0, None)); say_working("model")
+    'Working…'
+    >>> watch_lanes(None)
+    """
+    ahead, starts = _standing(lane) if _standing is not None and lane is not None else (0, None)
+    if not ahead:
+        return WORKING
+    runs = "1 run" if ahead == 1 else f"{ahead} runs"
+    when = f"; yours should start in about {starts:.0f} s" if starts is not None else ""
+    return f"Waiting in the queue: {runs} ahead of yours{when}…"
+
+
+def working_in(lane: str | None):
+    """``say_working`` for a run that waits in ``lane``: a handler of no arguments (Gradio reads a handler's
+    signature to know what to pass it, so no ``functools.wraps`` here)."""
+    def say_working_in_lane() -> str:
+        return say_working(lane)
+
+    return say_working_in_lane
 
 
 def shown_for(sources) -> Callable[[str], list]:
@@ -166,9 +205,11 @@ def shown_for(sources) -> Callable[[str], list]:
 
 def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outputs, **lane):
     """``button.click`` that first says "Working…" in ``status`` (at once, while the request waits for its lane or
-    a model loads), then runs ``handler`` in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
-    return button.click(say_working, None, status, api_visibility="private", concurrency_id="browse",
-                        concurrency_limit=4).then(handler, inputs, outputs, api_visibility="private", **lane)
+    a model loads; where runs are ahead of it in its lane, how many and when it should start), then runs ``handler``
+    in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
+    return button.click(working_in(lane.get("concurrency_id")), None, status, api_visibility="private",
+                        concurrency_id="browse", concurrency_limit=4).then(handler, inputs, outputs,
+                                                                           api_visibility="private", **lane)
 
 
 def finite(value):

@@ -5,11 +5,13 @@ included), and the files the server keeps. The HTTP limits applied before Gradio
 from __future__ import annotations
 
 import collections
+import functools
 import html
 import re
 import shutil
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -20,12 +22,16 @@ from gcs.background import Background
 
 from .limits import quoted
 from .logs import logger
+from .messages import brief
 
 # -- capacity and cancellation --------------------------------------------------------------------
-# Private Gradio APIs wrapped here, and only here (tests/test_serving.py checks their shape; requirements.txt pins
-# the same range): Queue.push and Queue.event_queue_per_concurrency_id[lane].queue (guard_queue),
-# Blocks.preprocess_data (quiet_input_errors), GradioMCPServer's _get_or_create_client and _execute_tool_*
-# (stop_abandoned_mcp_calls). Outside the range, or where one is missing, a WARNING names what is lost.
+# Private Gradio APIs wrapped here, and only here (tests/test_serving.py and tests/test_http_guard.py check their
+# shape; requirements.txt pins the same range): Queue.push and Queue.event_queue_per_concurrency_id[lane].queue
+# (guard_queue), Blocks.preprocess_data (quiet_input_errors), GradioMCPServer's _get_or_create_client and
+# _execute_tool_* (stop_abandoned_mcp_calls), Queue.pending_messages_per_session, event_ids_to_events and
+# pending_event_ids_session (stream_lookup), GradioMCPServer._prepare_tool_call_args and the mcp package's
+# Server._make_error_result (brief_mcp_errors). Outside the range, or where one is missing, a WARNING names what is
+# lost.
 TESTED_GRADIO = ((6, 0), (7, 0))
 
 
@@ -86,6 +92,61 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
             arriving[lane] -= 1
 
     queue.push = guarded_push
+
+
+def stream_lookup(demo: gr.Blocks):
+    """A function saying whether Gradio holds what an event stream asks for: ``held(session_hash=S)`` for ``GET
+    /gradio_api/queue/data``, ``held(event_id=E)`` for ``GET /gradio_api/call/<name>/<E>`` (the event's session found
+    as Gradio finds it). Gradio answers a stream it does not hold with 200, then raises inside it (a dropped
+    connection and a traceback). Reads the queue's ``pending_messages_per_session``, ``event_ids_to_events`` and
+    ``pending_event_ids_session`` (private); where they changed, None and a WARNING."""
+    parts = ("pending_messages_per_session", "event_ids_to_events", "pending_event_ids_session")
+    if not gradio_tested() or not all(hasattr(getattr(demo, "_queue", None), part) for part in parts):
+        logger.warning("gradio %s: an event stream for an unknown session or event is answered by Gradio (a 200 "
+                       "stream holding an error, ended by ui.http_guard.LastResort: Queue.%s changed)", gr.__version__,
+                       ", ".join(parts))
+        return None
+
+    def held(session_hash: str | None = None, event_id: str | None = None) -> bool:
+        queue = demo._queue  # read each time: demo.queue() may replace it
+        if event_id is not None:  # as Gradio's route: a running event, then a finished one not yet read, then itself
+            event = queue.event_ids_to_events.get(event_id)
+            session_hash = event.session_hash if event is not None else next(
+                (session for session, ids in queue.pending_event_ids_session.items() if event_id in ids), event_id)
+        return session_hash in queue.pending_messages_per_session
+
+    return held
+
+
+def lane_standing(demo: gr.Blocks):
+    """A function ``standing(lane)``: (runs ahead of a request joining ``lane`` now, running or waiting; seconds until
+    its own run would start, or None before the lane's first run ends), estimated as Gradio estimates the places it
+    sends a queued client (which a page with its progress display hidden never shows). Reads the queue's
+    ``event_queue_per_concurrency_id`` and ``process_time_per_fn`` (private); where they changed, None and a
+    WARNING (the page then says only "Working…")."""
+    parts = ("event_queue_per_concurrency_id", "process_time_per_fn")
+    if not gradio_tested() or not all(hasattr(getattr(demo, "_queue", None), part) for part in parts):
+        logger.warning("gradio %s: a request waiting for the model is not told its place in the queue (Queue.%s "
+                       "changed)", gr.__version__, ", ".join(parts))
+        return None
+
+    def standing(lane: str) -> tuple[int, float | None]:
+        queue = demo._queue
+        line = queue.event_queue_per_concurrency_id.get(lane)
+        if line is None:
+            return 0, None
+        past = [(t.avg_time, t.count) for fn, t in list(queue.process_time_per_fn.items())
+                if getattr(fn, "concurrency_id", None) == lane and t.count]
+        ahead = line.current_concurrency + len(line.queue)
+        if not past:
+            return ahead, None
+        typical = sum(t * n for t, n in past) / sum(n for _, n in past)
+        now = time.time()
+        running = [max(0.0, start + typical - now) for starts in list(line.start_times_per_fn.values())
+                   for start in list(starts)]
+        return ahead, (sum(running) + len(line.queue) * typical) / max(1, line.concurrency_limit or 1)
+
+    return standing
 
 
 _CHOICES_ERROR = re.compile(r"Value: (.*?) (?:\(type: [^)]*\) )?is not in the list of choices: (.*)", re.DOTALL)
@@ -170,6 +231,42 @@ def stop_abandoned_mcp_calls() -> bool:
     GradioMCPServer._execute_tool_without_progress = without_progress
     GradioMCPServer._execute_tool_with_progress = progressing
     GradioMCPServer.stops_abandoned_calls = True
+    return True
+
+
+def brief_mcp_errors() -> bool:
+    """Keep an MCP tool call's error short whatever the call sent; whether that holds here. Gradio's "Unknown tool"
+    error quoted the whole name (a 100,000-character name came back in a 100,034-character error), and the mcp
+    package's schema check quotes the whole value it refuses. Wrapped (private): ``GradioMCPServer.
+    _prepare_tool_call_args`` refuses an unknown name quoting at most ~100 characters of it, and the mcp ``Server.
+    _make_error_result`` that every tool error passes through cuts it to ``MESSAGE_CHARACTERS``."""
+    try:
+        from gradio.mcp import GradioMCPServer
+        from mcp.server.lowlevel import Server
+    except ImportError:  # no mcp package: no tools, no errors
+        return False
+    if not gradio_tested() or not hasattr(GradioMCPServer, "_prepare_tool_call_args") \
+            or not hasattr(Server, "_make_error_result"):
+        logger.warning("gradio %s: an MCP tool error may quote what the call sent whole (GradioMCPServer."
+                       "_prepare_tool_call_args or mcp's Server._make_error_result changed)", gr.__version__)
+        return False
+    if getattr(Server, "errors_are_brief", False):
+        return True
+    prepare, error_result = GradioMCPServer._prepare_tool_call_args, Server._make_error_result
+
+    @functools.wraps(prepare)
+    def known_tool_first(self, name, arguments):
+        if name not in getattr(self, "tool_to_endpoint", {name: None}):
+            raise ValueError(f"Unknown tool for this Gradio app: {quoted(name)}")
+        return prepare(self, name, arguments)
+
+    @functools.wraps(error_result)
+    def brief_error_result(self, error_message):
+        return error_result(self, brief(error_message))
+
+    GradioMCPServer._prepare_tool_call_args = known_tool_first
+    Server._make_error_result = brief_error_result
+    Server.errors_are_brief = True
     return True
 
 

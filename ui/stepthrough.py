@@ -258,7 +258,7 @@ def trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: f
         paraphrases: exactly 2 rewordings, one per line.
         method: is, gcs or gcswr.
         seed: the shared seed, a whole number from 0 to 2^63 - 1.
-        temperature: sampling temperature in (0, 2].
+        temperature: sampling temperature, 0.0001 to 2.
         top_p: nucleus sampling mass in (0, 1].
         max_new_tokens: steps to trace, 1 to 64.
         model: a model offered by this server.

@@ -113,7 +113,7 @@ def sweep(
 
     Args:
         paraphrases: groups of rewordings, one per line, groups separated by a blank line; or "builtin:N" for the first N built-in groups.
-        temperatures: comma-separated temperatures, 1 to 8 of them, each 0 to 2.
+        temperatures: comma-separated temperatures, 1 to 8 of them, each 0 (greedy) or 0.0001 to 2.
         seeds: seeds per cell, 1 to 10.
         methods: comma-separated methods among is, gcs, gcswr.
         metric: e5 (semantic similarity, the paper's), jaccard (shared words), minilm or aligned (identical token runs).
