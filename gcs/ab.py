@@ -283,6 +283,9 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, seeds: int | Iterable[int
         check_count(batch_rows, "batch_rows", 1, 1_000_000)
     pair = arms(a, b, max_new_tokens)
     check_plain_text(prompts, pair[0].model, "prompts")  # (both models read one vocabulary: arms checks it)
+    for arm in pair:  # what the model reads: a token split between the template and a prompt is whole here
+        check_plain_text([arm.variant.text(p) for p in prompts], arm.model,
+                         f"the template of variant {quoted(arm.name)} filled with prompts")
     methods = list(dict.fromkeys([method, *(["is"] if control else [])]))
     keys = _keys(len(prompts), seeds, methods, skip)
     chunk = batch_rows or (len(keys) if engine == "vllm" else auto_batch_rows(pair[0].model, max_new_tokens + 128))

@@ -140,6 +140,18 @@ def check_seed_list(seeds: int | Iterable[int]) -> list[int]:
 MIN_TEMPERATURE = 1e-4
 
 
+def finite(number: int | float) -> bool:
+    """Whether ``number`` is finite as a float (an int past a float's range is not: ``math.isfinite`` raises on it).
+
+    >>> finite(1.5), finite(float("nan")), finite(10**400)
+    (True, False, False)
+    """
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
+
+
 def check_temperature(temperature) -> float:
     """``temperature`` as a float: 0 (greedy) or from ``MIN_TEMPERATURE`` on, finite.
 
@@ -150,7 +162,7 @@ def check_temperature(temperature) -> float:
     ...
     ValueError: temperature must be a finite number, 0 (greedy) or at least 0.0001 (the floor: ...), got 1e-300
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature) \
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not finite(temperature) \
             or temperature < 0 or 0 < temperature < MIN_TEMPERATURE:
         raise ValueError(f"temperature must be a finite number, 0 (greedy) or at least {MIN_TEMPERATURE:g} (the floor: "
                          f"below it logits / temperature overflows), got {quoted(temperature)}")
@@ -166,7 +178,7 @@ def check_sampling_settings(temperature: float, top_k: int | None, top_p: float 
     if top_k is not None and (not is_integer(top_k) or top_k < 1):
         raise ValueError(f"top_k must be None or an integer >= 1, got {quoted(top_k)}")
     if top_p is not None and (
-        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p) or not 0 < top_p <= 1
+        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not finite(top_p) or not 0 < top_p <= 1
     ):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {quoted(top_p)}")
 

@@ -24,7 +24,7 @@ import uvicorn
 from waiting import PATIENT, patiently, served
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import http_guard, http_limits, limits, serving  # noqa: E402
+from ui import http_guard, http_limits, limits, mcp_calls, serving  # noqa: E402
 
 FAULTS = ("Traceback", "Exception in ASGI application")
 
@@ -300,9 +300,43 @@ def test_the_mcp_internals_the_brief_errors_wrap_have_the_shape_they_expect():
     from gradio.mcp import GradioMCPServer
     from mcp.server.lowlevel import Server
 
-    assert serving.brief_mcp_errors() and Server.errors_are_brief
+    assert mcp_calls.brief_mcp_errors() and Server.errors_are_brief
     assert list(inspect.signature(GradioMCPServer._prepare_tool_call_args).parameters) == ["self", "name", "arguments"]
     assert list(inspect.signature(Server._make_error_result).parameters) == ["self", "error_message"]
     assert "self.tool_to_endpoint = " in inspect.getsource(GradioMCPServer.__init__)
     error = Server("test")._make_error_result("y" * 100_000)
     assert error.root.isError and len(error.root.content[0].text) < 700
+
+
+def asgi_answer(middleware, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int | None, bool]:
+    """(status the middleware answered itself, or None; whether it handed the request on) for a POST of ``body``."""
+    handed, answered = [], []
+
+    async def app(scope, receive, send):  # the route behind: takes the request, answers 200
+        handed.append(await receive())
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    async def receive():
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message):
+        if message["type"] == "http.response.start" and not handed:
+            answered.append(message["status"])
+
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": headers,
+             "client": ("127.0.0.9", 5000)}
+    asyncio.run(middleware(app)(scope, receive, send))
+    return (answered[0] if answered else None), bool(handed)
+
+
+def test_a_second_content_type_header_hides_nothing():
+    """Starlette, FastAPI and Gradio's upload route read the first of two Content-Type headers, a dict of the headers
+    the last: a JSON body declared JSON then multipart slipped past the non-finite check, and an upload declared
+    multipart then text past the upload quota."""
+    two = [(b"content-type", b"application/json"), (b"content-type", b"multipart/form-data; boundary=x")]
+    assert asgi_answer(http_guard.StrictJson, two, b'{"data": [], "fn_index": NaN}') == (400, False)
+    assert asgi_answer(http_guard.StrictJson, two, b'{"data": [], "fn_index": 0}') == (None, True)
+    quota = http_limits.UploadQuota(None)
+    upload = [(b"content-type", b"multipart/form-data; boundary=x"), (b"content-type", b"text/plain")]
+    assert asgi_answer(lambda app: setattr(quota, "app", app) or quota, upload, b"--x--") == (None, True)
+    assert len(quota.accepted) == 1  # counted as an upload (the route took it: 200)

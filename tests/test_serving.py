@@ -14,7 +14,7 @@ import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 from gradio.queueing import EventQueue  # noqa: E402
 
-from ui import serving  # noqa: E402
+from ui import mcp_calls, serving  # noqa: E402
 
 
 def test_the_installed_gradio_is_in_the_tested_range_that_requirements_pin():
@@ -65,7 +65,7 @@ def test_the_mcp_server_api_the_cancellation_wraps_has_the_shape_it_expects():
     assert list(inspect.signature(GradioMCPServer._execute_tool_without_progress).parameters) == ["self", "job"]
     assert list(inspect.signature(GradioMCPServer._execute_tool_with_progress).parameters) == \
         ["self", "job", "progress_token"]
-    assert serving.stop_abandoned_mcp_calls() and GradioMCPServer.stops_abandoned_calls
+    assert mcp_calls.stop_abandoned_mcp_calls() and GradioMCPServer.stops_abandoned_calls
     assert "_client_instance" in inspect.getsource(GradioMCPServer.__init__)  # the client Gradio keeps, per call now
 
 

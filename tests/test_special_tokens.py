@@ -48,6 +48,10 @@ ENTRY_POINTS = {
     "ab template": (lambda m: gcs.ab(["w5"], gcs.Variant(model=m, template="<s>{prompt}"), gcs.Variant(model=m),
                                      seeds=2, metrics=["length"], max_new_tokens=2), "the template of variant 'A'",
                     "<s>"),
+    "ab template and prompt together": (  # each alone is plain text; what the model reads holds '</s>'
+        lambda m: gcs.ab(["s> w9"], gcs.Variant(model=m, template="w5 </{prompt}"), gcs.Variant(model=m), seeds=2,
+                         metrics=["length"], max_new_tokens=2),
+        "the template of variant 'A' filled with prompts[0]", "</s>"),
     "parting": (lambda m: gcs.parting(gcs.Variant(model=m), gcs.Variant(model=m, temperature=0.5), "w5 <pad>", 0),
                 "prompt", "<pad>"),
     "reword": (lambda m: gcs.reword_report(["w5 </s>"], model=m, min_similarity=None), "prompts[0]", "</s>"),

@@ -55,7 +55,8 @@ from .messages import say_slider_ranges, strict_json, watch_lanes
 from .http_guard import EXCEPTION_HANDLERS, KnownStreams, LastResort, StrictJson
 from .http_limits import (CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota,
                           UrlLimit, trusted_proxies)
-from .serving import brief_mcp_errors, guard_queue, quiet_input_errors, stop_abandoned_mcp_calls, lane_standing
+from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
+from .serving import guard_queue, lane_standing, quiet_input_errors
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model
 from .links import Links
 

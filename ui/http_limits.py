@@ -222,8 +222,10 @@ class UploadQuota:
         self.accepted: collections.deque[tuple[float, str, int]] = collections.deque()  # (when, client, bytes)
 
     async def __call__(self, scope, receive, send):
-        content_type = dict(scope.get("headers") or []).get(b"content-type", b"")
-        if scope["type"] != "http" or scope.get("method") != "POST" or not content_type.startswith(b"multipart/"):
+        # any Content-Type header naming multipart counts: with two, the upload route reads the first, a dict the last
+        multipart = any(name == b"content-type" and value.lower().lstrip().startswith(b"multipart/")
+                        for name, value in scope.get("headers") or ())
+        if scope["type"] != "http" or scope.get("method") != "POST" or not multipart:
             return await self.app(scope, receive, send)
         messages = await read_messages(receive, MAX_BODY_BYTES) or []
         size = sum(len(message.get("body", b"")) for message in messages)

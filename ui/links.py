@@ -20,6 +20,7 @@ from .logs import logger
 from .messages import brief
 
 MAX_QUERY_CHARACTERS = 20_000
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 def _choices(component) -> list:
@@ -29,10 +30,11 @@ def _choices(component) -> list:
 def parse_value(component, text: str):
     """The value ``text`` (from a query string) means for ``component``, or ValueError saying what it must be."""
     if isinstance(component, (gr.Slider, gr.Number)):
-        try:  # a whole number is read exactly: through a float, 9007199254740993 would become ...992
-            value = int(text) if re.fullmatch(r"[+-]?\d{1,30}", text.strip()) else float(text)
-        except ValueError:
-            raise ValueError("must be a number") from None
+        text = text.strip()
+        if not _NUMBER.fullmatch(text):  # ASCII digits only: float() also reads '٣' and '1_0'
+            raise ValueError("must be a number")
+        # a whole number is read exactly: through a float, 9007199254740993 would become ...992
+        value = int(text) if re.fullmatch(r"[+-]?[0-9]{1,30}", text) else float(text)
         low, high = getattr(component, "minimum", None), getattr(component, "maximum", None)
         if not math.isfinite(value) or (low is not None and value < low) or (high is not None and value > high):
             raise ValueError(f"must be a number from {low if low is not None else '-∞'} to "
