@@ -88,7 +88,7 @@ def test_the_launch_check_waits_for_a_page_that_answers_late(monkeypatch):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from gradio import networking
-    from ui.startup import patient_launch_check
+    from ui.startup import GRADIO_URL_OK, patient_launch_check
 
     class Late(BaseHTTPRequestHandler):
         def do_HEAD(self):  # noqa: N802 (http.server's name)
@@ -103,8 +103,9 @@ def test_the_launch_check_waits_for_a_page_that_answers_late(monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url, closed = f"http://127.0.0.1:{server.server_address[1]}/", f"http://127.0.0.1:{free_port()}/"
     try:
-        monkeypatch.setattr(networking, "url_ok", networking.url_ok)  # (restored after the test)
-        assert not networking.url_ok(url)  # Gradio's own check gives up
+        # Gradio's own check gives up (this worker may have launched the app already, patching it: the original)
+        monkeypatch.setattr(networking, "url_ok", GRADIO_URL_OK)  # (and whatever was there, restored after)
+        assert not networking.url_ok(url)
         patient_launch_check()
         assert networking.url_ok(url) and not networking.url_ok(closed)
     finally:

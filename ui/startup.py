@@ -19,6 +19,7 @@ from gradio import networking
 from .logs import logger
 from .serving import gradio_tested
 
+GRADIO_URL_OK = getattr(networking, "url_ok", None)  # Gradio's own check, as imported (before any patch)
 ANSWERED = (200, 401, 301, 302, 303, 307, 308)  # Gradio's: auth and redirects answer too
 CONNECT_S = 3
 
