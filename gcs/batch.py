@@ -67,16 +67,23 @@ def check_plain_text(text: str | Sequence[str], model: Model, name: str) -> str 
     ValueError naming the token. The tokenizer reads "<|im_end|>" typed in a prompt as the end of the turn itself:
     user text (a prompt, a paraphrase, a system message, a template, a response) would write the chat's markup,
     close the user's turn and open another. One rule for every entry point, library and app alike."""
-    if not isinstance(text, str):
-        return [check_plain_text(item, model, f"{name}[{i}]") for i, item in enumerate(text)]
-    found = [(text.find(token), -len(token), token) for token in special_tokens(model.tokenizer) if token in text]
+    tokens = special_tokens(model.tokenizer)  # once for a whole list
+    if isinstance(text, str):
+        _refuse_special(text, tokens, model, name)
+        return text
+    for i, item in enumerate(text):
+        _refuse_special(item, tokens, model, f"{name}[{i}]")
+    return list(text)
+
+
+def _refuse_special(text: str, tokens: list[str], model: Model, name: str) -> None:
+    found = [(text.find(token), -len(token), token) for token in tokens if token in text]
     if found:
         at, _, token = min(found)
         ends = model.tokenizer.convert_tokens_to_ids(token) in stop_token_ids(model)
         raise ValueError(f"{name} holds {'an end-of-turn' if ends else 'a special'} token, {quoted(token)}, at "
                          f"character {at + 1}: the model would read it as its own markup, not as the text typed; "
                          "remove it")
-    return text
 
 
 def prompt_lengths(prompts: Sequence[str], model: Model) -> list[int]:
