@@ -142,6 +142,23 @@ def cpu_seconds(processes) -> float:
     return total
 
 
+def process_kind(process) -> str:
+    """A chromium process's kind from its command line: renderer, gpu-process, utility, ... or browser."""
+    try:
+        kinds = [a.removeprefix("--type=") for a in process.cmdline() if a.startswith("--type=")]
+    except psutil.NoSuchProcess:
+        return "gone"
+    return kinds[0] if kinds else "browser"
+
+
+def cpu_by_kind(processes) -> dict[str, float]:
+    """``cpu_seconds`` of ``processes`` per kind (``process_kind``)."""
+    kinds: dict[str, list] = {}
+    for process in processes:
+        kinds.setdefault(process_kind(process), []).append(process)
+    return {kind: cpu_seconds(group) for kind, group in kinds.items()}
+
+
 def browser_processes() -> list:
     """This script's chromium processes (started by Playwright's driver, a child of this process)."""
     return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
@@ -151,11 +168,12 @@ def one_visitor(page, server, url: str, log: Path) -> dict:
     page.goto(url)  # clears the last run's answers, so that "first answer" sees this run's
     page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
     app, chromium = psutil.Process(server.pid), browser_processes()
-    before = cpu_seconds([app]), cpu_seconds(chromium)
+    before = cpu_seconds([app]), cpu_seconds(chromium), cpu_by_kind(chromium)
     clicked = click(page)
     wait_done(page)
     seen = shown(page, clicked)
     seen["cpu"] = cpu_seconds([app]) - before[0], cpu_seconds(chromium) - before[1]
+    seen["browser cpu"] = {kind: spent - before[2].get(kind, 0.0) for kind, spent in cpu_by_kind(chromium).items()}
     seen["breakdown"] = breakdown(log, clicked, seen)
     seen["status"] = page.locator("#status").inner_text()
     return seen
@@ -208,7 +226,9 @@ def main() -> None:
                 runs.append(seen)
                 print(f"  run {index + 1}: first answer {seconds(seen, 'first answer')}, first verdict "
                       f"{seconds(seen, 'first verdict')}, final verdict {seconds(seen, 'final')} ({seen['status']}); "
-                      f"CPU: app {seen['cpu'][0]:.1f} s, browser {seen['cpu'][1]:.1f} s; browser busy "
+                      f"CPU: app {seen['cpu'][0]:.1f} s, browser {seen['cpu'][1]:.1f} s ("
+                      + ", ".join(f"{kind} {spent:.1f}" for kind, spent in sorted(seen["browser cpu"].items()))
+                      + "); browser busy "
                       f"{seen['busy']:.1f} s", flush=True)
                 print("\n".join(seen["breakdown"]), flush=True)
             browser.close()

@@ -9,6 +9,8 @@ contenders take turns (bench/timing.py), each keeping its best time per group:
 - ``stream``: the same rows through ``gcs.stream_compare``, every frame consumed (what the page paid before rounds);
 - ``rounds``: the page's work, ``gcs.compare_rounds`` (--rounds: seeds per round, by default the library's 4, 12;
   the first round streamed, every round scored with E5 and aligned agreement, stopping once decided);
+- ``table``: ``rounds`` scoring the page's table as well (MiniLM, Jaccard and the common prefix beside the verdict's
+  metrics): the library doing the page's work, without the page;
 - ``fixed``: ``compare`` then the same scoring of all seeds (the one-batch verdict's work);
 - ``page``: the page's whole update path in this process (``ui.compare.compare_stream`` at the app's defaults, the
   library's rounds: streaming, rounds, the table's four metrics, the degenerate-output check, plots), without a
@@ -17,7 +19,8 @@ contenders take turns (bench/timing.py), each keeping its best time per group:
 It prints per group and as medians: the streaming overhead (stream / compare; goal <= 1.1x), the time until the first
 answers exist (the first streamed frame of the rounds run, with every first-seed response started), the time until
 the final verdict in rounds against the fixed run (goal: median <= 0.6x), the seeds the rounds used, the page against
-the library's rounds, and E5's share of the fixed run (E5 alone on its answers, timed once).
+the library's rounds (with and without the table's metrics) and the page's first verdict against the library's first
+round (goals 1.1x and 1.5x), and E5's share of the fixed run (E5 alone on its answers, timed once).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's ui pac
 os.environ.setdefault("GCS_ENGINE", "transformers")  # the page on the engine the library contenders use
 from ui import compare as page_compare  # noqa: E402
 from ui.deployment import DEFAULT_MODEL  # noqa: E402
+from ui.verdict import METRICS as TABLE_METRICS, VERDICT_METRICS  # noqa: E402
 
 METRICS = ("e5", "aligned")
 
@@ -80,21 +84,31 @@ def main() -> None:
                 if "at" not in first and (frame[frame["seed"] == 0]["n_tokens"] > 0).all():
                     first["at"] = time.perf_counter() - start
 
-            *_, last = gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
-                                          model=model, on_partial=partial)
-            seen.update(first=first["at"], seeds=len(last.seeds), reason=last.reason)
+            for report in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds,
+                                             max_new_tokens=args.tokens, model=model, on_partial=partial):
+                first.setdefault("round", time.perf_counter() - start)
+            seen.update(first=first["at"], first_round=first["round"], seeds=len(report.seeds), reason=report.reason)
 
-        def page():
-            for _ in page_compare.compare_stream("\n".join(prompts), 1.0, args.tokens, 0, 1.0, list(gcs.METHODS),
-                                                 False, DEFAULT_MODEL, args.seeds):
+        def with_table():
+            for _ in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
+                                        model=model, metrics=VERDICT_METRICS, report_metrics=TABLE_METRICS):
                 pass
 
+        def page():
+            start = time.perf_counter()
+            for update in page_compare.compare_stream("\n".join(prompts), 1.0, args.tokens, 0, 1.0, list(gcs.METHODS),
+                                                 False, DEFAULT_MODEL, args.seeds):
+                if "verdict" in update and "page_first" not in seen:
+                    seen["page_first"] = time.perf_counter() - start
+
+        seen.pop("page_first", None)
         best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds,
-                              "page": page}, args.turns)
+                              "table": with_table, "page": page}, args.turns)
         start = time.perf_counter()
         gcs.compare_report(seen["answers"], ("e5",))  # the last plain run's answers: E5 alone on them
         e5 = time.perf_counter() - start
-        row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"], e5=e5)
+        row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"], e5=e5,
+                   first_round=seen["first_round"], page_first=seen["page_first"])
         rows.append(row)
         print(f"  {group.id}: compare {best['compare']:.1f} s, stream {best['stream']:.1f} s "
               f"({best['stream'] / best['compare']:.2f}x), fixed verdict {best['fixed']:.1f} s, rounds "
@@ -111,8 +125,13 @@ def main() -> None:
     firsts = [r["first"] for r in rows]
     print(f"first answers (library, no page): median {statistics.median(firsts):.1f} s, p90 "
           f"{quantile(firsts, 0.9):.1f} s; seeds used in rounds: {[r['seeds'] for r in rows]}")
-    print(f"the page in-process / the library's rounds: median {statistics.median(ratio('page', 'rounds')):.2f}x; "
+    print(f"the page in-process / the library's rounds: median {statistics.median(ratio('page', 'rounds')):.2f}x, "
+          f"/ the rounds scoring the page's table too: {statistics.median(ratio('page', 'table')):.2f}x (goal <= 1.1x); "
           f"E5's share of the fixed verdict: median {statistics.median(ratio('e5', 'fixed')):.0%}")
+    print(f"first verdict: the page in-process / the library's first round (the last turn of each): median "
+          f"{statistics.median(ratio('page_first', 'first_round')):.2f}x (goal <= 1.5x; "
+          f"{statistics.median(r['page_first'] for r in rows):.1f} s / "
+          f"{statistics.median(r['first_round'] for r in rows):.1f} s)")
 
 
 if __name__ == "__main__":

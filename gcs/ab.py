@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 from .ab_scores import Score, check_scores, pair_scores
 from .batch import Row, check_plain_text, prompt_stream
 from .checks import (check_count, check_engine, check_max_new_tokens, check_method, check_prompts,
-                     check_sampling_settings, check_seed_list, check_temperature, quoted)
+                     check_sampling_settings, check_seeds, check_temperature, quoted)
 from .models import Model, check_dtype, load_model
 from .batching import auto_batch_rows, run_batches
 from .prompts import format_prompt
@@ -273,7 +273,7 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, seeds: int | Iterable[int
     if repeated is not None:
         raise ValueError(f"prompts[{repeated}] repeats prompts[{prompts.index(prompts[repeated])}]: a prompt answered "
                          "twice with one seed is one observation counted twice")
-    method, seeds = check_method(method), check_seed_list(seeds)
+    method, seeds = check_method(method), check_seeds(seeds)
     scores, pair_names = check_scores(metrics, scorer)
     max_new_tokens = check_max_new_tokens(max_new_tokens)
     engine = check_engine("transformers" if engine is None else engine)

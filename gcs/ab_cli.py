@@ -62,7 +62,7 @@ def command_ab(args: argparse.Namespace) -> Path:
     from .ab import ab, arms
     from .ab_report import ab_report
     from .ab_scores import check_scores
-    from .checks import check_seed_list
+    from .checks import check_seeds
 
     groups = load_groups(args.data)[: args.limit]
     places = [(group.id, index) for group in groups for index in range(len(group.prompts))]
@@ -71,7 +71,7 @@ def command_ab(args: argparse.Namespace) -> Path:
     if repeated is not None:
         raise ValueError(f"group {places[repeated][0]!r} prompt {places[repeated][1]} repeats an earlier prompt of the "
                          "data: a prompt answered twice with one seed is one observation counted twice")
-    seeds = check_seed_list(args.seeds)
+    seeds = check_seeds(args.seeds)
     scores, pairs = check_scores(args.metrics)
     a, b = _variants(args)
     pair = arms(a, b, args.max_new_tokens)  # loads both models (once: load_model caches them) and checks them

@@ -14,6 +14,7 @@ through as few batches as a row budget allows.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
@@ -27,7 +28,7 @@ from .engines import runner_for
 from .engines.padding import padded
 from .models import Model
 from .noise import stream_id
-from .processor import EnsembleLogitsProcessor, GumbelLogitsProcessor
+from .processor import EnsembleLogitsProcessor, ExcessRecorder, GumbelLogitsProcessor
 from .prompts import format_prompt, strip_followups
 from .quoting import quoted
 from .samplers import Sampler
@@ -126,6 +127,7 @@ class Batch:
     engine: str = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm)
     sampler: Sampler | None = None  # replaces the rows' own samplers (gcs.hindsight's posterior noise)
     observer: Callable | None = None  # sees every step's race (gcs.trace); see GumbelLogitsProcessor
+    record_excess: bool = False  # each row's excess surprise from generation's own logits (``decode``'s "excess")
 
     def __post_init__(self):
         self.engine = check_engine(self.engine, ensembling=any(row.rewordings for row in self.rows))
@@ -161,13 +163,19 @@ class Batch:
         self.methods, self.seeds, self.streams = methods, seeds, streams
         self.stop_ids = stop_token_ids(self.model)
         self.runner = runner_for(self)
+        self._excess: ExcessRecorder | None = None  # the last run's recorder (transformers only: vLLM runs no processor)
 
     def processors(self) -> LogitsProcessorList:
         processors = LogitsProcessorList()
+        self._excess = ExcessRecorder() if self.record_excess else None
+        if self._excess is not None:
+            processors.append(self._excess.raw)
         if len(self.groups) > len(self.rows):
             processors.append(EnsembleLogitsProcessor(self.groups))
         processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams,
                                                 sampler=self.sampler, observer=self.observer))
+        if self._excess is not None:
+            processors.append(self._excess.chosen)
         return processors
 
     @torch.inference_mode()
@@ -194,13 +202,22 @@ class Batch:
 
     def decode(self, new_tokens: torch.Tensor) -> list[dict]:
         """Per row: raw text, stripped response, number of tokens, the token ids themselves (before the stop
-        token; text does not always read back as the same tokens) and whether it ended with a stop token."""
+        token; text does not always read back as the same tokens) and whether it ended with a stop token; with
+        ``record_excess``, also "excess": the mean excess surprise of those tokens (NaN where the engine ran no
+        processor: vLLM)."""
         results = []
         for index in self.main:
             ids, finished = self.until_stop(new_tokens[index].tolist())
             raw = self.model.tokenizer.decode(ids, skip_special_tokens=True)
             results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
                             "token_ids": ids, "finished": finished})
+        if self.record_excess:
+            lengths = [0] * len(self.groups)
+            for index, result in zip(self.main, results):
+                lengths[index] = result["n_tokens"]
+            means = self._excess.means(lengths) if self._excess is not None else [math.nan] * len(lengths)
+            for index, result in zip(self.main, results):
+                result["excess"] = means[index]
         return results
 
     def stream(self, stop: threading.Event | None = None) -> Iterator[list[dict]]:

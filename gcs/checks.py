@@ -5,8 +5,8 @@ rule has one wording wherever it applies.
 
 >>> check_methods("GCSwR, is, gcswr")
 ['gcswr', 'is']
->>> check_seeds(7), check_seed_list(3)
-([7], [0, 1, 2])
+>>> check_seeds(3), check_seeds([7])
+([0, 1, 2], [7])
 >>> check_sampling_settings(-1, None, None)
 Traceback (most recent call last):
 ...
@@ -114,21 +114,21 @@ def check_seed(seed, name: str = "seed") -> int:
     return value
 
 
-def check_seeds(seeds) -> list[int]:
-    """Explicit seeds: one int, or a non-empty list of them, each once (order kept)."""
-    if isinstance(seeds, str) or not isinstance(seeds, Iterable):
-        seeds = [seeds]
+def check_seeds(seeds: int | Iterable[int]) -> list[int]:
+    """Seeds, with one meaning everywhere: a count ``n`` means seeds 0 to n - 1; an iterable gives the seeds
+    themselves (each once, order kept). One seed alone is ``[seed]`` (or ``seed=`` where a function takes it).
+
+    >>> check_seeds(3), check_seeds([7, 2, 7]), check_seeds(range(2))
+    ([0, 1, 2], [7, 2], [0, 1])
+    """
+    if is_integer(seeds):
+        return list(range(check_count(seeds, "seeds (a count)", 1, MAX_SEED_COUNT)))
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise ArgumentTypeError(f"seeds must be a count or a list of seeds, got {type(seeds).__name__}")
     seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
     if not seeds:
         raise ValueError("seeds must not be empty")
     return list(dict.fromkeys(seeds))
-
-
-def check_seed_list(seeds: int | Iterable[int]) -> list[int]:
-    """A sweep's seeds: a count ``n`` means 0..n-1; a list of seeds is checked and kept."""
-    if is_integer(seeds):
-        return list(range(check_count(seeds, "a number of seeds", 1, MAX_SEED_COUNT)))
-    return check_seeds(seeds)
 
 
 # The smallest temperature above 0 (greedy). Dividing logits by less overflows: 1e-300 made every logit infinite,

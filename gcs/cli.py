@@ -76,7 +76,7 @@ def command_run(args: argparse.Namespace) -> Path:
 
 
 def command_style(args: argparse.Namespace) -> Path:
-    from .checks import check_methods, check_seed_list
+    from .checks import check_methods, check_seeds
     from .models import load_model
     from .settings import SamplingSettings
     from .figures import style_figure
@@ -88,7 +88,7 @@ def command_style(args: argparse.Namespace) -> Path:
     if not names:
         raise ValueError("name the style dimensions with --classifiers (built-in sets coding/lists have defaults)")
     classifiers = check_classifiers(names)
-    settings = SamplingSettings(check_methods(args.methods), check_seed_list(args.seeds), args.temperature,
+    settings = SamplingSettings(check_methods(args.methods), check_seeds(args.seeds), args.temperature,
                                 max_new_tokens=args.max_new_tokens)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
@@ -117,7 +117,7 @@ def command_compare(args: argparse.Namespace) -> None:
     from .models import load_model
     from .scoring import consistency
 
-    frame = compare(args.prompts, methods=args.methods, seeds=args.seed, temperature=args.temperature,
+    frame = compare(args.prompts, methods=args.methods, seeds=[args.seed], temperature=args.temperature,
                     top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=load_model(args.model, dtype=args.dtype),
                     engine=args.engine)
     for method, part in frame.groupby("method", sort=False):

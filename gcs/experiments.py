@@ -23,7 +23,7 @@ import pandas as pd
 import scipy.stats
 
 from .batch import Row, check_plain_text
-from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seed_list, check_temperatures
+from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seeds, check_temperatures
 from .data import Group
 from .models import Model, resolve_model
 from .batching import run_batches
@@ -78,7 +78,7 @@ def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, 
     """Validate a sweep's arguments (ValueError naming the problem) into a ``SweepPlan``."""
     groups = as_groups(groups, min_size=2)
     temperatures = check_temperatures(temperatures)
-    settings = SamplingSettings(check_methods(methods), check_seed_list(seeds), temperatures[0], top_k, top_p,
+    settings = SamplingSettings(check_methods(methods), check_seeds(seeds), temperatures[0], top_k, top_p,
                                 max_new_tokens)
     ensembling = [ensembling] if isinstance(ensembling, bool) else list(ensembling)
     if not ensembling or any(not isinstance(e, bool) for e in ensembling):

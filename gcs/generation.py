@@ -11,8 +11,9 @@ same token, sharing the response prefix.
 
 from __future__ import annotations
 
+import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import pandas as pd
 
@@ -43,11 +44,12 @@ def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | No
 
 def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
             rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
-            **generate_kwargs) -> tuple[Batch, bool]:
+            record_excess: bool = False, **generate_kwargs) -> tuple[Batch, bool]:
     """The batch of every method x seed x prompt, and whether ensembling was requested.
 
     ``rewordings`` (one list per prompt) replaces the ones the model would write for
     ``settings.ensemble``. ``engine`` runs it on "transformers" or "vllm" (``gcs.vllm``).
+    ``record_excess``: see ``Batch``.
     """
     prompts = check_prompts(prompts)
     # before any rewording is written: a refused request costs nothing
@@ -62,7 +64,7 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     ensembled = explicit is not None
     explicit = explicit or [()] * len(prompts)
     rows = [Row(p, m, s, r) for m in settings.methods for s in settings.seeds for p, r in zip(prompts, explicit)]
-    return Batch(rows, model, settings, dict(generate_kwargs), engine), ensembled
+    return Batch(rows, model, settings, dict(generate_kwargs), engine, record_excess=record_excess), ensembled
 
 
 def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
@@ -103,11 +105,13 @@ def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Mod
 
 def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
                  rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
-                 streaming: bool = False, stop: threading.Event | None = None,
+                 streaming: bool = False, stop: threading.Event | None = None, record_excess: bool = False,
                  **generate_kwargs) -> Iterator[pd.DataFrame]:
     """The core of ``compare`` and ``stream_compare``: the tidy frame of every method x seed x prompt under
-    ``settings``, after every step when ``streaming``, else once (``stop``: see ``decoded_rows``)."""
-    batch, ensembled = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
+    ``settings``, after every step when ``streaming``, else once (``stop``: see ``decoded_rows``). With
+    ``record_excess`` the final frame has one more column, "excess_surprise" (``Batch``; NaN until then)."""
+    batch, ensembled = prepare(prompts, _checked(settings), model, rewordings, engine, record_excess,
+                               **generate_kwargs)
     for rows in decoded_rows(batch, streaming, stop):
         yield frame(batch, rows, ensembled)
 
@@ -154,10 +158,13 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
          "ensemble": ensembled, **result}
         for row, result in zip(batch.rows, decoded)
     ]
-    return pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
+    table = pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
+    if batch.record_excess:
+        table["excess_surprise"] = [result.get("excess", math.nan) for result in decoded]
+    return table
 
 
-def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seeds: Sequence[int] | int = (0,),
+def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seeds: Iterable[int] | int = (0,),
             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
             model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
             engine: str = "transformers", stop: threading.Event | None = None, **generate_kwargs) -> pd.DataFrame:
@@ -167,7 +174,7 @@ def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seed
     (whether ensembling was requested), raw_response, response (follow-ups stripped),
     n_tokens, token_ids (the response's tokens, before the stop token: what ``gcs.hindsight`` and
     ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
-    Repeated methods or seeds run once.
+    ``seeds``: a count n (seeds 0 to n - 1) or a list of seeds; repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
     ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``). Setting ``stop`` (from another thread) ends
     the work after its current step with ``gcs.Cancelled``.
@@ -180,7 +187,7 @@ def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seed
 
 
 def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS,
-                   seeds: Sequence[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
+                   seeds: Iterable[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = 50, model: Model | str | None = None,
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
                    engine: str = "transformers", stop: threading.Event | None = None,

@@ -148,3 +148,52 @@ class EnsembleLogitsProcessor(LogitsProcessor):
         groups = self.groups.to(scores.device)
         ensembled = grouped_geometric_ensemble(scores, groups)[groups]
         return torch.where(self.ensembled_rows.to(scores.device)[:, None], ensembled.to(scores.dtype), scores)
+
+
+class ExcessRecorder:
+    """Each row's excess surprise (``gcs.excess_surprise``) token by token, from the logits generation computes anyway.
+
+    Two processors around the sampling ones: ``raw`` (first) sees the model's untempered logits z, ``chosen`` (last)
+    the one-hot scores of the token y each row drew. A step's excess is ``-log p(y) - H(p)`` at temperature 1, which
+    for ``p = softmax(z)`` is ``E_p[z] - z_y`` (the log-normaliser cancels). No forward pass over the answers
+    afterwards, no host sync per step: ``means`` reads the steps once, when the batch is decoded. Scores pass through
+    both unchanged, so recording never changes a token.
+
+        recorder = ExcessRecorder()
+        processors = LogitsProcessorList([recorder.raw, GumbelLogitsProcessor(...), recorder.chosen])
+        ...   # model.generate(..., logits_processor=processors)
+        recorder.means([12, 0])   # -> [-0.31, nan]: each row's mean over its first n tokens
+    """
+
+    def __init__(self):
+        self._logits = self._expected = None
+        self._steps: list[torch.Tensor] = []  # one [rows] tensor per step
+        self.raw, self.chosen = _Tap(self._see_raw), _Tap(self._see_chosen)
+
+    def _see_raw(self, scores: torch.Tensor) -> None:
+        logits = scores.float()
+        expected = (torch.softmax(logits, dim=-1) * logits).nan_to_num(0.0).sum(dim=-1)  # a -inf logit adds nothing
+        self._logits, self._expected = logits.clone(), expected
+
+    def _see_chosen(self, scores: torch.Tensor) -> None:
+        drawn = self._logits.gather(1, scores.argmax(dim=-1, keepdim=True)).squeeze(1)
+        self._steps.append(self._expected - drawn)
+        self._logits = self._expected = None
+
+    def means(self, lengths: Sequence[int]) -> list[float]:
+        """Per row, its mean excess over its first ``lengths[row]`` steps (NaN for none: an empty answer)."""
+        if len(self._steps) == 0:
+            return [math.nan] * len(lengths)
+        steps = torch.stack(self._steps, dim=1).cpu()  # [rows, steps]
+        return [float(steps[row, :n].mean()) if n else math.nan for row, n in enumerate(lengths)]
+
+
+class _Tap(LogitsProcessor):
+    """A processor that shows each step's scores to ``see`` and passes them on unchanged."""
+
+    def __init__(self, see: Callable[[torch.Tensor], None]):
+        self.see = see
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.see(scores)
+        return scores

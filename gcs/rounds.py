@@ -22,12 +22,13 @@ import pandas as pd
 
 from .checks import MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
 from .experiments import CompareReport, combine_reports, compare_report
-from .generation import compare, stream_compare
+from .generation import compare_with
 from .models import Model, resolve_model
 from .quoting import quoted
 from .sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 from .settings import SamplingSettings
 from .stage_timing import timed
+from .surprise import excess_surprise
 
 BASELINE = "is"
 
@@ -37,7 +38,9 @@ class RoundReport:
     """A run after one round: ``frame`` (every answer so far, ``gcs.compare``'s columns), ``report`` (their scores),
     ``tests`` (``gcs.sequential_tests`` at this look), the ``plan``, ``look`` (the index of this look in
     ``plan.looks``), ``settings`` (the run's methods and seeds so far, its sampling), ``final`` and, on the final
-    report, ``reason`` (why the run stopped); ``model`` and ``engine`` ran it."""
+    report, ``reason`` (why the run stopped); ``model`` and ``engine`` ran it. ``excess``: the first round's answers'
+    excess surprise (``gcs.excess_surprise``, recorded as they were generated), the evidence ``gcs.verdict`` flags
+    degenerate answers by."""
 
     frame: pd.DataFrame
     report: CompareReport
@@ -49,6 +52,7 @@ class RoundReport:
     reason: str | None
     model: Model
     engine: str
+    excess: tuple[float, ...] = ()
 
     @property
     def seeds(self) -> list[int]:
@@ -114,7 +118,7 @@ def _continue(report: RoundReport, on_partial, stop) -> Iterator[RoundReport]:
     run = _Run(list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"])), report.model,
                report.settings, extended, tuple(report.tests["metric"].unique()), report.engine, report.seeds[0],
                tuple(report.report.summary["metric"].unique()))
-    run.frame, run.report = report.frame, report.report
+    run.frame, run.report, run.excess = report.frame, report.report, report.excess
     yield from run.rounds(report.look + 1, on_partial, stop)
 
 
@@ -132,6 +136,7 @@ class _Run:
     scored: tuple[str, ...]
     frame: pd.DataFrame | None = None
     report: CompareReport | None = None
+    excess: tuple[float, ...] = ()
 
     def rounds(self, look: int, on_partial, stop) -> Iterator[RoundReport]:
         for k in range(look, self.plan.maximum + 1):
@@ -140,6 +145,9 @@ class _Run:
             with timed("generate", round=k + 1, seeds=len(seeds), rows=len(seeds) * len(self.settings.methods)
                        * len(self.paraphrases)):
                 frame = self._answer(seeds, on_partial if k == 0 else None, stop)
+            if not self.excess:
+                self.excess = self._excess(frame)
+                frame = frame.drop(columns="excess_surprise")
             part = compare_report(frame, self.scored, tokenizer=self.model.tokenizer)
             self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
             self.report = part if self.report is None else combine_reports([self.report, part])
@@ -151,16 +159,25 @@ class _Run:
                 f"the maximum of {self.plan.looks[k]} seeds reached")
             settings = self.settings.replace(seeds=[self.first_seed + i for i in range(self.plan.looks[k])])
             yield RoundReport(self.frame, self.report, tests, self.plan, k, settings, final, reason, self.model,
-                              self.engine)
+                              self.engine, self.excess)
             if final:
                 return
 
     def _answer(self, seeds: list[int], on_partial, stop) -> pd.DataFrame:
-        settings = self.settings.replace(seeds=seeds)
-        if on_partial is None:
-            return compare(self.paraphrases, settings=settings, model=self.model, engine=self.engine, stop=stop)
+        """The answers of ``seeds``, with their excess surprise in the first round (recorded as they are drawn)."""
+        frames = compare_with(self.paraphrases, self.settings.replace(seeds=seeds), self.model, engine=self.engine,
+                              streaming=on_partial is not None, stop=stop, record_excess=not self.excess)
         frame = None
-        for frame in stream_compare(self.paraphrases, settings=settings, model=self.model, engine=self.engine,
-                                    stop=stop):
-            on_partial(frame)
+        for frame in frames:
+            if on_partial is not None:
+                on_partial(frame)
         return frame
+
+    def _excess(self, frame: pd.DataFrame) -> tuple[float, ...]:
+        """The first round's excess surprise: as generation recorded it, or (an engine that runs no processor of
+        ours: vLLM) from a pass of the model over the tokens drawn."""
+        recorded = frame["excess_surprise"]
+        if recorded.notna().any() or (frame["n_tokens"] == 0).all():
+            return tuple(float(x) for x in recorded)
+        with timed("surprise", round=1):
+            return tuple(float(x) for x in excess_surprise(list(frame["prompt"]), list(frame["token_ids"]), self.model))

@@ -38,7 +38,8 @@ class SamplingSettings:
 
     Args:
         methods: "is", "gcs", "gcswr" (a list or a comma-separated string); duplicates dropped.
-        seeds: one seed or a list; responses generated with one seed share their noise.
+        seeds: a count n (seeds 0 to n - 1) or the seeds themselves (a list); responses generated with one seed
+            share their noise.
         temperature: softmax temperature; 0 is greedy (all methods agree), else at least
             ``MIN_TEMPERATURE`` (1e-4, ``gcs.checks``).
         top_k, top_p: optional truncation after temperature, as in transformers.

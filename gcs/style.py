@@ -30,7 +30,7 @@ import pandas as pd
 
 from .batch import Row, check_plain_text
 from .batching import run_batches
-from .checks import as_groups, check_methods, check_seed_list
+from .checks import as_groups, check_methods, check_seeds
 from .data import Group
 from .generation import generate
 from .models import Model, resolve_model
@@ -229,7 +229,7 @@ def style_responses(
     if questions and all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (q,)) for i, q in enumerate(questions)]
     questions = as_groups(questions)
-    settings = SamplingSettings(check_methods(methods), check_seed_list(seeds), temperature,
+    settings = SamplingSettings(check_methods(methods), check_seeds(seeds), temperature,
                                 max_new_tokens=max_new_tokens)
     model = resolve_model(model)
     check_plain_text([question.prompts[0] for question in questions], model, "questions")

@@ -11,6 +11,11 @@ write (high temperatures, shared noise forcing unlikely tokens everywhere) is fa
 between such answers is agreement between noise, not consistency: ``degenerate`` flags a run whose
 median excess is above ``DEGENERATE_EXCESS`` nats per token (calibrated on the built-in sets,
 ``bench/bench_surprise.py``; docs/experiments.md, *The verdict*).
+
+Generation can record the same quantity as it goes, from the logits it computes anyway (``gcs.processor.
+ExcessRecorder``, a frame's "excess_surprise" column from ``gcs.generation.compare_with(record_excess=True)``):
+``gcs.compare_rounds`` does, so the flag costs no second pass over the answers. ``excess_surprise`` is that pass,
+for answers from elsewhere (texts, or the token ids a frame holds: exactly the tokens drawn).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import numpy as np
 import torch
 
 from .engines.transformers import generating
-from .checks import check_prompts, check_texts
+from .checks import check_prompts, check_texts, is_integer
 from .models import Model, resolve_model
 from .prompts import format_prompt
 
@@ -29,23 +34,38 @@ DEGENERATE_EXCESS = 1.5  # nats per token, median over a run's responses
 ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab] logits stay small)
 
 
-def excess_surprise(prompts: Sequence[str], responses: Sequence[str], model: Model | str | None = None) -> np.ndarray:
-    """Per response (to the prompt at the same index): its tokens' mean excess surprise in nats (NaN if empty)."""
-    prompts, responses = check_prompts(prompts), check_texts(responses, "responses")
+def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[Sequence[int]],
+                    model: Model | str | None = None) -> np.ndarray:
+    """Per response (to the prompt at the same index): its tokens' mean excess surprise in nats (NaN if empty).
+    ``responses``: texts, or token id lists (a frame's token_ids: the tokens drawn, which a text need not encode
+    back to)."""
+    prompts = check_prompts(prompts)
+    given_ids = not isinstance(responses, str) and len(responses) > 0 and \
+        all(not isinstance(r, str) and isinstance(r, Sequence) for r in responses)
+    if not given_ids:
+        responses = check_texts(responses, "responses")
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses: give one prompt per response")
     model = resolve_model(model)
+    if given_ids:
+        responses = [_token_ids(r, len(model.tokenizer), f"responses[{i}]") for i, r in enumerate(responses)]
     tokenizer = model.tokenizer
     pairs = []
     for prompt, response in zip(prompts, responses):
         context = tokenizer(format_prompt(prompt, tokenizer, model.is_chat),
                             add_special_tokens=not model.is_chat)["input_ids"]
-        pairs.append((list(context), tokenizer.encode(response, add_special_tokens=False)))
+        pairs.append((list(context), response if given_ids else tokenizer.encode(response, add_special_tokens=False)))
     excess = np.full(len(pairs), np.nan)
     for start in range(0, len(pairs), ROWS_PER_PASS):
         chunk = pairs[start : start + ROWS_PER_PASS]
         excess[start : start + len(chunk)] = _mean_excess(chunk, model)
     return excess
+
+
+def _token_ids(response: Sequence[int], vocab: int, name: str) -> list[int]:
+    if not all(is_integer(i) and 0 <= i < vocab for i in response):
+        raise ValueError(f"{name} must be token ids: whole numbers in [0, {vocab})")
+    return [int(i) for i in response]
 
 
 @torch.inference_mode()

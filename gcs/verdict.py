@@ -155,10 +155,13 @@ def verdict(scores, baseline: str = "is", confidence: float = 0.95,
 
     ``scores`` may also be a run in rounds (a ``gcs.RoundReport``): the sentences are then its sequential tests at
     that look (held over every look; ``confidence`` and ``baseline`` are the run's own), each comparison claimed,
-    within noise or still deciding, and the last line says how many seeds the run used and why it stopped.
+    within noise or still deciding, and the last line says how many seeds the run used and why it stopped; its
+    ``excess`` (the first round's, recorded during generation) is the default ``excess``.
     """
     if hasattr(scores, "plan") and hasattr(scores, "look"):  # a gcs.RoundReport (by its fields: gcs.rounds builds
-        return _sequential_verdict(scores, metrics, scope, excess)  # on this module, which does not import it)
+        if excess is None:  # on this module, which does not import it)
+            excess = getattr(scores, "excess", None) or None  # the run's own, recorded as its answers were drawn
+        return _sequential_verdict(scores, metrics, scope, excess)
     tests = paired_tests(scores, baseline, confidence, metrics)
     comparisons = len(tests)
     together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"

@@ -86,7 +86,7 @@ CLI_CASES = {
     "top_p 0": (["--top-p", "0"], "top_p"),
     "seed negative": (["--seeds=-1,2"], "seed"),
     "seed above 2^63": (["--seeds", f"{2**63},1"], "seed"),
-    "no seeds": (["--seeds", "0"], "a number of seeds must be an integer in [1, 10000]"),
+    "no seeds": (["--seeds", "0"], "seeds (a count) must be an integer in [1, 10000]"),
     "max_new_tokens 0": (["--max-new-tokens", "0"], "max_new_tokens"),
     "max_new_tokens 10^6": (["--max-new-tokens", "1000000"], "max_new_tokens"),
     "unknown model": (["--model", "no-such-org/no-such-model"], "could not load model"),

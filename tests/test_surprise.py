@@ -64,3 +64,45 @@ def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="prompts must not be empty"):
         gcs.excess_surprise([], [], model)
     assert math.isnan(gcs.excess_surprise(["w5"], [""], model)[0])
+
+
+def test_generation_records_the_excess_a_pass_over_the_drawn_tokens_computes():
+    """The recorder reads the logits generation computed anyway: each answer's mean excess equals a separate pass of
+    the model over exactly the tokens drawn (rows of different lengths, an unfinished one, IS and coupled rows,
+    streamed or not), and recording changes no token."""
+    from gcs.generation import compare_with
+
+    model = tiny_gcs_model(vocab_size=64, seed=5)
+    model.model.lm_head.weight.data *= 4
+    prompts = ["w5 w6 w7", "w8 w9", "w10 w11 w12 w13"]
+    settings = gcs.SamplingSettings(methods=["is", "gcswr"], seeds=[0, 1, 2], temperature=1.3, max_new_tokens=10)
+    plain = gcs.compare(prompts, settings=settings, model=model)
+    for streaming in (False, True):
+        *_, recorded = compare_with(prompts, settings, model, streaming=streaming, record_excess=True)
+        assert recorded["token_ids"].tolist() == plain["token_ids"].tolist()
+        assert list(recorded.columns) == [*plain.columns, "excess_surprise"]
+        assert recorded["n_tokens"].nunique() > 1 and not recorded["finished"].all()  # the cases it must handle
+        passed = gcs.excess_surprise(list(recorded["prompt"]), list(recorded["token_ids"]), model)
+        np.testing.assert_allclose(recorded["excess_surprise"], passed, atol=1e-4)
+    assert "excess_surprise" not in plain
+
+
+def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(embedded_model):
+    """The rounds' own excess (no second pass) matches a pass over the drawn tokens of the embedded model and flags
+    T = 2, and ``gcs.verdict`` of the run says so without being given it."""
+    paraphrases = ["What is DNA?", "Can you explain what DNA is?", "Describe the molecule called DNA."]
+    for temperature in (1.0, 2.0):
+        first = next(gcs.compare_rounds(paraphrases, max_seeds=4, rounds=[2, 2], temperature=temperature,
+                                        max_new_tokens=24, model=embedded_model))
+        assert "excess_surprise" not in first.frame and len(first.excess) == len(first.frame)
+        passed = gcs.excess_surprise(list(first.frame["prompt"]), list(first.frame["token_ids"]), embedded_model)
+        np.testing.assert_allclose(first.excess, passed, atol=0.01)  # bf16: a cached step vs a whole pass
+        flagged = gcs.verdict(first)[0].startswith("These answers are not language the model stands behind")
+        assert flagged == (temperature == 2.0) == degenerate(first.excess)
+
+
+def test_token_ids_out_of_the_vocabulary_are_refused():
+    model = tiny_gcs_model(vocab_size=64)
+    with pytest.raises(ValueError, match=r"responses\[1\] must be token ids: whole numbers in \[0, 64\)"):
+        gcs.excess_surprise(["w5", "w6"], [[5, 6], [7, 64]], model)
+    assert gcs.excess_surprise(["w5"], [[]], model).shape == (1,)

@@ -17,6 +17,7 @@ import gradio as gr
 import pandas as pd
 
 import gcs
+from gcs.generation import compare_with
 
 from .zerogpu import gpu
 from .compare_rounds import one_batch_because, round_updates, round_work, shown_methods, start_rounds
@@ -24,11 +25,11 @@ from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choice
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
 from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
 from .logs import logger
-from .messages import by_name, caption, click_working, failure, user_error
+from .messages import by_name, caption, changes_only, click_working, failure, user_error
 from .seed_browser import responses_of, run_state, save_run, seed_view
 from .serving import run_cancellable
 from .tab import Tab
-from .verdict import METRICS, SCORE_COLUMNS, round_verdict, score_table, verdict
+from .verdict import METRICS, SCORE_COLUMNS, excess, round_verdict, score_table, verdict
 
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on
 # Defaults with power (bench/bench_verdict.py, all 44 built-in groups, 64 tokens, T = 1): with 16 seeds the verdict
@@ -72,23 +73,21 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, method
     return prompts, settings, model
 
 
-def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool, stop=None):
-    run = gcs.stream_compare if streaming else gcs.compare
-    engine = ENGINE.for_request(bool(settings.ensemble))
-    return run(prompts, model=model, settings=settings, engine=engine, stop=stop)
-
-
 def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
     """The work of a side-by-side run, for ``run_cancellable``: it streams the run in its thread, keeping the steps
     so far (``progress["tokens"]``) and the latest frame (``progress["frame"]``) for the handler's beats to show,
-    and returns the final frame. A stop (the client left) reaches the runner: the prefill's next chunk of rows or
-    the next token does not start, and the stream ends with ``gcs.Cancelled``."""
+    and returns the final frame; the first seeds' excess surprise, recorded as they were drawn, goes to
+    ``progress["excess"]`` (the verdict's degenerate-output check). A stop (the client left) reaches the runner: the
+    prefill's next chunk of rows or the next token does not start, and the stream ends with ``gcs.Cancelled``."""
 
     def work(stop):
-        with closing(_run(prompts, settings, model, streaming=True, stop=stop)) as frames:
+        engine = ENGINE.for_request(bool(settings.ensemble))
+        frames = compare_with(prompts, settings, model, engine=engine, streaming=True, stop=stop, record_excess=True)
+        with closing(frames):
             for progress["tokens"], progress["frame"] in enumerate(frames, start=1):
                 pass
-        return progress["frame"]
+        progress["excess"] = excess(progress["frame"], list(settings.seeds), model)
+        return progress["frame"].drop(columns="excess_surprise")
 
     return work
 
@@ -122,10 +121,12 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
                                                   f"{len(settings.seeds)} seeds × {len(prompts)} paraphrases)… "
                                                   f"{tokens} tokens; showing seed {first}"}
 
-        frame = yield from run_cancellable(generation(prompts, settings, model, progress), heartbeat=so_far)
+        news = changes_only()  # a beat sends only what changed since the last
+        frame = yield from run_cancellable(generation(prompts, settings, model, progress),
+                                           heartbeat=lambda: news(so_far()))
         report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
         state = run_state(frame, report, prompts, settings, model)
-        yield {**visible, **seed_view(state, first, highlight), "verdict": verdict(report, frame, settings, model),
+        yield {**visible, **seed_view(state, first, highlight), "verdict": verdict(report, settings, progress["excess"]),
                "paired": gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None,
                "scores": score_table(report), "downloads": save_run(frame, report),
                "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
@@ -147,7 +148,7 @@ def compare_more(state, highlight=HIGHLIGHTS[0]):
         check_work(state["prompts"], run.model, rows, run.settings.max_new_tokens, "work tokens")
         yield {"more-seeds": gr.update(visible=False)}
         yield from round_updates(start_rounds(state["prompts"], run.settings, run.model, resume=run),
-                                 state["prompts"], run.settings, run.model, highlight, state.get("surprise"))
+                                 state["prompts"], run.settings, run.model, highlight, continued=True)
     except Exception as error:
         yield {"status": failure(error)}
 
@@ -189,7 +190,7 @@ def compare(
         one_batch = one_batch_because(settings, seeds, check_flag(rounds, "rounds"))
         progress = {"tokens": 0, "frame": None, "rounds": []}
         work = generation(prompts, settings, loaded, progress) if one_batch else \
-            round_work(start_rounds(prompts, settings, loaded), loaded, progress)
+            round_work(start_rounds(prompts, settings, loaded), progress)
         try:
             result = yield from run_cancellable(work, heartbeat=lambda: {"status": "generating",
                                                                          "tokens": progress["tokens"]})
@@ -200,13 +201,13 @@ def compare(
         if one_batch:
             frame = result
             report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
-            said = verdict(report, frame, settings, loaded)
+            said = verdict(report, settings, progress["excess"])
             stopping = {"seeds_used": len(settings.seeds), "max_seeds": len(settings.seeds), "in_rounds": False,
                         "reason": f"one batch of {len(settings.seeds)} seeds ({one_batch})", "more_seeds": False,
                         "tests": []}
         else:
             frame, report, settings = result.frame, result.report, result.settings
-            said = round_verdict(result, progress["surprise"])
+            said = round_verdict(result)
             stopping = {"seeds_used": len(result.seeds), "max_seeds": result.plan.looks[result.plan.maximum],
                         "in_rounds": True, "reason": result.reason, "more_seeds": result.more_seeds,
                         "tests": json.loads(result.tests.to_json(orient="records"))}

@@ -4,6 +4,8 @@ until every comparison is decided or the seeds run out."""
 
 from __future__ import annotations
 
+import threading
+
 import gradio as gr
 
 import gcs
@@ -12,8 +14,9 @@ from gcs.stage_timing import mark, timed
 from .deployment import ENGINE
 from .highlights import response_pieces
 from .seed_browser import responses_of, run_state, save_run, seed_view
+from .messages import changes_only
 from .serving import run_cancellable
-from .verdict import METRICS, VERDICT_METRICS, excess, round_verdict, score_table
+from .verdict import METRICS, VERDICT_METRICS, round_verdict, score_table
 
 
 def one_batch_because(settings: gcs.SamplingSettings, seeds, rounds: bool) -> str | None:
@@ -49,21 +52,23 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
     return rounds
 
 
-def round_work(rounds, model, progress: dict):
+def round_work(rounds, progress: dict):
     """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
-    (``progress["frame"]``, ``progress["tokens"]``), each round's report as it lands (``progress["rounds"]``) and the
-    first answers' excess surprise (``progress["surprise"]``, computed in this thread: the model is busy in it)."""
+    (``progress["frame"]``, ``progress["tokens"]``) and each round's report as it lands (``progress["rounds"]``);
+    ``progress["landed"]``, where given, is set as a round lands and as the work ends (the page's next beat)."""
+    landed = progress.get("landed") or threading.Event()
 
     def work(stop):
         def partial(frame):
             progress["tokens"] += 1
             progress["frame"] = frame
 
-        for report in rounds(partial, stop):
-            if progress.get("surprise") is None:
-                with timed("surprise", round=report.look + 1):
-                    progress["surprise"] = excess(report.frame, report.seeds, model)
-            progress["rounds"].append(report)
+        try:
+            for report in rounds(partial, stop):
+                progress["rounds"].append(report)
+                landed.set()
+        finally:
+            landed.set()
         return progress["rounds"][-1]
 
     return work
@@ -75,15 +80,15 @@ def shown_methods(settings: gcs.SamplingSettings) -> dict:
             for column in ("column", "plot-column") for m in gcs.METHODS}
 
 
-def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highlight: str, surprise=None):
+def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highlight: str, continued: bool = False):
     """The page's updates for a run in rounds: the first round's first seed as it streams, then after each round its
     answers in the seed browser, the scores and the verdict so far; the final one adds the stopping reason, the
-    downloads and, for an undecided run, "more seeds". ``surprise``: a continued run's excess surprise (its first
-    answers', already computed)."""
-    starting = "Round 1: generating…" if surprise is None else "Generating more seeds…"
+    downloads and, for an undecided run, "more seeds". ``continued``: the run goes on with more seeds."""
+    starting = "Generating more seeds…" if continued else "Round 1: generating…"
     visible = shown_methods(settings)
     first = settings.seeds[0]
-    progress = {"tokens": 0, "frame": None, "rounds": [], "surprise": surprise}
+    progress = {"tokens": 0, "frame": None, "rounds": [], "landed": threading.Event()}
+    news = changes_only()  # a beat sends only what changed since the last
     shown = []  # the rounds shown so far: each in its own update, in order, however fast the next one lands
 
     def landed(run: gcs.RoundReport) -> dict:
@@ -94,8 +99,8 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
 
     def round_update(run: gcs.RoundReport) -> dict:
         state = {**run_state(run.frame, run.report, prompts, run.settings, model),
-                 "resume": run if run.more_seeds else None, "surprise": progress["surprise"]}
-        update = {"verdict": round_verdict(run, progress["surprise"]), "scores": score_table(run.report),
+                 "resume": run if run.more_seeds else None}
+        update = {"verdict": round_verdict(run), "scores": score_table(run.report),
                   "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, "e5"), "run-state": state,
                   "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
         if not shown:  # the first round to land: the browser shows its first seed
@@ -122,7 +127,8 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
             return {**landed(run), "status": scored(run)}
         return {"status": scored(shown[-1])}
 
-    run = yield from run_cancellable(round_work(rounds, model, progress), heartbeat=so_far)
+    run = yield from run_cancellable(round_work(rounds, progress), heartbeat=lambda: news(so_far()),
+                                     wake=progress["landed"])
     for earlier in progress["rounds"][len(shown):-1]:  # rounds that landed between two beats
         yield {**landed(earlier), "status": scored(earlier)}
     final = landed(run) if not shown or shown[-1] is not run else {}  # unless the last beat showed it

@@ -10,6 +10,7 @@ import html
 import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -183,10 +184,11 @@ def quiet_input_errors(demo: gr.Blocks) -> None:
 HEARTBEAT_S = 0.5
 
 
-def run_cancellable(work, heartbeat=None):
+def run_cancellable(work, heartbeat=None, wake: threading.Event | None = None):
     """Run ``work(stop)`` in a thread, yielding ``heartbeat`` at once (the work is under way) and then every half
     second; returns its result. ``heartbeat`` may be a function: each beat is then what it returns (the
-    work's progress so far).
+    work's progress so far). ``wake``: an event the work sets when it has something to show (a round landed): the
+    next beat comes then, not up to half a second later.
 
     In a Gradio handler, ``result = yield from run_cancellable(...)`` makes a long job stoppable: when the
     client goes away Gradio notices at the next beat and closes the generator, which sets ``stop``; ``work``
@@ -201,7 +203,7 @@ def run_cancellable(work, heartbeat=None):
     abandoned = False
     try:
         yield beat()
-        while not job.wait(HEARTBEAT_S):
+        while not _next_beat(job, wake):
             yield beat()
     except GeneratorExit:
         abandoned = True
@@ -215,6 +217,15 @@ def run_cancellable(work, heartbeat=None):
                         "stopped before its end" if isinstance(job.error, gcs.Cancelled) else "had already finished"
                         if job.finished else f"failed ({type(job.error).__name__})")
     return job.result()
+
+
+def _next_beat(job: Background, wake: threading.Event | None) -> bool:
+    """Waits for the next beat (half a second, or until ``wake``); whether the work has ended."""
+    if wake is None:
+        return job.wait(HEARTBEAT_S)
+    wake.wait(HEARTBEAT_S)
+    wake.clear()
+    return job.wait(0)
 
 
 # -- downloads ------------------------------------------------------------------------------------

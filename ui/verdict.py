@@ -63,29 +63,33 @@ def _means(report: gcs.CompareReport, seeds: int) -> str:
 
 def excess(frame: pd.DataFrame, seeds: list[int], model: gcs.Model) -> list[float]:
     """The excess surprise of the first seeds' answers (about ``SURPRISE_RESPONSES`` of them): the degenerate-output
-    flag's evidence."""
+    flag's evidence. As generation recorded it (a frame's "excess_surprise"), else a pass of the model over the tokens
+    drawn (an engine that records none: vLLM)."""
     per_seed = max(1, len(frame[frame["seed"] == seeds[0]]))
     sample = frame[frame["seed"].isin(seeds[: max(1, SURPRISE_RESPONSES // per_seed)])]
-    return gcs.excess_surprise(list(sample["prompt"]), list(sample["raw_response"]), model)
+    if "excess_surprise" in sample and (sample["excess_surprise"].notna().any() or (sample["n_tokens"] == 0).all()):
+        return [float(x) for x in sample["excess_surprise"]]
+    return list(gcs.excess_surprise(list(sample["prompt"]), list(sample["token_ids"]), model))
 
 
-def round_verdict(run: gcs.RoundReport, surprise: list[float]) -> str:
+def round_verdict(run: gcs.RoundReport) -> str:
     """The headline of a run in rounds so far: E5 means over its seeds, then ``gcs.verdict``'s sequential sentences
-    (each comparison claimed, within noise or still deciding) and how many seeds it used and why it stopped."""
+    (each comparison claimed, within noise or still deciding; degenerate answers flagged by the run's own excess
+    surprise) and how many seeds it used and why it stopped."""
     lines = [_means(run.report, len(run.seeds))]
-    lines += [f"- {line}" for line in gcs.verdict(run, excess=surprise)]  # no user text
+    lines += [f"- {line}" for line in gcs.verdict(run)]  # no user text
     return "\n\n".join(lines)
 
 
-def verdict(report: gcs.CompareReport, frame: pd.DataFrame, settings: gcs.SamplingSettings, model: gcs.Model) -> str:
+def verdict(report: gcs.CompareReport, settings: gcs.SamplingSettings, surprise: list[float]) -> str:
     """The headline: E5 means over the seeds, ``gcs.verdict``'s sentences (E5 and aligned agreement, holding
-    together; degenerate answers flagged), and how many seeds would resolve a 1-point E5 difference."""
+    together; degenerate answers flagged by ``surprise``, ``excess``), and how many seeds would resolve a 1-point E5
+    difference."""
     seeds = list(settings.seeds)
     lines = [_means(report, len(seeds))]
     if "is" not in settings.methods or len(settings.methods) < 2:
         lines.append("Select IS and another method, to compare against the baseline.")
         return "\n\n".join(lines)
-    surprise = excess(frame, seeds, model)
     scores = report.scores[report.scores["metric"].isin(VERDICT_METRICS)]
     lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=surprise)]  # no user text
     scores_e5 = scores[scores["metric"] == "e5"].pivot(index="seed", columns="method", values="consistency")
