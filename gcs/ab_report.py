@@ -30,11 +30,10 @@ import pandas as pd
 
 from .ab import FRAME_COLUMNS
 from .ab_scores import PAIR_SCORES
-from .experiments import mean_interval
-from .samplers import METHOD_NAMES
+from .intervals import CONFIDENCE, mean_interval
+from .checks import METHOD_NAMES
 from .verdict import paired_tests
 
-CONFIDENCE = 0.95
 EFFECT_COLUMNS = ("metric", "n", "diff", "low", "high", "p", "test", "beyond_noise", "sd", "control_diff",
                   "control_low", "control_high", "control_sd", "is_seeds")
 PAIR_COLUMNS = ("method", "score", "n", "mean", "low", "high")

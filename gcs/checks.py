@@ -23,6 +23,7 @@ from .data import Group
 from .quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")
+METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}  # as the paper and the page write them
 MAX_SEED = 2**63 - 1
 MAX_NEW_TOKENS = 1024
 MAX_REWORDINGS = 8

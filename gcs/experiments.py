@@ -13,23 +13,22 @@ results as they come (``on_results``) and skip cells it already has (``skip``).
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 
 from .batch import Row, check_plain_text
 from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seeds, check_temperatures
 from .data import Group
+from .intervals import CONFIDENCE, mean_interval, standard_error
 from .models import Model, resolve_model
 from .batching import run_batches
 from .quoting import quoted
 from .rewording import reword
-from .samplers import METHOD_NAMES
+from .checks import METHOD_NAMES
 from .stage_timing import timed
 from .scoring import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
 from .settings import SamplingSettings
@@ -172,10 +171,6 @@ def _score_cells(cells: Sequence[Cell], responses: list[list[str]], metrics, mod
 
 
 # -- summaries ---------------------------------------------------------------------------------
-def _standard_error(values: pd.Series) -> float:
-    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else float("nan")
-
-
 def consistency_by_temperature(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean consistency and its standard error by metric, ensembling, method and temperature.
 
@@ -187,7 +182,7 @@ def consistency_by_temperature(frame: pd.DataFrame) -> pd.DataFrame:
     keys = ["metric", "ensemble", "method", "temperature"]
     per_seed = frame.groupby([*keys, "seed"], sort=True)["consistency"].agg(["mean", "count"]).reset_index()
     summary = per_seed.groupby(keys, sort=True).agg(
-        mean=("mean", "mean"), stderr=("mean", _standard_error), seeds=("seed", "count"), n=("count", "sum"))
+        mean=("mean", "mean"), stderr=("mean", standard_error), seeds=("seed", "count"), n=("count", "sum"))
     return summary.reset_index()
 
 
@@ -203,7 +198,7 @@ def summary_table(frame: pd.DataFrame, metric: str | None = None, temperature: f
     if chosen.empty:
         raise ValueError(f"no results for metric {quoted(metric)} at temperature {temperature}")
     per_run = chosen.groupby(["method", "ensemble", "seed"])["consistency"].mean().reset_index()
-    cells = per_run.groupby(["method", "ensemble"])["consistency"].agg(["mean", _standard_error])
+    cells = per_run.groupby(["method", "ensemble"])["consistency"].agg(["mean", standard_error])
     table = pd.DataFrame(index=[m for m in METHODS if m in cells.index.get_level_values(0)])
     for ensemble, column in ((False, "without ensembling"), (True, "with ensembling")):
         if ensemble in cells.index.get_level_values(1):
@@ -296,24 +291,6 @@ def combine_reports(reports: Sequence[CompareReport]) -> CompareReport:
 
 
 # -- paired statistics over seeds ------------------------------------------------------------
-CONFIDENCE = 0.95
-
-
-def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
-    """(mean, standard error, low, high): Student's t interval for the mean; NaN error and bounds for one value.
-
-    >>> [round(x, 3) for x in mean_interval([1.0, 2.0, 3.0])]
-    [2.0, 0.577, -0.484, 4.484]
-    """
-    values = np.asarray(values, dtype=float)
-    mean = float(values.mean()) if len(values) else float("nan")
-    if len(values) < 2:
-        return mean, float("nan"), float("nan"), float("nan")
-    error = float(values.std(ddof=1) / math.sqrt(len(values)))
-    half = float(scipy.stats.t.ppf(0.5 + confidence / 2, len(values) - 1)) * error
-    return mean, error, mean - half, mean + half
-
-
 def paired_summary(scores: pd.DataFrame, baseline: str = "is", confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Per method and metric: consistency over seeds, and the paired difference from ``baseline``.
 

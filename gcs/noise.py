@@ -37,8 +37,9 @@ import hashlib
 
 import torch
 
+from .checks import MAX_SEED  # one definition: noise keys are masked to it
+
 MASK64 = (1 << 64) - 1
-MAX_SEED = (1 << 63) - 1
 GOLDEN_GAMMA = 0x9E3779B97F4A7C15
 _MIX1 = 0xBF58476D1CE4E5B9
 _MIX2 = 0x94D049BB133111EB

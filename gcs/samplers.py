@@ -35,11 +35,10 @@ from collections.abc import Sequence
 
 import torch
 
-from .checks import check_method, check_seed
+from .checks import METHOD_NAMES, check_method, check_seed  # noqa: F401  (METHOD_NAMES: gcs.METHOD_NAMES)
 from .kernels import cpu_kernel
 from .noise import DOMAIN_INDEPENDENT, HashedNoise, row_keys, splitmix64, uniform
 
-METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}
 
 SeedLike = int | Sequence[int]
 

@@ -32,10 +32,11 @@ from .batch import Row, check_plain_text
 from .batching import run_batches
 from .checks import as_groups, check_methods, check_seeds
 from .data import Group
+from .intervals import standard_error
 from .generation import generate
 from .models import Model, resolve_model
 from .quoting import quoted
-from .samplers import METHOD_NAMES
+from .checks import METHOD_NAMES
 from .settings import SamplingSettings
 from .theory import p_repeat
 
@@ -282,7 +283,7 @@ def style_consistency(labelled: pd.DataFrame, classifiers: Iterable[Classifier |
                         "dimension": dimension,
                         "method": method,
                         "p_repeat": series.mean(),
-                        "stderr": series.std(ddof=1) / len(series) ** 0.5 if len(series) > 1 else float("nan"),
+                        "stderr": standard_error(series),
                         "seeds": len(series),
                     }
                 )

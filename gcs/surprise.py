@@ -29,8 +29,8 @@ from .engines.transformers import generating
 from .checks import check_prompts, check_texts, is_integer
 from .models import Model, resolve_model
 from .prompts import format_prompt
+from .verdict import DEGENERATE_EXCESS, degenerate  # noqa: F401  (the rule, kept where the verdict reads it)
 
-DEGENERATE_EXCESS = 1.5  # nats per token, median over a run's responses
 ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab] logits stay small)
 
 
@@ -90,14 +90,3 @@ def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list
         surprise = -log_p.gather(-1, torch.tensor(response, device=log_p.device)[:, None]).squeeze(-1)
         means.append(float((surprise - entropy).mean()))
     return means
-
-
-def degenerate(excess: Sequence[float], threshold: float = DEGENERATE_EXCESS) -> bool:
-    """Whether a run's answers are not language the model stands behind: median excess surprise above ``threshold``.
-
-    >>> degenerate([0.1, -0.3, 2.5]), degenerate([2.9, 3.1, float("nan"), 2.2])
-    (False, True)
-    """
-    values = np.asarray(excess, dtype=float)
-    values = values[~np.isnan(values)]
-    return bool(len(values)) and float(np.median(values)) > threshold

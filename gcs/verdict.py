@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from .intervals import standard_error, t_half_width
 from .quoting import quoted
-from .samplers import METHOD_NAMES
-from .surprise import DEGENERATE_EXCESS, degenerate
+from .checks import METHOD_NAMES
 
 METRIC_WORDS = {
     "e5": ("E5", "E5 is the paper's semantic similarity of the answers."),
@@ -43,6 +43,20 @@ METRIC_WORDS = {
 }
 SIGN_FLIP_EXACT = 16  # seeds up to which the sign-flip test enumerates all 2**n sign patterns
 SIGN_FLIP_PATTERNS = 200_000  # random sign patterns beyond that
+
+
+DEGENERATE_EXCESS = 1.5  # nats per token, median over a run's responses (gcs.excess_surprise; bench/bench_surprise.py)
+
+
+def degenerate(excess: Sequence[float], threshold: float = DEGENERATE_EXCESS) -> bool:
+    """Whether a run's answers are not language the model stands behind: median excess surprise above ``threshold``.
+
+    >>> degenerate([0.1, -0.3, 2.5]), degenerate([2.9, 3.1, float("nan"), 2.2])
+    (False, True)
+    """
+    values = np.asarray(excess, dtype=float)
+    values = values[~np.isnan(values)]
+    return bool(len(values)) and float(np.median(values)) > threshold
 
 
 def sign_flip_p(differences: Sequence[float]) -> float:
@@ -104,8 +118,8 @@ def paired_tests(scores: pd.DataFrame, baseline: str = "is", confidence: float =
                       diff=float(d.mean()) if len(d) else math.nan, low=math.nan, high=math.nan, p=math.nan,
                       test="", beyond_noise=False)
         if _has_spread(d):
-            error = float(np.std(d, ddof=1)) / math.sqrt(len(d))
-            half = float(scipy.stats.t.ppf(1 - alpha / 2, len(d) - 1)) * error
+            error = standard_error(d)
+            half = t_half_width(error, len(d), confidence, len(pairs))
             p = float(2 * scipy.stats.t.sf(abs(record["diff"]) / error, len(d) - 1))
             record.update(low=record["diff"] - half, high=record["diff"] + half, p=p, test="t",
                           beyond_noise=not (record["diff"] - half <= 0 <= record["diff"] + half))

@@ -165,8 +165,10 @@ def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
     assert re.search(r"final verdict in rounds / fixed 2 seeds: median \d+\.\d\dx, p90 \d+\.\d\dx", out), out
     assert re.search(r"first answers \(library, no page\): median \d+\.\d s, p90 \d+\.\d s; seeds used in rounds: "
                      r"\[2\]", out), out
-    assert re.search(r"the page in-process / the library's rounds: median \d+\.\d\dx; E5's share of the fixed verdict: "
-                     r"median \d+%", out), out
+    assert re.search(r"the page in-process / the library's rounds: median \d+\.\d\dx, / the rounds scoring the page's "
+                     r"table too: \d+\.\d\dx \(goal <= 1\.1x\); E5's share of the fixed verdict: median \d+%", out), out
+    assert re.search(r"first verdict: the page in-process / the library's first round \(the last turn of each\): median "
+                     r"\d+\.\d\dx \(goal <= 1\.5x; \d+\.\d s / \d+\.\d s\)", out), out
 
 
 def test_the_e5_benchmark_prints_speed_faithfulness_and_verdict_changes(run_bench):

@@ -3,7 +3,8 @@
 Theory: for the model's own samples at temperature 1, each token's surprise minus its step's entropy has
 mean 0, so over many responses the summed excess is a sum of mean-zero terms (a z test at |z| < 4.5).
 The rule itself is checked on real samples of the embedded model at T = 1 (not flagged) and T = 2
-(flagged), where the calibration (bench/bench_surprise.py) puts them far apart.
+(flagged), where the calibration (bench/bench_surprise.py) puts them far apart, with the excess generation records
+(checked against a separate pass of the model over the same tokens).
 """
 
 from __future__ import annotations
@@ -32,18 +33,6 @@ def test_the_model_s_own_samples_have_no_excess_surprise_on_average():
 
     assert abs(z_of(1.0)) < Z_THRESHOLD
     assert z_of(2.0) > Z_THRESHOLD  # the same test sees hotter samples
-
-
-def test_the_rule_flags_temperature_2_and_not_temperature_1_on_the_embedded_model(embedded_model):
-    prompts = ["Why do leaves change color in autumn?", "How does a bicycle stay upright?", "What is DNA?"]
-    medians = {}
-    for temperature in (1.0, 2.0):
-        frame = gcs.compare(prompts, methods=["is", "gcswr"], seeds=[0, 1], temperature=temperature,
-                            max_new_tokens=32, model=embedded_model)
-        excess = gcs.excess_surprise(list(frame["prompt"]), list(frame["raw_response"]), embedded_model)
-        medians[temperature] = float(np.nanmedian(excess))
-        assert degenerate(excess) == (temperature == 2.0), medians
-    assert medians[1.0] < DEGENERATE_EXCESS - 0.5 and medians[2.0] > DEGENERATE_EXCESS + 0.5  # margin both ways
 
 
 def test_a_degenerate_run_gets_no_claim_in_the_verdict():
@@ -91,6 +80,7 @@ def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(
     """The rounds' own excess (no second pass) matches a pass over the drawn tokens of the embedded model and flags
     T = 2, and ``gcs.verdict`` of the run says so without being given it."""
     paraphrases = ["What is DNA?", "Can you explain what DNA is?", "Describe the molecule called DNA."]
+    medians = {}
     for temperature in (1.0, 2.0):
         first = next(gcs.compare_rounds(paraphrases, max_seeds=4, rounds=[2, 2], temperature=temperature,
                                         max_new_tokens=24, model=embedded_model))
@@ -99,6 +89,8 @@ def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(
         np.testing.assert_allclose(first.excess, passed, atol=0.01)  # bf16: a cached step vs a whole pass
         flagged = gcs.verdict(first)[0].startswith("These answers are not language the model stands behind")
         assert flagged == (temperature == 2.0) == degenerate(first.excess)
+        medians[temperature] = float(np.nanmedian(first.excess))
+    assert medians[1.0] < DEGENERATE_EXCESS - 0.5 and medians[2.0] > DEGENERATE_EXCESS + 0.5, medians  # margin
 
 
 def test_token_ids_out_of_the_vocabulary_are_refused():

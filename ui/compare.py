@@ -73,6 +73,12 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, method
     return prompts, settings, model
 
 
+def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool, stop=None):
+    """The run's frames (its last is final), with the excess surprise generation records (``gcs.generation``)."""
+    engine = ENGINE.for_request(bool(settings.ensemble))
+    return compare_with(prompts, settings, model, engine=engine, streaming=streaming, stop=stop, record_excess=True)
+
+
 def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
     """The work of a side-by-side run, for ``run_cancellable``: it streams the run in its thread, keeping the steps
     so far (``progress["tokens"]``) and the latest frame (``progress["frame"]``) for the handler's beats to show,
@@ -81,9 +87,7 @@ def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
     prefill's next chunk of rows or the next token does not start, and the stream ends with ``gcs.Cancelled``."""
 
     def work(stop):
-        engine = ENGINE.for_request(bool(settings.ensemble))
-        frames = compare_with(prompts, settings, model, engine=engine, streaming=True, stop=stop, record_excess=True)
-        with closing(frames):
+        with closing(_run(prompts, settings, model, streaming=True, stop=stop)) as frames:
             for progress["tokens"], progress["frame"] in enumerate(frames, start=1):
                 pass
         progress["excess"] = excess(progress["frame"], list(settings.seeds), model)

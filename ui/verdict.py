@@ -5,10 +5,8 @@ verdict."""
 
 from __future__ import annotations
 
-import math
 
 import pandas as pd
-import scipy.stats
 
 import gcs
 
@@ -35,22 +33,6 @@ def score_table(report: gcs.CompareReport) -> pd.DataFrame:
 SCORE_COLUMNS = ["method", *(METRIC_LABELS[m] for m in METRICS), METRIC_LABELS["prefix"]]  # headers before a run
 VERDICT_METRICS = ("e5", "aligned")  # the paper's metric, and the footprint of shared noise itself
 SURPRISE_RESPONSES = 24  # responses scored for the degenerate-output check (the first seeds'): a median needs few
-
-
-def seeds_for(spread: float, comparisons: int, difference: float = 0.01, confidence: float = 0.95) -> int | None:
-    """How many seeds make the simultaneous interval's half-width at most ``difference`` for paired differences
-    with standard deviation ``spread`` (None when there is no spread to go by).
-
-    >>> seeds_for(0.02, 4), seeds_for(0.0, 4)
-    (29, None)
-    """
-    if not spread > 0:
-        return None
-    alpha = (1 - confidence) / comparisons
-    for n in range(2, 100_000):
-        if scipy.stats.t.ppf(1 - alpha / 2, n - 1) * spread / math.sqrt(n) <= difference:
-            return n
-    return None
 
 
 def _means(report: gcs.CompareReport, seeds: int) -> str:
@@ -94,7 +76,7 @@ def verdict(report: gcs.CompareReport, settings: gcs.SamplingSettings, surprise:
     lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=surprise)]  # no user text
     scores_e5 = scores[scores["metric"] == "e5"].pivot(index="seed", columns="method", values="consistency")
     other = "gcswr" if "gcswr" in scores_e5 else next(m for m in scores_e5 if m != "is")
-    needed = seeds_for(float((scores_e5[other] - scores_e5["is"]).std()), (len(settings.methods) - 1) * 2)
+    needed = gcs.seeds_for(float((scores_e5[other] - scores_e5["is"]).std()), (len(settings.methods) - 1) * 2)
     if needed is not None:
         lines.append(f"<small>With this spread, about {needed} seeds resolve a 1-point E5 difference between "
                      f"{gcs.METHOD_NAMES[other]} and IS (this run: {len(seeds)}).</small>")

@@ -1,0 +1,67 @@
+"""Intervals over seeds: the one place the library computes a standard error, a t interval or a sample size.
+
+    >>> standard_error([1.0, 2.0, 3.0]) == 1 / 3 ** 0.5
+    True
+    >>> [round(x, 3) for x in mean_interval([1.0, 2.0, 3.0])]
+    [2.0, 0.577, -0.484, 4.484]
+
+Every verdict, summary and report (``gcs.verdict``, ``gcs.paired_summary``, ``gcs.ab_report``, style tables, the
+app's table) takes its numbers from here, at one default ``CONFIDENCE``. numpy and scipy only: no torch, no engine.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.stats
+
+CONFIDENCE = 0.95  # every interval's default, library and app alike
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """The standard error of the mean of ``values`` (NaN for fewer than two).
+
+    >>> standard_error([4.0]) != standard_error([4.0])  # NaN
+    True
+    """
+    values = np.asarray(values, dtype=float)
+    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
+
+
+def t_half_width(error: float, n: int, confidence: float = CONFIDENCE, comparisons: int = 1) -> float:
+    """Half the width of Student's t interval at ``confidence`` for a mean of ``n`` values with standard error
+    ``error``; ``comparisons`` > 1 makes it hold for all of them together (Bonferroni).
+
+    >>> round(t_half_width(1.0, 10), 3), round(t_half_width(1.0, 10, comparisons=4), 3)
+    (2.262, 3.111)
+    """
+    alpha = (1 - confidence) / comparisons
+    return float(scipy.stats.t.ppf(1 - alpha / 2, n - 1)) * error
+
+
+def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+    """(mean, standard error, low, high): Student's t interval for the mean; NaN error and bounds for one value."""
+    values = np.asarray(values, dtype=float)
+    mean = float(values.mean()) if len(values) else math.nan
+    if len(values) < 2:
+        return mean, math.nan, math.nan, math.nan
+    error = standard_error(values)
+    half = t_half_width(error, len(values), confidence)
+    return mean, error, mean - half, mean + half
+
+
+def seeds_for(spread: float, comparisons: int, difference: float = 0.01, confidence: float = CONFIDENCE) -> int | None:
+    """How many seeds make the simultaneous interval's half-width at most ``difference`` for paired differences
+    with standard deviation ``spread`` (None when there is no spread to go by).
+
+    >>> seeds_for(0.02, 4), seeds_for(0.0, 4)
+    (29, None)
+    """
+    if not spread > 0:
+        return None
+    for n in range(2, 100_000):
+        if t_half_width(spread / math.sqrt(n), n, confidence, comparisons) <= difference:
+            return n
+    return None
