@@ -30,7 +30,8 @@ from tqdm.auto import tqdm
 
 from .ab_scores import Score, check_scores, pair_scores
 from .batch import Row, check_plain_text, prompt_stream
-from .checks import (check_count, check_engine, check_max_new_tokens, check_method, check_prompts,
+from .checks import (DEFAULT_MAX_NEW_TOKENS, check_count, check_engine, check_max_new_tokens, check_method,
+                     check_prompts,
                      check_sampling_settings, check_seeds, check_temperature, quoted)
 from .models import Model, check_dtype, load_model
 from .batching import auto_batch_rows, run_batches
@@ -245,7 +246,8 @@ def _frame(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], answers
 
 def ab(prompts: Sequence[str], a: Variant, b: Variant, seeds: int | Iterable[int] = range(16), method: str = "gcswr",
        metrics: Sequence[str] | str = ("length", "e5_between"), scorer: Callable[[str], float] | None = None,
-       max_new_tokens: int = 64, engine: str | None = None, control: bool = True, batch_rows: int | None = None,
+       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str | None = None, control: bool = True,
+       batch_rows: int | None = None,
        skip: Iterable[tuple] = (), on_results: Callable[[pd.DataFrame], None] | None = None, progress=None,
        show_progress: bool = False, stop: threading.Event | None = None) -> pd.DataFrame:
     """Every prompt answered by both variants with every seed, the same luck for both: one row per prompt x seed.

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from .cli_support import claim_out_dir, csv_list, parse_seeds, run_record, write_atomic
+from .checks import DEFAULT_MAX_NEW_TOKENS
 from .data import BUILTIN_SETS, load_groups
 from .results import ResultsLog
 
@@ -33,7 +34,8 @@ def add_parser(commands) -> None:
     sub.add_argument("--method", choices=["gcs", "gcswr"], default="gcswr", help="the shared luck (IS is the control)")
     sub.add_argument("--metrics", type=csv_list, default=["length", "e5_between"],
                      help="length, contains:WORD, regex:PATTERN, e5_to:REFERENCE, e5_between, aligned")
-    sub.add_argument("--max-new-tokens", type=int, default=64)
+    sub.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                     help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
     sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
     sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
     sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers")

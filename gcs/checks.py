@@ -26,6 +26,7 @@ METHODS = ("is", "gcs", "gcswr")
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}  # as the paper and the page write them
 MAX_SEED = 2**63 - 1
 MAX_NEW_TOKENS = 1024
+DEFAULT_MAX_NEW_TOKENS = 64  # every generating entry point's default, the app's too
 MAX_REWORDINGS = 8
 MAX_SEED_COUNT = 10_000
 

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from .cli_support import claim_out_dir, csv_list, float_list, parse_ensembling, parse_seeds, run_record, write_atomic
+from .checks import DEFAULT_MAX_NEW_TOKENS
 from .data import BUILTIN_SETS, load_groups
 from .export import csv_safe
 from .results import ResultsLog
@@ -138,11 +139,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcs", description="Gumbel Consistency Sampling experiments.")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    def common(sub: argparse.ArgumentParser, seeds_default: str, tokens_default: int) -> None:
+    def common(sub: argparse.ArgumentParser, seeds_default: str) -> None:
         sub.add_argument("--data", required=True, help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
         sub.add_argument("--seeds", type=parse_seeds, default=parse_seeds(seeds_default), help="a count (0..n-1) or a list")
         sub.add_argument("--model", default=None, help="transformers id or local path (default: embedded SmolLM2)")
-        sub.add_argument("--max-new-tokens", type=int, default=tokens_default)
+        sub.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                         help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
         sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
         sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
         sub.add_argument("--out", required=True, help="output folder (re-running resumes)")
@@ -150,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
         engine_options(sub)
 
     run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
-    common(run, "3", 50)
+    common(run, "3")
     run.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
     run.add_argument("--temperatures", type=float_list, default=[0.0, 0.5, 1.0])
     run.add_argument("--metrics", type=csv_list, default=["e5"], help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
@@ -160,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
 
     style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
-    common(style, "20", 200)
+    common(style, "20")
     style.add_argument("--methods", type=csv_list, default=["is", "gcswr"])
     style.add_argument("--temperature", type=float, default=1.0)
     style.add_argument("--classifiers", type=csv_list, default=None,
@@ -177,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seed", type=int, default=0)
     compare.add_argument("--temperature", type=float, default=1.0)
     compare.add_argument("--top-p", type=float, default=None)
-    compare.add_argument("--max-new-tokens", type=int, default=50)
+    compare.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                         help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
     compare.add_argument("--model", default=None)
     engine_options(compare)
     return parser

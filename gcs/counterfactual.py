@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 
 from .batch import Batch, Row, check_plain_text, prompt_stream
-from .checks import is_integer, quoted
+from .checks import DEFAULT_MAX_NEW_TOKENS, is_integer, quoted
 from .hindsight import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
 from .models import Model, resolve_model
 from .samplers import make_sampler
@@ -80,7 +80,8 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
 
 def counterfactual(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
                    method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
-                   max_new_tokens: int = 64, finished: bool = True, model: Model | str | None = None,
+                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
+                   model: Model | str | None = None,
                    stop: threading.Event | None = None) -> str:
     """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
 

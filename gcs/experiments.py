@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from .batch import Row, check_plain_text
-from .checks import METHODS, as_groups, check_count, check_engine, check_methods, check_seeds, check_temperatures
+from .checks import (DEFAULT_MAX_NEW_TOKENS, METHODS, as_groups, check_count, check_engine, check_methods,
+                     check_seeds, check_temperatures)
 from .data import Group
 from .intervals import CONFIDENCE, mean_interval, standard_error
 from .models import Model, resolve_model
@@ -72,7 +73,8 @@ class SweepPlan:
         return [cell for cell in cells if cell.key not in skip]
 
 
-def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, metrics=("e5",), max_new_tokens=50,
+def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, metrics=("e5",),
+                max_new_tokens=DEFAULT_MAX_NEW_TOKENS,
                 top_k=None, top_p=None, ensembling=(False,), rewordings=2) -> SweepPlan:
     """Validate a sweep's arguments (ValueError naming the problem) into a ``SweepPlan``."""
     groups = as_groups(groups, min_size=2)
@@ -95,7 +97,7 @@ def sweep(
     seeds: int | Iterable[int] = 3,
     metrics: Sequence[str] = ("e5",),
     model: Model | str | None = None,
-    max_new_tokens: int = 50,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     top_k: int | None = None,
     top_p: float | None = None,
     ensembling: Sequence[bool] = (False,),

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import pandas as pd
 
 from .batch import Batch, Row, check_plain_text
-from .checks import MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
+from .checks import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
 from .models import Model, resolve_model
 from .rewording import reword
 from .settings import SamplingSettings
@@ -117,7 +117,7 @@ def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Mode
 
 
 def generate(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
-             top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
+             top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
              model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
              **generate_kwargs) -> list[str]:
     """One response per prompt, all rows in one batched ``generate`` (KV cache, left padding).
@@ -139,7 +139,7 @@ def generate(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, tempe
 
 
 def stream(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
-           top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
+           top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
            model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
            **generate_kwargs) -> Iterator[list[str]]:
     """Like ``generate`` (same arguments), but yields all partial responses after every token; the last is final."""
@@ -165,7 +165,8 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
 
 
 def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seeds: Iterable[int] | int = (0,),
-            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = 50,
+            temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+            max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
             engine: str = "transformers", stop: threading.Event | None = None, **generate_kwargs) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
@@ -188,7 +189,8 @@ def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seed
 
 def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS,
                    seeds: Iterable[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
-                   top_p: float | None = None, max_new_tokens: int = 50, model: Model | str | None = None,
+                   top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                   model: Model | str | None = None,
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
                    engine: str = "transformers", stop: threading.Event | None = None,
                    **generate_kwargs) -> Iterator[pd.DataFrame]:

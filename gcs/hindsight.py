@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from .batch import Batch, Row, check_plain_text, stop_token_ids
-from .checks import check_prompts, is_integer
+from .checks import DEFAULT_MAX_NEW_TOKENS, check_prompts, is_integer
 from .models import Model, resolve_model
 from .posterior import Posterior, posterior
 from .quoting import quoted
@@ -242,7 +242,7 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
 
 
 def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
-                     temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64,
+                     temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                      finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
                      **generate_kwargs) -> HindsightReport:
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
@@ -256,7 +256,8 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
 
 
 def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
-              temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = 64, finished: bool = True,
+              temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+              finished: bool = True,
               model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 

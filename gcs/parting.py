@@ -21,7 +21,7 @@ import pandas as pd
 
 from .ab import Variant, arms, parts_at
 from .batch import check_plain_text, stop_token_ids
-from .checks import check_count, check_max_new_tokens, check_prompts, check_seed
+from .checks import DEFAULT_MAX_NEW_TOKENS, check_count, check_max_new_tokens, check_prompts, check_seed
 from .quoting import quoted
 from .trace import DEFAULT_TOP, Trace, TraceStep, trace_with
 
@@ -76,7 +76,8 @@ class Parting:
                 f"{arrival(0):.3g}); p({x}) {moved(0)}.")
 
 
-def parting(a: Variant, b: Variant, prompt: str, seed: int, method: str = "gcswr", max_new_tokens: int = 64,
+def parting(a: Variant, b: Variant, prompt: str, seed: int, method: str = "gcswr",
+            max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             top: int = DEFAULT_TOP) -> Parting | None:
     """Why the arms' answers to ``prompt`` under ``seed`` parted, or None when they are identical.
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .checks import MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
+from .checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
 from .experiments import CompareReport, combine_reports, compare_report
 from .generation import compare_with
 from .models import Model, resolve_model
@@ -68,7 +68,8 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
                    rounds: Sequence[int] | None = None, confidence: float = 0.95,
                    metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                   max_new_tokens: int = 64, engine: str = "transformers", futility: float = FUTILITY,
+                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str = "transformers",
+                   futility: float = FUTILITY,
                    report_metrics: Sequence[str] | None = None, resume: RoundReport | None = None,
                    on_partial: Callable[[pd.DataFrame], None] | None = None,
                    stop: threading.Event | None = None) -> Iterator[RoundReport]:

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .checks import (
+    DEFAULT_MAX_NEW_TOKENS,
     METHODS,
     check_max_new_tokens,
     check_method,
@@ -53,7 +54,7 @@ class SamplingSettings:
     temperature: float = 1.0
     top_k: int | None = None
     top_p: float | None = None
-    max_new_tokens: int = 50
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     ensemble: int = 0
 
     def __post_init__(self):
@@ -68,7 +69,8 @@ class SamplingSettings:
 
     @classmethod
     def single(cls, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_k: int | None = None,
-               top_p: float | None = None, max_new_tokens: int = 50, ensemble: int = 0) -> SamplingSettings:
+               top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+               ensemble: int = 0) -> SamplingSettings:
         """Settings of one method and one seed, each checked as one (errors name ``method`` and ``seed``).
 
         >>> SamplingSettings.single("GCS", 3, temperature=0.5).methods

@@ -30,7 +30,7 @@ import pandas as pd
 
 from .batch import Row, check_plain_text
 from .batching import run_batches
-from .checks import as_groups, check_methods, check_seeds
+from .checks import DEFAULT_MAX_NEW_TOKENS, as_groups, check_methods, check_seeds
 from .data import Group
 from .intervals import standard_error
 from .generation import generate
@@ -212,7 +212,7 @@ def style_responses(
     methods: Sequence[str] = ("is", "gcswr"),
     seeds: int | Iterable[int] = 20,
     temperature: float = 1.0,
-    max_new_tokens: int = 200,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     model: Model | str | None = None,
     batch_rows: int | None = None,
     skip: Iterable[tuple] = (),

@@ -29,7 +29,7 @@ import pandas as pd
 import torch
 
 from .batch import Batch, Row, check_plain_text
-from .checks import check_count, check_prompts, check_seed
+from .checks import DEFAULT_MAX_NEW_TOKENS, check_count, check_prompts, check_seed
 from .models import Model, resolve_model
 from .noise import DOMAIN_GUMBEL, exponential_noise, row_keys
 from .quoting import quoted
@@ -177,7 +177,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
 
 
 def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
-          top_p: float | None = None, max_new_tokens: int = 32, top: int = DEFAULT_TOP,
+          top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, top: int = DEFAULT_TOP,
           model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
           stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
     """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
