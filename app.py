@@ -10,20 +10,23 @@ with the embedded model, on CUDA when present, and on ZeroGPU.
 
 from __future__ import annotations
 
-import ui  # first: it imports ZeroGPU's `spaces` before anything touches CUDA
+from gcs.environment import QUEUE_SIZE, check_environment, env_choice, env_count  # (touches no CUDA)
 
-import logging
-import os
+try:  # every setting read once, before anything loads: a typo stops the app here, in one sentence naming it
+    check_environment()
+except ValueError as error:
+    raise SystemExit(f"gcs: {error}") from None
 
-import sys
+import ui  # noqa: E402  (before anything touches CUDA: it imports ZeroGPU's `spaces`)
 
-import gradio as gr
+import logging  # noqa: E402
+import sys  # noqa: E402
 
-from gcs.environment import env_choice
-from ui.logs import RedactingStream, RedactSecrets
-from ui.startup import patient_launch_check
+import gradio as gr  # noqa: E402
+from ui.logs import RedactingStream, RedactSecrets  # noqa: E402
+from ui.startup import patient_launch_check  # noqa: E402
 
-demo = ui.build(queue_size=int(os.environ.get("GCS_QUEUE_SIZE", "16")))
+demo = ui.build(queue_size=env_count(*QUEUE_SIZE))
 
 if __name__ == "__main__":
     # what anything prints (Gradio echoes a refused call's inputs) is redacted and cut too, like the logs

@@ -7,6 +7,14 @@
     GCS_MCP             on, off         the app's MCP tools                        ui
     GCS_TRUSTED_PROXIES addresses, networks  whose X-Forwarded-For the app believes (none)  ui.http_limits
     GCS_TIMINGS         off, on         each stage's time in the app's log (DEBUG)  app.py, gcs.stage_timing
+    GCS_DTYPE           float32, bfloat16, float16 (or fp32, bf16, fp16)  the model's dtype  gcs.models
+    GCS_CACHE_DIR       a folder        where converted models are cached (else $HF_HOME/gcs)  gcs.models
+    GCS_QUEUE_SIZE      1 to 1000       runs that may wait in the app's queue (16)  app.py
+    GCS_ALLOWED_MODELS  model ids       more models the app offers (comma-separated)  ui.deployment
+    GCS_DEFAULT_MODEL   a model id      the app's default model                     ui.deployment
+
+``check_environment()`` reads every one of them at once and raises one ValueError naming each bad value: the app
+calls it before anything else, so a typo stops it at start with a sentence, not at the first request.
 
 >>> env_choice("GCS_EXAMPLE", SWITCH, environ={"GCS_EXAMPLE": " On "})
 'on'
@@ -72,3 +80,85 @@ def env_networks(name: str, environ: Mapping[str, str] = os.environ) -> tuple:
             raise ValueError(f"{name}={quoted(raw)}: {quoted(entry)} is not an IP address or network (such as "
                              "10.0.0.0/8)") from None
     return tuple(networks)
+
+
+def env_text(name: str, default: str = "", environ: Mapping[str, str] = os.environ) -> str:
+    """``environ[name]`` stripped, or ``default`` when it is unset or blank.
+
+    >>> env_text("GCS_EXAMPLE", "x", environ={"GCS_EXAMPLE": "  "})
+    'x'
+    >>> env_text("GCS_EXAMPLE", environ={"GCS_EXAMPLE": " a "})
+    'a'
+    """
+    return environ.get(name, "").strip() or default
+
+
+def env_list(name: str, environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """``environ[name]`` read as comma-separated entries, blanks dropped, in order.
+
+    >>> env_list("GCS_EXAMPLE", environ={"GCS_EXAMPLE": "a, ,b,"})
+    ('a', 'b')
+    """
+    return tuple(part.strip() for part in environ.get(name, "").split(",") if part.strip())
+
+
+def env_count(name: str, default: int, low: int, high: int, environ: Mapping[str, str] = os.environ) -> int:
+    """``environ[name]`` as a whole number in [``low``, ``high``] (ASCII digits), ``default`` when unset or blank; a
+    ValueError naming the setting otherwise.
+
+    >>> env_count("GCS_EXAMPLE", 16, 1, 1000, environ={"GCS_EXAMPLE": " 4 "})
+    4
+    >>> env_count("GCS_EXAMPLE", 16, 1, 1000, environ={})
+    16
+    >>> env_count("GCS_EXAMPLE", 16, 1, 1000, environ={"GCS_EXAMPLE": "0"})
+    Traceback (most recent call last):
+    ...
+    ValueError: GCS_EXAMPLE='0'; expected a whole number from 1 to 1000
+    """
+    raw = environ.get(name, "")
+    value = raw.strip()
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit()) or not low <= int(value) <= high:
+        raise ValueError(f"{name}={quoted(raw)}; expected a whole number from {low} to {high}")
+    return int(value)
+
+
+QUEUE_SIZE = ("GCS_QUEUE_SIZE", 16, 1, 1000)  # (name, default, low, high): the app's waiting runs
+
+
+def check_environment(environ: Mapping[str, str] = os.environ) -> None:
+    """Reads every setting above; one ValueError naming each bad one (nothing is loaded or started).
+
+    >>> check_environment({"GCS_THREADS": "fast", "GCS_QUEUE_SIZE": "-1"})
+    Traceback (most recent call last):
+    ...
+    ValueError: bad settings in the environment: GCS_THREADS='fast'; expected one of auto, fixed. GCS_QUEUE_SIZE=...
+    """
+    checks = [
+        lambda: env_choice("GCS_ROW_INVARIANT", SWITCH, environ=environ),
+        lambda: env_choice("GCS_CPU_KERNEL", SWITCH, environ=environ),
+        lambda: env_choice("GCS_THREADS", ("auto", "fixed"), environ=environ),
+        lambda: env_choice("GCS_ENGINE", ("auto", "transformers", "vllm"), environ=environ),
+        lambda: env_choice("GCS_MCP", ("on", "off"), environ=environ),
+        lambda: env_choice("GCS_TIMINGS", ("off", "on"), environ=environ),
+        lambda: env_networks("GCS_TRUSTED_PROXIES", environ=environ),
+        lambda: env_count(*QUEUE_SIZE, environ=environ),
+        lambda: _check_dtype_name(env_text("GCS_DTYPE", environ=environ)),
+    ]
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except ValueError as error:
+            problems.append(str(error))
+    if problems:
+        raise ValueError("bad settings in the environment: " + ". ".join(problems))
+
+
+DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
+
+
+def _check_dtype_name(value: str) -> None:
+    if value and value.lower() not in DTYPE_NAMES:
+        raise ValueError(f"GCS_DTYPE={quoted(value)}; expected one of {', '.join(DTYPE_NAMES)}")

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 
 from . import internals
+from .environment import env_text
 from .quoting import quoted
 
 logger = logging.getLogger(__name__)
@@ -60,10 +61,10 @@ class Model:
 
 def cache_dir() -> Path:
     """Where converted models are cached: ``$GCS_CACHE_DIR``, else ``$HF_HOME/gcs``, else the XDG user cache."""
-    if os.environ.get("GCS_CACHE_DIR"):
-        return Path(os.environ["GCS_CACHE_DIR"])
-    if os.environ.get("HF_HOME"):
-        return Path(os.environ["HF_HOME"]) / "gcs"
+    if env_text("GCS_CACHE_DIR"):
+        return Path(env_text("GCS_CACHE_DIR"))
+    if env_text("HF_HOME"):
+        return Path(env_text("HF_HOME")) / "gcs"
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("gcs"))
@@ -83,8 +84,8 @@ def default_dtype(device: torch.device) -> torch.dtype:
     Only the model's weights and activations change: every sampler draws exactly from the
     logits of whatever model runs (bf16 logits are a slightly different model).
     """
-    if os.environ.get("GCS_DTYPE"):
-        return check_dtype(os.environ["GCS_DTYPE"], "GCS_DTYPE")
+    if env_text("GCS_DTYPE"):
+        return check_dtype(env_text("GCS_DTYPE"), "GCS_DTYPE")
     if torch.device(device).type == "cuda" or internals.cpu_multiplies_bf16():
         return torch.bfloat16
     return torch.float32

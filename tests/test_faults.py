@@ -203,3 +203,18 @@ def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch,
     assert deployment.ENGINE.name == "transformers" and deployment.ENGINE.for_request(False) == "transformers"
     assert "no engine today" in caplog.text
     assert compare_ui()[-1]["status"] == "Done."
+
+
+def test_a_bad_setting_stops_the_app_at_start_with_a_sentence_naming_each_one():
+    import os
+    import subprocess
+
+    env = {**os.environ, "GCS_THREADS": "fast", "GCS_QUEUE_SIZE": "lots", "GCS_DTYPE": "int8", "GCS_ENGINE": ""}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and result.stdout == ""
+    message = result.stderr.strip()
+    assert message.startswith("gcs: bad settings in the environment: ") and "\n" not in message, message
+    for named in ("GCS_THREADS='fast'", "GCS_QUEUE_SIZE='lots'", "GCS_DTYPE='int8'"):
+        assert named in message
+    assert "GCS_ENGINE" not in message  # blank is unset: the default, not an error

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import os
 import threading
 from dataclasses import dataclass
 
@@ -22,7 +21,7 @@ import torch
 
 import gcs
 from gcs.checks import quoted
-from gcs.environment import env_choice
+from gcs.environment import env_choice, env_list, env_text
 
 from .logs import logger
 
@@ -31,7 +30,7 @@ GPU_MODELS = ("meta-llama/Meta-Llama-3-8B-Instruct",)
 
 
 def _hub_reachable() -> bool:
-    return bool(os.environ.get("SPACE_ID")) and os.environ.get("HF_HUB_OFFLINE", "0") in ("", "0")
+    return bool(env_text("SPACE_ID")) and env_text("HF_HUB_OFFLINE", "0") == "0"
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,8 @@ class Settings:
         models = [gcs.DEFAULT_MODEL] if gcs.embedded_model_installed() or not hub else []
         if hub:
             models += [*HUB_MODELS, *(GPU_MODELS if torch.cuda.is_available() else ())]
-        models += [m.strip() for m in os.environ.get("GCS_ALLOWED_MODELS", "").split(",") if m.strip()]
-        default = os.environ.get("GCS_DEFAULT_MODEL") or (HUB_MODELS[0] if hub else gcs.DEFAULT_MODEL)
+        models += env_list("GCS_ALLOWED_MODELS")
+        default = env_text("GCS_DEFAULT_MODEL") or (HUB_MODELS[0] if hub else gcs.DEFAULT_MODEL)
         if default not in models:
             models.insert(0, default)
         return cls(tuple(dict.fromkeys(models)), default, _engine_setting())
