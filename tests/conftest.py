@@ -36,8 +36,10 @@ Z_THRESHOLD = 4.5
 
 
 # Tests that need the real embedded model, a server, a browser, vLLM or a process of their own are the slow tier:
-# `python -m pytest -m "not slow"` runs the rest (docs/testing.md). A test is slow when it uses one of these
-# fixtures or is marked so itself.
+# `python -m pytest -m "not slow"` runs the rest (docs/testing.md). A slow test says so itself
+# (@pytest.mark.slow); one that uses one of these fixtures without saying so is a collection error, so no heavy test
+# slips into the fast tier and no fixture's name decides a tier. A doctest is slow when its docstring says it runs
+# "On the embedded model".
 SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_log", "client", "page", "llm", "model",
                  "server", "vllm_served", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep"}
 
@@ -50,26 +52,39 @@ def pytest_configure(config):
 # The files that take longest start first, so that pytest-xdist's two workers (the README's command; files go to
 # workers whole in collection order: --dist loadfile --no-loadscope-reorder) end together instead of one worker
 # finishing a long file alone.
-# Measured with --durations=0 (quiet, per file: browser 128 s, the wheel 103 s, hindsight 88 s, generation 59 s, docs
-# 59 s, vllm-serve 49 s); the wheel check first, as it is mostly pip waiting on the disk.
-LONGEST_FIRST = ("test_packaging.py", "test_browser.py", "test_hindsight.py", "test_docs.py", "test_vllm_serve.py",
-                 "test_generation.py", "test_vllm.py", "test_counterfactual.py")
+# Measured with --durations=0 (2026-11-27, quiet, per file: browser 148 s, hindsight 128 s, the wheel 126 s, vllm 85 s,
+# docs 78 s, generation 73 s, vllm-serve 72 s, threads 61 s, counterfactual 53 s, cli 50 s, bench 47 s); the wheel
+# check first, as it is mostly pip waiting on the disk.
+LONGEST_FIRST = ("test_packaging.py", "test_browser.py", "test_hindsight.py", "test_vllm.py", "test_docs.py",
+                 "test_generation.py", "test_vllm_serve.py", "test_threads.py", "test_counterfactual.py",
+                 "test_cli.py", "test_bench.py")
 
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST
                else len(LONGEST_FIRST))  # stable: the other files keep their order
+    unmarked = []
     for item in items:
         examples = getattr(getattr(item, "dtest", None), "docstring", None) or ""
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or "On the embedded model" in examples:
+        if "On the embedded model" in examples:
             item.add_marker(pytest.mark.slow)
+        heavy = SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if heavy and item.get_closest_marker("slow") is None:
+            unmarked.append(f"{item.nodeid} (uses {', '.join(sorted(heavy))})")
+    if unmarked:
+        raise pytest.UsageError("mark these tests @pytest.mark.slow (they use the slow tier's fixtures):\n  "
+                                + "\n  ".join(unmarked))
+
+
+def pytest_sessionstart(session):
+    """Build GCSwR's fused CPU kernel before any test (once per machine, in the controller: pytest-xdist's workers
+    find it built), so that no start-up (the app, the CLI's subprocesses) pays for it."""
+    if not hasattr(session.config, "workerinput") and gcs.kernels.kernel_mode() != "off":
+        gcs.kernels.cpu_kernel()
 
 
 def pytest_report_header(config):
-    """Build GCSwR's fused CPU kernel before any test (once per machine), so that no
-    start-up (the app, the CLI's subprocesses) pays for it; the header says whether it is on."""
-    if gcs.kernels.kernel_mode() != "off":
-        gcs.kernels.cpu_kernel()
+    """Whether the fused kernel is on (built by ``pytest_sessionstart``)."""
     return gcs.kernel_status()
 
 

@@ -334,6 +334,7 @@ def test_ab_leaves_the_caller_s_models_and_frames_alone(old):
 
 
 # -- the embedded model: the integration, a dtype change, the command line -------------------------------------
+@pytest.mark.slow
 def test_ab_report_and_parting_on_the_embedded_model(embedded_model):
     a = gcs.Variant(embedded_model)
     b = gcs.Variant(embedded_model, system="Answer in one sentence.")
@@ -351,12 +352,14 @@ def test_ab_report_and_parting_on_the_embedded_model(embedded_model):
         assert why.position == row["parts_at"] and why.sentence.startswith(f"At token {why.position}")
 
 
+@pytest.mark.slow
 def test_a_dtype_change_runs_two_models_of_one_vocabulary(embedded_model):
     frame = gcs.ab(["What is DNA?"], gcs.Variant(dtype="float32"), gcs.Variant(dtype="bfloat16"), seeds=2,
                    metrics=["length"], max_new_tokens=6, control=False)
     assert len(frame) == 2 and frame["n_tokens_a"].ge(1).all()
 
 
+@pytest.mark.slow
 def test_the_ab_command_resumes_and_refuses_a_changed_arm(embedded_model, tmp_path):
     from test_cli import gcs_cli
 

@@ -48,6 +48,7 @@ def run():
                 library=library)
 
 
+@pytest.mark.slow
 def test_the_tab_shows_the_library_s_answers_and_report(run):
     assert run["status"] == "Done."
     library = run["library"][run["library"]["method"] == "gcswr"]
@@ -62,6 +63,7 @@ def test_the_tab_shows_the_library_s_answers_and_report(run):
     assert len(frame) == len(run["library"]) and "token_ids_a" not in frame
 
 
+@pytest.mark.slow
 def test_a_pair_shows_both_answers_and_where_they_part(run):
     choices = run["pair"]["choices"]
     assert len(choices) == 4  # 2 prompts x 2 seeds
@@ -78,6 +80,7 @@ def test_a_pair_shows_both_answers_and_where_they_part(run):
     assert len(parted), "a one-word system prompt changed no answer of 4: the test needs a change that shows"
 
 
+@pytest.mark.slow
 def test_why_they_parted_is_gcs_parting_s_race(run):
     frame = run["state"]["frame"]
     row = frame[(frame["method"] == "gcswr") & ~frame["identical"]].iloc[0]
@@ -103,10 +106,12 @@ def test_why_they_parted_is_gcs_parting_s_race(run):
     ({"scores": []}, "choose at least one score"),
     ({"max_new_tokens": 128, "source": "built-in set", "builtin_count": 8, "seeds": 16}, "tokens of work"),
 ])
+@pytest.mark.slow
 def test_bad_input_is_named_and_nothing_is_wiped(changes, message):
     refused_in_ui(lambda: list(ab.ab_ui(*ui_arguments(**changes))), message)
 
 
+@pytest.mark.slow
 def test_the_endpoint_answers_as_the_tab_and_refuses_as_it(run):
     answer = last(ab.ab(PROMPTS, b_system="Answer in one word.", seeds=2, max_new_tokens=8))
     rows = pd.DataFrame(answer["rows"])

@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PARAPHRASES = "What is DNA?\nExplain what DNA is.\nDescribe DNA."
 
 
+@pytest.mark.slow
 def test_api_lists_the_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert {"/compare", "/sweep", "/coupling", "/trace", "/hindsight"} <= set(endpoints)
@@ -22,6 +23,7 @@ def test_api_lists_the_endpoints(client):
     assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"] and names[-2:] == ["seeds", "rounds"]
 
 
+@pytest.mark.slow
 def test_compare_endpoint(client):
     result = client.predict(PARAPHRASES, 1.0, 12, 3, seeds=4, api_name="/compare")
     assert result["paraphrases"] == PARAPHRASES.splitlines() and result["settings"]["seeds"] == [3, 4, 5, 6]
@@ -49,6 +51,7 @@ def test_compare_endpoint(client):
     assert again["settings"]["seeds"] == [3]
 
 
+@pytest.mark.slow
 def test_trace_and_hindsight_endpoints(client):
     trace = client.predict("Why is the sky blue?\nWhat makes the sky blue?", "gcswr", 1, 1.0, 1.0, 6,
                            api_name="/trace")
@@ -66,11 +69,13 @@ def test_trace_and_hindsight_endpoints(client):
         client.predict(PARAPHRASES, 1.0, 8, 0, seeds=17, api_name="/compare")
 
 
+@pytest.mark.slow
 def test_greedy_compare_agrees_across_methods(client):
     result = client.predict(PARAPHRASES, 0.0, 8, 0, seeds=1, api_name="/compare")
     assert result["responses"]["is"] == result["responses"]["gcs"] == result["responses"]["gcswr"]
 
 
+@pytest.mark.slow
 def test_sweep_endpoint(client):
     result = client.predict("builtin:2", "0, 1", 1, "is,gcswr", "jaccard", 8, api_name="/sweep")
     assert len(result["rows"]) == 2 * 2 * 2 and {r["temperature"] for r in result["curve"]} == {0.0, 1.0}
@@ -79,6 +84,7 @@ def test_sweep_endpoint(client):
     assert len(mine["rows"]) == 1 and 0 < mine["rows"][0]["consistency"] <= 1
 
 
+@pytest.mark.slow
 def test_coupling_endpoint(client):
     result = client.predict("0.5, 0.3, 0.2", "", 2.0, 2000, 2000, 1, api_name="/coupling")
     curve = result["curve"]
@@ -109,6 +115,7 @@ BAD_COMPARE = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, changes, message", BAD_COMPARE, ids=[c[0] for c in BAD_COMPARE])
 def test_bad_compare_input_is_a_clear_error_and_the_app_keeps_serving(client, case, changes, message):
     arguments = dict(paraphrases=PARAPHRASES, temperature=1.0, max_new_tokens=8, seed=0, top_p=1.0, methods="gcswr")
@@ -129,6 +136,7 @@ def test_nan_temperature_is_refused_by_the_app_itself():
         compare.compare_inputs("a\nb", 1.0, 8, 0, math.inf * 0, "gcswr", False, "x")
 
 
+@pytest.mark.slow
 def test_emoji_and_right_to_left_text_work(client, embedded_model):
     """Emoji and Arabic reach the model intact: the app echoes them unchanged and answers them exactly as the library
     does with the same seed (the same model, dtype and kernels on this machine)."""
@@ -147,6 +155,7 @@ def test_emoji_and_right_to_left_text_work(client, embedded_model):
      (("only one group line", "1", 1, "is", "e5", 8), "enter 2 to 8 paraphrases"),
      (("builtin:2", "1", 1, "is", "bleu", 8), "metric 'bleu' is not offered here")],
 )
+@pytest.mark.slow
 def test_bad_sweep_input(client, arguments, message):
     with pytest.raises(Exception, match=message):
         client.predict(*arguments, api_name="/sweep")
@@ -160,6 +169,7 @@ def test_bad_sweep_input(client, arguments, message):
      (("0.5, 0.5", "0.2, 0.3, 0.5", 3.0, 1000, 1000, 0), "same number of categories"),
      (("0.5, 0.5", "", 3.0, 10**7, 1000, 0), "trials must be a whole number from 100 to 20,000")],
 )
+@pytest.mark.slow
 def test_bad_coupling_input(client, arguments, message):
     with pytest.raises(Exception, match=message):
         client.predict(*arguments, api_name="/coupling")

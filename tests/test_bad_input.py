@@ -53,6 +53,7 @@ def _python(prompts, settings, embedded_model):
 HEAVY = {"100 paraphrases", "20,000 characters"}  # accepted; generating them on 2 cores takes minutes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES)
 def test_python_api(case, embedded_model):
     prompts, settings, message, _ = CASES[case]

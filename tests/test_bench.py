@@ -59,6 +59,7 @@ def test_rounds_must_be_positive():
         best_in_turns({"a": lambda: None}, rounds=0)
 
 
+@pytest.mark.slow
 def test_sampler_benchmark_prints_every_contender_and_both_ratios(run_bench):
     code, out, _ = run_bench("bench_sampler.py", *"--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split())
     assert code == 0
@@ -79,6 +80,7 @@ def test_sampler_benchmark_prints_every_contender_and_both_ratios(run_bench):
     assert "fused GCSwR CPU kernel: on" in out, out
 
 
+@pytest.mark.slow
 def test_sampler_benchmark_needs_two_tokens_to_split_the_cost(run_bench):
     code, _, err = run_bench("bench_sampler.py", "--tokens", "1", "--vocab", "100")
     assert code == 2 and "--tokens must be >= 2" in err
@@ -91,6 +93,7 @@ def test_cost_split_recovers_per_token_and_set_up():
     assert cost.amortised == pytest.approx(8e-3 / 40)
 
 
+@pytest.mark.slow
 def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak(run_bench):
     """A tiny run of bench/profile_compare.py: every part, the decode loop's GFLOP/s and both peak ratios."""
     code, output, _ = run_bench("profile_compare.py", "--paraphrases", "2", "--tokens", "4")
@@ -104,6 +107,7 @@ def test_compare_profile_splits_the_time_and_prints_the_distance_to_peak(run_ben
                      r"weight byte, so its roofline is \d+\.\d GFLOP/s: ratio decode / roofline = \d+\.\d\d", output)
 
 
+@pytest.mark.slow
 def test_compare_profile_on_the_vllm_engine(run_bench):
     """The same profile on vLLM: engine steps, the plugin's sampling, scoring, and the GFLOP/s bound."""
     code, output, _ = run_bench("profile_compare.py", "--paraphrases", "2", "--tokens", "4", "--engine", "vllm")
@@ -114,6 +118,7 @@ def test_compare_profile_on_the_vllm_engine(run_bench):
     assert "one warm /compare on vllm" in output
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["is", "gcswr"])
 def test_the_plugin_step_benchmark_prints_its_cost_and_the_same_tokens(run_bench, method):
     code, out, _ = run_bench("bench_plugin_step.py", *f"--rows 3,5 --vocab 64 --steps 4 --rounds 1 --method {method}".split())
@@ -123,6 +128,7 @@ def test_the_plugin_step_benchmark_prints_its_cost_and_the_same_tokens(run_bench
                          r"overhead +-?\d+\.\d ms/step; the plugin's tokens = the sampler's: yes", out), out
 
 
+@pytest.mark.slow
 def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench):
     code, out, _ = run_bench("bench_invariance.py",
                              *"--tokens 3 --rounds 1 --sizes 1,12 --seeds 1 --dtypes float32".split())
@@ -138,6 +144,7 @@ def test_the_invariance_benchmark_prints_times_ratios_and_the_promise(run_bench)
     assert re.search(r"probing the one-call widths: [1-9]\d* \(kernel, width\) pairs, \d+\.\d\d s in all", out), out
 
 
+@pytest.mark.slow
 def test_the_threads_benchmark_prints_both_machines_and_the_same_responses(run_bench):
     code, out, _ = run_bench("bench_threads.py", *"--tokens 3 --seeds 1 --rounds 1".split())
     assert code == 0
@@ -146,6 +153,7 @@ def test_the_threads_benchmark_prints_both_machines_and_the_same_responses(run_b
     assert "every response the same in all four: yes" in out, out
 
 
+@pytest.mark.slow
 def test_ab_benchmark_prints_every_change_and_score(run_bench):
     code, out, err = run_bench("bench_ab.py", "--prompts", "1", "--seeds", "2", "--tokens", "4")
     assert code == 0, err
@@ -155,6 +163,7 @@ def test_ab_benchmark_prints_every_change_and_score(run_bench):
     assert re.search(r"goal \(IS needs >= 2x the seeds\) met for \d+ of \d+ \(change, score\) pairs", out), out
 
 
+@pytest.mark.slow
 def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
     from ui import deployment
 
@@ -171,6 +180,7 @@ def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
                      r"\d+\.\d\dx \(goal <= 1\.5x; \d+\.\d s / \d+\.\d s\)", out), out
 
 
+@pytest.mark.slow
 def test_the_e5_benchmark_prints_speed_faithfulness_and_verdict_changes(run_bench):
     code, out, err = run_bench("bench_e5.py", *"--groups 1 --seeds 3 --tokens 6 --turns 1".split())
     assert code == 0, err

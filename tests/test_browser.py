@@ -78,6 +78,7 @@ def bounds(page, selector: str) -> dict:
     return found
 
 
+@pytest.mark.slow
 def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     """The side by side at the defaults but the seeds: 8 (two rounds, 4 then 4), or 16 where the screenshot is taken
     (the library's tests cover what the defaults give; this one, what the page shows)."""
@@ -133,6 +134,7 @@ def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     screenshot(page, screenshots / "screenshot-compare.png")
 
 
+@pytest.mark.slow
 def test_the_seed_browser_shows_another_seed(page):
     page.locator("#seed-shown").click()
     page.get_by_role("option", name="2", exact=True).click()
@@ -141,6 +143,7 @@ def test_the_seed_browser_shows_another_seed(page):
     expect(page.locator("#responses-gcswr")).to_contain_text("[3]", timeout=TIMEOUT_MS)
 
 
+@pytest.mark.slow
 def test_bad_input_is_a_toast_and_earlier_results_stay(page):
     expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
     record_texts(page, "#status")
@@ -156,6 +159,7 @@ def test_bad_input_is_a_toast_and_earlier_results_stay(page):
 POWERS_OF_TEN = re.compile(r"^(0\.0*1|10*|10[⁻⁰¹²³⁴⁵⁶⁷⁸⁹]+)$")
 
 
+@pytest.mark.slow
 def test_step_through_tab(page):
     page.get_by_role("tab", name="Inside the sampler").click()
     record_texts(page, "#trace-status")
@@ -186,6 +190,7 @@ def test_step_through_tab(page):
     expect(page.locator("#trace-status")).to_contain_text("Token 5 of", timeout=TIMEOUT_MS)
 
 
+@pytest.mark.slow
 def test_is_in_the_step_through_shows_no_clocks(page):
     page.locator("#trace-method input[value=is]").check()
     page.locator("#trace-start").click()
@@ -197,6 +202,7 @@ def test_is_in_the_step_through_shows_no_clocks(page):
     page.locator("#trace-method input[value=gcswr]").check()
 
 
+@pytest.mark.slow
 def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
     page.get_by_role("tab", name="Hindsight").click()
     page.get_by_role("button", name="Take the side-by-side run's first GCSwR answer").click()
@@ -217,6 +223,7 @@ def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
     screenshot(page, screenshots / "screenshot-hindsight.png")
 
 
+@pytest.mark.slow
 def test_an_undecided_run_takes_more_seeds(page, app_url):
     """4 seeds can claim nothing (an exact test's floor at 4 seeds is above each comparison's share): the run ends
     undecided at its maximum and offers "more seeds", which continues the same sequence (to 12 seeds, or 20)."""
@@ -236,6 +243,7 @@ def test_an_undecided_run_takes_more_seeds(page, app_url):
     page.goto(app_url)
 
 
+@pytest.mark.slow
 def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):
     page.goto(app_url + "?tab=trace&method=gcs&seed=7&q=" + quote("What is DNA?\nExplain DNA."))
     expect(page.get_by_role("tab", name="Inside the sampler", selected=True)).to_be_visible(timeout=TIMEOUT_MS)
@@ -252,6 +260,7 @@ def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):
     page.goto(app_url)
 
 
+@pytest.mark.slow
 def test_a_step_through_link_restores_its_step_and_runs_it(page, app_url, screenshots, embedded_model):
     """A shared link shows the step it was taken at, at once (no click), and a step where a recycled clock decides
     paraphrase 2's race says so. Which step that is depends on the machine's kernels (the tokens do), so it is
@@ -281,6 +290,7 @@ def test_a_step_through_link_restores_its_step_and_runs_it(page, app_url, screen
     ("tab=compare&methods=" + quote("<form action=https://evil.example><input name=pw placeholder=password>"
                                     "<button>Log in</button></form>"), "<form action=https://evil.example>"),
 ])
+@pytest.mark.slow
 def test_markup_in_a_link_shows_as_text(page, app_url, query, shown):
     """What a link says reaches the page as text: no live link, image or form from someone else's markup."""
     requested = []
@@ -297,6 +307,7 @@ def test_markup_in_a_link_shows_as_text(page, app_url, query, shown):
     page.goto(app_url)
 
 
+@pytest.mark.slow
 def test_coupling_explorer_plots(page, screenshots):
     """The explorer plots on a click. The page load runs it too (the last test loaded a page): that run ends first,
     or its "Done" would be taken for the click's, and the click's run would still be going when the next test clicks
@@ -318,6 +329,7 @@ def test_coupling_explorer_plots(page, screenshots):
     screenshot(page, screenshots / "screenshot-coupling.png")
 
 
+@pytest.mark.slow
 def test_markup_in_an_error_shows_as_text(page):
     """Text typed by a user never becomes a link, form or image (it used to, in the error toast)."""
     page.get_by_role("tab", name="Coupling explorer").click()
@@ -332,6 +344,7 @@ def test_markup_in_an_error_shows_as_text(page):
     page.get_by_label("p (weights; normalised for you)").fill("0.5, 0.3, 0.15, 0.05")
 
 
+@pytest.mark.slow
 def test_sweep_tab_plots_curves(page, screenshots):
     page.get_by_role("tab", name="Consistency vs temperature").click()
     expect(page.locator("#sweep-table thead")).to_contain_text("mean consistency", timeout=TIMEOUT_MS)  # before a run
@@ -345,6 +358,7 @@ def test_sweep_tab_plots_curves(page, screenshots):
     screenshot(page, screenshots / "screenshot-sweep.png")
 
 
+@pytest.mark.slow
 def test_ab_tab_runs_both_arms_under_one_noise(page, app_url, screenshots):
     page.get_by_role("tab", name="A/B").click()
     expect(page.locator("#ab-effects thead")).to_contain_text("B − A", timeout=TIMEOUT_MS)  # before a run
@@ -377,6 +391,7 @@ def test_ab_tab_runs_both_arms_under_one_noise(page, app_url, screenshots):
 
 @pytest.mark.parametrize("hostile", ["[x](https://evil.example/a) ![](https://evil.example/t.png)",
                                      "<https://evil.example/auto> **b** `c` $$x$$"])
+@pytest.mark.slow
 def test_markdown_in_an_error_shows_as_text(page, app_url, hostile):
     """The status line is Markdown: Markdown quoted from user input in an error shows as typed there (it used to
     render: a live link, an image fetched from someone else's host, bold, code, math)."""
@@ -400,6 +415,7 @@ def test_markdown_in_an_error_shows_as_text(page, app_url, hostile):
     page.get_by_label("p (weights; normalised for you)").fill("0.5, 0.3, 0.15, 0.05")
 
 
+@pytest.mark.slow
 def test_a_number_typed_past_a_slider_s_range_is_named(page, app_url):
     """Gradio sets a typed 5 to the slider's maximum, 2, when the box loses focus; the page says so in a toast.
 

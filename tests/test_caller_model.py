@@ -119,6 +119,7 @@ def test_nested_calls_restore_only_at_the_outermost(training_model):
     assert not gcs.engines.invariance.is_row_invariant(module) and module.training
 
 
+@pytest.mark.slow
 def test_a_model_gcs_loaded_keeps_its_kernels(embedded_model):
     gcs.generate(["Hi"], max_new_tokens=2, model=embedded_model)
     assert gcs.engines.invariance.is_row_invariant(embedded_model.model) == gcs.engines.invariance.wanted("cpu")

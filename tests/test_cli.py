@@ -43,6 +43,7 @@ def _rows(out):
     return frame.sort_values(["group", "method", "seed", "temperature", "metric"]).reset_index(drop=True)
 
 
+@pytest.mark.slow
 def test_run_writes_every_file(finished_run):
     assert {p.name for p in finished_run.iterdir()} >= {"results.csv", "summary.md", "figure.html", "run.json"}
     rows = _rows(finished_run)
@@ -53,6 +54,7 @@ def test_run_writes_every_file(finished_run):
     assert json.loads((finished_run / "run.json").read_text())["metrics"] == ["e5", "jaccard"]
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_rows_and_extends(finished_run, tmp_path):
     before = (finished_run / "results.csv").read_bytes()
     result = gcs_cli(*RUN, "--out", str(finished_run))
@@ -61,6 +63,7 @@ def test_rerun_skips_finished_rows_and_extends(finished_run, tmp_path):
     assert changed.returncode == 2 and "other settings" in changed.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("option", [["--engine", "vllm"], ["--dtype", "other"]])
 def test_resuming_with_another_engine_or_dtype_is_refused(finished_run, embedded_model, option, capsys):
     """Rows computed by another engine or in another dtype differ: they must not join the same results.csv."""
@@ -77,6 +80,7 @@ def test_resuming_with_another_engine_or_dtype_is_refused(finished_run, embedded
     assert (finished_run / "results.csv").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_a_run_recorded_by_an_older_gcs_is_not_resumed_as_if_its_engine_were_known(tmp_path, capsys):
     out = tmp_path / "old"
     out.mkdir()
@@ -102,6 +106,7 @@ sys.exit(cli.main())
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(finished_run, tmp_path):
     out, held = tmp_path / "killed", tmp_path / "first-write-done"
     child = subprocess.Popen([sys.executable, "-c", HELD_AFTER_FIRST_WRITE, str(held), *RUN, "--out", str(out)],
@@ -122,6 +127,7 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(finished_run, 
     pd.testing.assert_frame_equal(_rows(out), _rows(finished_run), check_exact=False, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_interrupted_writes_are_repaired(tmp_path):
     path = tmp_path / "results.csv"
     log = ResultsLog(path, ["key", "metric", "value"], ["key"], rows_per_unit=2, types={"value": float})
@@ -134,6 +140,7 @@ def test_interrupted_writes_are_repaired(tmp_path):
     assert log.load()["value"].tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
+@pytest.mark.slow
 def test_style_command(tmp_path):
     out = tmp_path / "style"
     result = gcs_cli("style", "--data", "lists", "--limit", "3", "--seeds", "2", "--max-new-tokens", "8", "--quiet",
@@ -149,6 +156,7 @@ def test_style_command(tmp_path):
     [('{"id": "a", "prompts": ["x", "y"]}\n{oops}\n', "line 2: not valid JSON"),
      ('{"id": "a", "prompts": ["only one"]}\n', "at least 2")],
 )
+@pytest.mark.slow
 def test_bad_data_gives_a_clear_error_and_writes_nothing(tmp_path, content, message):
     data = tmp_path / "mine.jsonl"
     data.write_text(content)
@@ -158,12 +166,14 @@ def test_bad_data_gives_a_clear_error_and_writes_nothing(tmp_path, content, mess
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_argument_errors():
     with pytest.raises(SystemExit):
         cli.main(["run", "--data", "general", "--out", "x", "--temperatures", "hot"])
     assert cli.main(["run", "--data", "general", "--out", "x", "--limit", "0"]) == 2
 
 
+@pytest.mark.slow
 def test_compare_command_prints_each_method():
     """Through the entry point users type, in a process of its own."""
     result = subprocess.run([sys.executable, "-m", "gcs", "compare", "What is DNA?", "Explain DNA.", "--max-new-tokens",

@@ -35,6 +35,7 @@ def run_page(seeds: int, tokens: int) -> list[dict]:
                                        deployment.DEFAULT_MODEL, seeds))
 
 
+@pytest.mark.slow
 def test_the_page_streams_the_first_round_lands_each_round_and_says_why_it_stopped(embedded_model):
     updates = run_page(8, 6)
     verdicts = [i for i, update in enumerate(updates) if "verdict" in update]
@@ -54,6 +55,7 @@ def test_the_page_streams_the_first_round_lands_each_round_and_says_why_it_stopp
     assert len(final["downloads"]) == 2
 
 
+@pytest.mark.slow
 def test_more_seeds_continues_an_undecided_run(embedded_model):
     updates = run_page(4, 4)  # 4 seeds can claim nothing: the run ends undecided at its maximum
     state = next(u["run-state"] for u in reversed(updates) if "run-state" in u)
@@ -68,6 +70,7 @@ def test_more_seeds_continues_an_undecided_run(embedded_model):
     refused_in_ui(lambda: list(compare.compare_more({"resume": None})), "no undecided run to continue")
 
 
+@pytest.mark.slow
 def test_a_run_without_is_or_with_rounds_off_is_one_batch(embedded_model):
     fixed = list(compare.compare_stream(PARAPHRASES, 1.0, 4, 0, 1.0, ["is", "gcswr"], False, deployment.DEFAULT_MODEL,
                                         4, compare.HIGHLIGHTS[0], False))
@@ -78,6 +81,7 @@ def test_a_run_without_is_or_with_rounds_off_is_one_batch(embedded_model):
                   "stop once decided must be true or false")
 
 
+@pytest.mark.slow
 def test_the_endpoint_says_how_many_seeds_it_used_and_why_it_stopped(embedded_model):
     *_, answer = compare.compare(PARAPHRASES, 1.0, 4, 0, methods="is,gcswr", seeds=4)
     stopping = answer["stopping"]

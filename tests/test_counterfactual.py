@@ -103,6 +103,7 @@ def test_force_refuses_a_bad_index(bad, message):
 PROMPT = "Name a fruit and say one thing about it."
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["gcs", "gcswr", "is"])
 def test_replacing_a_token_by_itself_gives_the_response_back(embedded_model, method):
     frame = gcs.compare([PROMPT], methods=[method], seeds=[5], max_new_tokens=16, model=embedded_model)
@@ -117,6 +118,7 @@ def test_replacing_a_token_by_itself_gives_the_response_back(embedded_model, met
             assert same == response
 
 
+@pytest.mark.slow
 def test_an_edit_keeps_the_prefix_and_forces_the_replacement(embedded_model):
     response = "Apples are sweet and crunchy."
     edited = gcs.counterfactual(PROMPT, response, 0, " Lemons", seed=1, max_new_tokens=16, model=embedded_model)
@@ -137,6 +139,7 @@ def test_an_edit_keeps_the_prefix_and_forces_the_replacement(embedded_model):
     (dict(response="Hi <|im_end|> there"), "end-of-turn token"),
     (dict(finished="yes"), "finished must be True or False"),
 ])
+@pytest.mark.slow
 def test_bad_counterfactual_input_names_the_problem(embedded_model, kwargs, message):
     arguments = dict(prompt=PROMPT, response="Apples are sweet.", at=0, replacement=" Pears", model=embedded_model)
     with pytest.raises(ValueError, match=message):

@@ -68,6 +68,7 @@ def test_figures_carry_the_numbers():
     assert heatmap.data[0].customdata[0][1] == "1: a<br>2: " + "b" * 40
 
 
+@pytest.mark.slow
 def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
     texts = ["DNA is a molecule.", "DNA is genetic code 🧬.", "DNA is what genes are made of."]
     marked = gcs.shared_tokens(texts, embedded_model.tokenizer)
@@ -78,6 +79,7 @@ def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
     assert all(not s for _, s in gcs.shared_tokens(["alone"], embedded_model.tokenizer)[0])
 
 
+@pytest.mark.slow
 def test_compare_report_groups_by_method_and_seed(embedded_model):
     frame = gcs.compare(["What is DNA?", "Explain DNA."], seeds=[0], temperature=0, max_new_tokens=6,
                         model=embedded_model)
@@ -91,6 +93,7 @@ def test_compare_report_groups_by_method_and_seed(embedded_model):
     assert gain["n"] == 1 and gain["diff"] == 0 and gain["pairs"] == 1  # greedy: every method agrees
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rewordings", [[["Describe DNA."], []], [[], []]])
 def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings):
     """Ensembling requested, but only some prompts (or none) got rewordings: one group per method and seed.
@@ -108,6 +111,7 @@ def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings
     assert report.table["jaccard"].notna().all()
 
 
+@pytest.mark.slow
 def test_compare_report_of_one_prompt_is_refused_by_name(embedded_model):
     # a frame of one prompt has no pair to compare: it used to end in pandas' KeyError naming no metric
     frame = gcs.compare(["What is DNA?"], seeds=[0, 1], max_new_tokens=2, model=embedded_model)
@@ -115,6 +119,7 @@ def test_compare_report_of_one_prompt_is_refused_by_name(embedded_model):
         gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
 
 
+@pytest.mark.slow
 def test_closing_a_stream_stops_generation(embedded_model):
     """An abandoned UI request: generation must not run on for 500 tokens. The model's forward passes are counted:
     a stream whose stop were ignored would make 500 (closing waits for the worker either way)."""

@@ -36,6 +36,7 @@ def test_every_block_is_run_or_says_why_not():
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python" and b.illustrative is None],
                          ids=lambda b: b.name)
+@pytest.mark.slow
 def test_python_block_runs(block, tmp_path, monkeypatch, request):
     code = block.code
     if "gradio_client" in code:  # the HTTP API's example, against the app this suite serves
@@ -59,6 +60,7 @@ def commands(code: str) -> list[list[str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "bash" and b.illustrative is None],
                          ids=lambda b: b.name)
+@pytest.mark.slow
 def test_cli_lines_of_a_block_run(block, tmp_path, monkeypatch, embedded_model):
     ran = 0
     monkeypatch.chdir(tmp_path)

@@ -22,6 +22,7 @@ def small_sweep(embedded_model):
     return frame, seen, progress
 
 
+@pytest.mark.slow
 def test_sweep_frame_is_tidy_and_complete(small_sweep):
     frame, seen, progress = small_sweep
     assert list(frame.columns) == list(experiments.RESULT_COLUMNS)
@@ -34,6 +35,7 @@ def test_sweep_frame_is_tidy_and_complete(small_sweep):
                for g, r in zip(frame["group"], frame["responses"]))
 
 
+@pytest.mark.slow
 def test_sweep_responses_match_compare_and_greedy_agrees(small_sweep, embedded_model):
     frame, _, _ = small_sweep
     row = frame[(frame.group == "dna") & (frame.method == "gcswr") & (frame.seed == 1) & (frame.temperature == 1)].iloc[0]
@@ -43,6 +45,7 @@ def test_sweep_responses_match_compare_and_greedy_agrees(small_sweep, embedded_m
     assert (greedy == 1).all()  # at T=0 every method and seed gives the same responses
 
 
+@pytest.mark.slow
 def test_sweep_skips_finished_cells(small_sweep, embedded_model):
     frame, _, _ = small_sweep
     keys = {tuple(k) for k in frame[list(experiments.CELL_KEYS)].itertuples(index=False)}
@@ -55,6 +58,7 @@ def test_sweep_skips_finished_cells(small_sweep, embedded_model):
     np.testing.assert_allclose(rest["consistency"], expected["consistency"], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_sweep_drives_a_tqdm_bar(embedded_model):
     import io
 
@@ -66,6 +70,7 @@ def test_sweep_drives_a_tqdm_bar(embedded_model):
         assert bar.n == 2  # one cell per batch of at most 3 rows
 
 
+@pytest.mark.slow
 def test_sweep_scores_aligned_agreement(embedded_model):
     frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["is", "gcswr"], seeds=1, metrics=["aligned", "jaccard"],
                       model=embedded_model, max_new_tokens=12)
@@ -75,6 +80,7 @@ def test_sweep_scores_aligned_agreement(embedded_model):
     assert "aligned agreement" in gcs.consistency_figure(frame, "aligned").to_json()
 
 
+@pytest.mark.slow
 def test_sweep_with_ensembling(embedded_model):
     frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["gcswr"], seeds=1, metrics=["jaccard"],
                       model=embedded_model, max_new_tokens=FEW, ensembling=[False, True], rewordings=1)

@@ -73,6 +73,7 @@ def compare_ui(**changes):
     return list(compare.compare_stream(*arguments.values()))
 
 
+@pytest.mark.slow
 def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_model):
     out_of_memory = torch.OutOfMemoryError("CUDA out of memory (simulated)")
     with failing_forward(app_model, out_of_memory, on_call=3):
@@ -83,6 +84,7 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_mo
     assert updates[-1]["status"] == "Done."
 
 
+@pytest.mark.slow
 def test_exception_inside_a_streamed_generation(app_model, caplog):
     with failing_forward(app_model, RuntimeError("kernel exploded"), on_call=4) as calls:
         with caplog.at_level(logging.ERROR, logger="gcs.app"):
@@ -149,6 +151,7 @@ def test_secrets_never_reach_the_log(caplog):
     assert record.getMessage() == "loading with [redacted] and [redacted]"
 
 
+@pytest.mark.slow
 def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url, app_progress):
     """The app process as users start it, with GCS_QUEUE_SIZE=4 (the fixture's): while a long job holds the model
     lane, 8 clients arrive at once; exactly 4 wait and 4 are told the queue is full. The holder is then cancelled,
@@ -189,6 +192,7 @@ def test_download_folders_are_bounded():
     assert not folders[0].exists() and folders[-1].exists()
 
 
+@pytest.mark.slow
 def test_a_vllm_engine_that_cannot_start_falls_back_to_transformers(monkeypatch, app_model, caplog):
     """Where vLLM is installed but its engine fails to start, the demo keeps answering, on transformers."""
     import gcs.engines.vllm

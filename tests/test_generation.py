@@ -16,6 +16,7 @@ PARAPHRASES = ["What is the capital of France?", "Which city is the capital of F
 FEW = 12  # tokens per response: enough to differ, cheap on 2 cores
 
 
+@pytest.mark.slow
 def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
     assert embedded_model.is_chat and embedded_model.context_window >= 2048
     assert gcs.load_model() is embedded_model  # loaded once per process (per dtype)
@@ -54,6 +55,7 @@ def test_cache_survives_a_crash_mid_write(tmp_path, monkeypatch):
     assert "quantization_config" not in json.loads((target / "config.json").read_text())
 
 
+@pytest.mark.slow
 def test_deterministic_per_seed_and_seeds_differ(embedded_model):
     first = gcs.generate(PARAPHRASES, method="gcswr", seed=1, max_new_tokens=FEW, model=embedded_model)
     again = gcs.generate(PARAPHRASES, method="gcswr", seed=1, max_new_tokens=FEW, model=embedded_model)
@@ -62,11 +64,13 @@ def test_deterministic_per_seed_and_seeds_differ(embedded_model):
     assert all(isinstance(text, str) and text for text in first)
 
 
+@pytest.mark.slow
 def test_temperature_zero_agrees_across_methods(embedded_model):
     frame = gcs.compare(PARAPHRASES[:2], seeds=[0, 5], temperature=0, max_new_tokens=FEW, model=embedded_model)
     assert frame.groupby("prompt_index")["raw_response"].nunique().eq(1).all()
 
 
+@pytest.mark.slow
 def test_batch_invariance(embedded_model):
     frame = gcs.compare(PARAPHRASES, seeds=[3], max_new_tokens=FEW, model=embedded_model)
     for method in gcs.METHODS:
@@ -75,6 +79,7 @@ def test_batch_invariance(embedded_model):
         assert alone == row.response.tolist()
 
 
+@pytest.mark.slow
 def test_every_row_prefills_its_prompt_apart_from_its_last_token_once_per_distinct_prompt(embedded_model):
     """Each batch prefills its distinct prompts but their last token (one forward of 2 rows for 8), then
     ``generate`` takes the last tokens: the same two steps for a row alone, so nothing in a row's
@@ -100,6 +105,7 @@ def test_every_row_prefills_its_prompt_apart_from_its_last_token_once_per_distin
         hook.remove()
 
 
+@pytest.mark.slow
 def test_compare_frame(embedded_model):
     frame = gcs.compare(PARAPHRASES[:2], methods=("is", "gcswr"), seeds=(0, 1), max_new_tokens=4, model=embedded_model)
     assert len(frame) == 2 * 2 * 2
@@ -107,6 +113,7 @@ def test_compare_frame(embedded_model):
     assert frame.n_tokens.between(0, 4).all()
 
 
+@pytest.mark.slow
 def test_streaming_equals_non_streaming(embedded_model):
     parts = list(gcs.stream(PARAPHRASES, method="gcs", seed=4, max_new_tokens=FEW, model=embedded_model))
     assert len(parts) >= 2
@@ -117,6 +124,7 @@ def test_streaming_equals_non_streaming(embedded_model):
     assert frames[0].n_tokens.max() <= 1
 
 
+@pytest.mark.slow
 def test_ensembling(embedded_model):
     plain = gcs.generate(PARAPHRASES[:2], seed=6, max_new_tokens=FEW, model=embedded_model)
     assert gcs.generate(PARAPHRASES[:2], seed=6, max_new_tokens=FEW, model=embedded_model, ensemble=[[], []]) == plain
@@ -152,6 +160,7 @@ def test_strip_followups(text, expected):
     assert gcs.strip_followups(text) == expected
 
 
+@pytest.mark.slow
 def test_a_hallucinated_chat_turn_ends_the_response(embedded_model):
     """A special turn-start token (<|im_start|>) ends a response, before decoding drops special tokens.
 
@@ -199,6 +208,7 @@ def test_bad_input_is_refused_before_any_work(kwargs, message):
         gcs.generate(**arguments)
 
 
+@pytest.mark.slow
 def test_unknown_model_and_too_long_prompt(embedded_model):
     with pytest.raises(ValueError, match="could not load model 'no/such-model'"):
         gcs.generate(["hi"], model="no/such-model")
@@ -214,6 +224,7 @@ def test_compare_bad_input():
     assert gcs.batch.prompt_stream("a") != gcs.batch.prompt_stream("b")
 
 
+@pytest.mark.slow
 def test_local_path_loads_like_a_hub_id(embedded_model):
     local = gcs.load_model(str(gcs.models.embedded_model_path()), dtype=embedded_model.model.dtype)
     assert local is not embedded_model and local.is_chat
@@ -241,6 +252,7 @@ def test_clean_candidate(raw, expected):
     assert gcs.rewording.clean_candidate(raw) == expected
 
 
+@pytest.mark.slow
 def test_rewordings_are_checked_questions(embedded_model):
     """The model used to answer instead of rewording ("What is DNA?" -> "DNA is a molecule ..."): every
     delivered rewording now reads as a question, differs from the prompt and is close to it in meaning."""
@@ -256,6 +268,7 @@ def test_rewordings_are_checked_questions(embedded_model):
     assert report.acceptance == report.accepted / report.candidates
 
 
+@pytest.mark.slow
 def test_streamed_text_grows_into_the_final_text(embedded_model):
     """Streaming decodes only new tokens per step: every partial text is a prefix of the final one."""
     frames = list(gcs.stream_compare(PARAPHRASES, methods="gcswr", seeds=[4], max_new_tokens=24,
@@ -267,6 +280,7 @@ def test_streamed_text_grows_into_the_final_text(embedded_model):
     assert frames[-2]["raw_response"].tolist() == frames[-1]["raw_response"].tolist()
 
 
+@pytest.mark.slow
 def test_a_fixed_set_of_runs_gives_the_same_tokens_in_another_process(embedded_model, tmp_path):
     """scripts/fixed_runs.py's quick runs (one batch, truncation, rounds, hindsight) in this process and in a fresh
     one with other hash seeds: the same tokens. The whole set (ensembling, counterfactual, the race, A/B, vLLM too)

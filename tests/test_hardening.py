@@ -32,6 +32,7 @@ PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
 
 # 1. /sweep's metric is allowlisted; no error reveals the server's filesystem
+@pytest.mark.slow
 def test_sweep_metric_cannot_name_a_server_path(client, tmp_path):
     existing, missing = str(Path.home()), str(tmp_path / "no-such-folder")
     messages = [error_text(lambda m=m: client.predict(PARAPHRASES, "1", 1, "is", m, 4, api_name="/sweep"))
@@ -43,11 +44,13 @@ def test_sweep_metric_cannot_name_a_server_path(client, tmp_path):
 
 
 # 2. repeated methods run once; the total work and each paraphrase's tokens are capped
+@pytest.mark.slow
 def test_repeated_methods_run_once(client):
     result = client.predict(PARAPHRASES, 0.0, 4, 0, 1.0, ",".join(["is"] * 150), api_name="/compare")
     assert list(result["responses"]) == ["is"] and len(result["responses"]["is"]) == 2
 
 
+@pytest.mark.slow
 def test_total_work_is_capped(client):
     eight = "\n".join(f"Question number {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
     message = error_text(lambda: client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True,
@@ -97,6 +100,7 @@ def held_lane_app(monkeypatch):
         demo.close()
 
 
+@pytest.mark.slow
 def test_coupling_answers_while_the_model_lane_is_full(held_lane_app):
     """A model job holds the lane until released; a burst of 10 more arrives at once: exactly 4 (the waiting limit)
     wait and 6 are told the queue is full, while the coupling explorer answers in its own lane. Released, the
@@ -153,6 +157,7 @@ def compare_outputs() -> set[str]:
     return set(event.fn.components)
 
 
+@pytest.mark.slow
 def test_side_by_side_downloads_are_spreadsheet_safe(embedded_model):
     updates = list(compare.compare_stream('=HYPERLINK("http://x")\n@SUM(A1)', 0.0, 4, 0, 1.0, ["gcswr"], False,
                                           gcs.DEFAULT_MODEL))
@@ -215,6 +220,7 @@ def test_redaction_covers_tracebacks_and_headers():
 
 
 # 8. user text is shown as text (plot labels; error messages)
+@pytest.mark.slow
 def test_markup_in_user_text_is_escaped(embedded_model):
     final = list(compare.compare_stream('<a href="http://evil.example">x</a>\n<b>bold</b>', 0.0, 4, 0, 1.0, ["gcswr"],
                                         False, gcs.DEFAULT_MODEL))[-1]
@@ -234,6 +240,7 @@ def test_markup_in_user_text_is_escaped(embedded_model):
      ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, "gcswr", "yes"), "ensembling must be true or false"),
      ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, 5), "methods must be")],
 )
+@pytest.mark.slow
 def test_small_bad_inputs(client, endpoint, arguments, message):
     assert message in error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
@@ -267,6 +274,7 @@ def test_full_disk_is_a_clear_error(tmp_path, capsys, monkeypatch):
 
 
 # 10. a user error is logged in one line, never with a traceback
+@pytest.mark.slow
 def test_a_refused_request_logs_one_line(client, app_log, app_progress):
     before = app_log.read_text()
     message = error_text(lambda: client.predict("only one line", 1.0, 8, 0, api_name="/compare"))

@@ -18,6 +18,7 @@ HIEROGLYPHS = "\U00013000" * 1000  # 1,000 characters, about 4,000 tokens
 TAGS = "Why is the sky blue?" + "\U000e0041" * 20  # invisible: four tokens each
 
 
+@pytest.mark.slow
 def test_oversized_bodies_are_refused_before_they_are_read(app_url, app_progress, client):
     url, json_type = app_url + "gradio_api/call/compare", {"content-type": "application/json"}
     declared = served("POST", url, app_progress, content=b"x" * 3_000_000, headers=json_type)
@@ -32,6 +33,7 @@ def test_oversized_bodies_are_refused_before_they_are_read(app_url, app_progress
     ("/hindsight", ("Why is the sky blue?", "Blue.", HIEROGLYPHS)),
     ("/counterfactual", (HIEROGLYPHS, "Blue.", 0, " Red")),
 ])
+@pytest.mark.slow
 def test_every_model_endpoint_caps_a_paraphrase_s_tokens(client, endpoint, arguments):
     assert "tokens long as the model sees it" in error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
@@ -41,10 +43,12 @@ def test_every_model_endpoint_caps_a_paraphrase_s_tokens(client, endpoint, argum
     ("/compare", (f"{TAGS}\nWhat makes it blue?",)),
     ("/hindsight", ("Why is the sky blue?", "Blue\u202e.", "What makes it blue?")),
 ])
+@pytest.mark.slow
 def test_invisible_and_direction_overriding_characters_are_refused(client, endpoint, arguments):
     assert "invisible or direction-overriding" in error_text(lambda: client.predict(*arguments, api_name=endpoint))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("response", ["Blue\x00.", "Blue\x01 sky", "Blue\x1b[2J"])
 def test_a_response_with_control_characters_is_refused_by_hindsight(client, response):
     message = error_text(lambda: client.predict("Why is the sky blue?", response, "What makes it blue?",
@@ -75,6 +79,7 @@ ABANDONING_CLIENT = ("import json, sys, time; from gradio_client import Client\n
                      "time.sleep(3600)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("endpoint, arguments", ABANDONED)
 def test_an_abandoned_call_stops_its_work(app_url, app_log, app_progress, client, endpoint, arguments):
     """A client that goes away mid-call: the model lane serves the next call, and the log shows the work stopped
@@ -105,6 +110,7 @@ def test_an_abandoned_call_stops_its_work(app_url, app_log, app_progress, client
         assert line.endswith("its work stopped before its end"), line
 
 
+@pytest.mark.slow
 def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, app_log, app_progress):
     secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K" * 2
     huge = "why " * 200_000  # under the body limit, far over anything a log should hold
@@ -124,6 +130,7 @@ def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, ap
 
 @pytest.mark.parametrize("route", ["gradio_api/run/trace", "gradio_api/api/trace", "gradio_api/run/coupling",
                                    "gradio_api/run/predict"])
+@pytest.mark.slow
 def test_no_route_runs_work_beside_the_queue(app_url, app_log, app_progress, route):
     """Gradio answers /run/<name>, /api/<name> and /run/predict (any event, by its index) without its queue:
     model work beside the model lane, past its waiting limit. Closed, with a sentence naming the queued route,
@@ -179,6 +186,7 @@ def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
     assert len({id(t) for t in mine.values()}) == 3 and model.tokenizer not in mine.values()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [70_000, 300_000])
 def test_a_link_too_long_for_the_server_is_refused_plainly(app_url, app_log, app_progress, length):
     """Links past what the HTTP server reads get a 4xx answer, never a 500 or a traceback in the log."""

@@ -67,6 +67,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4] 
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("progress", [False, True], ids=["plain call", "call with progress"])
 def test_an_mcp_call_stops_when_its_client_is_killed(app_url, app_log, app_progress, client, progress):
     """Gradio ran each tool through a loopback client that nothing cancelled: a killed MCP client left its job
@@ -115,6 +116,7 @@ def rows_per_forward(embedded_model):
         handle.remove()
 
 
+@pytest.mark.slow
 def test_a_stop_during_a_big_prefill_ends_it_before_its_other_chunks(embedded_model, rows_per_forward):
     """A 48-row prefill took tens of seconds after the stop was set (the prefill never checked it). Now the rows go
     through in chunks and the stop is checked between them: one chunk, no step, ``Cancelled``."""
@@ -124,6 +126,7 @@ def test_a_stop_during_a_big_prefill_ends_it_before_its_other_chunks(embedded_mo
     assert len(seen) == 1 and seen[0] < 48, f"rows per forward after the stop: {seen}"
 
 
+@pytest.mark.slow
 def test_a_stop_reaches_a_streamed_side_by_side_run(embedded_model, rows_per_forward):
     """/compare streams ``gcs.stream_compare``: its stop must reach the runner's prefill too."""
     seen, stop = rows_per_forward
@@ -134,6 +137,7 @@ def test_a_stop_reaches_a_streamed_side_by_side_run(embedded_model, rows_per_for
     assert len(seen) == 1 and seen[0] < 16, seen
 
 
+@pytest.mark.slow
 def test_a_stream_that_ends_by_itself_leaves_its_stop_unset(embedded_model):
     """The transformers runner set its caller's stop event after every run: a finished stream would read as stopped."""
     stop = threading.Event()
@@ -142,6 +146,7 @@ def test_a_stream_that_ends_by_itself_leaves_its_stop_unset(embedded_model):
     assert not stop.is_set() and len(frames[-1]) == 2
 
 
+@pytest.mark.slow
 def test_a_prefill_in_chunks_is_the_prefill_in_one(embedded_model, monkeypatch):
     """Each row's cache is the same whatever chunk it went through (row-invariant kernels): same answers as before."""
     batch = many_rows(embedded_model, 12)
@@ -161,6 +166,7 @@ def strict(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
+@pytest.mark.slow
 def test_trace_results_are_strict_json_where_top_p_gives_infinite_arrivals(app_url, app_progress):
     """A candidate that top-p cut has probability 0 and arrives at E/0 = infinity: it was written as bare
     ``Infinity`` (144 of them), which is not JSON."""
@@ -196,6 +202,7 @@ def raw_request(app_url: str, request: str, progress: Progress) -> int:
     return int(patiently(ask, "the answer to a raw request", progress).split(b" ", 2)[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("length", [60_100, 65_480, 65_510, 65_530, 100_000])
 @pytest.mark.parametrize("route", ["/?tab=", "/gradio_api/queue/join?tab=", "/config?x=", "/gradio_api/mcp/?x="])
 def test_a_url_over_the_limit_is_refused_plainly_on_every_route(app_url, app_log, app_progress, route, length):
@@ -210,6 +217,7 @@ def test_a_url_over_the_limit_is_refused_plainly_on_every_route(app_url, app_log
     assert log_count(app_log, "Traceback") == tracebacks
 
 
+@pytest.mark.slow
 def test_a_host_header_over_the_limit_is_refused_plainly(app_url, app_progress):
     status = raw_request(app_url, f"GET /config HTTP/1.1\r\nHost: {'h' * 2_000}\r\nConnection: close\r\n\r\n",
                          app_progress)
@@ -221,6 +229,7 @@ def test_a_host_header_over_the_limit_is_refused_plainly(app_url, app_progress):
 FORGED = "x\n2026-01-01 00:00:00,000 gcs.app ERROR forged\x1b[2J"
 
 
+@pytest.mark.slow
 def test_an_mcp_tool_name_cannot_forge_a_log_line(app_url, app_log, app_progress):
     async def call():
         from mcp import ClientSession
@@ -279,6 +288,7 @@ def test_a_long_traceback_keeps_its_last_line():
      "the replacement holds an end-of-turn token"),
     ("/hindsight", ("Why is the sky blue?", "\u200b\u2060", "What makes it blue?"), "enter the response"),
 ])
+@pytest.mark.slow
 def test_bad_text_is_refused_in_one_line(app_url, app_log, app_progress, endpoint, arguments, message):
     """A lone surrogate failed in the tokenizer and ``at=Infinity`` in ``int()``: "generation failed", with a
     traceback. (Sent as raw JSON: gradio_client cannot encode either. Infinity is now refused before any endpoint
@@ -303,6 +313,7 @@ def raw_call(app_url: str, endpoint: str, data: list, progress: Progress) -> tup
     return events[-1], answer.split("data:")[-1]
 
 
+@pytest.mark.slow
 def test_an_unknown_endpoint_or_event_is_refused_without_a_traceback(app_url, app_log, app_progress):
     tracebacks, size = log_count(app_log, "Traceback"), len(app_log.read_text())
     for _ in range(20):
@@ -328,6 +339,7 @@ def queued_call(app_url: str, fn_index: int, data: list, progress: Progress) -> 
     raise AssertionError("the stream ended without a result")
 
 
+@pytest.mark.slow
 def test_a_choice_outside_its_choices_is_refused_briefly(app_url, app_log, app_progress):
     """A radio button or dropdown value outside its choices: Gradio quoted it whole and logged a 1.8 KB traceback."""
     config = served("GET", f"{app_url}config", app_progress).json()
@@ -351,6 +363,7 @@ def upload_from(app_url: str, address: str, progress: Progress, size: int = 1_00
     return patiently(upload, "an upload's answer", progress)
 
 
+@pytest.mark.slow
 def test_one_client_s_uploads_are_bounded(app_url, app_progress):
     """100 uploads of 1 MB from one client were accepted in 1.2 s, each kept an hour: one client filled the disk."""
     allowed = int(limits.LIMITS["uploads per client"].high)
@@ -383,6 +396,7 @@ def test_every_client_s_uploads_are_bounded_in_total(monkeypatch):
     ("/sweep", ("builtin:" + "9" * 1_900_000,), "builtin:N needs a whole number N from 1 to 50"),
     ("/trace", ("Why?\nHow come?", "gcswr", 0, "t" * 100_000), "temperature must be a number, got 'ttt"),
 ])
+@pytest.mark.slow
 def test_an_error_quotes_at_most_a_hundred_characters_of_the_value(client, endpoint, arguments, message):
     text = error_text(lambda: client.predict(*arguments, api_name=endpoint))
     assert message in text and len(text) < 1_000, text[:300]
@@ -399,6 +413,7 @@ def test_an_uploaded_file_s_text_meets_the_rules_typed_text_meets(tmp_path, prom
         sweep.sweep_groups("uploaded file", "", 0, str(path))
 
 
+@pytest.mark.slow
 def test_a_counterfactual_cannot_write_an_end_of_turn_inside_a_response(embedded_model):
     """/hindsight refuses a response holding the end-of-turn token; a counterfactual replacement holding it ended
     the response instead. Both are refused now, by the library, with the same words."""

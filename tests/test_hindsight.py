@@ -231,6 +231,7 @@ def test_the_end_token_is_drawn_in_proportion_to_its_probability():
 
 
 # -- the real model --------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_hindsight_on_the_prompt_itself_continues_an_unfinished_response(embedded_model):
     prompt = "Name three fruits."
     response = gcs.generate([prompt], method="gcswr", seed=3, max_new_tokens=12, model=embedded_model)[0]
@@ -247,6 +248,7 @@ HALVES = 10  # first halves replayed (unfinished prefixes): the 24-token test be
 LONG_REPLAY_SEEDS = 20  # the issue's measurement: 20 seeds of 24 tokens (each replay is two 25-step generations)
 
 
+@pytest.mark.slow
 def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dtype(embedded_model):
     """The premise of hindsight, where users meet it: for 30 seeds of a yes/no prompt, each response taken by its token
     ids (a compare frame's ``token_ids``), the prompt replayed with the posterior noise gives back a finished
@@ -283,6 +285,7 @@ def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dt
     assert len(by_text.response_tokens) == 2 and by_text.reads_back  # as text: 'Yes', '\n\n', another observation
 
 
+@pytest.mark.slow
 def test_responses_are_taken_by_ids_as_by_text_where_their_text_reads_back(embedded_model):
     ids = embedded_model.tokenizer.encode("Blue is a calm colour", add_special_tokens=False)
     arguments = dict(prompt="Name a colour.", paraphrases=["Tell me one colour."], seed=2, max_new_tokens=8,
@@ -293,6 +296,7 @@ def test_responses_are_taken_by_ids_as_by_text_where_their_text_reads_back(embed
         == "Blue is a calm colour"
 
 
+@pytest.mark.slow
 def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):
     prompt, paraphrases = "Name a colour.", ["Tell me one colour.", "Which colour comes to mind?"]
     first = gcs.hindsight(prompt, "Blue is a calm colour", paraphrases, seed=0, max_new_tokens=8, model=embedded_model)
@@ -312,12 +316,14 @@ def test_hindsight_answers_each_paraphrase_reproducibly(embedded_model):
     (dict(response=[10**9]), r"token ids must be in \[0, 49152\)"),
     (dict(response=[2]), "end-of-turn token at token 1"),
 ])
+@pytest.mark.slow
 def test_hindsight_bad_input_names_the_problem(embedded_model, kwargs, message):
     arguments = dict(prompt="Name a colour.", response="Blue", paraphrases=["Tell me a colour."], model=embedded_model)
     with pytest.raises(ValueError, match=message):
         gcs.hindsight(**{**arguments, **kwargs})
 
 
+@pytest.mark.slow
 def test_the_replay_reproduces_24_token_unfinished_responses_at_the_default_dtype(embedded_model):
     """The issue's own measurement, where bf16 failed before (5/20): Y = 24 tokens of GCSwR at T = 1, cut by the
     token limit (unfinished); hindsight on the prompt itself must continue Y, for 20 seeds of 20."""

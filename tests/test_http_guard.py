@@ -48,6 +48,7 @@ def post_json(url: str, body: str, progress) -> httpx.Response:
     ("gradio_api/call/compare/no-such-event", "holds no event 'no-such-event'"),
     ("gradio_api/call/v2/compare/no-such-event", "holds no event 'no-such-event'"),
 ])
+@pytest.mark.slow
 def test_a_stream_the_server_does_not_hold_is_refused_plainly(app_url, app_log, app_progress, route, says):
     """Gradio started a 200 event stream for these, then raised inside it: the connection dropped mid-body (httpx
     reads the whole answer, and raised "incomplete chunked read") and 4 KB of traceback per request."""
@@ -58,6 +59,7 @@ def test_a_stream_the_server_does_not_hold_is_refused_plainly(app_url, app_log, 
     assert_quiet(app_log, since)
 
 
+@pytest.mark.slow
 def test_a_stream_the_server_holds_still_streams_its_result(app_url, app_progress):
     """The guard checks what Gradio holds, as Gradio does: a raw call's stream still ends with its result."""
     called = served("POST", f"{app_url}gradio_api/call/coupling", app_progress,
@@ -79,6 +81,7 @@ def test_a_stream_the_server_holds_still_streams_its_result(app_url, app_progres
     ("gradio_api/call/v2/coupling", '{"seed": -Infinity}'),
     ("gradio_api/call/counterfactual", '{"data": ["Why is the sky blue?", "Because.", Infinity, " air"]}'),
 ])
+@pytest.mark.slow
 def test_a_number_json_does_not_have_is_refused_plainly(app_url, app_log, app_progress, route, body):
     """Python's JSON parser reads NaN, Infinity and 1e400 (as infinity); Gradio then refused the field with a 422
     quoting it back, which cannot be written as JSON: HTTP 500 and a traceback ("Out of range float values are not
@@ -96,6 +99,7 @@ def test_a_number_json_does_not_have_is_refused_plainly(app_url, app_log, app_pr
     ("gradio_api/call/compare", {"data": "x" * 100_000}, ["body", "data"]),
     ("gradio_api/cancel", {"k" * 100_000: 1}, ["body", "session_hash"]),
 ])
+@pytest.mark.slow
 def test_a_field_of_the_wrong_shape_is_refused_without_its_value(app_url, app_progress, route, body, where):
     """FastAPI's 422 quoted the value whole: 100 KB sent, 100 KB back (300 KB for three missing fields)."""
     answer = served("POST", app_url + route, app_progress, json=body)
@@ -108,6 +112,7 @@ def test_a_field_of_the_wrong_shape_is_refused_without_its_value(app_url, app_pr
     ("gradio_api/call/v2/coupling", {"k" * 100_000: 1}, 400, "has no parameter 'kkk"),
     ("gradio_api/call/v2/compare", {"temperature": 1.0}, 400, "needs a value for paraphrases"),
 ])
+@pytest.mark.slow
 def test_a_keyword_call_gradio_cannot_read_is_refused_plainly(app_url, app_log, app_progress, route, body, status,
                                                               says):
     """Gradio's keyword form (POST /gradio_api/call/v2/<name>) answered an unknown endpoint, an unknown parameter and
@@ -119,6 +124,7 @@ def test_a_keyword_call_gradio_cannot_read_is_refused_plainly(app_url, app_log, 
     assert_quiet(app_log, since)
 
 
+@pytest.mark.slow
 def test_the_example_loader_takes_only_an_example_s_index(app_url, app_log, app_progress):
     """The one event the app leaves unqueued (Gradio's example loader, on /run/predict): Gradio answers every failure
     there with HTTP 500, and an index of null with a traceback; an event that runs only in the page has no server
@@ -156,6 +162,7 @@ async def mcp_error_texts(app_url: str, calls: list[tuple[str, dict]]) -> list[s
     return texts
 
 
+@pytest.mark.slow
 def test_an_mcp_tool_error_is_short_whatever_the_call_sent(app_url, app_progress):
     """A 100,000-character tool name came back in a 100,034-character error; a value of the wrong type (the mcp
     package's schema check) and a parameter the tool does not have (Gradio) were quoted whole too."""
@@ -180,6 +187,7 @@ def upload_from(app_url: str, progress, address: str, size: int = 1_000, headers
     return patiently(upload, f"an upload from {address}", progress)
 
 
+@pytest.mark.slow
 def test_an_upload_gradio_refuses_does_not_use_up_the_quota(app_url, app_progress):
     """Uploads were counted on arrival, so a file Gradio refused (over 1 MB: 413) spent its client's quota: 12
     refusals and 8 uploads, and the 21st got 429."""
@@ -189,6 +197,7 @@ def test_an_upload_gradio_refuses_does_not_use_up_the_quota(app_url, app_progres
     assert upload_from(app_url, app_progress, "127.0.0.71") == 429  # still bounded
 
 
+@pytest.mark.slow
 def test_a_forwarded_address_is_believed_only_from_a_configured_proxy(app_url, app_progress):
     """uvicorn believed X-Forwarded-For from 127.0.0.1, so any local client could spend another's upload quota (or
     dodge its own). No proxy is configured here (GCS_TRUSTED_PROXIES unset): the peer's address is the client. The

@@ -75,6 +75,7 @@ def test_the_values_of_the_attack_on_ab_are_refused_as_bad_input():
     ({"method": ["gcs"]}, "method must be text"),
     ({"scores": [{}]}, "scores must be text"),
 ])
+@pytest.mark.slow
 def test_wrong_types_through_gradio_client_are_refused_not_logged_as_faults(client, app_log, arguments, message):
     before = app_log.read_text()
     text = error_text(lambda: client.predict("What is DNA?", **arguments, api_name="/ab"))

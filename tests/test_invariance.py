@@ -343,6 +343,7 @@ def rows_of(prompt: str, seeds) -> list[Row]:
     return [Row(prompt, method, seed) for method in gcs.METHODS for seed in seeds]
 
 
+@pytest.mark.slow
 def test_a_row_gets_the_same_tokens_alone_beside_2_and_beside_47_rows(embedded_model):
     settings = gcs.SamplingSettings(temperature=1.0, max_new_tokens=24)
     mine = rows_of(PROMPT, [3, 11])  # 6 rows: every method, two seeds

@@ -45,6 +45,7 @@ def call_tool(app_url: str, app_progress, name: str, arguments: dict):
     return ast.literal_eval(content.text)
 
 
+@pytest.mark.slow
 def test_the_schema_lists_every_public_endpoint_with_its_parameters_described(app_url, app_progress):
     schema = served("GET", f"{app_url}gradio_api/mcp/schema", app_progress).json()
     tools = {tool["name"]: tool for tool in schema}
@@ -61,6 +62,7 @@ def test_the_schema_lists_every_public_endpoint_with_its_parameters_described(ap
     assert tools["hindsight"]["inputSchema"]["properties"]["finished"]["type"] == "boolean"
 
 
+@pytest.mark.slow
 def test_a_coupling_tool_call_returns_the_documented_result(app_url, app_progress):
     result = call_tool(app_url, app_progress, "coupling", {"p": "0.6, 0.3, 0.1", "trials": 400, "steps": 400})
     assert set(result) == {"curve", "recycling", "recycling_chi_square_p"}
@@ -70,6 +72,7 @@ def test_a_coupling_tool_call_returns_the_documented_result(app_url, app_progres
     assert 0 <= result["recycling_chi_square_p"] <= 1 and len(result["recycling"]) == 3
 
 
+@pytest.mark.slow
 def test_a_compare_tool_call_gives_what_the_http_api_gives(app_url, app_progress):
     paraphrases = "What is DNA?\nExplain DNA briefly."
     arguments = {"paraphrases": paraphrases, "temperature": 1.0, "max_new_tokens": 8, "seed": 5,
@@ -83,6 +86,7 @@ def test_a_compare_tool_call_gives_what_the_http_api_gives(app_url, app_progress
     assert "verdict" in by_tool and "summary" in by_tool
 
 
+@pytest.mark.slow
 def test_a_bad_tool_call_is_an_error_naming_the_problem(app_url, app_progress):
     async def call():
         http, connection = mcp_session(app_url)
@@ -101,6 +105,7 @@ def test_gcs_mcp_turns_the_tools_off(monkeypatch, setting, served):
     assert ui.mcp_server() is served
 
 
+@pytest.mark.slow
 def test_an_ab_tool_call_answers_both_arms_with_the_control(app_url, app_progress):
     result = call_tool(app_url, app_progress, "ab", {"prompts": "What is DNA?", "b_system": "Answer in one word.",
                                                      "seeds": 2, "max_new_tokens": 8})

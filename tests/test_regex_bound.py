@@ -52,6 +52,7 @@ def test_ab_stops_on_the_bound_naming_the_answer():
                metrics=[f"regex:{EXPONENTIAL}"], max_new_tokens=16, control=False)
 
 
+@pytest.mark.slow
 def test_the_ab_command_stops_on_the_bound(embedded_model, tmp_path):
     from test_cli import gcs_cli
 

@@ -21,6 +21,7 @@ def answers(frame: pd.DataFrame) -> list[tuple]:
     return list(frame.sort_values(KEYS)[[*KEYS, "raw_response"]].itertuples(index=False, name=None))
 
 
+@pytest.mark.slow
 def test_each_round_s_answers_are_a_one_batch_run_s_and_the_last_report_says_why_it_stopped(embedded_model):
     reports = list(gcs.compare_rounds(PARAPHRASES, methods=["is", "gcswr"], max_seeds=8, rounds=(3, 5),
                                       metrics=("aligned",), max_new_tokens=8, model=embedded_model, futility=0))
@@ -35,6 +36,7 @@ def test_each_round_s_answers_are_a_one_batch_run_s_and_the_last_report_says_why
     assert sorted(last.report.scores["seed"].unique()) == list(range(8))  # every round scored once, none twice
 
 
+@pytest.mark.slow
 def test_more_seeds_continues_the_same_sequence(embedded_model):
     """4 seeds with 2 comparisons can claim nothing (the exact test's floor 0.125 is above 0.025): the run ends
     undecided, and "more seeds" answers seeds 4 to 11 at the plan's first extension look."""
@@ -49,6 +51,7 @@ def test_more_seeds_continues_the_same_sequence(embedded_model):
     assert answers(more[0].frame[more[0].frame["seed"] >= 4]) == answers(later)
 
 
+@pytest.mark.slow
 def test_bad_runs_are_refused_before_any_answer(embedded_model):
     for arguments, message in (({"methods": ["gcs", "gcswr"]}, "methods must hold is and another"),
                                ({"max_seeds": 0}, "max_seeds"), ({"futility": 1.0}, "futility must be in"),
@@ -103,6 +106,7 @@ def test_the_verdict_of_a_run_in_rounds_says_what_each_look_decided_and_why_it_s
     assert not any(line.endswith("beyond noise (decided after 16 seeds).") for line in flagged)
 
 
+@pytest.mark.slow
 def test_a_run_in_rounds_scores_more_than_it_tests(embedded_model):
     (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=2, rounds=(2,), metrics=("aligned",),
                                    report_metrics=("jaccard", "aligned"), max_new_tokens=4, model=embedded_model)

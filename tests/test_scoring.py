@@ -25,6 +25,7 @@ def test_identical_texts_score_one(metric):
     assert matrix[0, 1] > 0.999 and np.allclose(matrix, matrix.T)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["e5", "minilm", "jaccard"])
 @pytest.mark.parametrize("anchor, related, unrelated", RELATED)
 def test_related_beats_unrelated(metric, anchor, related, unrelated, embedded_model):
@@ -104,6 +105,7 @@ def test_aligned_agreement_scores_shared_runs_not_shared_words():
         gcs.similarity(["a", "b"], "aligned:some/model")
 
 
+@pytest.mark.slow
 def test_jaccard_uses_the_generating_models_token_ids(embedded_model):
     tokenizer = embedded_model.tokenizer
     a, b = "The cat sat on the mat.", "The dog sat on the rug."

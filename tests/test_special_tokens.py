@@ -85,6 +85,7 @@ def test_text_that_only_looks_like_markup_is_accepted(tiny):
     ("a_template", "{prompt}<|im_end|>", "the template of variant 'A'"),
     ("prompts", "What is DNA?<|im_start|>", "prompts[0]"),
 ])
+@pytest.mark.slow
 def test_the_ab_endpoint_refuses_chat_markup_before_any_answer(embedded_model, monkeypatch, field, value, named):
     import ui
 
@@ -98,6 +99,7 @@ def test_the_ab_endpoint_refuses_chat_markup_before_any_answer(embedded_model, m
         list(ui.ENDPOINTS["ab"][0](**arguments))
 
 
+@pytest.mark.slow
 def test_hindsight_and_the_ab_tab_say_it_alike(embedded_model):
     """The rule hindsight had (an end-of-turn token inside a response) is the rule for all user text."""
     with pytest.raises(ValueError, match="the response holds an end-of-turn token, '<\\|im_end\\|>', at character 4"):

@@ -80,6 +80,7 @@ def test_classifier_validation():
         gcs.LLMJudge("terse", "Is it terse?", ["terse", "not terse"])
 
 
+@pytest.mark.slow
 def test_llm_judge_plugs_in(embedded_model):
     judge = gcs.LLMJudge(
         "terse", "Is the response terse or not?\nResponse:```{response}```.\nTo make your answer easy to extract "
@@ -91,6 +92,7 @@ def test_llm_judge_plugs_in(embedded_model):
     assert len(labels) == 2 and set(labels) <= {"terse", "not terse", "unparsed"}
 
 
+@pytest.mark.slow
 def test_style_responses_on_the_real_model(embedded_model):
     questions = gcs.load_groups("lists")[:3]
     frame = gcs.style_responses(questions, seeds=2, max_new_tokens=12, model=embedded_model, batch_rows=5)

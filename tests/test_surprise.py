@@ -76,6 +76,7 @@ def test_generation_records_the_excess_a_pass_over_the_drawn_tokens_computes():
     assert "excess_surprise" not in plain
 
 
+@pytest.mark.slow
 def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(embedded_model):
     """The rounds' own excess (no second pass) matches a pass over the drawn tokens of the embedded model and flags
     T = 2, and ``gcs.verdict`` of the run says so without being given it."""

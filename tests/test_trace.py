@@ -11,6 +11,7 @@ import gcs
 PROMPTS = ["Why is the sky blue?", "What makes the sky look blue?"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["is", "gcs", "gcswr"])
 def test_trace_winners_are_generates_tokens(embedded_model, method):
     trace = gcs.trace(PROMPTS, method, seed=5, temperature=0.9, top_p=0.95, max_new_tokens=12, model=embedded_model)
@@ -22,6 +23,7 @@ def test_trace_winners_are_generates_tokens(embedded_model, method):
     assert len(trace.steps) <= 12 and all(len(step) == 2 for step in trace.steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_the_winner_is_the_first_arrival(embedded_model, method):
     trace = gcs.trace(PROMPTS, method, seed=2, max_new_tokens=8, top=50, model=embedded_model)
@@ -32,6 +34,7 @@ def test_the_winner_is_the_first_arrival(embedded_model, method):
         assert probabilities[:-1] == sorted(probabilities[:-1], reverse=True)
 
 
+@pytest.mark.slow
 def test_gcswr_losers_keep_their_residual_and_the_winner_is_redrawn(embedded_model):
     """E_i after = E_i - T p_i for every loser (T: the winner's arrival); the winner's noise is new."""
     trace = gcs.trace(PROMPTS, "gcswr", seed=9, max_new_tokens=6, model=embedded_model)
@@ -44,6 +47,7 @@ def test_gcswr_losers_keep_their_residual_and_the_winner_is_redrawn(embedded_mod
                 assert c.noise_after == pytest.approx(max(c.noise - race_time * c.probability, 0), rel=1e-3, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_gcs_rows_race_with_one_noise_vector_and_is_rows_draw_apart(embedded_model):
     gcs_trace = gcs.trace(PROMPTS, "gcs", seed=4, max_new_tokens=4, top=50, model=embedded_model)
     compared = 0
@@ -58,6 +62,7 @@ def test_gcs_rows_race_with_one_noise_vector_and_is_rows_draw_apart(embedded_mod
     assert all(c.noise is None for step in is_trace.steps[0] for c in step.candidates)
 
 
+@pytest.mark.slow
 def test_trace_frame_and_gumbel_form(embedded_model):
     trace = gcs.trace(PROMPTS, "gcswr", seed=1, max_new_tokens=3, top=5, model=embedded_model)
     frame = trace.frame()
@@ -74,11 +79,13 @@ def test_trace_frame_and_gumbel_form(embedded_model):
     (dict(prompts=[]), "prompts must not be empty"),
     (dict(max_new_tokens=5000), "max_new_tokens"),
 ])
+@pytest.mark.slow
 def test_trace_bad_input(embedded_model, kwargs, message):
     with pytest.raises(ValueError, match=message):
         gcs.trace(**{"prompts": PROMPTS, "model": embedded_model, **kwargs})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["is", "gcswr"])
 def test_forcing_a_token_branches_the_trace_there(embedded_model, method):
     plain = gcs.trace(PROMPTS, method, seed=4, max_new_tokens=10, model=embedded_model)
@@ -93,6 +100,7 @@ def test_forcing_a_token_branches_the_trace_there(embedded_model, method):
 @pytest.mark.parametrize("forced, message", [([(99, 0, 5)], "forced position"), ([(0, 2, 5)], "forced row"),
                                              ([(0, 0, -3)], "forced token id"), ([(0, 0)], "triples"),
                                              ("0,0,5", "list of")])
+@pytest.mark.slow
 def test_bad_forcing_names_the_problem(embedded_model, forced, message):
     with pytest.raises(ValueError, match=message):
         gcs.trace(PROMPTS, "gcs", max_new_tokens=4, model=embedded_model, forced=forced)
@@ -102,6 +110,7 @@ def test_bad_forcing_names_the_problem(embedded_model, forced, message):
 SKY = ["Why is the sky blue?", "What makes the sky look blue?"]
 
 
+@pytest.mark.slow
 def test_drawn_clock_is_the_noise_the_sampler_starts_with(embedded_model):
     """``drawn_clock`` is the sampler's own noise: draw 0 is its start state, and the trace's first race shows it."""
     from gcs.trace import drawn_clock
@@ -119,6 +128,7 @@ def emitted_before(trace, position, row, token):
     return sum(trace.steps[t][row].winner == token for t in range(position))
 
 
+@pytest.mark.slow
 def test_carried_wins_on_a_real_trace_are_exactly_the_shared_clocks_that_win_again(embedded_model):
     from gcs.trace import drawn_clock
 

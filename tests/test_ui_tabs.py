@@ -44,6 +44,7 @@ def trace(app_model):
     return trace
 
 
+@pytest.mark.slow
 def test_step_and_back_move_through_the_trace_and_stop_at_its_ends(trace):
     last = len(trace.steps) - 1
     assert stepthrough.move(trace, 0, 1)[0] == 1
@@ -55,6 +56,7 @@ def test_step_and_back_move_through_the_trace_and_stop_at_its_ends(trace):
     assert [update[0] for update in played] == [last]
 
 
+@pytest.mark.slow
 def test_step_through_refuses_bad_settings(app_model):
     refused_in_ui(lambda: [u[1:] for u in stepthrough.start("one line", "gcswr", 0, 1.0, 1.0, 4, gcs.DEFAULT_MODEL)],
                   "enter exactly 2 paraphrases")
@@ -64,6 +66,7 @@ def test_step_through_refuses_bad_settings(app_model):
                   "no noise to trace")
 
 
+@pytest.mark.slow
 def test_the_text_so_far_marks_tokens_both_paraphrases_share(trace):
     pieces = stepthrough.text_so_far(trace, len(trace.steps) - 1)
     labelled = [label for _, label in pieces]
@@ -81,6 +84,7 @@ def test_the_text_so_far_marks_tokens_both_paraphrases_share(trace):
     (dict(top_p=0.0), "top_p must be in (0, 1]"),
     (dict(method="beam"), "unknown method"),
 ])
+@pytest.mark.slow
 def test_hindsight_bad_input_is_named_and_nothing_is_wiped(app_model, arguments, message):
     values = dict(prompt="Why is the sky blue?", response="Because of scattering", paraphrases="What makes it blue?",
                   method="gcswr", seed=0, temperature=1.0, top_p=1.0, max_new_tokens=8, model_name=gcs.DEFAULT_MODEL)
@@ -88,6 +92,7 @@ def test_hindsight_bad_input_is_named_and_nothing_is_wiped(app_model, arguments,
     refused_in_ui(lambda: list(hindsight.hindsight_ui(*values.values())), message)
 
 
+@pytest.mark.slow
 def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
     answers, replay, explanation, choices, status = last(hindsight.hindsight_ui(
         "Why is the sky blue?", "Because of scattering", "What makes it blue?", "is", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL))
@@ -96,6 +101,7 @@ def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
     refused_in_ui(lambda: hindsight.from_side_by_side(None), "run Side by side first")
 
 
+@pytest.mark.slow
 def test_hindsight_shows_its_replay_check_and_lists_the_tokens_to_edit(app_model):
     response = "Because air scatters blue light."
     tokens = gcs.response_tokens(response, model=app_model)
@@ -110,6 +116,7 @@ def test_hindsight_shows_its_replay_check_and_lists_the_tokens_to_edit(app_model
     assert "the replay goes on" in unfinished and len(choices["choices"]) == len(tokens)
 
 
+@pytest.mark.slow
 def test_a_counterfactual_edit_from_the_tab(app_model):
     arguments = ["Why is the sky blue?", "Because air scatters blue light.", 2, " red", "gcswr", 0, 1.0, 1.0, 16,
                  gcs.DEFAULT_MODEL]
@@ -125,6 +132,7 @@ def test_a_counterfactual_edit_from_the_tab(app_model):
     refused_in_ui(lambda: edit(*arguments[:2], 99, *arguments[3:]), "at must index")
 
 
+@pytest.mark.slow
 def test_taking_a_side_by_side_run_brings_its_settings(app_model):
     frame = gcs.compare(["Why is the sky blue?", "What makes it blue?"], methods=["is", "gcswr"], seeds=[4],
                         temperature=0.7, top_p=0.9, max_new_tokens=12, model=app_model)
@@ -139,6 +147,7 @@ def test_taking_a_side_by_side_run_brings_its_settings(app_model):
     assert taken == {"text": row.raw_response, "ids": list(row.token_ids)}
 
 
+@pytest.mark.slow
 def test_a_taken_answer_is_observed_as_its_tokens_even_where_its_text_reads_back_otherwise(app_model):
     """A run's answer whose text tokenizes to other tokens ('Yes', '\\n', '\\n' reads back as 'Yes', '\\n\\n'):
     taken from the side by side, hindsight observes the tokens that were generated and replays them exactly; the
@@ -160,6 +169,7 @@ def test_a_taken_answer_is_observed_as_its_tokens_even_where_its_text_reads_back
     assert [label for label, _ in choices["choices"]] == ["0: 'Yes'"]
 
 
+@pytest.mark.slow
 def test_forcing_a_candidate_branches_the_trace(trace):
     choices = stepthrough.force_choices(trace, 1)
     label, value = choices[0]
@@ -287,6 +297,7 @@ def sky(app_model):
     return (*shown_at("gcswr", carried.position + 1, seed=seed), carried)
 
 
+@pytest.mark.slow
 def test_a_link_s_step_is_shown_and_a_recycled_clock_is_named(sky):
     trace, shown, carried = sky
     position = carried.position
@@ -308,6 +319,7 @@ def test_a_link_runs_the_trace_only_when_it_names_a_step_of_this_tab():
         assert isinstance(stepthrough.linked_step(tab, token), type(gr.skip()))
 
 
+@pytest.mark.slow
 def test_the_two_races_share_one_scale_with_plain_powers_of_ten(sky):
     _, shown, _ = sky
     one, two = shown["race-1"].layout, shown["race-2"].layout
@@ -317,6 +329,7 @@ def test_the_two_races_share_one_scale_with_plain_powers_of_ten(sky):
         assert math.log10(value) == round(math.log10(value)) and float(label.replace("10⁴", "1e4")) == value
 
 
+@pytest.mark.slow
 def test_is_shows_no_clock_columns_and_its_own_caption(app_model):
     _, shown = shown_at("is", 1, tokens=4)
     assert list(shown["table"].columns) == ["paraphrase", "token", "p", "won"]
@@ -347,6 +360,7 @@ def test_an_unlikely_winner_s_probability_is_shown_not_rounded_to_zero():
     assert row["p"] == 3.123e-05 and row["clock E"] == 1.5e-05 and row["clock after the race"] == 0.8
 
 
+@pytest.mark.slow
 def test_a_line_break_inside_a_response_never_starts_another(app_model):
     responses = ["Leaves fall.\n\nThen snow.", "Leaves fall.\nThen snow comes."]  # "\n\n" is two tokens here
     for pieces in (highlights.response_pieces(responses),

@@ -92,10 +92,12 @@ def token_ids(outputs) -> list[list[int]]:
     return [list(o.outputs[0].token_ids) for o in outputs]
 
 
+@pytest.mark.slow
 def test_the_plugin_is_registered_through_the_entry_point():
     assert plugin_registered()
 
 
+@pytest.mark.slow
 def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
     """vLLM's cpu_linear is a private hook (gcs.internals): on the version we pin, every layer that computes a linear
     product on CPU has one, and the engine wrapped each (a second pass finds them wrapped)."""
@@ -111,6 +113,7 @@ def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
                                          if hasattr(x, "cpu_linear")))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_identical_prompts_with_one_seed_give_identical_responses(llm, model, method):
     prompts = [prompt_ids(model, PARAPHRASES[0])] * 3
@@ -119,6 +122,7 @@ def test_identical_prompts_with_one_seed_give_identical_responses(llm, model, me
     assert outputs[0] == outputs[1] == outputs[2] and len(outputs[0]) > 3
 
 
+@pytest.mark.slow
 def test_independent_sampling_differs_between_streams_and_repeats_within_one(llm, model):
     prompt = prompt_ids(model, PARAPHRASES[0])
     params = [sampling_params("is", seed=s, stream=stream, temperature=1.0, max_tokens=24)
@@ -129,6 +133,7 @@ def test_independent_sampling_differs_between_streams_and_repeats_within_one(llm
     assert any(a != b for a, b, _ in triples)  # another stream: independent draws
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_noise_is_keyed_by_output_index_not_absolute_position(llm, model, method):
     """Two requests with one seed and prompts of different token lengths: every draw the plugin made
@@ -168,6 +173,7 @@ def decision_margin(method: str, sampler, logits: torch.Tensor) -> float:
     return float(two[1] - two[0])
 
 
+@pytest.mark.slow
 def test_vllm_tokens_are_the_transformers_path_s_samples():
     """Requests on vLLM (their draws and warped logits watched through ``observe``; a seed per request tells
     them apart) against gcs's sampler on the transformers path's logits for the same tokens (``forced_rows``).
@@ -212,6 +218,7 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
     assert decided >= 80  # of 9 rows x up to 25 steps (about 150 measured): most decisions are checked
 
 
+@pytest.mark.slow
 def test_at_the_default_dtype_a_row_gets_the_same_tokens_alone_beside_2_and_beside_47_rows(embedded_model):
     """The same seed gives the same answer on the vLLM engine (row-blocked linear kernels, each sequence's
     attention on its own), whatever else vLLM batches with it, and whether its prompt was cached or not."""
@@ -229,6 +236,7 @@ def test_at_the_default_dtype_a_row_gets_the_same_tokens_alone_beside_2_and_besi
         assert torch.equal(beside_47[20 + i, : len(tokens)], tokens[: beside_47.shape[1]]), mine[i]
 
 
+@pytest.mark.slow
 def test_long_prompts_get_the_same_tokens_whether_prefilled_in_chunks_or_from_the_prefix_cache(embedded_model):
     """16 prompts of about 300 tokens sharing a long beginning: together they exceed vLLM's 4,096-token step
     budget (prompts are prefilled in chunks over several steps) and hit its prefix cache (128-token blocks);
@@ -243,6 +251,7 @@ def test_long_prompts_get_the_same_tokens_whether_prefilled_in_chunks_or_from_th
         assert torch.equal(together[i, : len(tokens)], tokens[: together.shape[1]]), rows[i]
 
 
+@pytest.mark.slow
 def test_a_mixed_batch_gives_each_request_the_tokens_it_gets_alone(llm, model):
     """More requests than vLLM's slots, different lengths, with and without gcs arguments: rows are
     moved and slots reused, and every request still gets the tokens it gets on its own."""
@@ -265,6 +274,7 @@ def test_a_mixed_batch_gives_each_request_the_tokens_it_gets_alone(llm, model):
     ({"gcs_method": "gcs", "gcs_seed": -5}, "gcs_seed"),
     ({"gcs_method": "gcs", "gcs_mode": 1}, "unknown gcs argument"),
 ])
+@pytest.mark.slow
 def test_bad_arguments_are_refused_and_the_engine_keeps_serving(llm, model, extra, message):
     """vLLM turns the plugin's ValueError into its VLLMValidationError (an HTTP 400 on the server)."""
     prompt = prompt_ids(model, PARAPHRASES[0])
@@ -277,6 +287,7 @@ def test_bad_arguments_are_refused_and_the_engine_keeps_serving(llm, model, extr
     assert len(ok[0]) >= 1
 
 
+@pytest.mark.slow
 def test_the_library_and_the_cli_run_on_the_vllm_engine(model, capsys):
     frame = gcs.compare(PARAPHRASES[:2], methods=["gcs", "gcswr"], seeds=[0, 1], max_new_tokens=12, model=model,
                         engine="vllm")
@@ -296,6 +307,7 @@ def test_the_library_and_the_cli_run_on_the_vllm_engine(model, capsys):
     assert "== gcswr" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_on_the_vllm_engine(model):
     frame = gcs.sweep([PARAPHRASES[:2]], temperatures=[0.0, 1.0], methods=["is", "gcswr"], seeds=2,
                       metrics=["jaccard"], model=model, max_new_tokens=8, engine="vllm")
@@ -304,6 +316,7 @@ def test_a_sweep_runs_on_the_vllm_engine(model):
     assert greedy["responses"].map(tuple).nunique() == 1  # temperature 0: every method and seed is greedy
 
 
+@pytest.mark.slow
 def test_the_cli_sweeps_on_the_vllm_engine(model, tmp_path):
     out = tmp_path / "run"
     argv = ["run", "--data", "general", "--limit", "1", "--seeds", "2", "--temperatures", "1", "--methods", "is,gcswr",

@@ -104,11 +104,13 @@ def shared_prefix(a: list[str], b: list[str]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
+@pytest.mark.slow
 def test_the_server_lists_the_embedded_model_under_its_name(server):
     client, _ = server
     assert [model.id for model in client.models.list()] == [MODEL]
 
 
+@pytest.mark.slow
 def test_same_seed_gcswr_answers_to_two_paraphrases_share_longer_starts_than_is(server):
     """16 seeds, each a pair of requests per method (sent together, as a class's clients would): GCSwR's pair
     shares a longer start than IS's in significantly many seeds (one-sided sign test over untied seeds)."""
@@ -126,6 +128,7 @@ def test_same_seed_gcswr_answers_to_two_paraphrases_share_longer_starts_than_is(
     assert p < 1e-3, shared  # measured: 15 of 15 untied seeds (IS shares 1-2 tokens, GCSwR 1-24)
 
 
+@pytest.mark.slow
 def test_a_request_alone_gets_the_same_answer_every_time_streamed_or_not(server):
     client, _ = server
     xargs = {"gcs_method": "gcswr", "gcs_seed": 11}
@@ -139,6 +142,7 @@ def test_a_request_alone_gets_the_same_answer_every_time_streamed_or_not(server)
     assert client.chat.completions.create(**request).choices[0].message.content != first  # another seed, another draw
 
 
+@pytest.mark.slow
 def test_plain_requests_are_untouched_and_greedy_gcs_is_greedy(server):
     client, _ = server
     greedy = ask(client, QUESTIONS[0], None, temperature=0.0)
@@ -155,6 +159,7 @@ def test_plain_requests_are_untouched_and_greedy_gcs_is_greedy(server):
     ({"gcs_method": "gcs"}, {"frequency_penalty": 0.5}, "frequency_penalty"),
     ({"gcs_method": "gcswr"}, {"n": 2}, "one request per gcs_seed"),
 ])
+@pytest.mark.slow
 def test_each_bad_argument_is_a_400_and_the_server_keeps_serving(server, xargs, kwargs, message):
     client, _ = server
     with pytest.raises(openai.BadRequestError, match=message):
@@ -166,6 +171,7 @@ def test_each_bad_argument_is_a_400_and_the_server_keeps_serving(server, xargs, 
     ({"gcs_method": "gcswr", "gcs_seed": True}, "gcs_seed must not be true or false"),
     ({"gcs_method": "is", "gcs_stream": False}, "gcs_stream must not be true or false"),
 ])
+@pytest.mark.slow
 def test_a_boolean_gcs_argument_is_refused(server, xargs, message):
     """vLLM's request model reads ``"gcs_seed": true`` as 1: it ran as seed 1, where the app refuses booleans."""
     client, _ = server
@@ -174,6 +180,7 @@ def test_a_boolean_gcs_argument_is_refused(server, xargs, message):
     assert len(ask(client, QUESTIONS[0], {"gcs_method": "gcswr", "gcs_seed": 1}, tokens=4)) == 4
 
 
+@pytest.mark.slow
 def test_a_megabyte_argument_is_not_echoed_back(server):
     """A 1 MB ``gcs_method`` came back whole in a 1,000,122-byte 400."""
     client, _ = server
@@ -207,6 +214,7 @@ def longest_run(text: str) -> int:
 ], ids=["unknown gcs key of 1 MB", f"{MANY:,} unknown gcs keys", "boolean gcs key of 1 MB",
         f"{MANY:,} boolean gcs keys", "model of 1 MB", "completions model of 1 MB", "logit_bias key of 1 MB",
         "vllm_xargs key of 1 MB"])
+@pytest.mark.slow
 def test_an_error_quotes_at_most_a_hundred_characters_of_what_it_refuses(vllm_http, path, fields, status, message):
     """Each came back whole, up to 2 MB: gcs's errors named every key refused, vLLM's own quoted the model, the
     ``logit_bias`` key, or the path of the field it named. Now the status and the message's start are the same,
@@ -216,6 +224,7 @@ def test_an_error_quotes_at_most_a_hundred_characters_of_what_it_refuses(vllm_ht
     assert len(answer.text) < 1_500 and longest_run(answer.text) <= 100, answer.text[:300]
 
 
+@pytest.mark.slow
 def test_no_log_line_quotes_more_than_a_hundred_characters_of_a_request(server, vllm_http):
     """vLLM logged a 1 MB model name it refused whole (at ERROR, "Error with model"), and uvicorn's access log a
     60 KB query whole. Each line is written before its answer is sent: the log is read after both."""
@@ -232,6 +241,7 @@ def metric(vllm_http, name: str) -> float:
     return value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_a_client_killed_mid_answer_stops_its_request_and_the_seed_answers_as_before(server, vllm_served, vllm_http,
                                                                                      stream):

@@ -17,6 +17,7 @@ from waiting import Progress, app_client, patiently, until
 PAUSE_S = 7  # longer than httpx's default 5 s timeout, which gradio_client's requests carried
 
 
+@pytest.mark.slow
 def test_calls_wait_out_an_app_that_gets_no_cpu(app_url, app_progress):
     """At load 8-12 on 2 cores, calls through gradio_client failed with ``httpx.ReadTimeout``: its requests (the
     config, the queue join) carry httpx's default 5 s timeout, and a starved server answers later than that. Here
