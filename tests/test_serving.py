@@ -81,3 +81,38 @@ def test_a_changed_queue_api_falls_back_to_gradio_s_bound_with_a_warning(monkeyp
     with caplog.at_level(logging.WARNING):
         serving.guard_queue(demo, {"lane": 2, "other": 3})
     assert "per-lane waiting limits are off" in caplog.text and demo._queue.max_size == 5
+
+
+def test_a_wake_brings_the_next_beat_without_waiting_for_the_half_second(monkeypatch):
+    """With the beat interval made long, only ``wake`` can bring a beat soon: each of the work's three landings is
+    acknowledged by a beat (with a broken wake the work gives up waiting, before any interval's beat, and says so;
+    its end sets ``wake`` too, so the run ends at once either way)."""
+    import threading
+
+    monkeypatch.setattr(serving, "HEARTBEAT_S", 120.0)
+    wake, landed, acknowledged = threading.Event(), [], []
+    for _ in range(3):
+        acknowledged.append(threading.Event())
+
+    def work(stop):
+        for ack in acknowledged:
+            landed.append(len(landed))
+            wake.set()
+            if not ack.wait(30):  # a liveness bound, far above the delay of a set event even on a loaded machine
+                return f"landing {len(landed)} got no beat"
+        return "every landing got its beat"
+
+    def beat():
+        for index in landed:
+            acknowledged[index].set()
+        return len(landed)
+
+    updates = serving.run_cancellable(work, heartbeat=beat, wake=wake)
+    seen = []
+    try:
+        while True:
+            seen.append(next(updates))
+    except StopIteration as done:
+        result = done.value
+    assert result == "every landing got its beat"
+    assert seen[-1] == 3 and seen == sorted(seen)

@@ -55,7 +55,7 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
 def round_work(rounds, progress: dict):
     """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
     (``progress["frame"]``, ``progress["tokens"]``) and each round's report as it lands (``progress["rounds"]``);
-    ``progress["landed"]``, where given, is set as a round lands and as the work ends (the page's next beat)."""
+    ``progress["landed"]``, where given, is set as a round lands (the page's next beat comes then)."""
     landed = progress.get("landed") or threading.Event()
 
     def work(stop):
@@ -63,11 +63,8 @@ def round_work(rounds, progress: dict):
             progress["tokens"] += 1
             progress["frame"] = frame
 
-        try:
-            for report in rounds(partial, stop):
-                progress["rounds"].append(report)
-                landed.set()
-        finally:
+        for report in rounds(partial, stop):
+            progress["rounds"].append(report)
             landed.set()
         return progress["rounds"][-1]
 

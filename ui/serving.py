@@ -188,7 +188,7 @@ def run_cancellable(work, heartbeat=None, wake: threading.Event | None = None):
     """Run ``work(stop)`` in a thread, yielding ``heartbeat`` at once (the work is under way) and then every half
     second; returns its result. ``heartbeat`` may be a function: each beat is then what it returns (the
     work's progress so far). ``wake``: an event the work sets when it has something to show (a round landed): the
-    next beat comes then, not up to half a second later.
+    next beat comes then, not up to half a second later (it is also set when the work ends, whatever the work does).
 
     In a Gradio handler, ``result = yield from run_cancellable(...)`` makes a long job stoppable: when the
     client goes away Gradio notices at the next beat and closes the generator, which sets ``stop``; ``work``
@@ -198,7 +198,7 @@ def run_cancellable(work, heartbeat=None, wake: threading.Event | None = None):
     its end (``gcs.Cancelled``) or had already finished.
     """
     beat = heartbeat if callable(heartbeat) else lambda: heartbeat
-    job = Background(work, "gcs-cancellable")
+    job = Background(work if wake is None else _waking(work, wake), "gcs-cancellable")
     logger.info("work started (it stops if its client leaves)")  # the line an "abandoned" one answers
     abandoned = False
     try:
@@ -217,6 +217,16 @@ def run_cancellable(work, heartbeat=None, wake: threading.Event | None = None):
                         "stopped before its end" if isinstance(job.error, gcs.Cancelled) else "had already finished"
                         if job.finished else f"failed ({type(job.error).__name__})")
     return job.result()
+
+
+def _waking(work, wake: threading.Event):
+    """``work`` that sets ``wake`` when it ends (returns or raises): the last beat need not wait for the interval."""
+    def work_then_wake(stop):
+        try:
+            return work(stop)
+        finally:
+            wake.set()
+    return work_then_wake
 
 
 def _next_beat(job: Background, wake: threading.Event | None) -> bool:
