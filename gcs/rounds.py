@@ -28,7 +28,7 @@ from .quoting import quoted
 from .sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 from .settings import SamplingSettings
 from .stage_timing import timed
-from .surprise import excess_surprise
+from .surprise import frame_excess
 
 BASELINE = "is"
 
@@ -147,7 +147,7 @@ class _Run:
                        * len(self.paraphrases)):
                 frame = self._answer(seeds, on_partial if k == 0 else None, stop)
             if not self.excess:
-                self.excess = self._excess(frame)
+                self.excess = frame_excess(frame, self.model)
                 frame = frame.drop(columns="excess_surprise")
             part = compare_report(frame, self.scored, tokenizer=self.model.tokenizer)
             self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
@@ -173,12 +173,3 @@ class _Run:
             if on_partial is not None:
                 on_partial(frame)
         return frame
-
-    def _excess(self, frame: pd.DataFrame) -> tuple[float, ...]:
-        """The first round's excess surprise: as generation recorded it, or (an engine that runs no processor of
-        ours: vLLM) from a pass of the model over the tokens drawn."""
-        recorded = frame["excess_surprise"]
-        if recorded.notna().any() or (frame["n_tokens"] == 0).all():
-            return tuple(float(x) for x in recorded)
-        with timed("surprise", round=1):
-            return tuple(float(x) for x in excess_surprise(list(frame["prompt"]), list(frame["token_ids"]), self.model))

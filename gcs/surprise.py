@@ -29,6 +29,7 @@ from .engines.transformers import generating
 from .checks import check_prompts, check_texts, is_integer
 from .models import Model, resolve_model
 from .prompts import format_prompt
+from .stage_timing import timed
 from .verdict import DEGENERATE_EXCESS, degenerate  # noqa: F401  (the rule, kept where the verdict reads it)
 
 ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab] logits stay small)
@@ -90,3 +91,14 @@ def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list
         surprise = -log_p.gather(-1, torch.tensor(response, device=log_p.device)[:, None]).squeeze(-1)
         means.append(float((surprise - entropy).mean()))
     return means
+
+
+def frame_excess(frame, model: Model) -> tuple[float, ...]:
+    """The excess surprise of a ``gcs.compare`` frame's answers: its "excess_surprise" column where generation
+    recorded it (``compare_with(record_excess=True)`` on transformers), else a pass of the model over the tokens
+    drawn (its token_ids: an engine that runs no processor of ours, vLLM, or a frame from elsewhere)."""
+    recorded = frame["excess_surprise"] if "excess_surprise" in frame else None
+    if recorded is not None and (recorded.notna().any() or (frame["n_tokens"] == 0).all()):
+        return tuple(float(x) for x in recorded)
+    with timed("surprise", answers=len(frame)):
+        return tuple(float(x) for x in excess_surprise(list(frame["prompt"]), list(frame["token_ids"]), model))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 import gcs
+from gcs.surprise import frame_excess
 
 METRICS = ("e5", "jaccard", "minilm", "aligned")
 METRIC_LABELS = {"e5": "E5", "jaccard": "Jaccard", "minilm": "MiniLM", "aligned": "aligned",
@@ -49,9 +50,7 @@ def excess(frame: pd.DataFrame, seeds: list[int], model: gcs.Model) -> list[floa
     drawn (an engine that records none: vLLM)."""
     per_seed = max(1, len(frame[frame["seed"] == seeds[0]]))
     sample = frame[frame["seed"].isin(seeds[: max(1, SURPRISE_RESPONSES // per_seed)])]
-    if "excess_surprise" in sample and (sample["excess_surprise"].notna().any() or (sample["n_tokens"] == 0).all()):
-        return [float(x) for x in sample["excess_surprise"]]
-    return list(gcs.excess_surprise(list(sample["prompt"]), list(sample["token_ids"]), model))
+    return list(frame_excess(sample, model))
 
 
 def round_verdict(run: gcs.RoundReport) -> str:
