@@ -126,7 +126,8 @@ def main() -> None:
     print(f"first answers (library, no page): median {statistics.median(firsts):.1f} s, p90 "
           f"{quantile(firsts, 0.9):.1f} s; seeds used in rounds: {[r['seeds'] for r in rows]}")
     print(f"the page in-process / the library's rounds: median {statistics.median(ratio('page', 'rounds')):.2f}x, "
-          f"/ the rounds scoring the page's table too: {statistics.median(ratio('page', 'table')):.2f}x (goal <= 1.1x); "
+          f"/ the rounds scoring the page's table too: {statistics.median(ratio('page', 'table')):.2f}x "
+          f"(goal <= 1.1x); "
           f"E5's share of the fixed verdict: median {statistics.median(ratio('e5', 'fixed')):.0%}")
     print(f"first verdict: the page in-process / the library's first round (the last turn of each): median "
           f"{statistics.median(ratio('page_first', 'first_round')):.2f}x (goal <= 1.5x; "

@@ -130,7 +130,8 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
                                            heartbeat=lambda: news(so_far()))
         report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
         state = run_state(frame, report, prompts, settings, model)
-        yield {**visible, **seed_view(state, first, highlight), "verdict": verdict(report, settings, progress["excess"]),
+        yield {**visible, **seed_view(state, first, highlight),
+               "verdict": verdict(report, settings, progress["excess"]),
                "paired": gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None,
                "scores": score_table(report), "downloads": save_run(frame, report),
                "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
