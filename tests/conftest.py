@@ -45,8 +45,13 @@ SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_lo
 
 
 def pytest_configure(config):
+    """The slow marker; and GCSwR's fused CPU kernel built before any test (once per machine, in the controller,
+    before pytest-xdist starts a worker), so that no start-up (the app, the CLI's subprocesses) pays for it or
+    builds it beside another process."""
     config.addinivalue_line("markers", "slow: needs the real model, a server, a browser, vLLM or a process of its own "
                                        "(the fast tier, pytest -m 'not slow', leaves these out)")
+    if not hasattr(config, "workerinput") and gcs.kernels.kernel_mode() != "off":
+        gcs.kernels.cpu_kernel()
 
 
 # The files that take longest start first, so that pytest-xdist's two workers (the README's command; files go to
@@ -76,15 +81,8 @@ def pytest_collection_modifyitems(config, items):
                                 + "\n  ".join(unmarked))
 
 
-def pytest_sessionstart(session):
-    """Build GCSwR's fused CPU kernel before any test (once per machine, in the controller: pytest-xdist's workers
-    find it built), so that no start-up (the app, the CLI's subprocesses) pays for it."""
-    if not hasattr(session.config, "workerinput") and gcs.kernels.kernel_mode() != "off":
-        gcs.kernels.cpu_kernel()
-
-
 def pytest_report_header(config):
-    """Whether the fused kernel is on (built by ``pytest_sessionstart``)."""
+    """Whether the fused kernel is on (built in ``pytest_configure``)."""
     return gcs.kernel_status()
 
 
