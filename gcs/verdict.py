@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from .checks import METHOD_NAMES
 from .intervals import standard_error, t_half_width
 from .quoting import quoted
-from .checks import METHOD_NAMES
 
 METRIC_WORDS = {
     "e5": ("E5", "E5 is the paper's semantic similarity of the answers."),
