@@ -10,7 +10,7 @@ with the embedded model, on CUDA when present, and on ZeroGPU.
 
 from __future__ import annotations
 
-from gcs.environment import QUEUE_SIZE, check_environment, env_choice, env_count  # (touches no CUDA)
+from gcs.environment import QUEUE_SIZE, check_environment, env_count, setting  # (touches no CUDA)
 
 try:  # every setting read once, before anything loads: a typo stops the app here, in one sentence naming it
     check_environment()
@@ -35,7 +35,7 @@ if __name__ == "__main__":
     for handler in logging.getLogger().handlers:
         handler.addFilter(RedactSecrets())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request (MCP's loopback calls included)
-    if env_choice("GCS_TIMINGS", ("off", "on")) == "on":  # where a run's time goes (bench/bench_browser.py reads it)
+    if setting("GCS_TIMINGS") == "on":  # where a run's time goes (bench/bench_browser.py reads it)
         logging.getLogger("gcs.timing").setLevel(logging.DEBUG)
     ui.warm_up()
     patient_launch_check()  # a loaded machine answers the launch's own check late, not never

@@ -30,8 +30,8 @@ import pandas as pd
 
 from .ab import FRAME_COLUMNS
 from .ab_scores import PAIR_SCORES
-from .intervals import CONFIDENCE, mean_interval
 from .checks import METHOD_NAMES
+from .intervals import CONFIDENCE, mean_interval
 from .verdict import paired_tests
 
 EFFECT_COLUMNS = ("metric", "n", "diff", "low", "high", "p", "test", "beyond_noise", "sd", "control_diff",

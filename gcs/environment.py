@@ -34,9 +34,14 @@ import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 
+from .checks import ENGINES
 from .quoting import quoted
 
 SWITCH = ("auto", "on", "off")
+# Each switch's choices, the first its default: the one list its reader and ``check_environment`` both read.
+CHOICES = {"GCS_ROW_INVARIANT": SWITCH, "GCS_CPU_KERNEL": SWITCH, "GCS_THREADS": ("auto", "fixed"),
+           "GCS_ENGINE": ("auto", *ENGINES), "GCS_MCP": ("on", "off"), "GCS_TIMINGS": ("off", "on")}
+DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # gcs.models.DTYPES' names (a test)
 _BOOLEAN_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 
 
@@ -80,6 +85,15 @@ def env_networks(name: str, environ: Mapping[str, str] = os.environ) -> tuple:
             raise ValueError(f"{name}={quoted(raw)}: {quoted(entry)} is not an IP address or network (such as "
                              "10.0.0.0/8)") from None
     return tuple(networks)
+
+
+def setting(name: str, environ: Mapping[str, str] = os.environ) -> str:
+    """``env_choice`` of a switch named in ``CHOICES``, with its choices there.
+
+    >>> setting("GCS_THREADS", environ={})
+    'auto'
+    """
+    return env_choice(name, CHOICES[name], environ=environ)
 
 
 def env_text(name: str, default: str = "", environ: Mapping[str, str] = os.environ) -> str:
@@ -136,12 +150,7 @@ def check_environment(environ: Mapping[str, str] = os.environ) -> None:
     ValueError: bad settings in the environment: GCS_THREADS='fast'; expected one of auto, fixed. GCS_QUEUE_SIZE=...
     """
     checks = [
-        lambda: env_choice("GCS_ROW_INVARIANT", SWITCH, environ=environ),
-        lambda: env_choice("GCS_CPU_KERNEL", SWITCH, environ=environ),
-        lambda: env_choice("GCS_THREADS", ("auto", "fixed"), environ=environ),
-        lambda: env_choice("GCS_ENGINE", ("auto", "transformers", "vllm"), environ=environ),
-        lambda: env_choice("GCS_MCP", ("on", "off"), environ=environ),
-        lambda: env_choice("GCS_TIMINGS", ("off", "on"), environ=environ),
+        *(lambda name=name: setting(name, environ) for name in CHOICES),
         lambda: env_networks("GCS_TRUSTED_PROXIES", environ=environ),
         lambda: env_count(*QUEUE_SIZE, environ=environ),
         lambda: _check_dtype_name(env_text("GCS_DTYPE", environ=environ)),
@@ -156,9 +165,6 @@ def check_environment(environ: Mapping[str, str] = os.environ) -> None:
         raise ValueError("bad settings in the environment: " + ". ".join(problems))
 
 
-DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16", "auto")
-
-
 def _check_dtype_name(value: str) -> None:
-    if value and value.lower() not in DTYPE_NAMES:
-        raise ValueError(f"GCS_DTYPE={quoted(value)}; expected one of {', '.join(DTYPE_NAMES)}")
+    if value and value.lower() not in (*DTYPE_NAMES, "auto"):
+        raise ValueError(f"GCS_DTYPE={quoted(value)}; expected one of {', '.join((*DTYPE_NAMES, 'auto'))}")

@@ -36,10 +36,9 @@ from pathlib import Path
 
 import torch
 
-from .environment import SWITCH, env_choice
+from .environment import setting
 
 KERNEL_ENV = "GCS_CPU_KERNEL"
-KERNEL_MODES = SWITCH
 SOURCE = Path(__file__).with_name("recycling_kernel.cpp")
 
 # The instruction sets torch dispatches its own CPU kernels to; the kernel is compiled for the same one.
@@ -55,7 +54,7 @@ _loaded: dict[str, object] = {}  # "module": the extension or None, "reason": wh
 
 def kernel_mode(environ: Mapping[str, str] = os.environ) -> str:
     """The ``GCS_CPU_KERNEL`` setting, lower-cased; a ValueError naming the valid ones otherwise."""
-    return env_choice(KERNEL_ENV, KERNEL_MODES, environ=environ)
+    return setting(KERNEL_ENV, environ)
 
 
 STALE_LOCK_S = 600  # a build holding its lock this long was killed mid-way (a real one takes seconds to minutes)

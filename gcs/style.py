@@ -30,13 +30,12 @@ import pandas as pd
 
 from .batch import Row, check_plain_text
 from .batching import run_batches
-from .checks import DEFAULT_MAX_NEW_TOKENS, as_groups, check_methods, check_seeds
+from .checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, as_groups, check_methods, check_seeds
 from .data import Group
 from .intervals import standard_error
 from .generation import generate
 from .models import Model, resolve_model
 from .quoting import quoted
-from .checks import METHOD_NAMES
 from .settings import SamplingSettings
 from .theory import p_repeat
 

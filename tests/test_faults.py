@@ -222,3 +222,12 @@ def test_a_bad_setting_stops_the_app_at_start_with_a_sentence_naming_each_one():
     for named in ("GCS_THREADS='fast'", "GCS_QUEUE_SIZE='lots'", "GCS_DTYPE='int8'"):
         assert named in message
     assert "GCS_ENGINE" not in message  # blank is unset: the default, not an error
+
+
+def test_the_start_check_knows_every_dtype_the_loader_takes():
+    from gcs.environment import DTYPE_NAMES, check_environment
+
+    assert set(DTYPE_NAMES) == set(gcs.models.DTYPES)  # one list of names for the loader and the start check
+    for name in DTYPE_NAMES:
+        check_environment({"GCS_DTYPE": name.upper()})  # no error: the loader reads it too
+        assert gcs.models.check_dtype(name.upper()) is not None

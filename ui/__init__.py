@@ -44,7 +44,7 @@ from starlette.middleware import Middleware
 
 import gcs
 from gcs.engines.transformers import probe_threads
-from gcs.environment import env_choice
+from gcs.environment import setting
 from gcs.sequential import DEFAULT_ROUNDS
 
 from . import ab, compare, coupling, hindsight, stepthrough, sweep
@@ -170,7 +170,7 @@ def warm_up() -> None:
 def mcp_server() -> bool:
     """Whether the app also serves its endpoints as MCP tools (at /gradio_api/mcp/): on unless ``GCS_MCP=0``, and
     only where Gradio's MCP server can run (it needs the ``mcp`` package 1.x: ``pip install "gradio[mcp]"``)."""
-    if env_choice("GCS_MCP", ("on", "off")) == "off":
+    if setting("GCS_MCP") == "off":
         return False
     try:
         found = importlib.metadata.version("mcp")

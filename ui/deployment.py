@@ -21,7 +21,7 @@ import torch
 
 import gcs
 from gcs.checks import quoted
-from gcs.environment import env_choice, env_list, env_text
+from gcs.environment import env_list, env_text, setting
 
 from .logs import logger
 
@@ -58,7 +58,7 @@ class Settings:
 def _engine_setting() -> str:
     """``$GCS_ENGINE`` ("transformers" or "vllm"), else vLLM where it is installed (2-2.5x faster here,
     bench/bench_vllm.py) and transformers elsewhere."""
-    choice = env_choice("GCS_ENGINE", ("auto", *gcs.ENGINES))
+    choice = setting("GCS_ENGINE")
     if choice == "auto":
         return "vllm" if importlib.util.find_spec("vllm") is not None else "transformers"
     return choice

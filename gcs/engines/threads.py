@@ -36,7 +36,7 @@ import torch
 from transformers import StoppingCriteria
 
 from .. import internals
-from ..environment import env_choice
+from ..environment import setting
 from .invariance import is_row_invariant
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def adapting(device: torch.device) -> bool:
     """Whether decode steps on ``device`` choose their threads: ``$GCS_THREADS`` is ``auto`` (the default), the model
     is on CPU, torch has more than one thread here and gcs can set one thread's count alone
     (``gcs.internals.openmp_threads_setter``)."""
-    return env_choice(SETTING, ("auto", "fixed")) == "auto" and device.type == "cpu" and torch.get_num_threads() > 1 \
+    return setting(SETTING) == "auto" and device.type == "cpu" and torch.get_num_threads() > 1 \
         and internals.openmp_threads_setter() is not None
 
 

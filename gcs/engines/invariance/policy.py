@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import torch
 
-from ...environment import SWITCH, env_choice
+from ...environment import setting as read_setting
 from .attention import ATTENTION, _register
 from .packed_weights import RowBlockLinear
 
@@ -104,7 +104,7 @@ def is_row_invariant(model: torch.nn.Module) -> bool:
 def wanted(device: torch.device | str) -> bool:
     """Whether models on ``device`` get row-invariant kernels: ``$GCS_ROW_INVARIANT`` (auto, on, off); auto means
     on CPU only (measured there; on CUDA the fused kernels are kept, see the promise table in docs/library.md)."""
-    setting = env_choice(SETTING, SWITCH)
+    setting = read_setting(SETTING)
     return setting == "on" or (setting == "auto" and torch.device(device).type == "cpu")
 
 
