@@ -19,10 +19,13 @@ except ValueError as error:
 
 import ui  # noqa: E402  (before anything touches CUDA: it imports ZeroGPU's `spaces`)
 
+# isort: split
+
 import logging  # noqa: E402
 import sys  # noqa: E402
 
 import gradio as gr  # noqa: E402
+
 from ui.logs import RedactingStream, RedactSecrets  # noqa: E402
 from ui.startup import patient_launch_check  # noqa: E402
 

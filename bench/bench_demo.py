@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 
 import torch
-from torch.nn import functional as F
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
+from torch.nn import functional as F
 
 import gcs
 

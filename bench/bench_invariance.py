@@ -32,10 +32,9 @@ import torch
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-from gcs.engines.invariance import packed_weights, row_blocks
 from gcs.batch import Batch, Row
-from gcs.engines.invariance import make_row_invariant
-from gcs.models import _load, DEFAULT_MODEL
+from gcs.engines.invariance import make_row_invariant, packed_weights, row_blocks
+from gcs.models import DEFAULT_MODEL, _load
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky.",
                "Tell me why the sky is blue."]
@@ -103,7 +102,8 @@ def main() -> None:
     # every row does the same work, whatever its tokens: exactly n of them (transformers: min_new_tokens; vLLM:
     # the requests gcs.generate makes, with the stop tokens ignored)
     def on_vllm(rows, model):
-        from gcs.engines.vllm import VLLMRunner, engine as vllm_engine
+        from gcs.engines.vllm import VLLMRunner
+        from gcs.engines.vllm import engine as vllm_engine
 
         batch = Batch(rows, model, gcs.SamplingSettings(temperature=1.0, max_new_tokens=n), engine="vllm")
         prompts, params = VLLMRunner(batch).requests(ignore_eos=True, stop_token_ids=[])

@@ -20,7 +20,6 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best_in_turns  # noqa: E402  (bench/ is on sys.path when run as a script)
-
 from vllm.v1.sample.logits_processor import BatchUpdate  # noqa: E402
 
 from gcs.processor import make_warpers  # noqa: E402

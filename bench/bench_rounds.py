@@ -30,11 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
 from gcs.sequential import sequential_plan, sequential_tests
 from gcs.verdict import paired_tests
-from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 METRICS = ("e5", "aligned")
 NULL_ARMS = {"is2": 10_000, "is3": 20_000}  # IS on other seeds: the same method, other luck

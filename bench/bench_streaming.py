@@ -40,7 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's ui pac
 os.environ.setdefault("GCS_ENGINE", "transformers")  # the page on the engine the library contenders use
 from ui import compare as page_compare  # noqa: E402
 from ui.deployment import DEFAULT_MODEL  # noqa: E402
-from ui.verdict import METRICS as TABLE_METRICS, VERDICT_METRICS  # noqa: E402
+from ui.verdict import METRICS as TABLE_METRICS  # noqa: E402
+from ui.verdict import VERDICT_METRICS
 
 METRICS = ("e5", "aligned")
 

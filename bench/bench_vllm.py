@@ -23,8 +23,9 @@ from vllm import SamplingParams  # noqa: E402
 
 import gcs  # noqa: E402
 from gcs.batch import Batch, Row  # noqa: E402
-from gcs.vllm import sampling_params  # noqa: E402
 from gcs.engines.vllm import engine  # noqa: E402
+from gcs.vllm import sampling_params  # noqa: E402
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

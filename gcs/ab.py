@@ -30,11 +30,20 @@ from tqdm.auto import tqdm
 
 from .ab_scores import Score, check_scores, pair_scores
 from .batch import Row, check_plain_text, prompt_stream
-from .checks import (DEFAULT_MAX_NEW_TOKENS, check_count, check_engine, check_max_new_tokens, check_method,
-                     check_prompts,
-                     check_sampling_settings, check_seeds, check_temperature, quoted)
-from .models import Model, check_dtype, load_model
 from .batching import auto_batch_rows, run_batches
+from .checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    check_count,
+    check_engine,
+    check_max_new_tokens,
+    check_method,
+    check_prompts,
+    check_sampling_settings,
+    check_seeds,
+    check_temperature,
+    quoted,
+)
+from .models import Model, check_dtype, load_model
 from .prompts import format_prompt
 from .settings import SamplingSettings
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .cli_support import claim_out_dir, csv_list, parse_seeds, run_record, write_atomic
 from .checks import DEFAULT_MAX_NEW_TOKENS
+from .cli_support import claim_out_dir, csv_list, parse_seeds, run_record, write_atomic
 from .data import BUILTIN_SETS, load_groups
 from .results import ResultsLog
 

@@ -21,8 +21,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .cli_support import claim_out_dir, csv_list, float_list, parse_ensembling, parse_seeds, run_record, write_atomic
 from .checks import DEFAULT_MAX_NEW_TOKENS
+from .cli_support import claim_out_dir, csv_list, float_list, parse_ensembling, parse_seeds, run_record, write_atomic
 from .data import BUILTIN_SETS, load_groups
 from .export import csv_safe
 from .results import ResultsLog
@@ -78,11 +78,18 @@ def command_run(args: argparse.Namespace) -> Path:
 
 def command_style(args: argparse.Namespace) -> Path:
     from .checks import check_methods, check_seeds
+    from .figures import style_figure
     from .models import load_model
     from .settings import SamplingSettings
-    from .figures import style_figure
-    from .style import (STYLE_KEYS, STYLE_SETS, check_classifiers, label_responses, style_consistency,
-                        style_responses, style_table)
+    from .style import (
+        STYLE_KEYS,
+        STYLE_SETS,
+        check_classifiers,
+        label_responses,
+        style_consistency,
+        style_responses,
+        style_table,
+    )
 
     questions = load_groups(args.data)[: args.limit]
     names = args.classifiers or list(STYLE_SETS.get(args.data, ()))

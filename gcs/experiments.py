@@ -21,17 +21,26 @@ import numpy as np
 import pandas as pd
 
 from .batch import Row, check_plain_text
-from .checks import (DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, METHODS, as_groups, check_count, check_engine, check_methods,
-                     check_seeds, check_temperatures)
+from .batching import run_batches
+from .checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    METHOD_NAMES,
+    METHODS,
+    as_groups,
+    check_count,
+    check_engine,
+    check_methods,
+    check_seeds,
+    check_temperatures,
+)
 from .data import Group
 from .intervals import CONFIDENCE, mean_interval, standard_error
 from .models import Model, resolve_model
-from .batching import run_batches
 from .quoting import quoted
 from .rewording import reword
-from .stage_timing import timed
 from .scoring import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
 from .settings import SamplingSettings
+from .stage_timing import timed
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
 RESULT_COLUMNS = (*CELL_KEYS, "metric", "consistency", "responses")

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from .experiments import consistency_by_temperature
 from .checks import METHOD_NAMES
+from .experiments import consistency_by_temperature
 from .scoring import METRIC_NAMES, parse_metric
 
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}

@@ -25,7 +25,13 @@ import math
 from collections.abc import Callable, Sequence
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+from transformers import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from .checks import check_sampling_settings
 from .ensemble import grouped_geometric_ensemble

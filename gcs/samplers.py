@@ -39,7 +39,6 @@ from .checks import METHOD_NAMES, check_method, check_seed  # noqa: F401  (METHO
 from .kernels import cpu_kernel
 from .noise import DOMAIN_INDEPENDENT, HashedNoise, row_keys, splitmix64, uniform
 
-
 SeedLike = int | Sequence[int]
 
 

@@ -32,8 +32,8 @@ from .batch import Row, check_plain_text
 from .batching import run_batches
 from .checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, as_groups, check_methods, check_seeds
 from .data import Group
-from .intervals import standard_error
 from .generation import generate
+from .intervals import standard_error
 from .models import Model, resolve_model
 from .quoting import quoted
 from .settings import SamplingSettings

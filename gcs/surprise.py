@@ -25,8 +25,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from .engines.transformers import generating
 from .checks import check_prompts, check_texts, is_integer
+from .engines.transformers import generating
 from .models import Model, resolve_model
 from .prompts import format_prompt
 from .stage_timing import timed

@@ -54,10 +54,9 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
-from .vllm_options import PLUGIN, plugin_registered
 from .processor import make_warpers
 from .samplers import make_sampler
-from .vllm_slots import SlotStates, as_slice
+from .vllm_options import PLUGIN, plugin_registered
 from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: sampling_params, request_args, ...)
     KEYS,
     METHOD_KEY,
@@ -70,6 +69,7 @@ from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: s
     sampling_params,
     token_stream,
 )
+from .vllm_slots import SlotStates, as_slice
 
 
 class _GcsRequests:

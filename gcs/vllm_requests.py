@@ -20,7 +20,6 @@ from .checks import check_method, check_sampling_settings, check_seed
 from .noise import stream_id
 from .vllm_options import named_keys
 
-
 METHOD_KEY, SEED_KEY, STREAM_KEY = "gcs_method", "gcs_seed", "gcs_stream"
 KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY)
 

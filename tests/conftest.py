@@ -7,7 +7,6 @@ p > 1e-3 (chi-square) or |z| < 4.5 (normal approximation), chosen before running
 from __future__ import annotations
 
 import contextlib
-
 import os
 import socket
 import subprocess
@@ -24,6 +23,8 @@ if (_workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
 
 import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
+
+# isort: split
 import httpx
 import numpy as np
 import pytest

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 import scipy.stats
 import torch
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, tiny_gcs_model, z_score
 
 import gcs
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, tiny_gcs_model, z_score
 from gcs.batch import stop_token_ids
 
 VOCAB = 8  # ids 0-2 special (</s> = 1 ends an answer), w3..w7: short answers have few categories

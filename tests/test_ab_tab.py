@@ -8,13 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from ui import ab, deployment, limits  # noqa: E402
-
 import gcs  # noqa: E402
+from ui import ab, deployment, limits  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

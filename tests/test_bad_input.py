@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import refused_in_ui
 
 import gcs
-from conftest import refused_in_ui
 from gcs import cli, generation
 
 ROOT = Path(__file__).resolve().parent.parent

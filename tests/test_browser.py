@@ -14,10 +14,10 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
+from conftest import first_recycled_win
 from playwright.sync_api import expect, sync_playwright
 
 import gcs
-from conftest import first_recycled_win
 from gcs.quoting import quoted
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 import torch
+from conftest import tiny_gcs_model
 
 import gcs
-from conftest import tiny_gcs_model
 
 
 def snapshot(model: torch.nn.Module) -> dict:

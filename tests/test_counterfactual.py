@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_hindsight import SIGNIFICANCE, STEPS, VOCAB, along, homogeneity_p_value, run, synthetic_table
 
 import gcs
 from gcs.posterior import posterior
-from test_hindsight import SIGNIFICANCE, STEPS, VOCAB, along, homogeneity_p_value, run, synthetic_table
 
 SAMPLES = 100_000
 AT, FORCED = 1, 2

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p
 
 import gcs
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p
 
 P = [0.5, 0.3, 0.15, 0.05]
 

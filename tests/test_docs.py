@@ -15,9 +15,9 @@ import shlex
 import sys
 
 import pytest
+from markdown_blocks import PAGES, ROOT, all_blocks
 
 from gcs import cli
-from markdown_blocks import PAGES, ROOT, all_blocks
 
 BLOCKS = all_blocks()
 RUNNABLE = {"python", "bash"}

@@ -17,9 +17,10 @@ from pathlib import Path
 import gradio as gr
 import pytest
 import torch
-import gcs
 from conftest import refused_in_ui
 from waiting import app_client, served, until
+
+import gcs
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

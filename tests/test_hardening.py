@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import error_text, free_port
+from waiting import Progress, app_client, served, until
 
 import gcs
 from gcs import cli
-
-from conftest import error_text, free_port
-from waiting import Progress, app_client, served, until
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

@@ -30,7 +30,7 @@ from waiting import Progress, patiently, served, until
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gcs  # noqa: E402
 import ui  # noqa: E402
-from ui import hindsight, http_limits, limits, logs, messages, serving, sweep  # noqa: E402
+from ui import hindsight, http_limits, limits, logs, messages, sweep  # noqa: E402
 from ui.startup import patient_launch_check  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"

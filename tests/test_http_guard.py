@@ -20,7 +20,6 @@ import gradio as gr
 import httpx
 import pytest
 import uvicorn
-
 from waiting import PATIENT, patiently, served
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

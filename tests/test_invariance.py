@@ -11,6 +11,7 @@ import logging
 
 import pytest
 import torch
+from conftest import tiny_llama
 from torch.nn import functional as F
 from transformers import DynamicCache
 
@@ -18,12 +19,20 @@ import gcs
 from gcs import internals
 from gcs.batch import Batch, Row
 from gcs.engines.invariance import (
-    ROW_BLOCK, RowBlockLinear, RowBlocks, attend, in_row_blocks, is_row_invariant, make_row_invariant, packed_weights,
-    row_blocks, row_invariance, wanted,
+    ROW_BLOCK,
+    RowBlockLinear,
+    RowBlocks,
+    attend,
+    in_row_blocks,
+    is_row_invariant,
+    make_row_invariant,
+    packed_weights,
+    row_blocks,
+    row_invariance,
+    wanted,
 )
 from gcs.engines.invariance.packed_weights import _PACKED, packing
 from gcs.engines.invariance.row_blocks import WIDEST, _kernel_key
-from conftest import tiny_llama
 
 
 def decode_logits(model, prompts: list[list[int]], steps: int = 4) -> torch.Tensor:

@@ -1,17 +1,17 @@
 """The fused CPU kernel of GCSwR against the eager path, and how it is switched on, off, and fails."""
 
 import os
-import time
-from pathlib import Path
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, require_fused_kernel
 
 import gcs
 from gcs import kernels
-from conftest import ROOT, require_fused_kernel
 
 
 def run_gcswr(steps, seeds, path, monkeypatch, active_every=None):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from conftest import P_VALUE_THRESHOLD
 from scipy import stats
 
-from conftest import P_VALUE_THRESHOLD
 from gcs import make_sampler, noise
 
 MASK = (1 << 64) - 1

@@ -4,10 +4,10 @@ import math
 
 import pytest
 import torch
+from conftest import P_VALUE_THRESHOLD, chi_square_p
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import gcs
-from conftest import P_VALUE_THRESHOLD, chi_square_p
 
 PROMPTS = torch.tensor([[2, 5, 6, 7], [2, 9, 10, 11], [2, 12, 13, 14]])
 

@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 import torch
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
 
 import gcs
 from gcs import reference, samplers
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
 
 METHODS = gcs.METHODS
 

@@ -12,16 +12,13 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 import pytest
-
 from conftest import first_recycled_win, refused_in_ui
-
 from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import gcs  # noqa: E402
 import ui  # noqa: E402
 from ui import compare, deployment, highlights, hindsight, limits, links, messages, stepthrough  # noqa: E402
-
-import gcs  # noqa: E402
 
 PAIR = "Why is the sky blue?\nWhat makes the sky blue?"
 

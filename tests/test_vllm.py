@@ -17,17 +17,17 @@ from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 
 import gcs
+import gcs.vllm
 from gcs.batch import Batch, Row
 from gcs.cli import main as cli_main
-from gcs.models import load_model
+from gcs.engines.vllm import VLLMRunner, engine
 from gcs.hindsight import forced_rows
+from gcs.models import load_model
 from gcs.prompts import format_prompt
 from gcs.samplers import make_sampler
 from gcs.settings import SamplingSettings
-import gcs.vllm
-from gcs.engines.vllm import VLLMRunner, engine
-from gcs.vllm_options import CPU_MAX_NUM_SEQS, plugin_registered
 from gcs.vllm import sampling_params
+from gcs.vllm_options import CPU_MAX_NUM_SEQS, plugin_registered
 
 pytestmark = pytest.mark.slow  # a real vLLM engine
 
@@ -101,10 +101,10 @@ def test_the_plugin_is_registered_through_the_entry_point():
 def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
     """vLLM's cpu_linear is a private hook (gcs.internals): on the version we pin, every layer that computes a linear
     product on CPU has one, and the engine wrapped each (a second pass finds them wrapped)."""
+    import vllm
+
     from gcs import internals
     from gcs.engines.invariance import RowBlocks
-
-    import vllm
 
     assert internals.in_tested_range(vllm.__version__, internals.TESTED_VLLM), vllm.__version__
     [(wrapped, expected)] = llm.apply_model(lambda m: internals.wrap_cpu_linears(m, RowBlocks, RowBlocks))

@@ -15,12 +15,11 @@ import openai
 import pytest
 import scipy.stats
 from conftest import free_port, running_server
-from waiting import WaitingTransport
+from waiting import WaitingTransport, until
 
 from gcs.cli import main
 from gcs.vllm_options import PLUGIN
 from gcs.vllm_serve import vllm_serve_command
-from waiting import until
 
 MODEL = "smollm2-135m-instruct"
 QUESTIONS = ("What is DNA?", "Can you explain what DNA is?")

@@ -89,6 +89,7 @@ def test_the_launch_check_waits_for_a_page_that_answers_late(monkeypatch):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from gradio import networking
+
     from ui.startup import GRADIO_URL_OK, patient_launch_check
 
     class Late(BaseHTTPRequestHandler):

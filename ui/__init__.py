@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from .zerogpu import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
 
+# isort: split
+
 import importlib.metadata
 import threading
 
@@ -50,15 +52,24 @@ from gcs.sequential import DEFAULT_ROUNDS
 from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT
 from .arguments import typed
-from .logs import logger
-from .messages import say_slider_ranges, strict_json, watch_lanes
-from .http_guard import EXCEPTION_HANDLERS, KnownStreams, LastResort, StrictJson
-from .http_limits import (CLEANUP_EVERY_S, FILE_AGE_S, SESSIONS_KEPT, BodyLimit, KnownCalls, QueuedOnly, UploadQuota,
-                          UrlLimit, trusted_proxies)
-from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
-from .serving import guard_queue, lane_standing, quiet_input_errors
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model
+from .http_guard import EXCEPTION_HANDLERS, KnownStreams, LastResort, StrictJson
+from .http_limits import (
+    CLEANUP_EVERY_S,
+    FILE_AGE_S,
+    SESSIONS_KEPT,
+    BodyLimit,
+    KnownCalls,
+    QueuedOnly,
+    UploadQuota,
+    UrlLimit,
+    trusted_proxies,
+)
 from .links import Links
+from .logs import logger
+from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
+from .messages import say_slider_ranges, strict_json, watch_lanes
+from .serving import guard_queue, lane_standing, quiet_input_errors
 
 __all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
 

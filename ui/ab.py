@@ -10,13 +10,13 @@ import pandas as pd
 
 import gcs
 
+from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted, visible
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
 from .serving import download_folder, run_cancellable
-from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
-from .zerogpu import gpu
 from .tab import Tab
+from .zerogpu import gpu
 
 SOURCES = ("built-in set", "my prompts")
 PRECISIONS = [("the model's default", "default"), ("bfloat16", "bfloat16"), ("float32", "float32")]

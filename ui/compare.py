@@ -19,17 +19,17 @@ import pandas as pd
 import gcs
 from gcs.generation import compare_with
 
-from .zerogpu import gpu
 from .compare_rounds import one_batch_because, round_updates, round_work, shown_methods, start_rounds
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
-from .limits import check, check_flag, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
+from .limits import LIMITS, PAGE_SEED_MAX, check, check_flag, check_work, parse_paraphrases
 from .logs import logger
 from .messages import by_name, caption, changes_only, click_working, failure, user_error
 from .seed_browser import responses_of, run_state, save_run, seed_view
 from .serving import run_cancellable
 from .tab import Tab
 from .verdict import METRICS, SCORE_COLUMNS, excess, round_verdict, score_table, verdict
+from .zerogpu import gpu
 
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on
 # Defaults with power (bench/bench_verdict.py, all 44 built-in groups, 64 tokens, T = 1): with 16 seeds the verdict

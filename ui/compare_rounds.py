@@ -13,8 +13,8 @@ from gcs.stage_timing import mark, timed
 
 from .deployment import ENGINE
 from .highlights import response_pieces
-from .seed_browser import responses_of, run_state, save_run, seed_view
 from .messages import changes_only
+from .seed_browser import responses_of, run_state, save_run, seed_view
 from .serving import run_cancellable
 from .verdict import METRICS, VERDICT_METRICS, round_verdict, score_table
 

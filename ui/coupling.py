@@ -7,7 +7,7 @@ import pandas as pd
 
 import gcs
 
-from .limits import check, LIMITS, parse_numbers
+from .limits import LIMITS, check, parse_numbers
 from .messages import caption, click_working, failed, user_error
 from .tab import Tab
 

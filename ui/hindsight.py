@@ -3,21 +3,28 @@ same luck? (``gcs.hindsight``: the shared noise drawn from its posterior given t
 
 from __future__ import annotations
 
-
 import gradio as gr
 import pandas as pd
 
 import gcs
 
-from .zerogpu import gpu
+from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
+from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import (
-    check, check_count_of, check_flag, check_text, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases, visible,
+    LIMITS,
+    PAGE_SEED_MAX,
+    check,
+    check_count_of,
+    check_flag,
+    check_text,
+    check_work,
+    parse_paraphrases,
+    visible,
 )
 from .messages import as_text, click_working, failed, user_error
 from .serving import run_cancellable
-from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
-from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .tab import Tab
+from .zerogpu import gpu
 
 OUTPUTS = ("answers", "replay", "explanation", "token choices", "status")
 EXPLAIN = {

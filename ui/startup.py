@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import time
 
-import httpx
 import gradio as gr
+import httpx
 from gradio import networking
 
 from .logs import logger

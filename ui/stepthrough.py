@@ -14,12 +14,12 @@ import pandas as pd
 
 import gcs
 
-from .zerogpu import gpu
-from .limits import check, check_work, LIMITS, PAGE_SEED_MAX, parse_paraphrases
+from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
+from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
 from .messages import as_text, click_working, failed, one_paragraph_pieces, say_working, user_error
 from .serving import run_cancellable
-from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .tab import Tab
+from .zerogpu import gpu
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
 PLAY_SECONDS = 0.8

@@ -11,15 +11,24 @@ import pandas as pd
 
 import gcs
 
-from .zerogpu import gpu
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .limits import (
-    check, check_count_of, check_metric, check_paraphrase, check_text, check_work, LIMITS, parse_numbers,
-    parse_builtin, parse_paraphrases, quoted,
+    LIMITS,
+    check,
+    check_count_of,
+    check_metric,
+    check_paraphrase,
+    check_text,
+    check_work,
+    parse_builtin,
+    parse_numbers,
+    parse_paraphrases,
+    quoted,
 )
 from .messages import caption, click_working, failed, shown_for, user_error
 from .serving import download_folder, run_cancellable
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .tab import Tab
+from .zerogpu import gpu
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
 

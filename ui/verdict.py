@@ -5,7 +5,6 @@ verdict."""
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 import gcs

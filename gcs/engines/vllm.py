@@ -20,10 +20,10 @@ import torch
 
 from .. import internals
 from ..vllm import GumbelSamplingProcessor
+from ..vllm_options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
 from ..vllm_requests import sampling_params
 from .invariance import RowBlocks, wanted
 from .padding import padded
-from ..vllm_options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
 
 logger = logging.getLogger(__name__)
 

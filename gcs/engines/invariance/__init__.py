@@ -45,7 +45,15 @@ tokens) and ``policy`` (where the kernels go: installed, for one call, or not wa
 
 from .attention import ATTENTION, attend, row_invariant_attention
 from .packed_weights import RowBlockLinear
-from .policy import SETTING, is_row_invariant, make_row_invariant, refusal, row_invariance, row_invariant_kernels, wanted
+from .policy import (
+    SETTING,
+    is_row_invariant,
+    make_row_invariant,
+    refusal,
+    row_invariance,
+    row_invariant_kernels,
+    wanted,
+)
 from .row_blocks import ROW_BLOCK, RowBlocks, in_row_blocks
 
 __all__ = ["ATTENTION", "ROW_BLOCK", "SETTING", "RowBlockLinear", "RowBlocks", "attend", "in_row_blocks",

@@ -14,8 +14,8 @@ True
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch.nn import functional as F

@@ -13,7 +13,7 @@ True
 from __future__ import annotations
 
 import logging
-from typing import Hashable
+from collections.abc import Hashable
 
 import torch
 from torch.nn import functional as F
