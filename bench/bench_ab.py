@@ -40,7 +40,7 @@ def with_reference_scores(frame, references: dict[str, str]):
     """The frame with arm scores ``e5_ref_a``/``e5_ref_b``: each answer's E5 similarity to its prompt's reference."""
     texts = list(references.values())
     vectors = embedder("e5")(texts + list(frame["answer_a"]) + list(frame["answer_b"]))
-    reference = dict(zip(references, np.asarray(vectors[: len(texts)], dtype=np.float64)))
+    reference = dict(zip(references, np.asarray(vectors[: len(texts)], dtype=np.float64), strict=True))
     answers = np.asarray(vectors[len(texts):], dtype=np.float64).reshape(2, len(frame), -1)
     wanted = np.stack([reference[p] for p in frame["prompt"]])
     scored = frame.assign(e5_ref_a=(answers[0] * wanted).sum(axis=1), e5_ref_b=(answers[1] * wanted).sum(axis=1))
@@ -59,9 +59,10 @@ def main() -> None:
     args = parser.parse_args()
     prompts = [group.prompts[0] for group in gcs.load_groups("general")[: args.prompts]]
     greedy = gcs.generate(prompts, temperature=0.0, max_new_tokens=args.tokens, model=gcs.load_model(dtype="bfloat16"))
-    references = dict(zip(prompts, greedy))
+    references = dict(zip(prompts, greedy, strict=True))
     print(f"embedded model, {len(prompts)} prompts x {args.seeds} seeds, {args.tokens} tokens, engine {args.engine}; "
-          f"{gcs.METHOD_NAMES[args.method]} (shared luck) against IS (independent); widths: simultaneous 95 % intervals over 2 scores")
+          f"{gcs.METHOD_NAMES[args.method]} (shared luck) against IS (independent); "
+          "widths: simultaneous 95 % intervals over 2 scores")
     print(f"  {'change':<14} {'score':<7} {'effect B-A (shared)':>27} {'noise':>7} {'width shared':>12} "
           f"{'width IS':>9} {'IS/shared':>9} {'IS seeds':>8} {'fewer':>6} {'goal':>5} {'identical':>17}")
     met, counted = 0, 0

@@ -55,7 +55,9 @@ new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__
 const look = () => {
   const g = window.__gcs, now = Date.now() / 1000, text = (id) => (document.querySelector(id) || {}).textContent;
   g.pending = false;
-  if (!g.first && (text("#responses-gcswr") || "").includes("[1]")) { g.first = true; g.events.push(["first answer", "", now]); }
+  if (!g.first && (text("#responses-gcswr") || "").includes("[1]")) {
+    g.first = true; g.events.push(["first answer", "", now]);
+  }
   for (const [name, id] of [["status", "#status"], ["verdict", "#verdict"]]) {
     const shown = (text(id) || "").trim();
     if (shown && shown !== g[name]) { g[name] = shown; g.events.push([name, shown.slice(0, 120), now]); }
@@ -126,7 +128,8 @@ def breakdown(log: Path, clicked: float, seen: dict) -> list[str]:
         on_screen = seen.get("final") if last else seen["rounds"].get(number)
         given = handed.get((number, "done" if last else "verdict"))
         screen = f"; to screen {clicked + on_screen - given:.2f}" if None not in (on_screen, given) else ""
-        lines.append(f"    round {number}: " + ", ".join(f"{name} {s:.2f}" for name, s in parts.items()) + screen + " s")
+        timings = ", ".join(f"{name} {s:.2f}" for name, s in parts.items())
+        lines.append(f"    round {number}: " + timings + screen + " s")
     return lines
 
 

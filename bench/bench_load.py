@@ -14,8 +14,8 @@ Then abandoned calls, each killed right after it started, and how soon a short /
 kill: a long /compare (24 rows x 256 tokens), a 48-row /sweep (8 built-in groups x 3 paraphrases x 2 methods,
 killed during its prefill) and an MCP tool call (the long /compare as the compare tool, through the real mcp
 client); with --busy N, while N other processes keep the cores busy with matrix products (a shared machine: a
-48-row prefill then takes tens of seconds). Then hostile /sweep metric strings (all refused) and an over-the-cap request (refused). Exit status 1 if
-any request failed in an unexpected way.
+48-row prefill then takes tens of seconds). Then hostile /sweep metric strings (all refused) and an
+over-the-cap request (refused). Exit status 1 if any request failed in an unexpected way.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def plugin_steps(rows: int, vocab: int, steps: int, method: str):
             if step:
                 processor.update_state(None)
             out = processor.apply(logits[step].clone())
-            for ids, token in zip(outputs, out.argmax(dim=1).tolist()):
+            for ids, token in zip(outputs, out.argmax(dim=1).tolist(), strict=True):
                 ids.append(token)
         return outputs
 
@@ -66,7 +66,7 @@ def floor_steps(rows: int, vocab: int, steps: int, method: str):
         sampler = make_sampler(method, seed=[i % 4 for i in range(rows)],
                                streams=[token_stream(prompt(i)) for i in range(rows)])
         by_step = [sampler.sample(warp(None, logits[step].clone())).tolist() for step in range(steps)]
-        return [list(tokens) for tokens in zip(*by_step)]
+        return [list(tokens) for tokens in zip(*by_step, strict=True)]
 
     return run
 

@@ -38,7 +38,7 @@ def main() -> None:
         totals["short"] += len(report.short)
         print(f"| {name} | {len(prompts)} | {report.candidates} | {report.acceptance:.1%} | {report.delivery:.1%} "
               f"| {len(report.short)} | {time.perf_counter() - start:.0f} |")
-        for prompt, found in list(zip(prompts, rewordings))[:2]:
+        for prompt, found in list(zip(prompts, rewordings, strict=True))[:2]:
             print(f"|  | {prompt!r} -> {found!r} | | | | | |")
     print(f"\nall sets: {totals['prompts']} prompts, {totals['candidates']} candidates sampled, "
           f"{totals['delivered']} of {totals['requested']} requested rewordings delivered "

@@ -86,8 +86,8 @@ def round_times(sizes, tokens: int, turns: int = 2) -> dict[int, float]:
 
     one_round(1)
     times = best_in_turns({size: lambda size=size: one_round(size) for size in sorted(set(sizes))}, rounds=turns)
-    print("one round (best of %d): " % turns + ", ".join(f"{size} seeds {seconds:.1f} s"
-                                                         for size, seconds in times.items()), flush=True)
+    print(f"one round (best of {turns}): " + ", ".join(f"{size} seeds {seconds:.1f} s"
+                                                       for size, seconds in times.items()), flush=True)
     return times
 
 
@@ -118,7 +118,10 @@ def evaluate(args) -> None:
                                                                                               "diff"] > 0)
         nulls = paired_tests(part[part["method"].isin(["is", *NULL_ARMS])], metrics=METRICS)
         fixed["null"] += bool(nulls["beyond_noise"].any())
-    share = lambda count: f"{count / len(groups):.0%} ({count}/{len(groups)})"
+
+    def share(count):
+        return f"{count / len(groups):.0%} ({count}/{len(groups)})"
+
     print(f"  {'fixed 16 seeds (t / sign-flip)':<44} {share(fixed['e5']):>12} {share(fixed['aligned']):>9} "
           f"{16:>13} {16:>5} {share(fixed['null']):>12}" + (f" {1:>10.2f}x" if times else ""))
     points = {"fixed 16 seeds": (1.0, fixed["e5"], fixed["aligned"])}
@@ -155,7 +158,7 @@ def evaluate(args) -> None:
 def round_sizes(plan, seeds_used: int | None = None) -> list[int]:
     """The seeds of each round a run of ``plan`` makes until ``seeds_used`` (default: its maximum)."""
     looks = [0, *[n for n in plan.looks[: plan.maximum + 1] if seeds_used is None or n <= seeds_used]]
-    return [after - before for before, after in zip(looks[:-1], looks[1:])]
+    return [after - before for before, after in zip(looks[:-1], looks[1:], strict=True)]
 
 
 def plan_time(plan, seeds_used: int, times: dict[int, float]) -> float:

@@ -65,19 +65,20 @@ def main() -> None:
         prompts = list(group.prompts)
         seen = {}
 
-        def plain():
+        # best_in_turns below runs these within this iteration; the defaults only make that binding explicit
+        def plain(prompts=prompts, seen=seen):
             seen["answers"] = gcs.compare(prompts, settings=settings, model=model)
             return seen["answers"]
 
-        def streamed():
-            for frame in gcs.stream_compare(prompts, settings=settings, model=model):
-                pass
+        def streamed(prompts=prompts):
+            for update in gcs.stream_compare(prompts, settings=settings, model=model):
+                frame = update
             return frame
 
         def fixed():
             gcs.compare_report(plain(), METRICS, tokenizer=model.tokenizer)
 
-        def in_rounds():
+        def in_rounds(prompts=prompts, seen=seen):
             start = time.perf_counter()
             first = {}
 
@@ -85,17 +86,18 @@ def main() -> None:
                 if "at" not in first and (frame[frame["seed"] == 0]["n_tokens"] > 0).all():
                     first["at"] = time.perf_counter() - start
 
-            for report in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds,
+            for update in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds,
                                              max_new_tokens=args.tokens, model=model, on_partial=partial):
+                report = update
                 first.setdefault("round", time.perf_counter() - start)
             seen.update(first=first["at"], first_round=first["round"], seeds=len(report.seeds), reason=report.reason)
 
-        def with_table():
+        def with_table(prompts=prompts):
             for _ in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
                                         model=model, metrics=VERDICT_METRICS, report_metrics=TABLE_METRICS):
                 pass
 
-        def page():
+        def page(prompts=prompts, seen=seen):
             start = time.perf_counter()
             for update in page_compare.compare_stream("\n".join(prompts), 1.0, args.tokens, 0, 1.0, list(gcs.METHODS),
                                                  False, DEFAULT_MODEL, args.seeds):

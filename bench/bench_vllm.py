@@ -38,11 +38,13 @@ def main() -> None:
     model = gcs.load_model(dtype=getattr(torch, args.dtype))
     start = time.perf_counter()
     llm, _ = engine(model)
-    print(f"vLLM engine ready in {time.perf_counter() - start:.1f} s ({args.dtype}, CPU threads {torch.get_num_threads()})")
+    print(f"vLLM engine ready in {time.perf_counter() - start:.1f} s "
+          f"({args.dtype}, CPU threads {torch.get_num_threads()})")
     settings = gcs.SamplingSettings(methods=("gcswr",), seeds=(0, 1, 2), temperature=1.0, max_new_tokens=n)
     batch = Batch([Row(p, "gcswr", s) for s in settings.seeds for p in PROMPTS], model, settings, engine="vllm")
     mask = batch.inputs["attention_mask"].bool()
-    prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"], mask)]
+    prompts = [{"prompt_token_ids": ids[keep].tolist()}
+               for ids, keep in zip(batch.inputs["input_ids"], mask, strict=True)]
     plain = [SamplingParams(temperature=1.0, max_tokens=n, ignore_eos=True, seed=i) for i in range(len(prompts))]
     coupled = [sampling_params("gcswr", seed=s, temperature=1.0, max_tokens=n, ignore_eos=True) for s in batch.seeds]
 

@@ -90,7 +90,8 @@ class Split:
         def before(module, args, kwargs):
             ids = kwargs.get("input_ids", args[0] if args else None)
             # A batch whose rows repeat prompts prefills them once, outside generate (no cache_position; see
-            # gcs.engines.transformers.prefill); generate's first forward then takes the prompts' last token: prefill too.
+            # gcs.engines.transformers.prefill); generate's first forward then takes the prompts' last token:
+            # prefill too.
             shared = ids is not None and ids.shape[1] > 1 and kwargs.get("cache_position") is None
             finishing = started.pop("shared", False)
             started["part"] = "prefill" if finishing or (ids is not None and ids.shape[1] > 1) else "decode forward"

@@ -25,6 +25,6 @@ for method in gcs.METHODS:
     simulated = (tokens[:, 0] == tokens[:, 1]).float().mean().item()
     theory = gcs.agreement_probability(p, q, method=method)
     marginal = torch.bincount(tokens[:, 0], minlength=len(words)) / pairs
-    shares = " ".join(f"{w}={m:.2f}" for w, m in zip(words, marginal.tolist()))
+    shares = " ".join(f"{w}={m:.2f}" for w, m in zip(words, marginal.tolist(), strict=True))
     print(f"{gcs.METHOD_NAMES[method]:>7} {theory:>7.3f} {simulated:>9.3f}   {shares}")
-print(f"target marginal:                    {' '.join(f'{w}={x:.2f}' for w, x in zip(words, p.tolist()))}")
+print(f"target marginal:                    {' '.join(f'{w}={x:.2f}' for w, x in zip(words, p.tolist(), strict=True))}")

@@ -3,13 +3,13 @@
 Data flow: checks/settings -> noise -> samplers (reference: the literal algorithm; on CPU, GCSwR's fused kernel) ->
 processor -> models/prompts -> batch (rows laid out as one batch) -> engines (the batch decoded step by step:
 engines.transformers by transformers' generate, engines.vllm by vLLM; engines.invariance: kernels that make a row's
-tokens independent of its batch) -> batching (many rows through few batches) -> generation/rewording, trace (the race step by step), posterior (the noise given a
-response) -> hindsight (paraphrases answered with that noise) and counterfactual (an edit under it) -> scoring ->
-surprise and verdict (paired, simultaneous, degenerate answers flagged) -> experiments/style, and ab (shared luck for
-A/B: two variants answer with one noise; ab_scores, ab_report with the verdict's paired tests, parting: the race where
-their answers part, from trace) -> cli, ab_cli (and the Gradio app, outside this package). The vLLM plugin (vllm,
-vllm_requests) is what a ``vllm serve`` process loads (``gcs vllm-serve``: vllm_serve); gcs imports it only for
-``engine="vllm"`` (through engines.vllm).
+tokens independent of its batch) -> batching (many rows through few batches) -> generation/rewording, trace (the race
+step by step), posterior (the noise given a response) -> hindsight (paraphrases answered with that noise) and
+counterfactual (an edit under it) -> scoring -> surprise and verdict (paired, simultaneous, degenerate answers flagged)
+-> experiments/style, and ab (shared luck for A/B: two variants answer with one noise; ab_scores, ab_report with the
+verdict's paired tests, parting: the race where their answers part, from trace) -> cli, ab_cli (and the Gradio app,
+outside this package). The vLLM plugin (vllm, vllm_requests) is what a ``vllm serve`` process loads (``gcs vllm-serve``:
+vllm_serve); gcs imports it only for ``engine="vllm"`` (through engines.vllm).
 
 >>> import gcs, torch
 >>> sampler = gcs.make_sampler("gcswr", seed=[0, 0])
@@ -29,8 +29,8 @@ __version__ = "0.2.0"
 # use: ``import gcs`` stays light, and a vLLM server that loads the plugin (``gcs.vllm``) never imports scoring,
 # experiments or figures (plotly is an optional dependency besides).
 _EXPORTS = {
-    "checks": ("METHODS", "METHOD_NAMES", "check_sampling_settings", "ENGINES", "check_engine", "check_methods", "check_seeds",
-        "MAX_NEW_TOKENS", "MAX_SEED", "MIN_TEMPERATURE"),
+    "checks": ("METHODS", "METHOD_NAMES", "check_sampling_settings", "ENGINES", "check_engine", "check_methods",
+        "check_seeds", "MAX_NEW_TOKENS", "MAX_SEED", "MIN_TEMPERATURE"),
     "settings": ("SamplingSettings",),
     "data": ("Group", "load_groups", "parse_groups"),
     "export": ("csv_safe", "write_csv"),

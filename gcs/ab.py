@@ -23,6 +23,7 @@ import string
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import torch
@@ -98,8 +99,14 @@ class Variant:
     template: str = "{prompt}"
     temperature: float = 1.0
     top_p: float | None = None
-    dtype: torch.dtype | str | None = None
+    dtype: torch.dtype | None = None
     name: str | None = None
+
+    if TYPE_CHECKING:
+        # What the generated __init__ accepts: __post_init__ turns a dtype's name into the torch dtype (check_dtype).
+        def __init__(self, model: Model | str | None = None, system: str | None = None, template: str = "{prompt}",
+                     temperature: float = 1.0, top_p: float | None = None, dtype: torch.dtype | str | None = None,
+                     name: str | None = None) -> None: ...
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
@@ -160,11 +167,13 @@ class Arm:
 
 def same_vocabulary(a: Model, b: Model) -> None:
     """Refuse two models whose tokenizers differ in vocabulary: the noise is keyed by token id."""
-    if a.tokenizer is b.tokenizer:
+    tokenizer_a: Any = a.tokenizer  # transformers tokenizers (gcs.Model types them as object)
+    tokenizer_b: Any = b.tokenizer
+    if tokenizer_a is tokenizer_b:
         return
-    if len(a.tokenizer) != len(b.tokenizer) or a.tokenizer.get_vocab() != b.tokenizer.get_vocab():
-        raise ValueError(f"the variants' models {a.name!r} ({len(a.tokenizer)} tokens) and {b.name!r} "
-                         f"({len(b.tokenizer)} tokens) have different vocabularies: shared luck keys the noise by "
+    if len(tokenizer_a) != len(tokenizer_b) or tokenizer_a.get_vocab() != tokenizer_b.get_vocab():
+        raise ValueError(f"the variants' models {a.name!r} ({len(tokenizer_a)} tokens) and {b.name!r} "
+                         f"({len(tokenizer_b)} tokens) have different vocabularies: shared luck keys the noise by "
                          "token id, so their answers could not share it; compare models with one tokenizer")
 
 
@@ -177,7 +186,7 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
     if names[0] == names[1]:
         raise ValueError(f"the variants need different names to be told apart, both are {quoted(names[0])}")
     ready = []
-    for slot, name, variant in zip("ab", names, (a, b)):
+    for slot, name, variant in zip("ab", names, (a, b), strict=True):
         model = variant.load()
         check_plain_text(variant.template, model, f"the template of variant {quoted(name)}")
         if variant.system is not None:
@@ -203,7 +212,7 @@ def parts_at(ids_a: Sequence[int], finished_a: bool, ids_b: Sequence[int], finis
     1
     """
     a, b = [*ids_a, *([END] if finished_a else [])], [*ids_b, *([END] if finished_b else [])]
-    for index, (x, y) in enumerate(zip(a, b)):
+    for index, (x, y) in enumerate(zip(a, b, strict=False)):  # up to the shorter answer's end
         if x != y:
             return index
     return None if len(a) == len(b) else min(len(a), len(b))
@@ -219,12 +228,16 @@ def _answers(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], batch
              stop: threading.Event | None) -> dict[tuple[str, tuple], dict]:
     """Both arms' decoded answer to every key, by (slot, key); arms of one model share its batches."""
     answers = {}
+
+    def settings_of(unit: Any) -> SamplingSettings:  # a unit is (arm, key); run_batches types it object
+        return unit[0].settings
+
     for model in {id(arm.model): arm.model for arm in pair}.values():
         units = [(arm, key) for arm in pair if arm.model is model for key in keys]
         rows_of = lambda unit: [unit[0].row(prompts[unit[1][0]], unit[1][2], unit[1][1])]  # noqa: E731
-        for done, decoded in run_batches(units, rows_of, lambda unit: unit[0].settings, model, batch_rows, None,
-                                         description="ab", stop=stop, engine=engine):
-            answers.update({(arm.slot, key): rows[0] for (arm, key), rows in zip(done, decoded)})
+        for done, decoded in run_batches(units, rows_of, settings_of, model, batch_rows, None, description="ab",
+                                         stop=stop, engine=engine):
+            answers.update({(arm.slot, key): rows[0] for (arm, key), rows in zip(done, decoded, strict=True)})
     return answers
 
 
@@ -237,7 +250,7 @@ def _frame(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], answers
         prompt, seed, method = keys[i % len(keys)]
         return f"{pair[i // len(keys)].name}'s answer to prompt {prompt} under seed {seed} ({method})"
 
-    parted = [parts_at(x["token_ids"], x["finished"], y["token_ids"], y["finished"]) for x, y in zip(a, b)]
+    parted = [parts_at(x["token_ids"], x["finished"], y["token_ids"], y["finished"]) for x, y in zip(a, b, strict=True)]
     columns = {"prompt_index": [k[0] for k in keys], "prompt": [prompts[k[0]] for k in keys],
                "method": [k[2] for k in keys], "seed": [k[1] for k in keys],
                "answer_a": [x["response"] for x in a], "answer_b": [y["response"] for y in b],

@@ -94,7 +94,7 @@ def command_ab(args: argparse.Namespace) -> Path:
     flat = {place: i for i, place in enumerate(places)}
 
     def save(frame):
-        group, index = zip(*(places[i] for i in frame["prompt_index"])) if len(frame) else ((), ())
+        group, index = zip(*(places[i] for i in frame["prompt_index"]), strict=True) if len(frame) else ((), ())
         log.append(frame.assign(group=list(group), prompt_index=list(index))[columns])
 
     done = {(flat[(group, index)], seed, method) for group, index, seed, method in log.done()
@@ -105,7 +105,8 @@ def command_ab(args: argparse.Namespace) -> Path:
                  for method in (args.method, "is")}
     results = log.load()  # may hold rows of an earlier, larger run in the same folder: report ours only
     results = results[[key in requested for key in results[list(KEYS)].itertuples(index=False, name=None)]]
-    results = results.assign(prompt_index=[flat[place] for place in zip(results["group"], results["prompt_index"])])
+    results = results.assign(prompt_index=[flat[place]
+                                           for place in zip(results["group"], results["prompt_index"], strict=True)])
     report = ab_report(results.sort_values(["method", "seed", "prompt_index"]), names=("A", "B"))
     arms_text = "\n".join(f"- {arm.name}: {arm.variant.describe()} (model `{arm.model.name}`, {dtype(arm)})"
                           for arm in pair)

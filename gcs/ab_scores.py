@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import regex
@@ -53,7 +54,7 @@ class Score:
 
     label: str
     kind: str
-    argument: object = None
+    argument: Any = None  # by kind (see above): a compiled pattern, the reference text or the function
 
     def of(self, answers: Sequence[str], lengths: Sequence[int], where: Callable[[int], str] = str) -> np.ndarray:
         """The score of each answer (``lengths``: their tokens). ``where(i)`` names answer ``i`` in errors."""
@@ -133,7 +134,8 @@ def check_scores(metrics: Sequence[str] | str, scorer: Callable[[str], float] | 
         raise ValueError(f"scorer must be a function answer -> number, got {type(scorer).__name__}")
     if not metrics and scorer is None:
         raise ValueError(f"metrics must name at least one score ({EXPECTED}), or pass a scorer")
-    arm, pair = {}, {}
+    arm: dict[str, Score] = {}
+    pair: dict[str, None] = {}  # a dict for its order, each name once
     for metric in metrics:
         score = _score(metric)
         if isinstance(score, str):
@@ -154,7 +156,7 @@ def pair_scores(names: Sequence[str], answers_a: Sequence[str], answers_b: Seque
     >>> pair_scores(["aligned"], ["x", "y"], ["x", "z"], [[1, 2, 3], [4, 5, 6]], [[1, 2, 3], [4, 5, 7]])["aligned"]
     array([1., 0.])
     """
-    scores = {"aligned": np.array([aligned_agreement(list(a), list(b)) for a, b in zip(ids_a, ids_b)])}
+    scores = {"aligned": np.array([aligned_agreement(list(a), list(b)) for a, b in zip(ids_a, ids_b, strict=True)])}
     if "e5_between" in names:
         n = len(answers_a)
         vectors = np.asarray(embedder("e5")(list(answers_a) + list(answers_b)), dtype=np.float64) if n \

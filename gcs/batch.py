@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import LogitsProcessorList
@@ -34,6 +35,9 @@ from .quoting import quoted
 from .samplers import Sampler
 from .settings import SamplingSettings
 
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
 # Special tokens that open a new chat turn: a response that emits one has ended (the model is inventing the next turn).
 TURN_START_TOKENS = ("<|im_start|>", "<|start_header_id|>", "<|user|>", "<|assistant|>", "<|system|>",
                      "<start_of_turn>", "[INST]", "<|endoftext|>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>")
@@ -45,11 +49,12 @@ class Cancelled(Exception):
 
 def stop_token_ids(model: Model) -> list[int]:
     """EOS ids plus, for chat models, the special tokens that open or close a turn (a hallucinated next turn)."""
-    tokenizer = model.tokenizer
-    eos = model.model.generation_config.eos_token_id
+    # gcs.Model types these as object and Module: they are a transformers tokenizer and model
+    tokenizer: Any = model.tokenizer
+    eos = cast("GenerationConfig", model.model.generation_config).eos_token_id
     ids = {*([eos] if isinstance(eos, int) else list(eos or [])), tokenizer.eos_token_id}
     if model.is_chat:  # look up just these tokens (the whole vocabulary dict costs ~40 ms per batch)
-        found = zip(TURN_START_TOKENS, tokenizer.convert_tokens_to_ids(list(TURN_START_TOKENS)))
+        found = zip(TURN_START_TOKENS, tokenizer.convert_tokens_to_ids(list(TURN_START_TOKENS)), strict=True)
         # an unknown token maps to the unknown-token id (or None): keep only ids that map back to the token
         ids |= {i for token, i in found if i is not None and tokenizer.convert_ids_to_tokens(i) == token}
     return sorted(ids - {None})
@@ -81,7 +86,8 @@ def _refuse_special(text: str, tokens: list[str], model: Model, name: str) -> No
     found = [(text.find(token), -len(token), token) for token in tokens if token in text]
     if found:
         at, _, token = min(found)
-        ends = model.tokenizer.convert_tokens_to_ids(token) in stop_token_ids(model)
+        tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
+        ends = tokenizer.convert_tokens_to_ids(token) in stop_token_ids(model)
         raise ValueError(f"{name} holds {'an end-of-turn' if ends else 'a special'} token, {quoted(token)}, at "
                          f"character {at + 1}: the model would read it as its own markup, not as the text typed; "
                          "remove it")
@@ -89,8 +95,9 @@ def _refuse_special(text: str, tokens: list[str], model: Model, name: str) -> No
 
 def prompt_lengths(prompts: Sequence[str], model: Model) -> list[int]:
     """Tokens each prompt takes as the model sees it (chat template or base template included)."""
-    texts = [format_prompt(p, model.tokenizer, model.is_chat) for p in prompts]
-    return [len(ids) for ids in model.tokenizer(texts, add_special_tokens=not model.is_chat)["input_ids"]]
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
+    texts = [format_prompt(p, tokenizer, model.is_chat) for p in prompts]
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=not model.is_chat)["input_ids"]]
 
 
 def prompt_stream(prompt: str) -> int:
@@ -152,7 +159,7 @@ class Batch:
             return_token_type_ids=False,  # generate() takes ids and mask only (some tokenizers add type ids)
         )
         limit = self.model.context_window - self.settings.max_new_tokens
-        for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist()):
+        for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist(), strict=True):
             if length > limit:
                 raise ValueError(
                     f"a prompt is too long: {length} tokens (it starts {quoted(question, 60)}); the model's context "
@@ -163,7 +170,8 @@ class Batch:
         self.methods, self.seeds, self.streams = methods, seeds, streams
         self.stop_ids = stop_token_ids(self.model)
         self.runner = runner_for(self)
-        self._excess: ExcessRecorder | None = None  # the last run's recorder (transformers only: vLLM runs no processor)
+        # the last run's recorder (transformers only: vLLM runs no processor)
+        self._excess: ExcessRecorder | None = None
 
     def processors(self) -> LogitsProcessorList:
         processors = LogitsProcessorList()
@@ -206,17 +214,18 @@ class Batch:
         ``record_excess``, also "excess": the mean excess surprise of those tokens (NaN where the engine ran no
         processor: vLLM)."""
         results = []
+        tokenizer: Any = self.model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
         for index in self.main:
             ids, finished = self.until_stop(new_tokens[index].tolist())
-            raw = self.model.tokenizer.decode(ids, skip_special_tokens=True)
+            raw = tokenizer.decode(ids, skip_special_tokens=True)
             results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
                             "token_ids": ids, "finished": finished})
         if self.record_excess:
             lengths = [0] * len(self.groups)
-            for index, result in zip(self.main, results):
+            for index, result in zip(self.main, results, strict=True):
                 lengths[index] = result["n_tokens"]
             means = self._excess.means(lengths) if self._excess is not None else [math.nan] * len(lengths)
-            for index, result in zip(self.main, results):
+            for index, result in zip(self.main, results, strict=True):
                 result["excess"] = means[index]
         return results
 
@@ -260,7 +269,7 @@ class _PartialRows:
 
     def rows(self) -> list[dict]:
         return [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
-                 "token_ids": list(t.ids), "finished": e} for t, e in zip(self.texts, self.ended)]
+                 "token_ids": list(t.ids), "finished": e} for t, e in zip(self.texts, self.ended, strict=True)]
 
 
 class IncrementalText:

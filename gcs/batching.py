@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -28,7 +29,7 @@ def auto_batch_rows(model: Model, tokens_per_row: int) -> int:
     on CUDA as many as half the free memory holds in KV cache."""
     if model.device.type != "cuda":
         return MAX_BATCH_ROWS_CPU
-    config = model.model.config
+    config: Any = model.model.config  # a transformers config (gcs.Model types the model as a torch Module)
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     bytes_per_token = 2 * config.num_hidden_layers * heads * head_dim * next(model.model.parameters()).element_size()
@@ -43,7 +44,9 @@ def pack(units: Sequence, rows_of: Callable, settings_of: Callable, batch_rows: 
     >>> pack([(0, "a"), (0, "b"), (0, "c"), (1, "d")], lambda u: ["row"] * 2, lambda u: settings[u[0]], 4)
     [[(0, 'a'), (0, 'b')], [(0, 'c')], [(1, 'd')]]
     """
-    chunks, current, size = [], [], 0
+    chunks: list[list] = []
+    current: list = []
+    size = 0
     for unit in units:
         rows = len(rows_of(unit))
         if current and (size + rows > batch_rows or settings_of(unit) != settings_of(current[0])):
@@ -92,10 +95,10 @@ def run_batches(
             batch = Batch([row for i in chunk for row in unit_rows[i]], model, settings_of(units[chunk[0]]),
                           dict(generate_kwargs or {}), engine)
             try:
-                tokens = batch.complete(stop)
+                new_tokens = batch.complete(stop)
             except Cancelled:
                 raise Cancelled(f"{description} stopped after {done} of {len(units)} units") from None
-            decoded, start = batch.decode(tokens), 0
+            decoded, start = batch.decode(new_tokens), 0
             per_unit = []
             for i in chunk:
                 per_unit.append(decoded[start : start + len(unit_rows[i])])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterable, Sequence
+from typing import TypeGuard
 
 from .data import Group
 from .quoting import quoted
@@ -36,7 +37,7 @@ class ArgumentTypeError(TypeError, ValueError):
     (``except ValueError``: the app, the CLI) refuses this as bad input, not as a fault."""
 
 
-def is_integer(value) -> bool:
+def is_integer(value) -> TypeGuard[int]:
     """A true integer (bools and integral floats are not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -126,12 +126,12 @@ def command_compare(args: argparse.Namespace) -> None:
     from .scoring import consistency
 
     frame = compare(args.prompts, methods=args.methods, seeds=[args.seed], temperature=args.temperature,
-                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=load_model(args.model, dtype=args.dtype),
-                    engine=args.engine)
+                    top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                    model=load_model(args.model, dtype=args.dtype), engine=args.engine)
     for method, part in frame.groupby("method", sort=False):
         score = consistency(list(part["response"]), "e5") if len(part) > 1 else float("nan")
         print(f"== {method}  (E5 consistency {score:.3f})")
-        for prompt, response in zip(part["prompt"], part["response"]):
+        for prompt, response in zip(part["prompt"], part["response"], strict=True):
             print(f"  > {prompt}\n    {response.strip()}\n")
 
 
@@ -147,8 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser, seeds_default: str) -> None:
-        sub.add_argument("--data", required=True, help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
-        sub.add_argument("--seeds", type=parse_seeds, default=parse_seeds(seeds_default), help="a count (0..n-1) or a list")
+        sub.add_argument("--data", required=True,
+                         help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
+        sub.add_argument("--seeds", type=parse_seeds, default=parse_seeds(seeds_default),
+                         help="a count (0..n-1) or a list")
         sub.add_argument("--model", default=None, help="transformers id or local path (default: embedded SmolLM2)")
         sub.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
                          help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
@@ -162,7 +164,8 @@ def build_parser() -> argparse.ArgumentParser:
     common(run, "3")
     run.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
     run.add_argument("--temperatures", type=float_list, default=[0.0, 0.5, 1.0])
-    run.add_argument("--metrics", type=csv_list, default=["e5"], help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
+    run.add_argument("--metrics", type=csv_list, default=["e5"],
+                     help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
     run.add_argument("--top-k", type=int, default=None)
     run.add_argument("--top-p", type=float, default=None)
     run.add_argument("--ensembling", type=parse_ensembling, default=[False], help="off, on or both")

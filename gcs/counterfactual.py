@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from .batch import Batch, Row, check_plain_text, prompt_stream
 from .checks import DEFAULT_MAX_NEW_TOKENS, is_integer, quoted
@@ -31,14 +32,15 @@ from .settings import SamplingSettings
 
 def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> list[int]:
     """The token ids to force: a token id, a list of them, or text (tokenized as it would follow earlier text)."""
-    vocab = len(model.tokenizer)
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    vocab = len(tokenizer)
     if is_integer(replacement):
         replacement = [replacement]
     if isinstance(replacement, str):
         if not replacement:
             raise ValueError("replacement must be non-empty text or token ids")
         check_plain_text(replacement, model, "the replacement")
-        ids = model.tokenizer.encode(replacement, add_special_tokens=False)
+        ids = tokenizer.encode(replacement, add_special_tokens=False)
     elif isinstance(replacement, Sequence) and replacement and all(is_integer(i) for i in replacement):
         ids = list(replacement)
     else:
@@ -97,7 +99,8 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
     does not):
 
     >>> import gcs
-    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons", seed=1).startswith("Lemons")
+    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons",
+    ...                    seed=1).startswith("Lemons")
     True
     >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
     'Apples are sweet.'
@@ -116,4 +119,5 @@ def response_tokens(response: Response, model: Model | str | None = None) -> lis
     ['App', 'les', ' are', ' sweet', '.']
     """
     model = resolve_model(model)
-    return [model.tokenizer.decode([i]) for i in response_ids(response, model)]
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    return [tokenizer.decode([i]) for i in response_ids(response, model)]

@@ -130,7 +130,8 @@ def recycling_histogram(p, steps: int = 5000, seed: int = 0) -> tuple[pd.DataFra
     live = expected > 0
     statistic = (((counts - expected) ** 2)[live] / expected[live]).sum()
     dof = int(live.sum()) - 1
-    p_value = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), statistic / 2)) if dof > 0 else 1.0
+    p_value = (float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), statistic / 2))
+               if dof > 0 else 1.0)
     frame = pd.DataFrame({"token": range(len(p)), "target": p.numpy(), "gcswr": (counts / steps).numpy(),
                           "reuse": reuse.numpy()})
     return frame, p_value

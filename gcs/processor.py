@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import torch
 from transformers import (
@@ -69,6 +70,11 @@ class GumbelLogitsProcessor(LogitsProcessor):
     Each token is an exact draw from the warped distribution of its row.
     """
 
+    # None between responses (``reset``); set together by each call
+    _previous_ids: torch.Tensor | None
+    _chosen: torch.Tensor | None
+    finished: torch.Tensor | None
+
     def __init__(
         self,
         method: str | Sequence[str] = "gcswr",
@@ -109,24 +115,25 @@ class GumbelLogitsProcessor(LogitsProcessor):
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         if self._continues(input_ids):
-            self.finished |= input_ids[:, -1] != self._chosen
+            finished = cast(torch.Tensor, self.finished)  # set by the call that set ``_previous_ids``
+            finished |= input_ids[:, -1] != self._chosen
         else:
             self.reset()
-            self.finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+            self.finished = finished = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         warped = self.warpers(input_ids, scores)
         if self.temperature == 0:
             tokens = warped.argmax(dim=-1)
         elif self.observer is None:
-            tokens = self.sampler.sample(warped, active=~self.finished)
+            tokens = self.sampler.sample(warped, active=~finished)
         else:
             if self.sampler.batch_size is None:
-                self.sampler.begin(*warped.shape, warped.device)
+                self.sampler.begin(warped.shape[0], warped.shape[1], warped.device)
             before = self.sampler.peek()
-            tokens = self.sampler.sample(warped, active=~self.finished)
+            tokens = self.sampler.sample(warped, active=~finished)
             self.observer(warped, tokens, before, self.sampler.peek())
         self._previous_ids, self._chosen = input_ids.clone(), tokens
-        chosen_only = torch.full_like(scores, -math.inf)
-        return chosen_only.scatter_(1, tokens[:, None], 0.0)
+        chosen_only = torch.full_like(scores, -math.inf).scatter_(1, tokens[:, None], 0.0)
+        return cast(torch.FloatTensor, chosen_only)  # LogitsProcessor's legacy type: torch's ops return Tensor
 
 
 class EnsembleLogitsProcessor(LogitsProcessor):
@@ -153,7 +160,8 @@ class EnsembleLogitsProcessor(LogitsProcessor):
             return scores
         groups = self.groups.to(scores.device)
         ensembled = grouped_geometric_ensemble(scores, groups)[groups]
-        return torch.where(self.ensembled_rows.to(scores.device)[:, None], ensembled.to(scores.dtype), scores)
+        mixed = torch.where(self.ensembled_rows.to(scores.device)[:, None], ensembled.to(scores.dtype), scores)
+        return cast(torch.FloatTensor, mixed)  # LogitsProcessor's legacy type: torch's ops return Tensor
 
 
 class ExcessRecorder:

@@ -60,7 +60,8 @@ def recycling_step(state: RecyclingState, log_h: np.ndarray) -> int:
     k = int(np.argmax(state.g + log_h))  # Gumbel-max: an exact draw from softmax(log h)
     losers = np.arange(len(state.g)) != k
     with np.errstate(divide="ignore"):  # masked losers (log h = -inf) keep g: Q^-1(+inf) = 1
-        state.g[losers] = gumbel_quantile(gumbel_cdf(state.g[losers]) / gumbel_cdf(state.g[k] + log_h[k] - log_h[losers]))
+        state.g[losers] = gumbel_quantile(gumbel_cdf(state.g[losers])
+                                          / gumbel_cdf(state.g[k] + log_h[k] - log_h[losers]))
     state.draws[k] += 1
     state.g[k] = state.fresh_gumbel(k)  # the winner's noise was used up: a fresh draw
     return k

@@ -65,7 +65,8 @@ class ResultsLog:
         except (pd.errors.ParserError, UnicodeDecodeError) as error:
             raise ValueError(f"{self.path} is damaged ({error}); fix or remove it, or use another --out") from None
         if list(frame.columns) != self.columns:
-            raise ValueError(f"{self.path} has columns {list(frame.columns)}, expected {self.columns}: use another --out")
+            raise ValueError(f"{self.path} has columns {list(frame.columns)}, expected {self.columns}: "
+                             "use another --out")
         frame = frame.map(unescape_cell)
         for column in self.columns:
             frame[column] = self._parsed(frame[column])

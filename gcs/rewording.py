@@ -50,7 +50,8 @@ QUESTION_START = re.compile(
 def is_question(text: str) -> bool:
     """A single line that asks: ends with "?" or opens like a question or a request.
 
-    >>> is_question("Why does the sky look blue?"), is_question("Explain photosynthesis."), is_question("DNA is a molecule.")
+    >>> (is_question("Why does the sky look blue?"), is_question("Explain photosynthesis."),
+    ...  is_question("DNA is a molecule."))
     (True, True, False)
     """
     text = text.strip()
@@ -120,14 +121,14 @@ def reword_report(prompts: Sequence[str], n: int = 2, model: Model | str | None 
         units = [(i, derive_seed(seed, attempt * 64 + j)) for i in pending for j in range(2 * n)]
         rows_of = lambda unit: [Row(REQUEST.format(question=prompts[unit[0]]), "is", unit[1],  # noqa: E731
                                     examples=FEW_SHOT)]
-        texts = {i: [] for i in pending}
+        texts: dict[int, list[str]] = {i: [] for i in pending}
         for chunk, decoded in run_batches(units, rows_of, lambda unit: settings, model):
-            for (i, _), (record,) in zip(chunk, decoded):
+            for (i, _), (record,) in zip(chunk, decoded, strict=True):
                 texts[i].append(clean_candidate(record["response"]))
         candidates += sum(len(t) for t in texts.values())
         passed += _accept(prompts, texts, accepted, min_similarity)
     delivered = [found[:n] for found in accepted]
-    short = tuple(p for p, found in zip(prompts, delivered) if len(found) < n)
+    short = tuple(p for p, found in zip(prompts, delivered, strict=True) if len(found) < n)
     report = RewordReport(candidates, passed, n * len(prompts), sum(map(len, delivered)), short)
     return delivered, report
 
@@ -142,8 +143,8 @@ def _accept(prompts, texts: dict[int, list[str]], accepted: list[list[str]], min
 
         checked = {i: found for i, found in checked.items() if found}
         matrices = similarity_matrices([[prompts[i], *found] for i, found in checked.items()], "e5")
-        checked = {i: [t for t, s in zip(found, matrix[0, 1:]) if s >= min_similarity]
-                   for (i, found), matrix in zip(checked.items(), matrices)}
+        checked = {i: [t for t, s in zip(found, matrix[0, 1:], strict=True) if s >= min_similarity]
+                   for (i, found), matrix in zip(checked.items(), matrices, strict=True)}
     kept = 0
     for i, found in checked.items():
         kept += len(found)

@@ -142,6 +142,10 @@ class Sampler:
     """
 
     method: str = ""
+    # None until responses start (``begin``, or the first ``sample``); fixed until ``reset``
+    batch_size: int | None
+    vocab_size: int | None
+    device: torch.device | None
 
     def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None):
         self.forced: dict[int, torch.Tensor] = {}
@@ -149,8 +153,7 @@ class Sampler:
         self.streams = _seed_list(streams, "streams")
         if isinstance(self.streams, int):
             raise ValueError("streams must be a sequence with one integer per row")
-        lengths = {len(v) for v in (self.seed, self.streams) if isinstance(v, list)}
-        if len(lengths) > 1:
+        if isinstance(self.seed, list) and isinstance(self.streams, list) and len(self.seed) != len(self.streams):
             raise ValueError(f"seed and streams have different lengths ({len(self.seed)} vs {len(self.streams)})")
         self.reset()
 
@@ -386,7 +389,8 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
         (True, 0)
         """
         noise = HashedNoise().start(torch.tensor([check_seed(seed)], device=device), vocab)
-        return noise.vector(torch.zeros(1, dtype=torch.int64, device=device))[0], torch.zeros(vocab, dtype=torch.int32, device=device)
+        return (noise.vector(torch.zeros(1, dtype=torch.int64, device=device))[0],
+                torch.zeros(vocab, dtype=torch.int32, device=device))
 
     def _start(self, seeds, streams, state=None):
         super()._start(seeds, streams)
@@ -398,7 +402,8 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
             self.residual, self.draws = state
             shape = (self.batch_size, self.vocab_size)
             if self.residual.shape != shape or self.draws.shape != shape or self.residual.dtype != torch.float32 \
-                    or self.draws.dtype != torch.int32 or not self.residual.is_contiguous() or not self.draws.is_contiguous():
+                    or self.draws.dtype != torch.int32 or not self.residual.is_contiguous() \
+                    or not self.draws.is_contiguous():
                 raise ValueError(f"state must be contiguous (float32 residual, int32 draws) of shape {list(shape)}")
         # Reused buffers for the rates and the arrivals: fresh multi-megabyte temporaries cost page faults on CPU.
         self._rates = torch.empty_like(self.residual)

@@ -36,6 +36,7 @@ import functools
 import itertools
 import os
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import numpy as np
 
@@ -44,7 +45,8 @@ from .checks import check_texts
 from .quoting import quoted
 
 METRICS = ("e5", "minilm", "jaccard", "aligned")
-METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard", "aligned": "aligned agreement"}
+METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard",
+                "aligned": "aligned agreement"}
 TOKEN_METRICS = ("jaccard", "aligned")  # computed from the generating model's token ids, not an embedding model
 MIN_ALIGNED_RUN = 3
 
@@ -155,11 +157,15 @@ def _encodings(texts: list[str], tokenizer) -> list:
     return [tokenizer(text, add_special_tokens=False, return_offsets_mapping=True) for text in texts]
 
 
-def _cut(text: str, encoding, labels: Sequence) -> list[tuple[str, object]]:
+Label = TypeVar("Label")
+
+
+def _cut(text: str, encoding, labels: Sequence[Label | None]) -> list[tuple[str, Label | None]]:
     """``text`` cut at its tokens' offsets, each piece with its token's label (gaps between tokens: None).
     The pieces join back to the text."""
-    pieces, end = [], 0
-    for label, (start, stop) in zip(labels, encoding["offset_mapping"]):
+    pieces: list[tuple[str, Label | None]] = []
+    end = 0
+    for label, (start, stop) in zip(labels, encoding["offset_mapping"], strict=False):  # any tokenizer: no new error
         if start > end:
             pieces.append((text[end:start], None))
         start = max(start, end)  # byte-level tokens of one character can share a span
@@ -182,14 +188,15 @@ def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, 
     encodings = _encodings(texts, tokenizer)
     sets = [set(e["input_ids"]) for e in encodings]
     result = []
-    for i, (text, encoding) in enumerate(zip(texts, encodings)):
+    for i, (text, encoding) in enumerate(zip(texts, encodings, strict=True)):
         others = [s for j, s in enumerate(sets) if j != i]
         labels = [bool(others) and all(token in s for s in others) for token in encoding["input_ids"]]
         result.append([(piece, bool(label)) for piece, label in _cut(text, encoding, labels)])
     return result
 
 
-def aligned_spans(texts: Sequence[str], tokenizer=None, min_run: int = MIN_ALIGNED_RUN) -> list[list[tuple[str, int | None]]]:
+def aligned_spans(texts: Sequence[str], tokenizer=None,
+                  min_run: int = MIN_ALIGNED_RUN) -> list[list[tuple[str, int | None]]]:
     """Each text cut into its tokens, each labelled with the aligned span of the *first* text it repeats.
 
     Every other text is aligned to the first (``difflib`` matching blocks of token ids, runs of at least
@@ -212,13 +219,13 @@ def aligned_spans(texts: Sequence[str], tokenizer=None, min_run: int = MIN_ALIGN
         number += position - 1 not in stretch
         stretch[position] = number
     labels = [[stretch.get(i) for i in range(len(ids[0]))]] if ids else []
-    for other, text_blocks in zip(ids[1:], blocks):
-        row = [None] * len(other)
+    for other, text_blocks in zip(ids[1:], blocks, strict=True):
+        row: list[int | None] = [None] * len(other)
         for a, b, size in text_blocks:
             for k in range(size):
                 row[b + k] = stretch[a + k]
         labels.append(row)
-    return [_cut(text, encoding, row) for text, encoding, row in zip(texts, encodings, labels)]
+    return [_cut(text, encoding, row) for text, encoding, row in zip(texts, encodings, labels, strict=True)]
 
 
 class _WordTokenizer:
@@ -260,8 +267,8 @@ def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tok
         lists = _token_lists(texts, tokenizer)
         pieces = np.cumsum([0] + [len(g) for g in groups])
         if kind == "jaccard":
-            return [jaccard_matrix([set(t) for t in lists[a:b]]) for a, b in zip(pieces[:-1], pieces[1:])]
-        return [aligned_matrix(lists[a:b]) for a, b in zip(pieces[:-1], pieces[1:])]
+            return [jaccard_matrix([set(t) for t in lists[a:b]]) for a, b in zip(pieces[:-1], pieces[1:], strict=True)]
+        return [aligned_matrix(lists[a:b]) for a, b in zip(pieces[:-1], pieces[1:], strict=True)]
     vectors = _embed_distinct(embedder(metric.strip()), texts)
     matrices, start = [], 0
     for group in groups:

@@ -56,7 +56,9 @@ def sign_flip_interval(differences: Sequence[float], alpha: float) -> tuple[floa
     if len(d) == 0 or 2 / 2 ** min(len(d), 60) > alpha:
         return math.nan, math.nan
     centre, spread = float(d.mean()), float(np.ptp(d)) + 1e-12
-    inside = lambda delta: sign_flip_p(d - delta) > alpha
+
+    def inside(delta: float) -> bool:
+        return sign_flip_p(d - delta) > alpha
 
     def edge(outside: float) -> float:  # bisection between the mean (inside) and a rejected shift
         low, high = centre, outside
@@ -130,13 +132,13 @@ def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, co
         looks.append(looks[-1] + int(size))
     budget = (1 - confidence) / max(1, comparisons)
     usable = [2 / 2 ** min(n, 60) <= budget for n in looks]
-    extra_seeds = sum(n for n, ok in zip(looks[maximum + 1 :], usable[maximum + 1 :]) if ok)
+    extra_seeds = sum(n for n, ok in zip(looks[maximum + 1 :], usable[maximum + 1 :], strict=True) if ok)
     share = EXTENSION_SHARE if extra_seeds else 0.0
     spend = [0.0] * (maximum + 1)
     left = 1 - share
     for k in range(maximum):  # the run's looks but its last; the last takes what is left
         floor = 2 / 2 ** min(looks[k], 60) / budget * (1 + 1e-9)  # evidence is p / spend: the floor must reach alpha
-        later = sum(n for n, ok in zip(looks[k : maximum + 1], usable[k : maximum + 1]) if ok)
+        later = sum(n for n, ok in zip(looks[k : maximum + 1], usable[k : maximum + 1], strict=True) if ok)
         fair = left * looks[k] / later if usable[k] else 0.0
         if spending == "floor-first":
             spend[k] = min(max(fair, floor), left) if usable[k] else 0.0
@@ -144,7 +146,8 @@ def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, co
             spend[k] = fair if fair >= floor else 0.0
         left -= spend[k]
     spend[maximum] = left
-    spend += [share * n / extra_seeds if ok else 0.0 for n, ok in zip(looks[maximum + 1 :], usable[maximum + 1 :])]
+    spend += [share * n / extra_seeds if ok else 0.0
+              for n, ok in zip(looks[maximum + 1 :], usable[maximum + 1 :], strict=True)]
     return SequentialPlan(tuple(looks), tuple(spend), maximum, confidence, futility)
 
 
@@ -234,7 +237,7 @@ def _holm(evidence: dict, claimed: dict, alpha: float) -> list:
     comparisons unclaimed, the strongest is claimed when its evidence (min over looks of p / share) is at most
     ``alpha / r``; its budget then goes to the rest."""
     new = []
-    remaining = sorted((pair for pair in evidence if pair not in claimed), key=evidence.get)
+    remaining = sorted((pair for pair in evidence if pair not in claimed), key=evidence.__getitem__)
     for rank, pair in enumerate(remaining):
         if evidence[pair] > alpha / (len(remaining) - rank):
             break

@@ -17,7 +17,9 @@ of a long list of keyword arguments, and trusts it: a frozen object cannot becom
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .checks import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -56,6 +58,13 @@ class SamplingSettings:
     top_p: float | None = None
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     ensemble: int = 0
+
+    if TYPE_CHECKING:
+        # What the generated __init__ accepts: __post_init__ turns a comma-separated string or any list of methods,
+        # and a count or any iterable of seeds, into the tuples above (the fields keep their tuple types).
+        def __init__(self, methods: Sequence[str] | str = METHODS, seeds: int | Iterable[int] = (0,),
+                     temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, ensemble: int = 0) -> None: ...
 
     def __post_init__(self):
         check_sampling_settings(self.temperature, self.top_k, self.top_p)

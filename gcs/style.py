@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import pandas as pd
 
@@ -140,7 +141,7 @@ class Classifier:
         return f"{type(self).__name__}({self.name!r})"
 
     def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list:
-        return [self.label(q, r) for q, r in zip(questions, responses)]
+        return [self.label(q, r) for q, r in zip(questions, responses, strict=True)]
 
 
 def _rule(function: Callable[[str], object]) -> Classifier:
@@ -183,7 +184,7 @@ class LLMJudge(Classifier):
         return self.labels([question], [response])[0]
 
     def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list[str]:
-        prompts = [self.prompt.format(question=q, response=r) for q, r in zip(questions, responses)]
+        prompts = [self.prompt.format(question=q, response=r) for q, r in zip(questions, responses, strict=True)]
         answers = generate(prompts, temperature=0, max_new_tokens=self.max_new_tokens, model=self.model)
         return [self._parse(answer) for answer in answers]
 
@@ -227,7 +228,7 @@ def style_responses(
     ``engine``: "transformers" or "vllm" (``gcs.vllm``).
     """
     if questions and all(isinstance(q, str) for q in questions):
-        questions = [Group(str(i), (q,)) for i, q in enumerate(questions)]
+        questions = [Group(str(i), (cast(str, q),)) for i, q in enumerate(questions)]  # all strings, as checked
     questions = as_groups(questions)
     settings = SamplingSettings(check_methods(methods), check_seeds(seeds), temperature,
                                 max_new_tokens=max_new_tokens)
@@ -237,12 +238,15 @@ def style_responses(
     todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in skip]
     columns = [*STYLE_KEYS, "prompt", "response"]
     frames = []
-    for chunk, decoded in run_batches(todo, lambda unit: [Row(unit[0].prompts[0], unit[1], unit[2])],
-                                      lambda unit: settings, model, batch_rows, show_progress=show_progress,
-                                      description="style", engine=engine):
+
+    def rows_of(unit: Any) -> list[Row]:  # a unit is (question, method, seed); run_batches types it object
+        return [Row(unit[0].prompts[0], unit[1], unit[2])]
+
+    for chunk, decoded in run_batches(todo, rows_of, lambda unit: settings, model, batch_rows,
+                                      show_progress=show_progress, description="style", engine=engine):
         frame = pd.DataFrame.from_records(
             [{"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
-             for (q, m, s), (row,) in zip(chunk, decoded)],
+             for (q, m, s), (row,) in zip(chunk, decoded, strict=True)],
             columns=columns,
         )
         frames.append(frame)
@@ -292,7 +296,8 @@ def style_consistency(labelled: pd.DataFrame, classifiers: Iterable[Classifier |
 def style_table(consistency: pd.DataFrame) -> pd.DataFrame:
     """Table 2's layout: rows = style dimensions, columns = methods, "p_repeat ± std.err"."""
     table = consistency.assign(
-        cell=[f"{p:.2f} ± {e:.2f}" for p, e in zip(consistency["p_repeat"], consistency["stderr"].fillna(0))]
+        cell=[f"{p:.2f} ± {e:.2f}"
+              for p, e in zip(consistency["p_repeat"], consistency["stderr"].fillna(0), strict=True)]
     ).pivot(index="dimension", columns="method", values="cell")
     order = [m for m in ("is", "gcs", "gcswr") if m in table.columns]
     table = table[order]

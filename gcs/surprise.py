@@ -21,6 +21,7 @@ for answers from elsewhere (texts, or the token ids a frame holds: exactly the t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -43,19 +44,18 @@ def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[
     prompts = check_prompts(prompts)
     given_ids = not isinstance(responses, str) and len(responses) > 0 and \
         all(not isinstance(r, str) and isinstance(r, Sequence) for r in responses)
-    if not given_ids:
-        responses = check_texts(responses, "responses")
+    if not given_ids:  # then texts (check_texts refuses anything else)
+        responses = check_texts(cast("Sequence[str]", responses), "responses")
     if len(prompts) != len(responses):
         raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses: give one prompt per response")
     model = resolve_model(model)
-    if given_ids:
-        responses = [_token_ids(r, len(model.tokenizer), f"responses[{i}]") for i, r in enumerate(responses)]
-    tokenizer = model.tokenizer
-    pairs = []
-    for prompt, response in zip(prompts, responses):
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    given = [_token_ids(r, len(tokenizer), f"responses[{i}]") for i, r in enumerate(responses)] if given_ids else []
+    pairs: list[tuple[list[int], list[int]]] = []
+    for i, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
         context = tokenizer(format_prompt(prompt, tokenizer, model.is_chat),
                             add_special_tokens=not model.is_chat)["input_ids"]
-        pairs.append((list(context), response if given_ids else tokenizer.encode(response, add_special_tokens=False)))
+        pairs.append((list(context), given[i] if given_ids else tokenizer.encode(response, add_special_tokens=False)))
     excess = np.full(len(pairs), np.nan)
     for start in range(0, len(pairs), ROWS_PER_PASS):
         chunk = pairs[start : start + ROWS_PER_PASS]
@@ -63,7 +63,7 @@ def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[
     return excess
 
 
-def _token_ids(response: Sequence[int], vocab: int, name: str) -> list[int]:
+def _token_ids(response: Sequence[Any], vocab: int, name: str) -> list[int]:  # as given: checked here
     if not all(is_integer(i) and 0 <= i < vocab for i in response):
         raise ValueError(f"{name} must be token ids: whole numbers in [0, {vocab})")
     return [int(i) for i in response]
@@ -72,7 +72,8 @@ def _token_ids(response: Sequence[int], vocab: int, name: str) -> list[int]:
 @torch.inference_mode()
 def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list[float]:
     width = max(len(c) + len(r) for c, r in pairs)
-    pad = model.tokenizer.pad_token_id
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    pad = tokenizer.pad_token_id
     ids = torch.tensor([[pad] * (width - len(c) - len(r)) + c + r for c, r in pairs], device=model.device)
     mask = torch.tensor([[0] * (width - len(c) - len(r)) + [1] * (len(c) + len(r)) for c, r in pairs],
                         device=model.device)

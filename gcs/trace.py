@@ -24,6 +24,7 @@ import math
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import pandas as pd
 import torch
@@ -151,11 +152,12 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
     check_plain_text(prompts, model, "prompts")
     if system is not None:
         check_plain_text(system, model, "system")
-    forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(model.tokenizer))
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(tokenizer))
     if isinstance(watch, (str, bytes)) or not isinstance(watch, Sequence):
         raise ValueError("watch must be a list of token ids")
-    watch = [check_count(token, "a watched token id", 0, len(model.tokenizer) - 1) for token in watch]
-    recorder = _Recorder(method, top, lambda token: model.tokenizer.decode([token]), watch)
+    watch = [check_count(token, "a watched token id", 0, len(tokenizer) - 1) for token in watch]
+    recorder = _Recorder(method, top, lambda token: tokenizer.decode([token]), watch)
     batch = Batch([Row(p, method, seed, system=system) for p in prompts], model, settings, observer=recorder)
     if forced:  # the batch's own sampler, with the interventions scheduled
         batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams)
@@ -167,7 +169,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
             batch.sampler.force(position, tokens)
     new_tokens = batch.complete(stop)
     token_ids, responses = [], []
-    for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens)):
+    for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens), strict=True):
         ids, _ = batch.until_stop(row)
         token_ids.append(tuple(ids))
         responses.append(record["response"])
@@ -268,12 +270,12 @@ def carried_win(trace: Trace, position: int, row: int) -> CarriedWin | None:
         return None
     draw = _emitted(trace, position, row).count(step.winner)
     drawn = drawn_clock(trace.seed, step.winner, draw)
-    clock = step.winning.noise
+    clock = cast(float, step.winning.noise)  # GCSwR: every candidate holds its noise (None is IS's)
     for earlier in range(position - 1, -1, -1):
         for other, past in enumerate(trace.steps[earlier]):
             if other == row or past.winner != step.winner or not _raced(trace, earlier, other):
                 continue
-            earlier_clock = past.winning.noise
+            earlier_clock = cast(float, past.winning.noise)
             if _emitted(trace, earlier, other).count(step.winner) == draw and max(clock, earlier_clock) <= drawn:
                 return CarriedWin(position, row, step.winner, step.winner_text, draw, drawn, clock, earlier, other,
                                   earlier_clock)

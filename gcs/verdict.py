@@ -16,7 +16,8 @@ sign-flip test decides instead (with n seeds it cannot go below 2 / 2**n).
 >>> scores = pd.DataFrame({"method": ["is"] * 4 + ["gcswr"] * 4, "seed": [0, 1, 2, 3] * 2, "metric": "e5",
 ...                        "consistency": [0.80, 0.81, 0.79, 0.80, 0.85, 0.86, 0.83, 0.86]})
 >>> print(verdict(scores)[0])
-On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points (95 % CI +3.7 to +6.3): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
+On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points
+(95 % CI +3.7 to +6.3): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def degenerate(excess: Sequence[float], threshold: float = DEGENERATE_EXCESS) ->
     return bool(len(values)) and float(np.median(values)) > threshold
 
 
-def sign_flip_p(differences: Sequence[float]) -> float:
+def sign_flip_p(differences: Sequence[float] | np.ndarray) -> float:
     """Two-sided p-value of the sign-flip (paired permutation) test on the mean difference.
 
     Under the null (the two methods are exchangeable) every difference is as likely negated; the p-value is
@@ -180,7 +181,7 @@ def verdict(scores, baseline: str = "is", confidence: float = 0.95,
     comparisons = len(tests)
     together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"
     flagged = excess is not None and degenerate(excess)
-    lines = _degenerate_lines(excess) if flagged else []
+    lines = _degenerate_lines(excess) if flagged and excess is not None else []  # mypy cannot narrow via flagged
     for row in tests.itertuples():
         name, base = METHOD_NAMES.get(row.method, row.method), METHOD_NAMES.get(baseline, baseline)
         words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
@@ -226,7 +227,7 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
     if metrics is not None:
         tests = tests[tests["metric"].isin(list(metrics))]
     flagged = excess is not None and degenerate(excess)
-    lines = _degenerate_lines(excess) if flagged else []
+    lines = _degenerate_lines(excess) if flagged and excess is not None else []  # mypy cannot narrow via flagged
     held = f"{100 * plan.confidence:g} % over every look and all {len(run.tests)} comparisons together"
     base = METHOD_NAMES.get("is", "is")
     for row in tests.itertuples():

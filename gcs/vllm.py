@@ -47,6 +47,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from vllm import SamplingParams
@@ -55,7 +56,7 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
 from .processor import make_warpers
-from .samplers import make_sampler
+from .samplers import RecyclingGumbelSampler, make_sampler
 from .vllm_options import PLUGIN, plugin_registered
 from .vllm_requests import (  # noqa: F401 (the request API is gcs.vllm's too: sampling_params, request_args, ...)
     KEYS,
@@ -73,7 +74,8 @@ from .vllm_slots import SlotStates, as_slice
 
 
 class _GcsRequests:
-    """What every face of the plugin says about a request before it runs: ``request_args`` or a ValueError (HTTP 400)."""
+    """What every face of the plugin says about a request before it runs: ``request_args`` or a ValueError
+    (HTTP 400)."""
 
     @classmethod
     def validate_params(cls, params: SamplingParams) -> None:
@@ -108,7 +110,8 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
         # consecutive rows (V1's batch when one setting fills it) as a view: no gather, no scatter
         run = as_slice([m.row for m in members])
         rows = run if run is not None else torch.tensor([m.row for m in members], device=device)
-        warped = make_warpers(*warping)(None, logits[rows].float())
+        # the warpers read the scores only (no input ids); transformers types both as legacy tensor classes
+        warped = make_warpers(*warping)(None, logits[rows].float())  # type: ignore[arg-type]
         sampler = make_sampler(method, seed=[m.request.args.seed for m in members],
                                streams=[m.request.stream or 0 for m in members])
         indices = torch.tensor([m.index for m in members])
@@ -120,9 +123,10 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
             sampler.begin(len(members), vocab, device, steps=indices)
         tokens = sampler.sample(warped)
         if method == "gcswr":
-            slots.drew(taken, tokens.tolist(), (sampler.residual, sampler.draws), state_rows)
-        if run is not None:
-            logits[run].fill_(-math.inf).scatter_(1, tokens[:, None], 0.0)
+            recycling = cast(RecyclingGumbelSampler, sampler)  # what make_sampler("gcswr", ...) makes
+            slots.drew(taken, tokens.tolist(), (recycling.residual, recycling.draws), state_rows)
+        if isinstance(rows, slice):
+            logits[rows].fill_(-math.inf).scatter_(1, tokens[:, None], 0.0)
         else:
             logits.index_fill_(0, rows, -math.inf)
             logits[rows, tokens] = 0.0
@@ -218,7 +222,7 @@ class GumbelSamplingV2(_GcsRequests, V2LogitsProcessor):
         positions = ctx.pos.tolist()
         prompt_len, prefill_len = self.req_states.prompt_len.np, self.req_states.prefill_len.np
         picks = []
-        for row, (slot, position) in enumerate(zip(slots, positions)):
+        for row, (slot, position) in enumerate(zip(slots, positions, strict=False)):
             request = self.slots.get(slot)
             if request is None or position + 1 < prefill_len[slot]:
                 continue
@@ -243,7 +247,8 @@ def _refuse_a_second_registration(vllm_config) -> None:
                          "(or logits_processors=[...] in LLM(...))")
 
 
-class GumbelSamplingProcessor(_GcsRequests, V1LogitsProcessor, V2LogitsProcessor):
+# The two interfaces' ``apply`` differ: this class only picks one (``__new__``), and is never an instance itself.
+class GumbelSamplingProcessor(_GcsRequests, V1LogitsProcessor, V2LogitsProcessor):  # type: ignore[misc]
     """The entry point: vLLM's V1 runner gets a ``GumbelSamplingV1``, Model Runner V2 a ``GumbelSamplingV2``.
 
     Both runners load the same ``vllm.logits_processors`` entry point; V1 constructs it with
@@ -257,4 +262,5 @@ class GumbelSamplingProcessor(_GcsRequests, V1LogitsProcessor, V2LogitsProcessor
             return GumbelSamplingV1(vllm_config, *args, **kwargs)
         if len(args) + len(kwargs) == 1:
             return GumbelSamplingV2(vllm_config, *args, **kwargs)
-        raise TypeError("GumbelSamplingProcessor takes (vllm_config, device, is_pin_memory) or (vllm_config, req_states)")
+        raise TypeError("GumbelSamplingProcessor takes (vllm_config, device, is_pin_memory) or "
+                        "(vllm_config, req_states)")

@@ -2,7 +2,8 @@
 (``gcs.vllm_serve``) share, without importing vLLM: the plugin's entry point, the defaults on CPU, and how an error
 names a request's keys.
 
->>> CPU_DEFAULTS["max_num_seqs"], CPU_DEFAULTS["kv_cache_memory_bytes"] // 2**30  # LLM(**CPU_DEFAULTS), --max-num-seqs 48
+>>> # LLM(**CPU_DEFAULTS), --max-num-seqs 48
+>>> CPU_DEFAULTS["max_num_seqs"], CPU_DEFAULTS["kv_cache_memory_bytes"] // 2**30
 (48, 2)
 """
 

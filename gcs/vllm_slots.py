@@ -102,7 +102,7 @@ class SlotStates:
             saved, info.drawn, info.token = request.parked
             request.parked = None
             row = self.row_of[slot] = self._new_row(saved[0].shape[0], saved[0].device)
-            for name, values in zip(_NAMES, saved):
+            for name, values in zip(_NAMES, saved, strict=True):
                 getattr(self, name)[row] = values
 
     def leave(self, slot: int) -> None:
@@ -165,12 +165,12 @@ class SlotStates:
         for slot in fresh:
             self.residual[self.row_of[slot]], self.draws[self.row_of[slot]] = RecyclingGumbelSampler.initial_state(
                 self.info[slot].request.args.seed, vocab, self.residual.device)
-        rows = [self.row_of[slot] for slot, _, _ in picks]
-        run = as_slice(rows)
+        picked = [self.row_of[slot] for slot, _, _ in picks]
+        run = as_slice(picked)
         if run is not None:  # consecutive rows: views, no gather
             self.before_residual[run], self.before_draws[run] = self.residual[run], self.draws[run]
             return (self.residual[run], self.draws[run]), None
-        rows = torch.tensor(rows, device=self.residual.device)
+        rows = torch.tensor(picked, device=self.residual.device)
         state = (self.residual.index_select(0, rows), self.draws.index_select(0, rows))
         self.before_residual[rows], self.before_draws[rows] = state
         return state, rows
@@ -182,10 +182,10 @@ class SlotStates:
             self.residual[rows], self.draws[rows] = state
         else:
             first = self.row_of[picks[0][0]]
-            for name, value in zip(("residual", "draws"), state):
+            for name, value in zip(("residual", "draws"), state, strict=True):
                 target = getattr(self, name)[first : first + len(picks)]
                 if target.data_ptr() != value.data_ptr():  # a sampler that did not update in place
                     target.copy_(value)
-        for (slot, index, _), token in zip(picks, tokens):
+        for (slot, index, _), token in zip(picks, tokens, strict=True):
             info = self.info[slot]
             info.drawn, info.token = index, token

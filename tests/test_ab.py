@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 import scipy.stats
 import torch
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, tiny_gcs_model, z_score
 
 import gcs
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, tiny_gcs_model, z_score
 from gcs.batch import stop_token_ids
 
 VOCAB = 8  # ids 0-2 special (</s> = 1 ends an answer), w3..w7: short answers have few categories
@@ -68,7 +68,7 @@ def answer_law(model, variant: gcs.Variant, prompt: str) -> dict[tuple, float]:
 
 def law_p(answers: pd.DataFrame, slot: str, law: dict[tuple, float]) -> float:
     """Chi-square p of the arm's answers against ``law``, categories expected fewer than 5 times pooled."""
-    seen = Counter(zip(map(tuple, answers[f"token_ids_{slot}"]), answers[f"finished_{slot}"]))
+    seen = Counter(zip(map(tuple, answers[f"token_ids_{slot}"]), answers[f"finished_{slot}"], strict=True))
     assert set(seen) <= set(law), "an answer the law gives no probability"
     n = len(answers)
     big = sorted((c for c in law if law[c] * n >= 5), key=law.get)
@@ -165,7 +165,7 @@ def test_the_arms_first_tokens_agree_as_theorem_1_says_and_independently_under_i
     answers = frame[frame["method"] == method]
     end = stop_token_ids(old)[0]  # an empty answer's first token was the stop token
     first = {slot: [ids[0] if ids else end for ids in answers[f"token_ids_{slot}"]] for slot in "ab"}
-    agree = int(sum(x == y for x, y in zip(first["a"], first["b"])))
+    agree = int(sum(x == y for x, y in zip(first["a"], first["b"], strict=True)))
     p = gcs.agreement_probability(torch.tensor(next_token(old, a, PROMPT)), torch.tensor(next_token(new, b, PROMPT)),
                                   method=rule)
     assert abs(z_score(agree, DRAWS, float(p))) < Z_THRESHOLD, (agree, float(p))

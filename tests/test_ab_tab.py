@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+
 from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -57,7 +57,8 @@ def test_trace_and_hindsight_endpoints(client):
                            api_name="/trace")
     assert len(trace["responses"]) == 2
     winners = [step for step in trace["steps"] if step["won"]]
-    assert {step["paraphrase"] for step in winners} == {0, 1} and all(step["noise_after"] is not None for step in winners)
+    assert {step["paraphrase"] for step in winners} == {0, 1}
+    assert all(step["noise_after"] is not None for step in winners)
     answers = client.predict("Why is the sky blue?", "Because of Rayleigh scattering", "What makes the sky blue?",
                              api_name="/hindsight")
     assert len(answers["answers"]) == 1 and answers["method"] == "gcswr"

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import refused_in_ui
 
 import gcs
+from conftest import refused_in_ui
 from gcs import cli, generation
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,14 +33,17 @@ CASES = {
     "20,000 characters": (["What is DNA? " + "x" * 20_000, GOOD[1]], {}, None, "20,013 characters"),
     "control characters": (["What\x07 is DNA?", GOOD[1]], {}, None, "control characters"),
     "emoji and right-to-left": (["What is DNA? 🧬", "ما هو الحمض النووي؟"], {}, None, None),
-    "temperature NaN": (GOOD, {"temperature": math.nan}, "temperature must be a finite number", "temperature must be a number"),
+    "temperature NaN": (GOOD, {"temperature": math.nan}, "temperature must be a finite number",
+                        "temperature must be a number"),
     "temperature negative": (GOOD, {"temperature": -1.0}, "temperature must be a finite number", "between 0 and 2"),
     "temperature 1e6": (GOOD, {"temperature": 1e6}, None, "between 0 and 2"),
     "top_p 0": (GOOD, {"top_p": 0.0}, "top_p must be None or a number in (0, 1]", "top_p must be in (0, 1]"),
     "seed negative": (GOOD, {"seed": -1}, "seed", "seed must be a whole number"),
     "seed above 2^63": (GOOD, {"seed": 2**63 + 5}, "seed", "seed must be a whole number"),
-    "max_new_tokens 0": (GOOD, {"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 1024]", "from 1 to 256"),
-    "max_new_tokens 10^6": (GOOD, {"max_new_tokens": 10**6}, "max_new_tokens must be an integer in [1, 1024]", "from 1 to 256"),
+    "max_new_tokens 0": (GOOD, {"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 1024]",
+                         "from 1 to 256"),
+    "max_new_tokens 10^6": (GOOD, {"max_new_tokens": 10**6}, "max_new_tokens must be an integer in [1, 1024]",
+                            "from 1 to 256"),
     "unknown model": (GOOD, {"model": "no-such-org/no-such-model"}, "could not load model", "is not offered here"),
 }
 

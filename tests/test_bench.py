@@ -61,7 +61,8 @@ def test_rounds_must_be_positive():
 
 @pytest.mark.slow
 def test_sampler_benchmark_prints_every_contender_and_both_ratios(run_bench):
-    code, out, _ = run_bench("bench_sampler.py", *"--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split())
+    code, out, _ = run_bench("bench_sampler.py",
+                             *"--tokens 3 --batch 4 --paraphrases 2 --rounds 1 --vocab 1000".split())
     assert code == 0
     number = r"-?\d+\.\d+"
     for layout in ("own seeds", "2 per seed"):
@@ -121,7 +122,8 @@ def test_compare_profile_on_the_vllm_engine(run_bench):
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["is", "gcswr"])
 def test_the_plugin_step_benchmark_prints_its_cost_and_the_same_tokens(run_bench, method):
-    code, out, _ = run_bench("bench_plugin_step.py", *f"--rows 3,5 --vocab 64 --steps 4 --rounds 1 --method {method}".split())
+    code, out, _ = run_bench("bench_plugin_step.py",
+                             *f"--rows 3,5 --vocab 64 --steps 4 --rounds 1 --method {method}".split())
     assert code == 0
     for rows in (3, 5):
         assert re.search(rf" {rows} rows: plugin +\d+\.\d ms/step, floor +\d+\.\d ms/step, plugin/floor \d+\.\d\dx, "
@@ -176,8 +178,8 @@ def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
                      r"\[2\]", out), out
     assert re.search(r"the page in-process / the library's rounds: median \d+\.\d\dx, / the rounds scoring the page's "
                      r"table too: \d+\.\d\dx \(goal <= 1\.1x\); E5's share of the fixed verdict: median \d+%", out), out
-    assert re.search(r"first verdict: the page in-process / the library's first round \(the last turn of each\): median "
-                     r"\d+\.\d\dx \(goal <= 1\.5x; \d+\.\d s / \d+\.\d s\)", out), out
+    assert re.search(r"first verdict: the page in-process / the library's first round \(the last turn of each\): "
+                     r"median \d+\.\d\dx \(goal <= 1\.5x; \d+\.\d s / \d+\.\d s\)", out), out
 
 
 @pytest.mark.slow

@@ -14,10 +14,10 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 import pytest
-from conftest import first_recycled_win
 from playwright.sync_api import expect, sync_playwright
 
 import gcs
+from conftest import first_recycled_win
 from gcs.quoting import quoted
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,7 +206,8 @@ def test_is_in_the_step_through_shows_no_clocks(page):
 def test_hindsight_tab_takes_a_side_by_side_answer(page, screenshots):
     page.get_by_role("tab", name="Hindsight").click()
     page.get_by_role("button", name="Take the side-by-side run's first GCSwR answer").click()
-    expect(page.locator("#hindsight-prompt :is(textarea, input)")).to_have_value("Why is the sky blue?", timeout=TIMEOUT_MS)
+    expect(page.locator("#hindsight-prompt :is(textarea, input)")).to_have_value("Why is the sky blue?",
+                                                                                timeout=TIMEOUT_MS)
     expect(page.locator("#hindsight-status")).to_contain_text("with that run's temperature", timeout=TIMEOUT_MS)
     page.locator("#run-hindsight").click()
     expect(page.locator("#hindsight-status")).to_contain_text("Done", timeout=TIMEOUT_MS)
@@ -251,8 +252,8 @@ def test_links_reproduce_settings_and_bad_ones_are_named(page, app_url):
                                                                       timeout=TIMEOUT_MS)
     expect(page.locator("#trace-method input[value=gcs]")).to_be_checked()
     page.locator("#share").click()
-    expect(page.locator("#share-link :is(textarea, input)")).to_have_value(re.compile(r"\?tab=trace&q=What.*&method=gcs&seed=7"),
-                                                               timeout=TIMEOUT_MS)
+    expect(page.locator("#share-link :is(textarea, input)")).to_have_value(
+        re.compile(r"\?tab=trace&q=What.*&method=gcs&seed=7"), timeout=TIMEOUT_MS)
     page.goto(app_url + "?tab=compare&seeds=many&temperature=0.5")
     expect(page.get_by_text("Ignored in the link: seeds 'many' must be a number").first).to_be_visible(
         timeout=TIMEOUT_MS)

@@ -1,6 +1,6 @@
 """A model the caller passes in comes back as given: gcs runs it on row-invariant kernels, in eval mode and with a
-neutral generation config for the duration of each call only (``gcs.engines.transformers.generating``), and the same seed still
-gives the same answer whatever the path (a model gcs loaded itself keeps its kernels for good)."""
+neutral generation config for the duration of each call only (``gcs.engines.transformers.generating``), and the same
+seed still gives the same answer whatever the path (a model gcs loaded itself keeps its kernels for good)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import threading
 
 import pytest
 import torch
-from conftest import tiny_gcs_model
 
 import gcs
+from conftest import tiny_gcs_model
 
 
 def snapshot(model: torch.nn.Module) -> dict:

@@ -47,7 +47,8 @@ def _rows(out):
 def test_run_writes_every_file(finished_run):
     assert {p.name for p in finished_run.iterdir()} >= {"results.csv", "summary.md", "figure.html", "run.json"}
     rows = _rows(finished_run)
-    assert len(rows) == 3 * 2 * 2 * 2 * 2 and not rows.duplicated(["group", "method", "seed", "temperature", "metric"]).any()
+    assert len(rows) == 3 * 2 * 2 * 2 * 2
+    assert not rows.duplicated(["group", "method", "seed", "temperature", "metric"]).any()
     summary = (finished_run / "summary.md").read_text()
     assert "Table 1 layout" in summary and "| GCSwR" in summary and "jaccard" in summary
     assert "plotly" in (finished_run / "figure.html").read_text()

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import refused_in_ui
 
 import gcs
+from conftest import refused_in_ui
 from ui import compare, deployment
 
 PARAPHRASES = "Name a colour.\nSay one colour."

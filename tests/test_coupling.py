@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p
 
 import gcs
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p
 
 P = [0.5, 0.3, 0.15, 0.05]
 
@@ -72,7 +72,7 @@ def test_figures_carry_the_numbers():
 def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
     texts = ["DNA is a molecule.", "DNA is genetic code 🧬.", "DNA is what genes are made of."]
     marked = gcs.shared_tokens(texts, embedded_model.tokenizer)
-    for text, pieces in zip(texts, marked):
+    for text, pieces in zip(texts, marked, strict=True):
         assert "".join(piece for piece, _ in pieces) == text  # the pieces rebuild the text
     shared = {piece.strip() for piece, is_shared in marked[0] if is_shared}
     assert shared == {"DNA", "is", "."}

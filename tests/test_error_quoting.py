@@ -1,6 +1,8 @@
-"""Bounded echoes (issue 44, item 4): an error quotes at most ~100 characters of what it was sent, counted as they
-read once escaped, and no message is cut before it is escaped. An A/B template of "{prompt}{x}" and 985 "<" gave a
-2,146-character error: the template quoted whole, then cut at 600 characters, then escaped (each "<" four)."""
+"""Bounded echoes: an error quotes at most ~100 characters of what it was sent, counted as they read once escaped,
+and no message is cut before it is escaped. An A/B template of "{prompt}{x}" and 985 "<" gave a 2,146-character
+error: the template quoted whole, then cut at 600 characters, then escaped (each "<" four). Checked in-process on the
+library's and the app's messages, and against the running app (``python app.py``) with values of up to 1.9 million
+characters."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import gradio as gr
 import pytest
 
 import gcs
+from conftest import error_text
 from gcs.quoting import escaped_length, quoted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -67,3 +70,15 @@ def test_a_message_is_cut_after_escaping_and_never_inside_an_escape():
     with pytest.warns(UserWarning):  # the toast (outside a request: a warning) and the status line alike
         status = messages.failure(ValueError("<" * 5_000))
     assert len(status) <= len("**Failed:** ") + messages.MESSAGE_CHARACTERS + len("… (cut)")
+
+
+@pytest.mark.parametrize("endpoint, arguments, message", [
+    ("/compare", ("What is DNA?\nExplain DNA.", 1.0, 4, 0, 1.0, "m" * 100_000), "unknown method 'mmm"),
+    ("/compare", ("What is DNA?\nExplain DNA.", 1.0, 4, 0, 1.0, "gcswr", False, "m" * 100_000), "is not offered here"),
+    ("/sweep", ("builtin:" + "9" * 1_900_000,), "builtin:N needs a whole number N from 1 to 50"),
+    ("/trace", ("Why?\nHow come?", "gcswr", 0, "t" * 100_000), "temperature must be a number, got 'ttt"),
+])
+@pytest.mark.slow
+def test_an_error_quotes_at_most_a_hundred_characters_of_the_value(client, endpoint, arguments, message):
+    text = error_text(lambda: client.predict(*arguments, api_name=endpoint))
+    assert message in text and len(text) < 1_000, text[:300]

@@ -18,7 +18,8 @@ FEW = 8
 def small_sweep(embedded_model):
     seen, progress = [], []
     frame = gcs.sweep(GROUPS, temperatures=[0, 1], seeds=2, metrics=["e5", "jaccard"], model=embedded_model,
-                      max_new_tokens=FEW, batch_rows=10, on_results=seen.append, progress=lambda d, t: progress.append((d, t)))
+                      max_new_tokens=FEW, batch_rows=10, on_results=seen.append,
+                      progress=lambda d, t: progress.append((d, t)))
     return frame, seen, progress
 
 
@@ -32,13 +33,14 @@ def test_sweep_frame_is_tidy_and_complete(small_sweep):
     assert pd.concat(seen, ignore_index=True).equals(frame)  # every row reached on_results, in order
     assert len(seen) > 2 and progress[-1] == (cells, cells)  # several batches of at most 10 rows
     assert all(len(r) == len(GROUPS[0].prompts if g == "capital" else GROUPS[1].prompts)
-               for g, r in zip(frame["group"], frame["responses"]))
+               for g, r in zip(frame["group"], frame["responses"], strict=True))
 
 
 @pytest.mark.slow
 def test_sweep_responses_match_compare_and_greedy_agrees(small_sweep, embedded_model):
     frame, _, _ = small_sweep
-    row = frame[(frame.group == "dna") & (frame.method == "gcswr") & (frame.seed == 1) & (frame.temperature == 1)].iloc[0]
+    chosen = (frame.group == "dna") & (frame.method == "gcswr") & (frame.seed == 1) & (frame.temperature == 1)
+    row = frame[chosen].iloc[0]
     assert row["responses"] == gcs.generate(list(GROUPS[1].prompts), "gcswr", 1, 1.0, max_new_tokens=FEW,
                                             model=embedded_model)
     greedy = frame[frame.temperature == 0].groupby(["group", "metric"])["consistency"].nunique()

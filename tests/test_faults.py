@@ -17,10 +17,10 @@ from pathlib import Path
 import gradio as gr
 import pytest
 import torch
-from conftest import refused_in_ui
 from waiting import app_client, served, until
 
 import gcs
+from conftest import refused_in_ui
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -141,7 +141,8 @@ def test_a_good_upload_runs_a_sweep(tmp_path):
                                                    "jaccard", 8, gcs.DEFAULT_MODEL))
     assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
     # no constant columns (metric, ensemble), readable headers
-    assert list(table.columns) == [sweep.CURVE_HEADERS[c] for c in ("method", "temperature", "mean", "stderr", "seeds", "n")]
+    assert list(table.columns) == [sweep.CURVE_HEADERS[c]
+                                   for c in ("method", "temperature", "mean", "stderr", "seeds", "n")]
     assert list(table.columns)[2:4] == ["mean consistency", "± std. error (by seed)"]
 
 
@@ -156,8 +157,8 @@ def test_secrets_never_reach_the_log(caplog):
 def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url, app_progress):
     """The app process as users start it, with GCS_QUEUE_SIZE=4 (the fixture's): while a long job holds the model
     lane, 8 clients arrive at once; exactly 4 wait and 4 are told the queue is full. The holder is then cancelled,
-    the 4 are served, and the server goes on serving. (tests/test_hardening.py holds the lane in-process for as long
-    as it likes; here the holder is a real job of 96 rows x 256 tokens, checked to still run when the burst is
+    the 4 are served, and the server goes on serving. (tests/test_lanes.py holds the lane in-process for as long as
+    it likes; here the holder is a real job of 96 rows x 256 tokens, checked to still run when the burst is
     placed.) A busy machine is slow, not broken: no client gives up on it, each waits on the app's progress."""
     status = lambda: served("GET", app_url.rstrip("/") + "/gradio_api/queue/status", app_progress).json()  # noqa: E731
     holder = app_client(app_url, app_progress).submit(PARAPHRASES, 1.0, 256, 0, seeds=16, api_name="/compare")

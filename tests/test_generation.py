@@ -109,7 +109,8 @@ def test_every_row_prefills_its_prompt_apart_from_its_last_token_once_per_distin
 def test_compare_frame(embedded_model):
     frame = gcs.compare(PARAPHRASES[:2], methods=("is", "gcswr"), seeds=(0, 1), max_new_tokens=4, model=embedded_model)
     assert len(frame) == 2 * 2 * 2
-    assert {"prompt_index", "prompt", "method", "seed", "temperature", "response", "raw_response", "n_tokens", "finished"} <= set(frame.columns)
+    assert {"prompt_index", "prompt", "method", "seed", "temperature", "response", "raw_response", "n_tokens",
+            "finished"} <= set(frame.columns)
     assert frame.n_tokens.between(0, 4).all()
 
 
@@ -259,7 +260,7 @@ def test_rewordings_are_checked_questions(embedded_model):
     prompts = ["What is DNA?", "How does photosynthesis work?", "Give me tips for managing my time better."]
     rewordings, report = gcs.reword_report(prompts, n=2, model=embedded_model, seed=gcs.MAX_SEED)
     assert report.requested == 6 and report.delivered == sum(map(len, rewordings)) and report.candidates >= 12
-    for prompt, found in zip(prompts, rewordings):
+    for prompt, found in zip(prompts, rewordings, strict=True):
         assert len(found) <= 2
         for text in found:
             assert gcs.rewording.is_question(text) and text != prompt

@@ -260,11 +260,11 @@ def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dt
                         model=embedded_model)
     tokenizer = embedded_model.tokenizer
     assert all(tokenizer.decode(ids, skip_special_tokens=True) == text
-               for ids, text in zip(frame.token_ids, frame.raw_response))
+               for ids, text in zip(frame.token_ids, frame.raw_response, strict=True))
     newline, = tokenizer.encode("\n", add_special_tokens=False)
     unreadable = [*tokenizer.encode("Yes", add_special_tokens=False), newline, newline]
     observations = [(int(seed), ids, bool(finished)) for seed, ids, finished
-                    in zip(frame.seed, frame.token_ids, frame.finished)]
+                    in zip(frame.seed, frame.token_ids, frame.finished, strict=True)]
     halves = [(int(seed), ids[: len(ids) // 2], False) for seed, ids, _ in observations if len(ids) >= 2]
     observations += halves[:HALVES]
     observations.append((0, unreadable, False))
@@ -331,7 +331,7 @@ def test_the_replay_reproduces_24_token_unfinished_responses_at_the_default_dtyp
     frame = gcs.compare([prompt], methods=["gcswr"], seeds=list(range(LONG_REPLAY_SEEDS)), max_new_tokens=24,
                         model=embedded_model)
     unfinished = [(int(seed), response) for seed, response, finished
-                  in zip(frame.seed, frame.raw_response, frame.finished) if not finished]
+                  in zip(frame.seed, frame.raw_response, frame.finished, strict=True) if not finished]
     assert len(unfinished) >= LONG_REPLAY_SEEDS // 2, "too few responses ran into the token limit to test the premise"
     parted = []
     for seed, response in unfinished:

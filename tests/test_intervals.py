@@ -31,7 +31,10 @@ def test_one_value_has_no_interval():
 def test_seeds_for_is_the_smallest_count_whose_simultaneous_interval_is_narrow_enough():
     for spread, comparisons in ((0.02, 4), (0.05, 2), (0.01, 1)):
         n = gcs.seeds_for(spread, comparisons)
-        half = lambda k: scipy.stats.t.ppf(1 - 0.05 / comparisons / 2, k - 1) * spread / math.sqrt(k)  # noqa: E731
+
+        def half(k, spread=spread, comparisons=comparisons):
+            return scipy.stats.t.ppf(1 - 0.05 / comparisons / 2, k - 1) * spread / math.sqrt(k)
+
         assert half(n) <= 0.01 < half(n - 1)
     assert gcs.seeds_for(0.0, 4) is None
 

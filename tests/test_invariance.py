@@ -11,11 +11,11 @@ import logging
 
 import pytest
 import torch
-from conftest import tiny_llama
 from torch.nn import functional as F
 from transformers import DynamicCache
 
 import gcs
+from conftest import tiny_llama
 from gcs import internals
 from gcs.batch import Batch, Row
 from gcs.engines.invariance import (

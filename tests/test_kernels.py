@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ROOT, require_fused_kernel
 
 import gcs
+from conftest import ROOT, require_fused_kernel
 from gcs import kernels
 
 

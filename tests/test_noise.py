@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
-from conftest import P_VALUE_THRESHOLD
 from scipy import stats
 
+from conftest import P_VALUE_THRESHOLD
 from gcs import make_sampler, noise
 
 MASK = (1 << 64) - 1
@@ -126,7 +126,8 @@ def test_noise_and_draws_do_not_follow_the_default_dtype(method):
 
     def draws():
         sampler = make_sampler(method, seed=[5, 5, 6])
-        return [sampler.sample(logits + step).tolist() for step in range(4)], sampler.noise.vector(torch.zeros(3, dtype=torch.long))
+        tokens = [sampler.sample(logits + step).tolist() for step in range(4)]
+        return tokens, sampler.noise.vector(torch.zeros(3, dtype=torch.long))
 
     expected, expected_noise = draws()
     previous = torch.get_default_dtype()

@@ -4,10 +4,10 @@ import math
 
 import pytest
 import torch
-from conftest import P_VALUE_THRESHOLD, chi_square_p
 from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 import gcs
+from conftest import P_VALUE_THRESHOLD, chi_square_p
 
 PROMPTS = torch.tensor([[2, 5, 6, 7], [2, 9, 10, 11], [2, 12, 13, 14]])
 
@@ -91,9 +91,8 @@ def test_rows_finishing_early_do_not_disturb_the_others(method):
     lengths = [(row == eos).nonzero()[0].item() + 1 if (row == eos).any() else 16 for row in batch]
     assert min(lengths) < max(lengths), "test design: rows should finish at different steps"
     for i in range(3):
-        solo = generate(
-            model, gcs.GumbelLogitsProcessor(method, seed=[seeds[i]], streams=[streams[i]]), prompts[i : i + 1], **settings
-        )[0]
+        solo = generate(model, gcs.GumbelLogitsProcessor(method, seed=[seeds[i]], streams=[streams[i]]),
+                        prompts[i : i + 1], **settings)[0]
         assert torch.equal(batch[i, : lengths[i]], solo[: lengths[i]])
         assert (batch[i, lengths[i] :] == 0).all()
 

@@ -9,8 +9,9 @@ import time
 from pathlib import Path
 
 import gradio as gr
-from conftest import free_port
 from gradio_client import Client
+
+from conftest import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ui import messages, serving  # noqa: E402

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import tiny_gcs_model
 
 import gcs
+from conftest import tiny_gcs_model
 from gcs.ab_scores import check_scores
 
 # backtracks 4^n steps on any text of n characters without 9 digits in a row (a model's answer, "a" * 40)

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 import torch
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
 
 import gcs
+from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
 from gcs import reference, samplers
 
 METHODS = gcs.METHODS
@@ -365,7 +365,7 @@ def test_mixed_methods_match_their_own_samplers():
     methods, seeds, streams = ["is", "gcswr", "gcs", "gcswr", "is"], [1, 2, 3, 2, 5], [10, 11, 12, 13, 14]
     mixed = gcs.make_sampler(methods, seed=seeds, streams=streams)
     assert type(mixed).__name__ == "MixedSampler"
-    alone = [gcs.make_sampler(m, seed=[s], streams=[t]) for m, s, t in zip(methods, seeds, streams)]
+    alone = [gcs.make_sampler(m, seed=[s], streams=[t]) for m, s, t in zip(methods, seeds, streams, strict=True)]
     for logits in steps:
         tokens = mixed.sample(logits)
         assert tokens.tolist() == [a.sample(logits[i : i + 1]).item() for i, a in enumerate(alone)]

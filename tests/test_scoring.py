@@ -109,7 +109,7 @@ def test_aligned_agreement_scores_shared_runs_not_shared_words():
 def test_jaccard_uses_the_generating_models_token_ids(embedded_model):
     tokenizer = embedded_model.tokenizer
     a, b = "The cat sat on the mat.", "The dog sat on the rug."
-    ids_a, ids_b = set(tokenizer.encode(a, add_special_tokens=False)), set(tokenizer.encode(b, add_special_tokens=False))
+    ids_a, ids_b = (set(tokenizer.encode(text, add_special_tokens=False)) for text in (a, b))
     expected = len(ids_a & ids_b) / len(ids_a | ids_b)
     assert gcs.similarity([a, b], "jaccard", tokenizer=tokenizer)[0, 1] == pytest.approx(expected)
     assert gcs.similarity([a, b], "jaccard")[0, 1] == pytest.approx(expected)  # default: the embedded model's
@@ -118,7 +118,7 @@ def test_jaccard_uses_the_generating_models_token_ids(embedded_model):
 def test_batched_groups_equal_separate_calls_and_models_load_once():
     groups = [["Paris is in France.", "Rome is in Italy."], ["Cats purr.", "Dogs bark.", "Cows moo."]]
     together = scoring.similarity_matrices(groups, "e5")
-    for group, matrix in zip(groups, together):
+    for group, matrix in zip(groups, together, strict=True):
         np.testing.assert_allclose(matrix, gcs.similarity(group, "e5"), atol=1e-5)
     assert scoring.embedder("e5") is scoring.embedder("e5")
 

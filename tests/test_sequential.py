@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.stats
-from conftest import P_VALUE_THRESHOLD
 
 import gcs
+from conftest import P_VALUE_THRESHOLD
 from gcs.sequential import decide, sequential_plan, sequential_tests, sign_flip_interval
 
 SHAPES = {  # per-seed scores of one method, one metric
@@ -78,7 +78,8 @@ def test_the_plan_spends_only_where_an_exact_test_can_reject_and_sets_aside_the_
     assert plan.looks[: plan.maximum + 1] == (4, 16) and plan.looks[plan.maximum + 1 :] == (24, 32)
     assert math.isclose(sum(plan.spend), 1.0) and plan.spend[0] == 0.0  # 4 seeds: the floor 0.125 is above 0.05
     budget = (1 - plan.confidence) / 4
-    for n, spend in zip(plan.looks, plan.spend):  # every look that spends can claim: its floor is within its share
+    # every look that spends can claim: its floor is within its share
+    for n, spend in zip(plan.looks, plan.spend, strict=True):
         assert spend == 0 or 2 / 2**n <= spend * budget * (1 + 1e-6), (n, spend)
     assert sequential_plan(16, rounds=(4, 4, 8), spending="floor-first").spend[1] * budget >= 2 / 2**8
     assert math.isclose(sum(plan.spend[plan.maximum + 1 :]), gcs.sequential.EXTENSION_SHARE)

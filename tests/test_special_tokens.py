@@ -13,9 +13,9 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from conftest import tiny_gcs_model
 
 import gcs
+from conftest import tiny_gcs_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import tiny_gcs_model
 
 import gcs
+from conftest import tiny_gcs_model
 from gcs.stage_timing import parse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

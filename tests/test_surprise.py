@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 import pytest
-from conftest import Z_THRESHOLD, tiny_gcs_model
 
 import gcs
+from conftest import Z_THRESHOLD, tiny_gcs_model
 from gcs.surprise import DEGENERATE_EXCESS, degenerate
 
 

@@ -90,7 +90,8 @@ def test_p_repeat_simulation_and_plug_in_bias():
     assert plug_in.mean() - truth > 10 * standard_error  # the naive estimator is biased upwards
 
 
-@pytest.mark.parametrize("labels, message", [([True], "at least 2"), ([[True, False]], "one-dimensional"), ([0, 2], "booleans")])
+@pytest.mark.parametrize("labels, message", [([True], "at least 2"), ([[True, False]], "one-dimensional"),
+                                             ([0, 2], "booleans")])
 def test_p_repeat_bad_input(labels, message):
     with pytest.raises(ValueError, match=message):
         gcs.p_repeat(labels)
@@ -129,7 +130,8 @@ def test_geometric_ensemble_properties():
         return (log_q.exp() * (log_q - members)).sum(-1).mean()
 
     for seed in range(5):
-        nudged = torch.log_softmax(q + 0.05 * torch.randn(20, generator=torch.Generator().manual_seed(seed)).double(), -1)
+        noise = torch.randn(20, generator=torch.Generator().manual_seed(seed)).double()
+        nudged = torch.log_softmax(q + 0.05 * noise, -1)
         assert average_kl(nudged) > average_kl(q)
 
 

@@ -9,9 +9,9 @@ import threading
 
 import pytest
 import torch
-from conftest import tiny_gcs_model
 
 import gcs
+from conftest import tiny_gcs_model
 from gcs import internals
 from gcs.engines import threads
 from gcs.engines.threads import FIRST_WAIT, FREE_WINDOW, TRIES_NOT_KEPT, WINDOW, ThreadChoice, threads_agree

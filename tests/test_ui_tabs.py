@@ -12,8 +12,9 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 import pytest
-from conftest import first_recycled_win, refused_in_ui
 from markdown_it import MarkdownIt
+
+from conftest import first_recycled_win, refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gcs  # noqa: E402
@@ -92,7 +93,8 @@ def test_hindsight_bad_input_is_named_and_nothing_is_wiped(app_model, arguments,
 @pytest.mark.slow
 def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
     answers, replay, explanation, choices, status = last(hindsight.hindsight_ui(
-        "Why is the sky blue?", "Because of scattering", "What makes it blue?", "is", 0, 1.0, 1.0, 8, gcs.DEFAULT_MODEL))
+        "Why is the sky blue?", "Because of scattering", "What makes it blue?", "is", 0, 1.0, 1.0, 8,
+        gcs.DEFAULT_MODEL))
     assert status == "Done." and "independent of the response" in explanation and "nothing to replay" in replay
     assert answers[0] == ("[response] ", "paraphrase")
     refused_in_ui(lambda: hindsight.from_side_by_side(None), "run Side by side first")
@@ -172,7 +174,7 @@ def test_forcing_a_candidate_branches_the_trace(trace):
     label, value = choices[0]
     row, token = map(int, value.split(":"))
     branch, *shown = last(stepthrough.force(trace, 1, value, 4, gcs.DEFAULT_MODEL))
-    shown = dict(zip(stepthrough.OUTPUTS, shown))
+    shown = dict(zip(stepthrough.OUTPUTS, shown, strict=True))
     assert shown["position"] == 1 and branch.steps[1][row].forced and branch.token_ids[row][1] == token
     assert branch.token_ids[row][0] == trace.token_ids[row][0] and "was forced to emit" in shown["explanation"]
     branch_from = lambda shown, choice: [u[1:] for u in stepthrough.force(shown, 1, choice, 4, gcs.DEFAULT_MODEL)]  # noqa: E731
@@ -283,7 +285,7 @@ def shown_at(method: str, token: int, tokens: int = 12, seed: int = 0):
     """The step-through's outputs by name for its example at ``seed``, started at ``token`` (as a link's step)."""
     trace, *shown = last(stepthrough.start(stepthrough.EXAMPLE, method, seed, 1.0, 1.0, tokens, gcs.DEFAULT_MODEL,
                                            token))
-    return trace, dict(zip(stepthrough.OUTPUTS, shown))
+    return trace, dict(zip(stepthrough.OUTPUTS, shown, strict=True))
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +324,7 @@ def test_the_two_races_share_one_scale_with_plain_powers_of_ten(sky):
     one, two = shown["race-1"].layout, shown["race-2"].layout
     assert one.xaxis.range == two.xaxis.range and one.xaxis2.range == two.xaxis2.range
     assert one.xaxis2.type == "log" and one.xaxis2.tickvals == two.xaxis2.tickvals
-    for value, label in zip(one.xaxis2.tickvals, one.xaxis2.ticktext):
+    for value, label in zip(one.xaxis2.tickvals, one.xaxis2.ticktext, strict=True):
         assert math.log10(value) == round(math.log10(value)) and float(label.replace("10⁴", "1e4")) == value
 
 

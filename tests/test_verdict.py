@@ -23,7 +23,7 @@ def long_scores(table: dict[tuple[str, str], list[float]], seeds=None) -> pd.Dat
     """{(method, metric): scores per seed} as CompareReport.scores' long frame."""
     records = []
     for (method, metric), values in table.items():
-        for seed, value in zip(seeds or range(len(values)), values):
+        for seed, value in zip(seeds or range(len(values)), values, strict=True):
             records.append({"method": method, "seed": seed, "metric": metric, "consistency": value})
     return pd.DataFrame.from_records(records)
 

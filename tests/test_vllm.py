@@ -50,7 +50,7 @@ def observe():
         def sample(self, warped):
             tokens = self.sampler.sample(warped)
             records.extend(zip([self.method] * len(self.seeds), self.seeds, self.indices, warped.clone().cpu(),
-                               tokens.tolist()))  # a copy: the plugin then overwrites a view of its logits
+                               tokens.tolist(), strict=True))  # a copy: the plugin then overwrites a view of its logits
             return tokens
 
         def __getattr__(self, name):  # the sampler's state (GCSwR's residual and draws)
@@ -147,7 +147,7 @@ def test_noise_is_keyed_by_output_index_not_absolute_position(llm, model, method
         outputs = token_ids(llm.generate(prompts, [params, params.clone()], use_tqdm=False))
     assert len(records) == 32
     by_request = [records[i::2] for i in range(2)]  # one step draws both rows, in slot order
-    for output, draws in zip(outputs, by_request):
+    for output, draws in zip(outputs, by_request, strict=True):
         assert [index for _, _, index, _, _ in draws] == list(range(16))  # output indices, not positions
         sampler = make_sampler(method, seed=[11])
         replayed = [int(sampler.sample(warped[None])[0]) for _, _, _, warped, _ in draws]
@@ -264,8 +264,8 @@ def test_a_mixed_batch_gives_each_request_the_tokens_it_gets_alone(llm, model):
             params.append(sampling_params(("is", "gcs", "gcswr")[i % 3], seed=i % 5, temperature=1.0,
                                           top_p=(1.0, 0.9)[i % 2], max_tokens=4 + i % 9))
     together = token_ids(llm.generate(prompts, params, use_tqdm=False))
-    alone = [token_ids(llm.generate([p], [q.clone()], use_tqdm=False))[0] for p, q in zip(prompts, params)]
-    differing = [i for i, (a, b) in enumerate(zip(together, alone)) if a != b]
+    alone = [token_ids(llm.generate([p], [q.clone()], use_tqdm=False))[0] for p, q in zip(prompts, params, strict=True)]
+    differing = [i for i, (a, b) in enumerate(zip(together, alone, strict=True)) if a != b]
     assert not differing, f"requests {differing} got other tokens in the mixed batch"
 
 
@@ -303,7 +303,8 @@ def test_the_library_and_the_cli_run_on_the_vllm_engine(model, capsys):
                     engine="vllm")
     with pytest.raises(ValueError, match="unknown engine"):
         gcs.generate(PARAPHRASES[:1], model=model, engine="tensorrt")
-    assert cli_main(["compare", *PARAPHRASES[:2], "--methods", "gcswr", "--max-new-tokens", "8", "--engine", "vllm"]) == 0
+    assert cli_main(["compare", *PARAPHRASES[:2], "--methods", "gcswr", "--max-new-tokens", "8",
+                     "--engine", "vllm"]) == 0
     assert "== gcswr" in capsys.readouterr().out
 
 

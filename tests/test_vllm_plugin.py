@@ -129,7 +129,7 @@ def run_v1(requests, capacity, swaps=False, discard_first=False, preempt=False, 
             out = processor.apply(logits.clone())
             if attempt == 0 and discard_first and fresh:
                 continue  # a chunked-prefill step: every row's draw is thrown away and redone
-            for r, row in zip(batch, out):
+            for r, row in zip(batch, out, strict=True):
                 r.output.append(emitted(row))
                 started.add(id(r))
     return [r.output for r in requests]
@@ -266,7 +266,7 @@ def run_v2(requests, capacity, partial_prefill=True, seed=0, preempt=False):
         ctx = SimpleNamespace(expanded_idx_mapping=torch.tensor(slots), idx_mapping_np=np.array(slots),
                               pos=torch.tensor(positions))
         out = processor.apply(logits.clone(), ctx)
-        for slot, row in zip(slots, out):
+        for slot, row in zip(slots, out, strict=True):
             if chunks[slot]:
                 chunks[slot] = 0  # this step only prefilled: no token
                 continue
@@ -387,11 +387,12 @@ def test_chi_square_two_token_responses_through_the_processor(method):
     processor.update_state(BatchUpdate(n, [], added, []))
     for _ in range(2):
         out = processor.apply(torch.stack([logits(o) for o in outputs]))
-        for o, row in zip(outputs, out):
+        for o, row in zip(outputs, out, strict=True):
             o.append(int(row.argmax()))
     counts = Counter((a, b) for a, b in outputs)
     p1 = torch.softmax(first.double(), 0)
-    expected = [float(p1[a] * torch.softmax(logits([a]).double(), 0)[b]) * n for a in range(vocab) for b in range(vocab)]
+    expected = [float(p1[a] * torch.softmax(logits([a]).double(), 0)[b]) * n
+                for a in range(vocab) for b in range(vocab)]
     observed = [counts[(a, b)] for a in range(vocab) for b in range(vocab)]
     assert sum(observed) == n
     assert stats.chisquare(observed, expected).pvalue > 1e-3

@@ -14,9 +14,9 @@ import httpx
 import openai
 import pytest
 import scipy.stats
-from conftest import free_port, running_server
 from waiting import WaitingTransport, until
 
+from conftest import free_port, running_server
 from gcs.cli import main
 from gcs.vllm_options import PLUGIN
 from gcs.vllm_serve import vllm_serve_command
@@ -100,7 +100,7 @@ def ask(client, question: str, xargs: dict | None, tokens: int = 24, temperature
 
 
 def shared_prefix(a: list[str], b: list[str]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
 
 
 @pytest.mark.slow
@@ -121,8 +121,8 @@ def test_same_seed_gcswr_answers_to_two_paraphrases_share_longer_starts_than_is(
 
     with ThreadPoolExecutor(8) as pool:
         shared = {m: list(pool.map(pair, [(m, s) for s in range(16)])) for m in ("is", "gcswr")}
-    wins = sum(g > i for g, i in zip(shared["gcswr"], shared["is"]))
-    losses = sum(g < i for g, i in zip(shared["gcswr"], shared["is"]))
+    wins = sum(g > i for g, i in zip(shared["gcswr"], shared["is"], strict=True))
+    losses = sum(g < i for g, i in zip(shared["gcswr"], shared["is"], strict=True))
     p = scipy.stats.binomtest(wins, wins + losses, alternative="greater").pvalue
     assert p < 1e-3, shared  # measured: 15 of 15 untied seeds (IS shares 1-2 tokens, GCSwR 1-24)
 

@@ -11,8 +11,9 @@ import time
 
 import psutil
 import pytest
-from conftest import free_port
 from waiting import Progress, app_client, patiently, until
+
+from conftest import free_port
 
 PAUSE_S = 7  # longer than httpx's default 5 s timeout, which gradio_client's requests carried
 

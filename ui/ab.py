@@ -28,6 +28,7 @@ EFFECT_HEADERS = {"score": "score", "diff": "B − A (mean over seeds)", "low": 
 RACE_COLUMNS = ["arm", "token", "probability", "noise", "arrival", "won"]
 PAIR_HEADERS = {"prompt_index": "prompt", "seed": "seed", "identical": "identical", "parts_at": "parts at token",
                 "answer_a": "A's answer", "answer_b": "B's answer"}
+PROGRESS = gr.Progress(track_tqdm=True)  # as ab_ui's default, gradio hands it the run's tqdm bars
 
 
 def ab_prompts(source: str, prompts_text: str, builtin_count) -> list[str]:
@@ -140,7 +141,7 @@ def why_ui(run: dict, choice: str):
         row = _chosen_row(run, choice)
         if row["identical"]:
             return "These answers are identical: they never part.", gr.skip()
-        a, b = (arm(name, *settings) for name, settings in zip("AB", run["arms"]))
+        a, b = (arm(name, *settings) for name, settings in zip("AB", run["arms"], strict=True))
         found = gcs.parting(a, b, row["prompt"], int(row["seed"]), run["method"], int(row["parts_at"]) + 1)
         table = found.frame().drop(columns=["token_id"]).round(4)
         return as_text(found.sentence), table
@@ -151,15 +152,18 @@ def why_ui(run: dict, choice: str):
 @gpu
 def ab_ui(source, prompts_text, builtin_count, a_system, a_template, a_temperature, a_top_p, a_model, a_precision,
           b_system, b_template, b_temperature, b_top_p, b_model, b_precision, seeds, method, scores, max_new_tokens,
-          progress=gr.Progress(track_tqdm=True)):
+          progress=PROGRESS):
     """UI: the verdict, the effects, the pairs and a CSV; stops when the page goes away (``run_cancellable``)."""
     outputs = 7
     try:
         prompts = ab_prompts(source, prompts_text, builtin_count)
         arms = ((a_system, a_template, a_temperature, a_top_p, a_model, a_precision),
                 (b_system, b_template, b_temperature, b_top_p, b_model, b_precision))
-        a, b = (arm(name, *settings) for name, settings in zip("AB", arms))
-        work = lambda stop: run_ab(prompts, a, b, seeds, method, scores, max_new_tokens, stop)
+        a, b = (arm(name, *settings) for name, settings in zip("AB", arms, strict=True))
+
+        def work(stop):
+            return run_ab(prompts, a, b, seeds, method, scores, max_new_tokens, stop)
+
         frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * outputs)
         report = gcs.ab_report(frame)
         path = download_folder("gcs-ab-") / "gcs_ab.csv"
@@ -219,7 +223,7 @@ def ab(
     Returns:
         {"lines": the verdict's sentences, "effects": one record per score (B - A, its interval, the IS control's), "rows": one record per prompt, seed and method with both answers, whether they are identical and where they part}.
         While it works it streams {"status": "running"}; a client that leaves stops the work.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         count = parse_builtin(prompts, "ab prompts")
         if count is not None:
@@ -229,7 +233,10 @@ def ab(
         a = arm("A", a_system, a_template, a_temperature, a_top_p, a_model, a_precision)
         b = arm("B", b_system, b_template, b_temperature, b_top_p, b_model, b_precision)
         names = [s.strip() for s in scores.split(",")] if isinstance(scores, str) else scores
-        work = lambda stop: run_ab(chosen, a, b, seeds, method, names, max_new_tokens, stop)
+
+        def work(stop):
+            return run_ab(chosen, a, b, seeds, method, names, max_new_tokens, stop)
+
         frame = yield from run_cancellable(work, heartbeat={"status": "running"})
         report = gcs.ab_report(frame)
     except Exception as error:
@@ -294,12 +301,13 @@ def build() -> Tab:
         with gr.Row():
             pair = gr.Dropdown(choices=[], label="pair shown below", interactive=True, elem_id="ab-pair")
             why = gr.Button("Why did they part?", size="sm", elem_id="ab-why")
-        colors = {"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))}
+        colors = {"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS, strict=True))}
         diff = gr.HighlightedText(label="A and B (aligned spans: the same words in the same order, one colour per "
                                         "stretch)", color_map=colors, show_legend=False, show_inline_category=False,
                                   combine_adjacent=True, elem_id="ab-diff", elem_classes="response-text")
         where = gr.Markdown(elem_id="ab-where")
-        race = gr.Dataframe(value=pd.DataFrame(columns=RACE_COLUMNS), label="the race at the parting token: each arm's probability, noise and arrival of both "
+        race = gr.Dataframe(value=pd.DataFrame(columns=RACE_COLUMNS),
+                            label="the race at the parting token: each arm's probability, noise and arrival of both "
                                   "tokens (the earliest arrival wins)", interactive=False, elem_id="ab-race")
         csv = gr.File(label="download all rows (CSV)", interactive=False)
         state = gr.State(None)

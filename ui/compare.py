@@ -188,7 +188,7 @@ def compare(
     Returns:
         {"paraphrases", "responses" (the first seed's, {method: [answer per paraphrase]}), "scores" ({method: {metric: mean over seeds}}), "per_seed" (a record per seed and method: each metric and its responses), "summary" (per method and metric: mean, stderr, n and the paired difference from IS with its interval), "verdict" (the same in plain sentences, simultaneous over every line), "stopping" ({"seeds_used", "max_seeds", "reason", "in_rounds", "more_seeds", "tests": the sequential tests per comparison, in rounds}), "settings"}.
         While it works it streams {"status": "generating", "tokens": n}; a client that leaves stops the work.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
                                                    ensembling, model, seeds)
@@ -220,7 +220,8 @@ def compare(
         raise user_error(error) from error
     by_method = report.table.set_index("method")
     per_seed = report.per_seed.copy()
-    per_seed["responses"] = [responses_of(frame, m, s) for m, s in zip(per_seed["method"], per_seed["seed"])]
+    per_seed["responses"] = [responses_of(frame, m, s)
+                             for m, s in zip(per_seed["method"], per_seed["seed"], strict=True)]
     yield {
         "paraphrases": prompts,
         "responses": {m: responses_of(frame, m, settings.seeds[0]) for m in settings.methods},
@@ -246,8 +247,8 @@ def build(examples: list[list[str]]) -> Tab:
                                          value=examples[0][0], elem_id="paraphrases")
                 gr.Examples(examples, inputs=[paraphrases], label="examples")
             with gr.Column(scale=2):
-                temperature = gr.Slider(0, LIMITS["temperature"].high, value=DEFAULT_TEMPERATURE, step=0.05, label="temperature",
-                                        info="1 = the model's own distribution; 0 = greedy")
+                temperature = gr.Slider(0, LIMITS["temperature"].high, value=DEFAULT_TEMPERATURE, step=0.05,
+                                        label="temperature", info="1 = the model's own distribution; 0 = greedy")
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
                 max_new_tokens = gr.Slider(8, LIMITS["max_new_tokens"].high, value=64, step=8, label="max new tokens")
                 with gr.Row():
@@ -282,7 +283,7 @@ def build(examples: list[list[str]]) -> Tab:
                                       "≥ 3 tokens), one colour per stretch; the other view marks any token that "
                                       "occurs in every response, common words included", elem_id="highlight")
         columns, shown = {}, {}  # by output name: each method's two columns; the seed browser's responses and heatmaps
-        colors = {"paraphrase": "#e0e0e0", "shared": SPAN_COLORS[0], **dict(zip(SPAN_LABELS, SPAN_COLORS))}
+        colors = {"paraphrase": "#e0e0e0", "shared": SPAN_COLORS[0], **dict(zip(SPAN_LABELS, SPAN_COLORS, strict=True))}
         with gr.Row(equal_height=True):
             for method in gcs.METHODS:
                 with gr.Column(elem_classes="method-column") as columns[f"column-{method}"]:

@@ -65,8 +65,9 @@ def coupling_ui(p_text, q_text, max_epsilon, trials, steps, seed):
                    f"mean the draws are not exact). Reusing the noise *without* recycling picks one token forever.")
         done = (f"Done: {len(curve)} points × {int(trials):,} Monte Carlo trials; recycling demo {int(steps):,} "
                 f"steps, chi-square p = {p_value:.3f}.")
-        return (gcs.coupling_figure(curve, blended=blended), f"<small>{curve_caption(p_text, q_text, max_epsilon, seed)}"
-                f"</small>", curve_table(curve, blended), gcs.recycling_figure(histogram), verdict, done)
+        return (gcs.coupling_figure(curve, blended=blended),
+                f"<small>{curve_caption(p_text, q_text, max_epsilon, seed)}</small>", curve_table(curve, blended),
+                gcs.recycling_figure(histogram), verdict, done)
     except Exception as error:
         return failed(error, len(OUTPUTS))
 
@@ -86,7 +87,7 @@ def coupling(p: str = "0.5, 0.3, 0.15, 0.05", q: str = "", max_epsilon: float = 
         seed: the Monte Carlo seed, 0 to 2^31.
     Returns:
         {"curve": one record per point with the agreement under Theorem 1, independent sampling and the Monte Carlo, "recycling": the histogram of GCSwR's draws against p, "recycling_chi_square_p": the chi-square p-value of that histogram}.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         curve, histogram, p_value = explore(p, q, max_epsilon, trials, steps, seed)
     except Exception as error:

@@ -12,7 +12,8 @@ SPAN_COLORS = ("#ffd54f", "#80deea", "#ef9a9a", "#a5d6a7", "#ce93d8", "#ffab91",
 SPAN_LABELS = [f"span {i + 1}" for i in range(len(SPAN_COLORS))]
 
 
-def response_pieces(responses: list[str], marked: list | None = None, names: list[str] | None = None) -> list[tuple[str, str | None]]:
+def response_pieces(responses: list[str], marked: list | None = None,
+                    names: list[str] | None = None) -> list[tuple[str, str | None]]:
     """HighlightedText value: numbered (or ``names``d) responses, each one paragraph (a line break inside shows as
     " ↵ "); ``marked`` (per response, (text, label) pieces) colours them."""
     value = []
@@ -30,7 +31,8 @@ def highlighted(responses: list[str], highlight: str, tokenizer, names: list[str
         marked = [[(text, "shared" if shared else None) for text, shared in pieces]
                   for pieces in gcs.shared_tokens(responses, tokenizer)]
     else:
-        marked = [[(text, None if span is None else SPAN_LABELS[(span - 1) % len(SPAN_LABELS)]) for text, span in pieces]
+        marked = [[(text, None if span is None else SPAN_LABELS[(span - 1) % len(SPAN_LABELS)])
+                   for text, span in pieces]
                   for pieces in gcs.aligned_spans(responses, tokenizer)]
     return response_pieces(responses, marked, names)
 

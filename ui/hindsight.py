@@ -44,8 +44,8 @@ def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, t
     box still holds that text, the response is observed as those token ids (text does not always read back as the
     tokens that wrote it), else the typed text is tokenized."""
     (prompt,) = parse_paraphrases(prompt, minimum=1, maximum=1, name="prompt")
-    others = check_count_of("hindsight paraphrases", parse_paraphrases(paraphrases, minimum=1,
-                                                                       maximum=int(LIMITS["hindsight paraphrases"].high)))
+    most = int(LIMITS["hindsight paraphrases"].high)
+    others = check_count_of("hindsight paraphrases", parse_paraphrases(paraphrases, minimum=1, maximum=most))
     model, response = load_allowed_model(model_name), checked_response(response)
     if isinstance(taken, dict) and str(taken.get("text", "")).strip() == response and taken.get("ids"):
         response = [int(i) for i in taken["ids"]]
@@ -199,7 +199,7 @@ def hindsight(prompt: str, response: str, paraphrases: str, method: str = "gcswr
     Returns:
         {"answers": [one per paraphrase], "method", "posterior_seed", "replayed" (the prompt replayed under the posterior noise gave the response back; null under IS), "replay" (that replay's text), "parted_at" (the token where it parted, or null), "tokens" (the response's tokens as the model reads them)}.
         While it works it streams {"status": "working"}; a client that leaves stops the work.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         arguments = hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens,
                                      model, finished)
@@ -234,7 +234,7 @@ def counterfactual(prompt: str, response: str, at: int, replacement: str, method
     Returns:
         {"counterfactual": the edited response, "method", "posterior_seed"}; with `replacement` equal to the original token it is the response itself.
         While it works it streams {"status": "working"}; a client that leaves stops the work.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         arguments = counterfactual_inputs(prompt, response, at, replacement, method, seed, temperature, top_p,
                                           max_new_tokens, model, finished)
@@ -279,7 +279,8 @@ def build(compare_run: gr.State) -> Tab:
         status = gr.Markdown(elem_id="hindsight-status")
         answers = gr.HighlightedText(label="the response, then each paraphrase's answer in hindsight (aligned spans: "
                                            "the same words in the same order as the response)",
-                                     color_map={"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))},
+                                     color_map={"paraphrase": "#e0e0e0",
+                                                **dict(zip(SPAN_LABELS, SPAN_COLORS, strict=True))},
                                      show_legend=False, show_inline_category=False,
                                      combine_adjacent=True, elem_id="hindsight-answers", elem_classes="response-text")
         replay = gr.Markdown(elem_id="hindsight-replay")
@@ -296,7 +297,8 @@ def build(compare_run: gr.State) -> Tab:
                                          elem_id="counterfactual-replacement")
             edit = gr.Button("What if it had said this?", elem_id="run-counterfactual")
             edited = gr.HighlightedText(label="the response, then the counterfactual (aligned spans)",
-                                        color_map={"paraphrase": "#e0e0e0", **dict(zip(SPAN_LABELS, SPAN_COLORS))},
+                                        color_map={"paraphrase": "#e0e0e0",
+                                                   **dict(zip(SPAN_LABELS, SPAN_COLORS, strict=True))},
                                         show_legend=False, show_inline_category=False, combine_adjacent=True,
                                         elem_id="counterfactual-answer", elem_classes="response-text")
         inputs = [prompt, response, paraphrases, method, seed, temperature, top_p, tokens, model, finished, taken]

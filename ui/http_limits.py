@@ -102,7 +102,7 @@ def unqueued_refusal(function, values) -> str | None:
     sent = values if isinstance(values, list) else []
     if len(sent) < len(function.inputs):
         return f"this event takes {len(function.inputs)} values in \"data\", got {len(sent)}"
-    for component, value in zip(function.inputs, sent):
+    for component, value in zip(function.inputs, sent, strict=False):  # extra values pass: only too few are refused
         examples = len(component.samples) if isinstance(component, gr.Dataset) else None
         if examples is not None and not (isinstance(value, int) and not isinstance(value, bool)
                                          and 0 <= value < examples):
@@ -197,7 +197,8 @@ def keyword_refusal(parameters: list[dict], body: bytes) -> str | None:
     unknown = next((key for key in arguments if key not in names and key != "oauth_token"), None)
     if unknown is not None:
         return f"this endpoint has no parameter {quoted(unknown)}: it takes {', '.join(map(str, names))}"
-    missing = next((name or f"argument {index}" for index, (name, parameter) in enumerate(zip(names, parameters))
+    missing = next((name or f"argument {index}"
+                    for index, (name, parameter) in enumerate(zip(names, parameters, strict=True))
                     if not parameter.get("parameter_has_default") and name not in arguments), None)
     return None if missing is None else f"this endpoint needs a value for {missing} (see /gradio_api/info)"
 

@@ -136,7 +136,8 @@ def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_t
     most = int(LIMITS["prompt tokens"].high)
     for i, length in enumerate(lengths, start=1):
         if length > most:
-            raise ValueError(f"paraphrase {i} is {length:,} tokens long as the model sees it; the limit here is {most:,}")
+            raise ValueError(f"paraphrase {i} is {length:,} tokens long as the model sees it; "
+                             f"the limit here is {most:,}")
     work = rows_per_prompt * sum(length + new_tokens for length in lengths)
     if work > LIMITS[limit].high:
         raise ValueError(f"this request is {work:,} tokens of work (every response's prompt and new tokens); the limit "

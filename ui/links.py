@@ -105,11 +105,12 @@ class Links:
             said = "; ".join(problems)
             logger.info("link parameters ignored: %s", ascii(said)[:300])  # one line: no raw newline or escape code
             gr.Warning(brief("Ignored in the link: " + html.escape(said)), duration=10)  # the link's text, as text
-        return [gr.Tabs(selected=tab) if tab else gr.skip(), tab or "compare", *[updates[id(c)] for c in self.components]]
+        return [gr.Tabs(selected=tab) if tab else gr.skip(), tab or "compare",
+                *[updates[id(c)] for c in self.components]]
 
     def query(self, tab: str, *values) -> str:
         """The query string (``?tab=…&…``) that reproduces ``tab``'s current settings."""
-        by_component = dict(zip(map(id, self.components), values))
+        by_component = dict(zip(map(id, self.components), values, strict=True))
         if tab not in self.inputs_by_tab:  # the About tab has no settings
             return "?tab=" + urllib.parse.quote(tab)
         inputs = self.inputs_by_tab[tab]

@@ -24,12 +24,13 @@ from .logs import logger
 
 # -- capacity and cancellation --------------------------------------------------------------------
 # Private Gradio APIs wrapped here and in ui.mcp_calls and ui.startup, and only there (tests/test_serving.py and
-# tests/test_http_guard.py check their shape; requirements.txt pins the same range): Queue.push and Queue.event_queue_per_concurrency_id[lane].queue
-# (guard_queue), Blocks.preprocess_data (quiet_input_errors), GradioMCPServer's _get_or_create_client and
-# _execute_tool_* (ui.mcp_calls.stop_abandoned_mcp_calls), Queue.pending_messages_per_session, event_ids_to_events
-# and pending_event_ids_session (stream_lookup), Queue.process_time_per_fn (lane_standing), GradioMCPServer's
-# _prepare_tool_call_args and create_mcp_server and the mcp package's Server._make_error_result
-# (ui.mcp_calls.brief_mcp_errors). Outside the range, or where one is missing, a WARNING names what is lost.
+# tests/test_http_guard.py check their shape; requirements.txt pins the same range): Queue.push and
+# Queue.event_queue_per_concurrency_id[lane].queue (guard_queue), Blocks.preprocess_data (quiet_input_errors),
+# GradioMCPServer's _get_or_create_client and _execute_tool_* (ui.mcp_calls.stop_abandoned_mcp_calls),
+# Queue.pending_messages_per_session, event_ids_to_events and pending_event_ids_session (stream_lookup),
+# Queue.process_time_per_fn (lane_standing), GradioMCPServer's _prepare_tool_call_args and create_mcp_server and the mcp
+# package's Server._make_error_result (ui.mcp_calls.brief_mcp_errors). Outside the range, or where one is missing, a
+# WARNING names what is lost.
 TESTED_GRADIO = ((6, 0), (7, 0))
 
 
@@ -244,7 +245,8 @@ KEPT_DOWNLOADS = 64
 
 
 def download_folder(prefix: str) -> Path:
-    """A fresh temporary folder for one run's files; only the newest 64 are kept (a public app must not fill the disk)."""
+    """A fresh temporary folder for one run's files; only the newest 64 are kept (a public app must not fill the
+    disk)."""
     folder = Path(tempfile.mkdtemp(prefix=prefix))
     _DOWNLOADS.append(folder)
     while len(_DOWNLOADS) > KEPT_DOWNLOADS:

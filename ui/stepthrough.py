@@ -118,7 +118,7 @@ def text_so_far(trace: gcs.Trace, position: int) -> list[tuple[str, str | None]]
     """Both responses up to ``position``, tokens both paraphrases picked at the same position marked; a line break
     shows as " ↵ " (each response stays one paragraph)."""
     value = []
-    for row, prompt in enumerate(trace.prompts):
+    for row in range(len(trace.prompts)):
         pieces = []
         for t in range(position + 1):
             step = trace.steps[t][row]
@@ -265,7 +265,7 @@ def trace(paraphrases: str, method: str = "gcswr", seed: int = 0, temperature: f
     Returns:
         {"responses": [two answers], "steps": [{"position", "paraphrase", "token", "probability", "noise", "gumbel", "noise_after", "arrival", "won", "uniform", "finished", "forced"}, ...]} (IS rows have "uniform" and no noise).
         While it works it streams {"status": "working"}; a client that leaves stops the work.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model)
         trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop), {"status": "working"})

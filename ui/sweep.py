@@ -31,6 +31,7 @@ from .tab import Tab
 from .zerogpu import gpu
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
+PROGRESS = gr.Progress(track_tqdm=True)  # as sweep_ui's default, gradio hands it the run's tqdm bars
 
 
 def sweep_groups(source: str, groups_text: str, builtin_count, upload) -> list[gcs.Group]:
@@ -93,7 +94,7 @@ def curve_table(frame):
 
 @gpu
 def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, methods, metric, max_new_tokens,
-             model_name, progress=gr.Progress(track_tqdm=True)):
+             model_name, progress=PROGRESS):
     """UI: the curve, its table and the CSV; stops when the page goes away (a generator, see ``run_cancellable``)."""
     try:
         groups = sweep_groups(source, groups_text, builtin_count, upload)
@@ -131,7 +132,7 @@ def sweep(
     Returns:
         {"rows": one record per group, method, temperature and seed with its consistency, "curve": one record per method and temperature with the mean, its standard error over seeds, and the counts}.
         While it works it streams {"status": "running"}; a client that leaves stops the work.
-    """
+    """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
         count = parse_builtin(paraphrases, "groups")
         if count is not None:

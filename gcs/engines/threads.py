@@ -31,6 +31,8 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 from transformers import StoppingCriteria
@@ -69,7 +71,7 @@ class ThreadChoice:
         if not isinstance(ceiling, int) or ceiling < 1:
             raise ValueError(f"ceiling must be a thread count of at least 1, got {ceiling!r}")
         self.ceiling = self.threads = ceiling
-        self.times = {ceiling: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
+        self.times: dict[int, deque[float]] = {ceiling: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}
         self.shares: deque = deque(maxlen=FREE_WINDOW)
         self.trying = False
         self.wait = self.backoff = FIRST_WAIT
@@ -154,10 +156,12 @@ def _decode_logits(module: torch.nn.Module, rows: int, threads: int) -> list[byt
     """The logits of a short prefill and of one cached step of ``rows`` random rows, computed on ``threads``."""
     generator = torch.Generator().manual_seed(rows)
     device = next(module.parameters()).device
-    ids = torch.randint(module.config.vocab_size, (rows, PROBE_TOKENS), generator=generator).to(device)
+    config: Any = module.config  # a transformers config (``module`` is a causal LM)
+    ids = torch.randint(config.vocab_size, (rows, PROBE_TOKENS), generator=generator).to(device)
     mask = (torch.arange(PROBE_TOKENS) >= (torch.arange(rows) % 2)[:, None]).long().to(device)
     last = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(module.forward).parameters else {}
-    set_threads = internals.openmp_threads_setter()
+    # probed only where decode steps choose their threads (``adapting``): a setter was found
+    set_threads = cast("Callable[[int], None]", internals.openmp_threads_setter())
     before = torch.get_num_threads()
     set_threads(threads)
     try:
@@ -182,7 +186,8 @@ class StepThreads(StoppingCriteria):
     def __init__(self, module: torch.nn.Module, rows: int, stop: threading.Event | None = None):
         self.module, self.rows, self.stop = module, rows, stop
         self.choice = ThreadChoice(torch.get_num_threads())
-        self.set_threads = internals.openmp_threads_setter()
+        # made only where decode steps choose their threads (``adapting``): a setter was found
+        self.set_threads = cast("Callable[[int], None]", internals.openmp_threads_setter())
         self._clock()
 
     def _clock(self) -> None:
@@ -199,7 +204,8 @@ class StepThreads(StoppingCriteria):
                 else:
                     self.choice.refuse()
             self._clock()  # a probe's time is no step's
-        return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        go_on = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        return cast(torch.BoolTensor, go_on)  # StoppingCriteria's legacy type: torch's ops return Tensor
 
     def close(self) -> None:
         if torch.get_num_threads() != self.choice.ceiling:

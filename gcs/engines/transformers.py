@@ -19,6 +19,7 @@ import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from transformers import DynamicCache, GenerationConfig, StoppingCriteria, StoppingCriteriaList
@@ -29,6 +30,9 @@ from ..background import Background
 from ..models import Model, loaded_here
 from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
 from .threads import StepThreads, adapting, threads_agree
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedConfig
 
 logger = logging.getLogger(__name__)
 
@@ -99,8 +103,9 @@ def generation_config(model: Model, max_new_tokens: int, stop_ids: Sequence[int]
     Use it inside ``generating(model, ...)``. Keywords in ``generate_kwargs``
     (say ``min_new_tokens``) are the caller's explicit choice and are kept.
     """
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
     config = GenerationConfig(**NEUTRAL_GENERATION, max_new_tokens=max_new_tokens, eos_token_id=list(stop_ids),
-                              pad_token_id=model.tokenizer.pad_token_id)
+                              pad_token_id=tokenizer.pad_token_id)
     return config, config.update(**generate_kwargs)
 
 
@@ -125,13 +130,14 @@ def prefill(model: Model, ids: torch.Tensor, mask: torch.Tensor, stop: threading
     first = torch.full((len(distinct),), len(ids), dtype=torch.long, device=ids.device)
     first.scatter_reduce_(0, rows, torch.arange(len(ids), device=ids.device), reduce="amin")
     try:
-        cache = DynamicCache(config=model.model.config)
+        model_config = cast("PreTrainedConfig", model.model.config)  # gcs.Model types the model as a Module
+        cache = DynamicCache(config=model_config)
         chunk = len(first) if not _joinable(cache) else max(1, PREFILL_CHUNK_TOKENS // ids.shape[1])
         parts = []
         for start in range(0, len(first), chunk):
             if stop is not None and stop.is_set():
                 return cache  # incomplete: the run stops before its first step
-            part = cache if start == 0 else DynamicCache(config=model.model.config)
+            part = cache if start == 0 else DynamicCache(config=model_config)
             _prefill_rows(model, ids[first[start : start + chunk], :-1], mask[first[start : start + chunk], :-1], part)
             parts.append(part)
         _join(cache, parts[1:])
@@ -157,9 +163,11 @@ def _joinable(cache: DynamicCache) -> bool:
 def _join(cache: DynamicCache, more: list[DynamicCache]) -> None:
     """The rows of every cache in ``more`` appended to ``cache``'s, layer by layer (one copy per layer)."""
     if more:
-        for index, layer in enumerate(cache.layers):
-            layer.keys = torch.cat([layer.keys, *(other.layers[index].keys for other in more)])
-            layer.values = torch.cat([layer.values, *(other.layers[index].values for other in more)])
+        # only joinable caches come here (``_joinable``): DynamicLayers, each holding the keys and values prefilled
+        layers = [cast("list[DynamicLayer]", part.layers) for part in (cache, *more)]
+        for index, layer in enumerate(layers[0]):
+            layer.keys = torch.cat([cast(torch.Tensor, part[index].keys) for part in layers])
+            layer.values = torch.cat([cast(torch.Tensor, part[index].values) for part in layers])
 
 
 def probe_threads(model: Model, rows: Sequence[int]) -> None:
@@ -167,7 +175,7 @@ def probe_threads(model: Model, rows: Sequence[int]) -> None:
     steps choose their threads: the app does it at start, on free cores, so that a run beside another job, where a
     step on all threads is slow, does not pay for the probe."""
     module = model.model
-    if not adapting(module.device):
+    if not adapting(model.device):
         return
     with generating(model, row_invariance(module)), torch.inference_mode():
         for count in rows:
@@ -237,9 +245,9 @@ class TransformersRunner:
         job = Background(work, "gcs-generate", stop)
         ended = False
         try:
-            token_ids = [[] for _ in range(len(self.batch.groups))]
+            token_ids: list[list[int]] = [[] for _ in range(len(self.batch.groups))]
             while (step := tokens.steps.get()) is not done:
-                for ids, token in zip(token_ids, step.tolist()):
+                for ids, token in zip(token_ids, step.tolist(), strict=True):
                     ids.append(token)
                 yield token_ids
             ended = True
@@ -275,4 +283,5 @@ class _StopWhenSet(StoppingCriteria):
         self.event = event
 
     def __call__(self, input_ids: torch.LongTensor, scores, **kwargs) -> torch.BoolTensor:
-        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
+        stopped = torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)
+        return cast(torch.BoolTensor, stopped)  # StoppingCriteria's legacy type: torch's ops return Tensor

@@ -92,12 +92,13 @@ class VLLMRunner:
         batch = self.batch
         temperature, top_k, top_p = batch.settings.warping
         mask = batch.inputs["attention_mask"].bool().cpu()
-        prompts = [{"prompt_token_ids": ids[keep].tolist()} for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask)]
+        prompts = [{"prompt_token_ids": ids[keep].tolist()}
+                   for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask, strict=True)]
         params = [
             sampling_params(method, seed, stream if method == "is" else None, **{
                 "temperature": temperature, "top_k": top_k or 0, "top_p": top_p or 1.0,
                 "max_tokens": batch.settings.max_new_tokens, "stop_token_ids": list(batch.stop_ids), **overrides})
-            for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams)
+            for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams, strict=True)
         ]
         return prompts, params
 
@@ -114,7 +115,7 @@ class VLLMRunner:
         with lock:  # one batch at a time per engine: vLLM's LLM is not thread-safe
             core, running = llm.llm_engine, set(names)
             try:
-                for name, prompt, request_params in zip(names, prompts, params):
+                for name, prompt, request_params in zip(names, prompts, params, strict=True):
                     core.add_request(name, prompt, request_params)
                 while running and not (stop is not None and stop.is_set()):
                     for output in core.step():
@@ -131,7 +132,7 @@ class VLLMRunner:
 
     def run(self, stop: threading.Event | None = None) -> torch.Tensor:
         """The last step: token ids [rows, new tokens], padded with a stop token like the transformers runner's."""
-        token_ids = []
+        last: list[list[int]] = []
         for token_ids in self.steps(stop):
-            pass
-        return padded(token_ids, self.batch.stop_ids[0])
+            last = token_ids
+        return padded(last, self.batch.stop_ids[0])

@@ -1,4 +1,5 @@
-"""bfloat16 weights packed once into oneDNN's layout for the row blocks, and ``RowBlockLinear``, the layer that uses them.
+"""bfloat16 weights packed once into oneDNN's layout for the row blocks, and ``RowBlockLinear``, the layer that
+uses them.
 
 ``F.linear`` packs a bfloat16 weight again on every call, i.e. once per row block; a copy packed once gives the
 same bits with fewer passes over the weight. Packing is a speed lever that never changes a token: it is used only
@@ -48,8 +49,10 @@ def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Ca
     if packed is None:
         return None
 
-    def kernel(block, weight, bias, packed_at=torch.get_num_threads()):  # in the kernel's key (_kernel_key): one
-        return packed(block, bias)  # call's verdicts are kept per packing, which may differ by thread count
+    packed_at = torch.get_num_threads()
+
+    def kernel(block, weight, bias, packed_at=packed_at):  # in the kernel's key (_kernel_key): one call's
+        return packed(block, bias)  # verdicts are kept per packing, which may differ by thread count
 
     if not _computes_as_f_linear(kernel, weight, bias):
         internals.warn_once("packed-bits", "packed bf16 weights round unlike F.linear here (torch %s): not packed; "

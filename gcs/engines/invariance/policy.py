@@ -8,12 +8,16 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from ...environment import setting as read_setting
 from .attention import ATTENTION, _register
 from .packed_weights import RowBlockLinear
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -33,10 +37,10 @@ def refusal(model: torch.nn.Module) -> str | None:
     return None
 
 
-def _install(model: torch.nn.Module) -> list[torch.nn.Module]:
+def _install(model: torch.nn.Module) -> list[torch.nn.Linear]:
     """Row-invariant attention and linear layers on ``model``, in place; the layers whose class was swapped."""
     _register()
-    model.set_attn_implementation(ATTENTION)
+    cast("PreTrainedModel", model).set_attn_implementation(ATTENTION)  # ``refusal`` found a transformers model
     swapped = [module for module in model.modules() if type(module) is torch.nn.Linear]
     for module in swapped:
         module.__class__ = RowBlockLinear
@@ -86,18 +90,20 @@ def row_invariant_kernels(model: torch.nn.Module) -> Iterator[None]:
     if is_row_invariant(model):
         yield
         return
-    attention = model.config._attn_implementation
+    transformers_model = cast("PreTrainedModel", model)  # ``refusal`` found a transformers model
+    attention = transformers_model.config._attn_implementation
     swapped = _install(model)
     try:
         yield
     finally:
         for module in swapped:
             module.__class__ = torch.nn.Linear
-        model.set_attn_implementation(attention)
+        transformers_model.set_attn_implementation(attention)
 
 
 def is_row_invariant(model: torch.nn.Module) -> bool:
-    """Whether ``model`` runs on row-invariant kernels now (``make_row_invariant``, or inside ``row_invariant_kernels``)."""
+    """Whether ``model`` runs on row-invariant kernels now (``make_row_invariant``, or inside
+    ``row_invariant_kernels``)."""
     return getattr(getattr(model, "config", None), "_attn_implementation", None) == ATTENTION
 
 

@@ -1,0 +1,71 @@
+"""The suite's session-wide rules, for every test and doctest under this folder (tests/, gcs/, ui/): the environment
+set before anything imports torch, the slow tier's marker and its rule, the order files start in, the fused kernel
+built once before any test. Fixtures and statistical helpers: tests/conftest.py.
+"""
+
+from __future__ import annotations
+
+import os
+
+# No hub here: fail fast instead of retrying for a minute when a test names an unknown model.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# pytest-xdist (`-n 2`, the README's command): each worker gets its share of the cores for torch's threads (and the
+# processes it starts), so that workers do not oversubscribe the machine; set before torch is imported.
+if (_workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))) > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not macOS
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
+
+import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
+
+# isort: split
+import pytest
+
+# Tests that need the real embedded model, a server, a browser, vLLM or a process of their own are the slow tier:
+# `python -m pytest -m "not slow"` runs the rest (docs/testing.md). A slow test says so itself
+# (@pytest.mark.slow); one that uses one of these fixtures without saying so is a collection error, so no heavy test
+# slips into the fast tier and no fixture's name decides a tier. A doctest is slow when its docstring says it runs
+# "On the embedded model".
+SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_log", "client", "page", "llm", "model",
+                 "server", "vllm_served", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep"}
+
+
+def pytest_configure(config):
+    """The slow marker; and GCSwR's fused CPU kernel built before any test (once per machine, in the controller,
+    before pytest-xdist starts a worker), so that no start-up (the app, the CLI's subprocesses) pays for it or
+    builds it beside another process."""
+    config.addinivalue_line("markers", "slow: needs the real model, a server, a browser, vLLM or a process of its own "
+                                       "(the fast tier, pytest -m 'not slow', leaves these out)")
+    if not hasattr(config, "workerinput") and gcs.kernels.kernel_mode() != "off":
+        gcs.kernels.cpu_kernel()
+
+
+# The files that take longest start first, so that pytest-xdist's two workers (the README's command; files go to
+# workers whole in collection order: --dist loadfile --no-loadscope-reorder) end together instead of one worker
+# finishing a long file alone.
+# Measured with --durations=0 (2026-11-27, quiet, per file: browser 148 s, hindsight 128 s, the wheel 126 s, vllm 85 s,
+# docs 78 s, generation 73 s, vllm-serve 72 s, threads 61 s, counterfactual 53 s, cli 50 s, bench 47 s); the wheel
+# check first, as it is mostly pip waiting on the disk.
+LONGEST_FIRST = ("test_packaging.py", "test_browser.py", "test_hindsight.py", "test_vllm.py", "test_docs.py",
+                 "test_generation.py", "test_vllm_serve.py", "test_threads.py", "test_counterfactual.py",
+                 "test_cli.py", "test_bench.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST
+               else len(LONGEST_FIRST))  # stable: the other files keep their order
+    unmarked = []
+    for item in items:
+        examples = getattr(getattr(item, "dtest", None), "docstring", None) or ""
+        if "On the embedded model" in examples:
+            item.add_marker(pytest.mark.slow)
+        heavy = SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+        if heavy and item.get_closest_marker("slow") is None:
+            unmarked.append(f"{item.nodeid} (uses {', '.join(sorted(heavy))})")
+    if unmarked:
+        raise pytest.UsageError("mark these tests @pytest.mark.slow (they use the slow tier's fixtures):\n  "
+                                + "\n  ".join(unmarked))
+
+
+def pytest_report_header(config):
+    """Whether the fused kernel is on (built in ``pytest_configure``)."""
+    return gcs.kernel_status()
