@@ -41,6 +41,7 @@ _EXPORTS = {
     "processor": ("GumbelLogitsProcessor", "EnsembleLogitsProcessor"),
     "ensemble": ("geometric_ensemble", "grouped_geometric_ensemble"),
     "models": ("DEFAULT_MODEL", "Model", "load_model", "embedded_model_installed"),
+    "resources": ("close",),
     "prompts": ("format_prompt", "strip_followups"),
     "engines.invariance": ("make_row_invariant", "row_invariant_kernels"),
     "batch": ("prompt_lengths", "Cancelled"),

@@ -12,6 +12,7 @@ if any of them is gone (Gradio's, for the app, are in ``ui/serving.py``).
 | ``Tensor._version`` | notices an in-place change of a packed weight | speed only: weights are not packed |
 | the OpenMP runtime torch loaded (``omp_set_num_threads``, found in ``/proc/self/maps``) | sets one thread's OpenMP thread count alone (``gcs.engines.threads``) | speed only: decode steps keep torch's threads beside a busy job |
 | vLLM's per-layer ``cpu_linear`` (``vllm.model_executor.layers.utils``) | row-invariant linears on vLLM's CPU engine (``gcs.engines.vllm``) | the guarantee: on ``engine="vllm"`` a row's tokens may depend on its batch |
+| ``LLM.llm_engine.engine_core.shutdown`` (what vLLM's own finalizer calls) | frees an engine when ``gcs.close()`` or the engine bound drops it (``gcs.engines.vllm``) | memory only: the engine is freed when the garbage collector runs |
 """  # noqa: E501 (a table's rows cannot wrap)
 
 from __future__ import annotations
@@ -179,3 +180,16 @@ def check_wrapped(counts: list[tuple[int, int]]) -> bool:
               "engine=\"vllm\" a row's tokens may depend on the other requests in its batch (same seed, same answer "
               "is lost there; every answer is still an exact sample)", vllm.__version__, expected - done, expected)
     return False
+
+
+def shut_down_vllm(llm) -> bool:
+    """Stop a ``vllm.LLM``'s engine core now (its workers, its KV cache) rather than when the garbage collector gets
+    to it; whether it was stopped. vLLM's ``LLM`` has no public close: its engine core's ``shutdown`` is what its own
+    finalizer calls."""
+    try:
+        llm.llm_engine.engine_core.shutdown()
+        return True
+    except AttributeError as error:
+        warn_once("vllm-shutdown", "vLLM: an engine cannot be shut down here (%s): it is dropped and freed when the "
+                  "garbage collector runs", error)
+        return False

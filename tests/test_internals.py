@@ -98,3 +98,12 @@ def test_a_vllm_layer_without_cpu_linear_is_counted_and_warned_about(caplog):
         assert not internals.check_wrapped([(0, 0)])  # no layer found at all: vLLM changed more
     assert caplog.text.count("1 of 2 linear layers have no cpu_linear") == 1
     assert internals.check_wrapped([(3, 3), (3, 3)])
+
+
+def test_an_engine_that_cannot_be_shut_down_is_dropped_with_one_warning(caplog):
+    no_core = SimpleNamespace(llm_engine=None)  # an LLM of a vLLM release whose engine core moved
+    caplog.set_level(logging.WARNING, logger="gcs.internals")
+    assert internals.shut_down_vllm(no_core) is False and internals.shut_down_vllm(no_core) is False
+    assert [r.getMessage() for r in caplog.records if "cannot be shut down" in r.getMessage()] == [
+        "vLLM: an engine cannot be shut down here ('NoneType' object has no attribute 'engine_core'): it is dropped "
+        "and freed when the garbage collector runs"]

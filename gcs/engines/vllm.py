@@ -10,10 +10,13 @@ are the ones ``gcs``'s own samplers draw from vLLM's logits.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import uuid
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 
 import torch
@@ -27,8 +30,10 @@ from .padding import padded
 
 logger = logging.getLogger(__name__)
 
-_ENGINES: dict[tuple, object] = {}
+MAX_ENGINES = 2  # vLLM engines kept at once per process: each holds its weights and its KV cache (2 GiB on CPU)
+_ENGINES: OrderedDict[tuple, tuple] = OrderedDict()  # options -> (LLM, its lock), the least recently used first
 _ENGINES_LOCK = threading.Lock()
+_CLOSED: weakref.WeakSet = weakref.WeakSet()  # engines shut down: a runner that fetched one before fetches again
 
 
 def engine(model, **llm_kwargs):
@@ -64,7 +69,10 @@ def engine(model, **llm_kwargs):
     }
     key = (invariant, *sorted((k, repr(v)) for k, v in options.items()))
     with _ENGINES_LOCK:
-        if key not in _ENGINES:
+        if key in _ENGINES:
+            _ENGINES.move_to_end(key)
+        else:
+            _close_idle(keep=MAX_ENGINES - 1)
             # vLLM logs ~150 lines while it starts (a warning per weight cast to bf16): errors only, unless chosen
             os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
             llm = LLM(**options)
@@ -72,6 +80,40 @@ def engine(model, **llm_kwargs):
                 internals.check_wrapped(llm.apply_model(_linears_in_row_blocks))
             _ENGINES[key] = (llm, threading.Lock())
         return _ENGINES[key]
+
+
+def close_engines() -> int:
+    """Shut down every vLLM engine ``engine`` keeps that no run is using; how many are left (busy ones stay)."""
+    with _ENGINES_LOCK:
+        return _close_idle(keep=0)
+
+
+def _close_idle(keep: int) -> int:
+    """Shut down the least recently used idle engines until at most ``keep`` remain (under ``_ENGINES_LOCK``); an
+    engine whose lock a run holds is skipped. How many remain."""
+    for key in list(_ENGINES):
+        if len(_ENGINES) <= keep:
+            break
+        llm, lock = _ENGINES[key]
+        if lock.acquire(blocking=False):
+            try:
+                del _ENGINES[key]
+                _CLOSED.add(llm)
+                internals.shut_down_vllm(llm)
+            finally:
+                lock.release()
+    return len(_ENGINES)
+
+
+@contextlib.contextmanager
+def _held_engine(model) -> Iterator:
+    """``engine(model)``'s LLM with its lock held, fetched again if it was shut down before the lock was ours."""
+    while True:
+        llm, lock = engine(model)
+        with lock:
+            if llm not in _CLOSED:
+                yield llm
+                return
 
 
 def _linears_in_row_blocks(model: torch.nn.Module) -> tuple[int, int]:
@@ -107,12 +149,11 @@ class VLLMRunner:
 
         Closing the iterator early, or setting ``stop``, aborts the unfinished requests.
         """
-        llm, lock = engine(self.batch.model)
         prompts, params = self.requests()
         names = [f"gcs-{uuid.uuid4().hex}-{i}" for i in range(len(prompts))]
         row_of = {name: i for i, name in enumerate(names)}
         tokens: list[list[int]] = [[] for _ in prompts]
-        with lock:  # one batch at a time per engine: vLLM's LLM is not thread-safe
+        with _held_engine(self.batch.model) as llm:  # one batch at a time per engine: vLLM's LLM is not thread-safe
             core, running = llm.llm_engine, set(names)
             try:
                 for name, prompt, request_params in zip(names, prompts, params, strict=True):
