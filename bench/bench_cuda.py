@@ -62,8 +62,8 @@ def cuda_checks(tokens: int) -> None:
     for dtype in (torch.float32, torch.bfloat16):
         model = random_model(2048, 256, 4, dtype, "cuda")
         settings = gcs.SamplingSettings(max_new_tokens=tokens)
-        trace = gcs.trace(PROMPTS[:2], "gcswr", seed=3, max_new_tokens=tokens, model=model)
-        generated = gcs.generate(PROMPTS[:2], "gcswr", seed=3, max_new_tokens=tokens, model=model)
+        trace = gcs.trace(PROMPTS[:2], method="gcswr", seed=3, max_new_tokens=tokens, model=model)
+        generated = gcs.generate(PROMPTS[:2], method="gcswr", seed=3, max_new_tokens=tokens, model=model)
         rows = [Row(p, method, seed) for method in ("is", "gcswr") for seed in (0, 1) for p in PROMPTS]
         shared = torch.equal(Batch(rows, model, settings).run(),
                              Batch(rows, model, settings, {"past_key_values": None}).run())

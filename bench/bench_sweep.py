@@ -30,7 +30,8 @@ def main() -> None:
     model = gcs.load_model()
     tokenizer = model.tokenizer
     prompts = [p for g in groups for p in g.prompts]
-    texts = [gcs.format_prompt(p, tokenizer, model.is_chat) for p in prompts] * (3 * 2)  # methods x seeds
+    texts = [gcs.format_prompt(p, tokenizer=tokenizer, is_chat=model.is_chat)
+             for p in prompts] * (3 * 2)  # methods x seeds
     batches = [
         tokenizer(
             texts[i : i + MAX_BATCH_ROWS_CPU],

@@ -65,10 +65,11 @@ def main() -> None:
                                                                   seeds=[s + NULL_OFFSET for s in seeds]),
                                model=model, engine=args.engine)
             null = null.assign(method="null", seed=null["seed"] - NULL_OFFSET)
-            both = gcs.compare_report(pd.concat([frame, null], ignore_index=True), METRICS, tokenizer=model.tokenizer)
+            both = gcs.compare_report(pd.concat([frame, null], ignore_index=True), metrics=METRICS,
+                                      tokenizer=model.tokenizer)
             first = frame[frame["seed"] < 2]
             flagged = gcs.surprise.degenerate(gcs.excess_surprise(list(first["prompt"]), list(first["raw_response"]),
-                                                                  model))
+                                                                  model=model))
             group_rows = []
             for n in counts:
                 scores = both.scores[both.scores["seed"] < n]

@@ -119,7 +119,7 @@ def one_request(prompts, model, settings, engine: str) -> tuple[float, dict, int
     scoring = {}
     for metric in METRICS:
         start = time.perf_counter()
-        gcs.compare_report(frame, [metric], tokenizer=model.tokenizer)
+        gcs.compare_report(frame, metrics=[metric], tokenizer=model.tokenizer)
         scoring[metric] = time.perf_counter() - start
     return generation, scoring, int(frame["n_tokens"].sum())
 

@@ -23,7 +23,7 @@ import types
 
 from . import openmp  # noqa: F401  (first: it sets OpenMP's idle threads before torch loads)
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Every public name and the module that defines it, in the order data flows. A name's module is imported on first
 # use: ``import gcs`` stays light, and a vLLM server that loads the plugin (``gcs.vllm``) never imports scoring,

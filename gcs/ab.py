@@ -192,7 +192,8 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
         if variant.system is not None:
             check_plain_text(variant.system, model, f"the system message of variant {quoted(name)}")
             try:  # a chat template may refuse a system turn (it raises a template error of its own)
-                format_prompt("probe", model.tokenizer, model.is_chat, (), variant.system)
+                format_prompt("probe", tokenizer=model.tokenizer, is_chat=model.is_chat, examples=(),
+                              system=variant.system)
             except Exception as error:  # noqa: BLE001
                 raise ValueError(f"variant {name}: the chat template of {model.name!r} refuses a system message "
                                  f"({error})") from None
@@ -266,7 +267,7 @@ def _frame(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], answers
     return pd.DataFrame(columns)
 
 
-def ab(prompts: Sequence[str], a: Variant, b: Variant, seeds: int | Iterable[int] = range(16), method: str = "gcswr",
+def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[int] = range(16), method: str = "gcswr",
        metrics: Sequence[str] | str = ("length", "e5_between"), scorer: Callable[[str], float] | None = None,
        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str | None = None, control: bool = True,
        batch_rows: int | None = None,

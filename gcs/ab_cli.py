@@ -99,8 +99,8 @@ def command_ab(args: argparse.Namespace) -> Path:
 
     done = {(flat[(group, index)], seed, method) for group, index, seed, method in log.done()
             if (group, index) in flat}
-    ab(prompts, a, b, seeds, args.method, args.metrics, max_new_tokens=args.max_new_tokens, engine=args.engine,
-       batch_rows=args.batch_rows, skip=done, on_results=save, show_progress=not args.quiet)
+    ab(prompts, a, b, seeds=seeds, method=args.method, metrics=args.metrics, max_new_tokens=args.max_new_tokens,
+       engine=args.engine, batch_rows=args.batch_rows, skip=done, on_results=save, show_progress=not args.quiet)
     requested = {(group, index, seed, method) for group, index in places for seed in seeds
                  for method in (args.method, "is")}
     results = log.load()  # may hold rows of an earlier, larger run in the same folder: report ours only

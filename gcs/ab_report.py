@@ -86,7 +86,8 @@ def _effects(frame: pd.DataFrame, method: str, control: str | None, labels: list
     for which in (method, control):
         if which is not None and labels:
             scores = _per_seed(frame[frame["method"] == which], labels)
-            tests[which] = (paired_tests(scores, "A", confidence, labels).set_index("metric"), scores)
+            tested = paired_tests(scores, baseline="A", confidence=confidence, metrics=labels)
+            tests[which] = (tested.set_index("metric"), scores)
     records = []
     for label in labels:
         row, scores = tests[method]
@@ -112,7 +113,7 @@ def _pairs(frame: pd.DataFrame, methods: list[str], confidence: float) -> pd.Dat
         part = frame[frame["method"] == method]
         for score in ["identical", *(s for s in PAIR_SCORES if s in frame)]:
             values = part.groupby("seed")[score].mean().astype(float)
-            mean, _, low, high = mean_interval(values, confidence)
+            mean, _, low, high = mean_interval(values, confidence=confidence)
             floor = -1.0 if score == "e5_between" else 0.0  # a t interval cut to the values the score can take
             low, high = max(low, floor), min(high, 1.0)
             records.append({"method": method, "score": score, "n": len(values), "mean": mean, "low": low, "high": high})
@@ -206,7 +207,7 @@ def _pair_lines(pairs: pd.DataFrame, method: str, control: str | None, confidenc
     return lines
 
 
-def ab_report(frame: pd.DataFrame, confidence: float = CONFIDENCE, names: tuple[str, str] | None = None) -> ABReport:
+def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tuple[str, str] | None = None) -> ABReport:
     """The paired effect of B against A per arm score under shared luck, and the same estimate from the IS control.
 
     ``frame``: ``gcs.ab``'s (or rows of it read back from a file: ``parts_at`` may then be NaN instead of None).

@@ -65,7 +65,7 @@ class Score:
         if self.kind == "regex":
             return np.array([float(self._found(answer, where(i))) for i, answer in enumerate(answers)])
         if self.kind == "e5_to":
-            return similarity_to(self.argument, list(answers), "e5") if len(answers) else np.zeros(0)
+            return similarity_to(self.argument, list(answers), metric="e5") if len(answers) else np.zeros(0)
         values = []
         for i, answer in enumerate(answers):
             value = self.argument(answer)

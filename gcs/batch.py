@@ -93,10 +93,10 @@ def _refuse_special(text: str, tokens: list[str], model: Model, name: str) -> No
                          "remove it")
 
 
-def prompt_lengths(prompts: Sequence[str], model: Model) -> list[int]:
+def prompt_lengths(prompts: Sequence[str], *, model: Model) -> list[int]:
     """Tokens each prompt takes as the model sees it (chat template or base template included)."""
     tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
-    texts = [format_prompt(p, tokenizer, model.is_chat) for p in prompts]
+    texts = [format_prompt(p, tokenizer=tokenizer, is_chat=model.is_chat) for p in prompts]
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=not model.is_chat)["input_ids"]]
 
 
@@ -149,7 +149,8 @@ class Batch:
             self.main.append(len(texts))
             for question in (row.prompt, *row.rewordings):
                 questions.append(question)
-                texts.append(format_prompt(question, tokenizer, self.model.is_chat, row.examples, row.system))
+                texts.append(format_prompt(question, tokenizer=tokenizer, is_chat=self.model.is_chat,
+                                           examples=row.examples, system=row.system))
                 self.groups.append(group)
                 methods.append(row.method)
                 seeds.append(row.seed)

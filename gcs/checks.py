@@ -56,7 +56,7 @@ def check_count(value, name: str, low: int, high: int) -> int:
 ENGINES = ("transformers", "vllm")
 
 
-def check_engine(engine: str, ensembling: bool = False) -> str:
+def check_engine(engine: str, *, ensembling: bool = False) -> str:
     """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed and
     cannot ensemble (ensembling mixes several rows' logits in each step, which a per-request processor never sees).
 

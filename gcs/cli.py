@@ -56,8 +56,9 @@ def command_run(args: argparse.Namespace) -> Path:
     claim_out_dir(out, run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
                                     top_k=args.top_k, top_p=args.top_p, rewordings=args.rewordings))
     log = _sweep_log(out, metrics)
-    sweep(plan.groups, plan.temperatures, plan.settings.methods, plan.settings.seeds, metrics, model,
-          args.max_new_tokens, args.top_k, args.top_p, plan.ensembling, args.rewordings, batch_rows=args.batch_rows,
+    sweep(plan.groups, temperatures=plan.temperatures, methods=plan.settings.methods, seeds=plan.settings.seeds,
+          metrics=metrics, model=model, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
+          ensembling=plan.ensembling, rewordings=args.rewordings, batch_rows=args.batch_rows,
           skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
     requested = {cell.key for cell in plan.cells()}
     results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
@@ -67,12 +68,12 @@ def command_run(args: argparse.Namespace) -> Path:
                f"{len(results) // len(metrics)} cells.\n"]
     for metric in metrics:
         part = results[results["metric"] == metric]
-        summary.append(f"\n## {metric}: Table 1 layout\n\n{summary_table(part, metric).to_markdown()}\n")
+        summary.append(f"\n## {metric}: Table 1 layout\n\n{summary_table(part, metric=metric).to_markdown()}\n")
         by_temperature = consistency_by_temperature(part).drop(columns="metric")
         summary.append(f"\n## {metric}: consistency vs temperature\n\n"
                        f"{by_temperature.to_markdown(index=False, floatfmt='.4f')}\n")
     write_atomic(out / "summary.md", "".join(summary))
-    write_atomic(out / "figure.html", consistency_figure(results, metrics[0]).to_html(include_plotlyjs=True))
+    write_atomic(out / "figure.html", consistency_figure(results, metric=metrics[0]).to_html(include_plotlyjs=True))
     return out
 
 
@@ -103,14 +104,14 @@ def command_style(args: argparse.Namespace) -> Path:
     claim_out_dir(out, run_record("style", model, args, temperature=args.temperature,
                                     max_new_tokens=args.max_new_tokens))
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
-    style_responses(questions, settings.methods, settings.seeds, settings.temperature, settings.max_new_tokens, model,
-                    batch_rows=args.batch_rows, skip=log.done(), on_results=log.append,
-                    show_progress=not args.quiet, engine=args.engine)
+    style_responses(questions, methods=settings.methods, seeds=settings.seeds, temperature=settings.temperature,
+                    max_new_tokens=settings.max_new_tokens, model=model, batch_rows=args.batch_rows,
+                    skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
     requested = {(q.id, m, s) for q in questions for m in settings.methods for s in settings.seeds}
     responses = log.load()  # summarise the requested responses only, not others an earlier run left there
     responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
-    labelled = label_responses(responses, classifiers)
-    consistency = style_consistency(labelled, classifiers)
+    labelled = label_responses(responses, classifiers=classifiers)
+    consistency = style_consistency(labelled, classifiers=classifiers)
     write_atomic(out / "labels.csv", csv_safe(labelled).to_csv(index=False))
     summary = (f"# Stylistic consistency (p_repeat)\n\nModel `{model.name}`, data `{args.data}` "
                f"({len(questions)} questions), temperature {args.temperature}, {responses['seed'].nunique()} seeds, "
@@ -129,7 +130,7 @@ def command_compare(args: argparse.Namespace) -> None:
                     top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                     model=load_model(args.model, dtype=args.dtype), engine=args.engine)
     for method, part in frame.groupby("method", sort=False):
-        score = consistency(list(part["response"]), "e5") if len(part) > 1 else float("nan")
+        score = consistency(list(part["response"]), metric="e5") if len(part) > 1 else float("nan")
         print(f"== {method}  (E5 consistency {score:.3f})")
         for prompt, response in zip(part["prompt"], part["response"], strict=True):
             print(f"  > {prompt}\n    {response.strip()}\n")

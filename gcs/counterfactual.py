@@ -81,7 +81,7 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
 
 
 def counterfactual(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
-                   method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
+                   *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
                    model: Model | str | None = None,
                    stop: threading.Event | None = None) -> str:
@@ -109,7 +109,7 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
     return counterfactual_with(prompt, response, at, replacement, settings, finished, model, stop)
 
 
-def response_tokens(response: Response, model: Model | str | None = None) -> list[str]:
+def response_tokens(response: Response, *, model: Model | str | None = None) -> list[str]:
     """The response's tokens as the model reads them, or as given by their ids (what ``at`` indexes), as text pieces.
 
     On the embedded model's tokenizer:

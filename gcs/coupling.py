@@ -45,10 +45,10 @@ def check_distribution(values, name: str = "p") -> torch.Tensor:
     return p / p.sum()
 
 
-def perturb(p, epsilon: float, seed: int = 0) -> torch.Tensor:
+def perturb(p, *, epsilon: float, seed: int = 0) -> torch.Tensor:
     """q = softmax(log p + ε z) for a fixed standard normal direction z (by ``seed``); ε = 0 gives p.
 
-    >>> perturb([0.5, 0.5], 0.0).tolist()
+    >>> perturb([0.5, 0.5], epsilon=0.0).tolist()
     [0.5, 0.5]
     """
     p = check_distribution(p)
@@ -63,19 +63,19 @@ def _agreement_rate(p: torch.Tensor, q: torch.Tensor, method: str, trials: int, 
     seeds = derive_seeds(seed, torch.arange(trials)).tolist()  # hashed: no overflow, no overlap between seeds
     logits = torch.cat([p.log().expand(trials, -1), q.log().expand(trials, -1)]).float()
     if method == "is":  # independent draws: every row its own stream
-        sampler = make_sampler("is", seeds + seeds, streams=list(range(2 * trials)))
+        sampler = make_sampler("is", seed=seeds + seeds, streams=list(range(2 * trials)))
     else:  # the pair shares a seed, so shares its noise
-        sampler = make_sampler(method, seeds + seeds)
+        sampler = make_sampler(method, seed=seeds + seeds)
     tokens = sampler.sample(logits)
     rate = (tokens[:trials] == tokens[trials:]).double().mean().item()
     return rate, (rate * (1 - rate) / trials) ** 0.5
 
 
-def coupling_curve(p, q=None, epsilons: Sequence[float] = tuple(np.linspace(0, 3, 13)), trials: int = 4000,
+def coupling_curve(p, q=None, *, epsilons: Sequence[float] = tuple(np.linspace(0, 3, 13)), trials: int = 4000,
                    seed: int = 0) -> pd.DataFrame:
     """Agreement probability of one draw from p and one from q, as q moves away from p.
 
-    ``q`` None: q = ``perturb(p, ε, seed)`` for each ε; a given ``q`` is blended as
+    ``q`` None: q = ``perturb(p, epsilon=ε, seed=seed)`` for each ε; a given ``q`` is blended as
     q_ε = (1 − w) p + w q with w = ε / max(ε), so the last point is the given q. Columns:
     epsilon, theorem1 (shared noise, exact), independent (Σ p·q), monte_carlo_shared and
     monte_carlo_independent (``trials`` draws with gcs's samplers) and their std.errs.
@@ -92,7 +92,7 @@ def coupling_curve(p, q=None, epsilons: Sequence[float] = tuple(np.linspace(0, 3
     records = []
     for i, epsilon in enumerate(epsilons):
         if q is None:
-            q_eps = perturb(p, epsilon, seed)
+            q_eps = perturb(p, epsilon=epsilon, seed=seed)
         else:
             weight = epsilon / max(epsilons) if max(epsilons) > 0 else 1.0
             q_eps = (1 - weight) * p + weight * q
@@ -100,15 +100,15 @@ def coupling_curve(p, q=None, epsilons: Sequence[float] = tuple(np.linspace(0, 3
         independent, independent_err = _agreement_rate(p, q_eps, "is", trials, derive_seed(seed, i))
         records.append({
             "epsilon": epsilon,
-            "theorem1": float(agreement_probability(p, q_eps, "gcs")),
-            "independent": float(agreement_probability(p, q_eps, "is")),
+            "theorem1": float(agreement_probability(p, q_eps, method="gcs")),
+            "independent": float(agreement_probability(p, q_eps, method="is")),
             "monte_carlo_shared": shared, "stderr_shared": shared_err,
             "monte_carlo_independent": independent, "stderr_independent": independent_err,
         })
     return pd.DataFrame.from_records(records)
 
 
-def recycling_histogram(p, steps: int = 5000, seed: int = 0) -> tuple[pd.DataFrame, float]:
+def recycling_histogram(p, *, steps: int = 5000, seed: int = 0) -> tuple[pd.DataFrame, float]:
     """Draw ``steps`` tokens from one fixed distribution with GCSwR (one row, recycled noise).
 
     Returns a frame (token, target, gcswr, reuse) of frequencies and the chi-square
@@ -119,11 +119,11 @@ def recycling_histogram(p, steps: int = 5000, seed: int = 0) -> tuple[pd.DataFra
     p, seed = check_distribution(p), check_seed(seed)
     check_count(steps, "steps", 1, MAX_STEPS)
     logits = p.log().float()[None]
-    sampler = make_sampler("gcswr", seed)
+    sampler = make_sampler("gcswr", seed=seed)
     counts = torch.zeros(len(p), dtype=torch.float64)
     for _ in range(steps):
         counts[sampler.sample(logits)] += 1
-    first = int(make_sampler("gcs", seed).sample(logits)[0])
+    first = int(make_sampler("gcs", seed=seed).sample(logits)[0])
     reuse = torch.zeros(len(p), dtype=torch.float64)
     reuse[first] = 1.0
     expected = p * steps

@@ -101,7 +101,7 @@ def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, 
 
 def sweep(
     groups: Sequence[Group] | Sequence[Sequence[str]],
-    temperatures: Iterable[float] = (0.0, 0.5, 1.0),
+    *, temperatures: Iterable[float] = (0.0, 0.5, 1.0),
     methods: Sequence[str] = METHODS,
     seeds: int | Iterable[int] = 3,
     metrics: Sequence[str] = ("e5",),
@@ -203,7 +203,7 @@ def consistency_by_temperature(frame: pd.DataFrame) -> pd.DataFrame:
     return summary.reset_index()
 
 
-def summary_table(frame: pd.DataFrame, metric: str | None = None, temperature: float | None = None) -> pd.DataFrame:
+def summary_table(frame: pd.DataFrame, *, metric: str | None = None, temperature: float | None = None) -> pd.DataFrame:
     """Table 1's layout: rows = methods, columns = without / with ensembling, "mean ± std.err" (x100).
 
     Picks the first metric and the highest temperature unless told; the standard error
@@ -246,7 +246,7 @@ class CompareReport:
     summary: pd.DataFrame
 
 
-def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokenizer=None) -> CompareReport:
+def compare_report(frame: pd.DataFrame, *, metrics: Sequence[str] = ("e5",), tokenizer=None) -> CompareReport:
     """Score every (method, seed) group of responses of a ``gcs.compare`` frame under each metric.
 
     Each metric embeds all responses in one call. Groups are keyed by method and seed
@@ -272,7 +272,7 @@ def compare_report(frame: pd.DataFrame, metrics: Sequence[str] = ("e5",), tokeni
     per_seed = per_seed.reset_index()
     if tokenizer is not None and frame["prompt_index"].nunique() > 1:
         with timed("score", metric="prefix", texts=len(frame)):
-            prefixes = {key: common_prefix_length(list(part["response"]), tokenizer) for key, part in parts}
+            prefixes = {key: common_prefix_length(list(part["response"]), tokenizer=tokenizer) for key, part in parts}
         per_seed["prefix"] = [prefixes[key] for key in zip(per_seed["method"], per_seed["seed"], strict=True)]
     per_seed.columns.name = None
     return _report(scores, matrices, per_seed)
@@ -309,7 +309,7 @@ def combine_reports(reports: Sequence[CompareReport]) -> CompareReport:
 
 
 # -- paired statistics over seeds ------------------------------------------------------------
-def paired_summary(scores: pd.DataFrame, baseline: str = "is", confidence: float = CONFIDENCE) -> pd.DataFrame:
+def paired_summary(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Per method and metric: consistency over seeds, and the paired difference from ``baseline``.
 
     ``scores`` has columns method, seed, metric, consistency (``CompareReport.scores``). Each seed is
@@ -326,7 +326,7 @@ def paired_summary(scores: pd.DataFrame, baseline: str = "is", confidence: float
         base = scores[(scores["metric"] == metric) & (scores["method"] == baseline)].set_index("seed")["consistency"]
         if method != baseline and len(base):
             paired = (by_seed - base).dropna()
-            diff, diff_error, low, high = mean_interval(paired, confidence)
+            diff, diff_error, low, high = mean_interval(paired, confidence=confidence)
             record.update(diff=diff, diff_stderr=diff_error, diff_low=low, diff_high=high,
                           wins=int((paired > 0).sum()), pairs=len(paired))
         records.append(record)

@@ -24,7 +24,7 @@ from .scoring import METRIC_NAMES, parse_metric
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
 
 
-def consistency_figure(frame: pd.DataFrame, metric: str | None = None, title: str | None = None):
+def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
     """Plotly figure: consistency vs temperature, one line per method (and ensembling), error bars =
     standard error clustered by seed (one seed's groups share noise; the paper's Fig. 2)."""
     metric = metric if metric is not None else frame["metric"].iloc[0]
@@ -49,7 +49,7 @@ def consistency_figure(frame: pd.DataFrame, metric: str | None = None, title: st
     return figure
 
 
-def style_figure(consistency: pd.DataFrame, title: str = "Stylistic consistency (p_repeat)"):
+def style_figure(consistency: pd.DataFrame, *, title: str = "Stylistic consistency (p_repeat)"):
     """Plotly bar chart: p_repeat per dimension, one bar per method, error bars = std.err over seeds."""
     figure = go.Figure()
     for method, part in consistency.groupby("method", sort=False):
@@ -62,7 +62,7 @@ def style_figure(consistency: pd.DataFrame, title: str = "Stylistic consistency 
     return figure
 
 
-def similarity_heatmap(matrix: np.ndarray, labels: list[str], title: str = "", zmin: float = 0.0):
+def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = "", zmin: float = 0.0):
     """Pairwise similarity of one method's responses: rows and columns are paraphrases 1..n, their text on hover."""
     n = len(labels)
     numbers = [str(i + 1) for i in range(n)]
@@ -78,7 +78,7 @@ def similarity_heatmap(matrix: np.ndarray, labels: list[str], title: str = "", z
     return figure
 
 
-def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, metric: str = "e5", baseline: str = "is"):
+def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str = "e5", baseline: str = "is"):
     """Per seed, each method's consistency minus the baseline's (dots), and the mean with its 95 % interval.
 
     ``per_seed`` and ``summary`` are a ``CompareReport``'s; differences are shown in points (x100).
@@ -134,7 +134,7 @@ def power_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
     return values, labels
 
 
-def race_figure(step, title: str = "", probability_max: float | None = None,
+def race_figure(step, *, title: str = "", probability_max: float | None = None,
                 arrival_range: tuple[float, float] | None = None):
     """One row's step of a ``gcs.trace``: each candidate's probability p and, in a race, its arrival time E/p.
 
@@ -175,7 +175,7 @@ def race_figure(step, title: str = "", probability_max: float | None = None,
     return figure
 
 
-def coupling_figure(curve: pd.DataFrame, title: str = "Agreement of two draws as q moves away from p",
+def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws as q moves away from p",
                     blended: bool = False):
     """Theorem 1 and independent sampling (lines) with Monte Carlo estimates (points, ± 2 std.err).
 
@@ -203,7 +203,7 @@ def coupling_figure(curve: pd.DataFrame, title: str = "Agreement of two draws as
     return figure
 
 
-def recycling_figure(histogram: pd.DataFrame, title: str = "GCSwR over many steps vs the target distribution"):
+def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many steps vs the target distribution"):
     """Target probabilities next to GCSwR's token frequencies (and, for contrast, naive noise reuse)."""
     figure = go.Figure()
     labels = [str(t) for t in histogram["token"]]

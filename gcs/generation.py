@@ -54,7 +54,8 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     """
     prompts = check_prompts(prompts)
     # before any rewording is written: a refused request costs nothing
-    engine = check_engine(engine, bool(settings.ensemble) or (rewordings is not None and not is_integer(rewordings)))
+    engine = check_engine(engine,
+                          ensembling=bool(settings.ensemble) or (rewordings is not None and not is_integer(rewordings)))
     explicit = _explicit_rewordings(rewordings, len(prompts))
     model = resolve_model(model)
     check_plain_text(prompts, model, "prompts")
@@ -118,7 +119,7 @@ def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Mode
         yield frame(batch, rows, ensembled)
 
 
-def generate(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
+def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
              model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
              **generate_kwargs) -> list[str]:
@@ -140,7 +141,7 @@ def generate(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, tempe
     return responses
 
 
-def stream(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
+def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
            model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
            **generate_kwargs) -> Iterator[list[str]]:
@@ -166,7 +167,7 @@ def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
     return table
 
 
-def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seeds: Iterable[int] | int = (0,),
+def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, seeds: Iterable[int] | int = (0,),
             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
@@ -189,7 +190,7 @@ def compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS, seed
     return table
 
 
-def stream_compare(prompts: Sequence[str], methods: Sequence[str] | str = METHODS,
+def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS,
                    seeds: Iterable[int] | int = (0,), temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                    model: Model | str | None = None,

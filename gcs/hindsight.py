@@ -116,7 +116,7 @@ def _checked_ids(response, vocab: int) -> list[int]:
     return ids
 
 
-def reads_back(ids: Sequence[int], model: Model) -> bool:
+def reads_back(ids: Sequence[int], *, model: Model) -> bool:
     """Whether the text of ``ids`` tokenizes back to ``ids``: not always (a "\n", "\n" pair reads back as one "\n\n"
     token; half a character decodes to U+FFFD), and then only the ids observe that response exactly."""
     tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
@@ -206,7 +206,8 @@ def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, 
     """The posterior of the noise given that ``prompt`` got the response ``ids`` (then ended, when ``finished``)."""
     logits = forced_logits(prompt, ids, model, settings, finished, generate_kwargs, stop)
     ends = stop_token_ids(model) if finished else None
-    return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), settings.seeds[0], ends)
+    return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), seed=settings.seeds[0],
+                     ends=ends)
 
 
 def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], settings: SamplingSettings,
@@ -221,7 +222,7 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
     ids = response_ids(response, model)
     tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
     tokens = [tokenizer.decode([i]) for i in ids]
-    read_back = isinstance(response, str) or reads_back(ids, model)
+    read_back = isinstance(response, str) or reads_back(ids, model=model)
     if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
         batch = Batch([Row(b, method, seed) for b in paraphrases], model, settings, dict(generate_kwargs))
         return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens,
@@ -249,9 +250,10 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
     return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted, read_back)
 
 
-def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
-                     temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                     finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
+def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str], *, method: str = "gcswr",
+                     seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
+                     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
+                     model: Model | str | None = None, stop: threading.Event | None = None,
                      **generate_kwargs) -> HindsightReport:
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
 
@@ -263,7 +265,7 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
 
 
-def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], method: str = "gcswr", seed: int = 0,
+def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, method: str = "gcswr", seed: int = 0,
               temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
               finished: bool = True,
               model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:

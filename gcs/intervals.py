@@ -41,7 +41,7 @@ def t_half_width(error: float, n: int, confidence: float = CONFIDENCE, compariso
     return float(scipy.stats.t.ppf(1 - alpha / 2, n - 1)) * error
 
 
-def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
+def mean_interval(values: Sequence[float], *, confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(mean, standard error, low, high): Student's t interval for the mean; NaN error and bounds for one value."""
     array = np.asarray(values, dtype=float)
     mean = float(array.mean()) if len(array) else math.nan
@@ -52,11 +52,12 @@ def mean_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tu
     return mean, error, mean - half, mean + half
 
 
-def seeds_for(spread: float, comparisons: int, difference: float = 0.01, confidence: float = CONFIDENCE) -> int | None:
+def seeds_for(spread: float, *, comparisons: int, difference: float = 0.01,
+              confidence: float = CONFIDENCE) -> int | None:
     """How many seeds make the simultaneous interval's half-width at most ``difference`` for paired differences
     with standard deviation ``spread`` (None when there is no spread to go by).
 
-    >>> seeds_for(0.02, 4), seeds_for(0.0, 4)
+    >>> seeds_for(0.02, comparisons=4), seeds_for(0.0, comparisons=4)
     (29, None)
     """
     if not spread > 0:

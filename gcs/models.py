@@ -198,7 +198,7 @@ def _load(name: str, device: torch.device, dtype: torch.dtype | None) -> Model:
     return Model(name=name, model=model, tokenizer=tokenizer)
 
 
-def load_model(name: str | None = None, device: str | torch.device | None = None,
+def load_model(name: str | None = None, *, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> Model:
     """Load a causal LM once per process: ``None`` is the embedded SmolLM2-135M-Instruct.
 

@@ -77,7 +77,7 @@ class Parting:
                 f"{arrival(0):.3g}); p({x}) {moved(0)}.")
 
 
-def parting(a: Variant, b: Variant, prompt: str, seed: int, method: str = "gcswr",
+def parting(a: Variant, b: Variant, prompt: str, *, seed: int, method: str = "gcswr",
             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             top: int = DEFAULT_TOP) -> Parting | None:
     """Why the arms' answers to ``prompt`` under ``seed`` parted, or None when they are identical.

@@ -114,7 +114,7 @@ def rates_to_probabilities(logits: torch.Tensor) -> torch.Tensor:
     return (rates / rates.sum(dim=-1, keepdim=True)).reshape(logits.shape)
 
 
-def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, seed: int = 0,
+def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed: int = 0,
               ends: Sequence[int] | None = None) -> Posterior:
     """Noise from its posterior given that rows with (warped) ``logits`` [rows, n, vocab] produced ``response``
     [rows, n] under ``method`` ("gcs" or "gcswr"). ``seed`` picks the draw (a different seed, another draw).

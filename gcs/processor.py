@@ -61,7 +61,7 @@ class GumbelLogitsProcessor(LogitsProcessor):
         temperature: softmax temperature; 0 means greedy (all methods agree).
         top_k, top_p: optional truncation, applied after temperature as in transformers.
         streams: optional per-row ints that make "is" draws independent of batch position.
-        sampler: a started-fresh ``gcs.Sampler`` to use instead of ``make_sampler(method, seed, streams)``
+        sampler: a started-fresh ``gcs.Sampler`` to use instead of ``make_sampler(method, seed=seed, streams=streams)``
             (``gcs.hindsight`` passes one that draws from posterior noise).
         observer: optional ``observer(warped, tokens, before, after)`` called after each sampled step with
             the warped scores, the chosen tokens and ``sampler.peek()`` before and after the draw
@@ -92,7 +92,7 @@ class GumbelLogitsProcessor(LogitsProcessor):
             raise ValueError(f"sampler must be a gcs.Sampler, got {type(sampler).__name__}")
         if observer is not None and not callable(observer):
             raise ValueError("observer must be callable: observer(warped, tokens, before, after)")
-        self.sampler = sampler if sampler is not None else make_sampler(method, seed, streams=streams)
+        self.sampler = sampler if sampler is not None else make_sampler(method, seed=seed, streams=streams)
         self.observer = observer
         self.reset()
 

@@ -33,7 +33,7 @@ _FOLLOWUP = re.compile(
 )
 
 
-def format_prompt(question: str, tokenizer, is_chat: bool, examples: Sequence[tuple[str, str]] = (),
+def format_prompt(question: str, *, tokenizer, is_chat: bool, examples: Sequence[tuple[str, str]] = (),
                   system: str | None = None) -> str:
     """The text fed to the model for one user question, after optional (question, answer) examples.
 
@@ -41,9 +41,10 @@ def format_prompt(question: str, tokenizer, is_chat: bool, examples: Sequence[tu
     message; chat models get it as their template's system turn (None keeps the template's default, if it has
     one), base models, which have no such turn, as the text's first paragraph, before the examples.
 
-    >>> format_prompt("Why is the sky blue?", None, is_chat=False).splitlines()[-2:]
+    >>> format_prompt("Why is the sky blue?", tokenizer=None, is_chat=False).splitlines()[-2:]
     ['Question: Why is the sky blue?', 'Answer:']
-    >>> format_prompt("Why is the sky blue?", None, is_chat=False, system="Answer in one sentence.").splitlines()[0]
+    >>> format_prompt("Why is the sky blue?", tokenizer=None, is_chat=False,
+    ...               system="Answer in one sentence.").splitlines()[0]
     'Answer in one sentence.'
     """
     if is_chat:

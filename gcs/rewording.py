@@ -96,7 +96,7 @@ class RewordReport:
         return self.delivered / self.requested if self.requested else float("nan")
 
 
-def reword_report(prompts: Sequence[str], n: int = 2, model: Model | str | None = None, seed: int = 0,
+def reword_report(prompts: Sequence[str], *, n: int = 2, model: Model | str | None = None, seed: int = 0,
                   temperature: float = 0.7, attempts: int = 3,
                   min_similarity: float | None = MIN_SIMILARITY) -> tuple[list[list[str]], RewordReport]:
     """Up to ``n`` checked rewordings per prompt, and a ``RewordReport``; see the module docstring.
@@ -154,13 +154,13 @@ def _accept(prompts, texts: dict[int, list[str]], accepted: list[list[str]], min
     return kept
 
 
-def reword(prompts: Sequence[str], n: int = 2, model: Model | str | None = None, seed: int = 0,
+def reword(prompts: Sequence[str], *, n: int = 2, model: Model | str | None = None, seed: int = 0,
            temperature: float = 0.7) -> list[list[str]]:
     """Up to ``n`` checked rewordings of each prompt, written by the model (see the module docstring).
 
     A prompt the model could not reword ``n`` times keeps fewer (a RuntimeWarning names it).
     """
-    rewordings, report = reword_report(prompts, n, model, seed, temperature)
+    rewordings, report = reword_report(prompts, n=n, model=model, seed=seed, temperature=temperature)
     if report.short:
         warnings.warn(f"gcs: could not reword {len(report.short)} prompt(s) {n} times with checked rewordings "
                       f"(first: {report.short[0][:60]!r}); ensembling uses fewer wordings for them",

@@ -64,7 +64,7 @@ class RoundReport:
         return self.final and (self.tests["status"] == "undecided").any() and self.look < len(self.plan.looks) - 1
 
 
-def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = METHODS, max_seeds: int = 16,
+def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str = METHODS, max_seeds: int = 16,
                    rounds: Sequence[int] | None = None, confidence: float = 0.95,
                    metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
@@ -104,8 +104,8 @@ def compare_rounds(paraphrases: Sequence[str], methods: Sequence[str] | str = ME
     scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))
     if report_metrics is not None and not set(metrics) <= set(report_metrics):
         raise ValueError(f"the tested metrics {list(metrics)} must be among report_metrics {list(report_metrics)}")
-    plan = sequential_plan(max_seeds, rounds, confidence, comparisons=(len(methods) - 1) * len(metrics),
-                           futility=futility)
+    plan = sequential_plan(max_seeds, rounds=rounds, confidence=confidence,
+                           comparisons=(len(methods) - 1) * len(metrics), futility=futility)
     settings = SamplingSettings(methods, (seed,), temperature, top_k, top_p, max_new_tokens)
     state = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, seed, scored)
     yield from state.rounds(0, on_partial, stop)
@@ -149,10 +149,10 @@ class _Run:
             if not self.excess:
                 self.excess = frame_excess(frame, self.model)
                 frame = frame.drop(columns="excess_surprise")
-            part = compare_report(frame, self.scored, tokenizer=self.model.tokenizer)
+            part = compare_report(frame, metrics=self.scored, tokenizer=self.model.tokenizer)
             self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
             self.report = part if self.report is None else combine_reports([self.report, part])
-            tests = sequential_tests(self.report.scores, self.plan, BASELINE, self.metrics)
+            tests = sequential_tests(self.report.scores, plan=self.plan, baseline=BASELINE, metrics=self.metrics)
             open_ = tests["status"].isin(["open", "undecided"]).any()  # undecided: open at the run's last look
             final = not open_ or k == self.plan.maximum
             reason = None if not final else (

@@ -513,7 +513,7 @@ class MixedSampler(Sampler):
 
 
 def make_sampler(
-    method: str | Sequence[str] = "gcswr", seed: SeedLike = 0, streams: Sequence[int] | None = None
+    method: str | Sequence[str] = "gcswr", *, seed: SeedLike = 0, streams: Sequence[int] | None = None
 ) -> Sampler:
     """Create a sampler for ``method`` in ``"is"``, ``"gcs"``, ``"gcswr"``.
 

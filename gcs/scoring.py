@@ -125,7 +125,7 @@ def aligned_matrix(token_lists: Sequence[Sequence]) -> np.ndarray:
     return matrix
 
 
-def common_prefix_length(texts: Sequence[str], tokenizer=None) -> float:
+def common_prefix_length(texts: Sequence[str], *, tokenizer=None) -> float:
     """Mean number of tokens two of ``texts`` share before they first differ (over all pairs).
 
     >>> common_prefix_length(["a b c d", "a b x", "a y"], tokenizer=str.split)  # pairs: 2, 1, 1
@@ -177,7 +177,7 @@ def _cut(text: str, encoding, labels: Sequence[Label | None]) -> list[tuple[str,
     return pieces
 
 
-def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, bool]]]:
+def shared_tokens(texts: Sequence[str], *, tokenizer=None) -> list[list[tuple[str, bool]]]:
     """Each text cut into its tokens, each marked True when every other text contains that token id.
 
     A bag-of-words view: common words ("the", ",") count as shared wherever they are; ``aligned_spans``
@@ -195,7 +195,7 @@ def shared_tokens(texts: Sequence[str], tokenizer=None) -> list[list[tuple[str, 
     return result
 
 
-def aligned_spans(texts: Sequence[str], tokenizer=None,
+def aligned_spans(texts: Sequence[str], *, tokenizer=None,
                   min_run: int = MIN_ALIGNED_RUN) -> list[list[tuple[str, int | None]]]:
     """Each text cut into its tokens, each labelled with the aligned span of the *first* text it repeats.
 
@@ -278,7 +278,7 @@ def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tok
     return matrices
 
 
-def similarity(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> np.ndarray:
+def similarity(texts: Sequence[str], *, metric: str = "e5", tokenizer=None) -> np.ndarray:
     """[n, n] pairwise similarity of ``texts`` under ``metric`` (1 on the diagonal, up to rounding).
 
     ``tokenizer`` is the generating model's tokenizer, for ``"jaccard"`` and ``"aligned"`` only
@@ -287,9 +287,9 @@ def similarity(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> np.n
     return similarity_matrices([texts], metric, tokenizer)[0]
 
 
-def similarity_to(text: str, others: Sequence[str], metric: str = "e5", tokenizer=None) -> np.ndarray:
+def similarity_to(text: str, others: Sequence[str], *, metric: str = "e5", tokenizer=None) -> np.ndarray:
     """Similarity of ``text`` to each of ``others`` under ``metric`` (all embedded in one call)."""
-    return similarity([text, *check_texts(others, "others")], metric, tokenizer)[0, 1:]
+    return similarity([text, *check_texts(others, "others")], metric=metric, tokenizer=tokenizer)[0, 1:]
 
 
 def mean_off_diagonal(matrix: np.ndarray) -> float:
@@ -300,9 +300,9 @@ def mean_off_diagonal(matrix: np.ndarray) -> float:
     return float((matrix.sum() - np.trace(matrix)) / (n * (n - 1)))
 
 
-def consistency(texts: Sequence[str], metric: str = "e5", tokenizer=None) -> float:
+def consistency(texts: Sequence[str], *, metric: str = "e5", tokenizer=None) -> float:
     """Mean pairwise (off-diagonal) similarity of one group of responses; needs two or more texts."""
     texts = check_texts(texts)
     if len(texts) < 2:
         raise ValueError(f"consistency needs at least two texts, got {len(texts)}")
-    return mean_off_diagonal(similarity(texts, metric, tokenizer))
+    return mean_off_diagonal(similarity(texts, metric=metric, tokenizer=tokenizer))

@@ -91,7 +91,7 @@ class SequentialPlan:
         return dataclasses.replace(self, maximum=len(self.looks) - 1)
 
 
-def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, confidence: float = 0.95,
+def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None, confidence: float = 0.95,
                     comparisons: int = 4, extension: Sequence[int] = EXTENSION_ROUNDS,
                     futility: float = FUTILITY, spending: str = "proportional") -> SequentialPlan:
     """The plan of a run of at most ``max_seeds`` seeds in ``rounds`` (seeds per round; default 4, 12, cut or
@@ -154,7 +154,7 @@ def sequential_plan(max_seeds: int = 16, rounds: Sequence[int] | None = None, co
 COLUMNS = ["method", "metric", "n", "wins", "diff", "low", "high", "p", "status", "decided_at", "beyond_noise"]
 
 
-def sequential_tests(scores: pd.DataFrame, plan: SequentialPlan, baseline: str = "is",
+def sequential_tests(scores: pd.DataFrame, *, plan: SequentialPlan, baseline: str = "is",
                      metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """Every comparison of a method with ``baseline`` under each metric, at the last look the seeds so far reach.
 

@@ -209,7 +209,7 @@ def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Cla
 
 def style_responses(
     questions: Sequence[Group] | Sequence[str],
-    methods: Sequence[str] = ("is", "gcswr"),
+    *, methods: Sequence[str] = ("is", "gcswr"),
     seeds: int | Iterable[int] = 20,
     temperature: float = 1.0,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
@@ -255,7 +255,7 @@ def style_responses(
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
 
 
-def label_responses(responses: pd.DataFrame, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
+def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
     """``responses`` with one label column per classifier."""
     labelled = responses.copy()
     for classifier in check_classifiers(classifiers):
@@ -263,7 +263,7 @@ def label_responses(responses: pd.DataFrame, classifiers: Iterable[Classifier | 
     return labelled
 
 
-def style_consistency(labelled: pd.DataFrame, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
+def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
     """p_repeat per (dimension, method): mean ± std.err over seeds of the per-seed unbiased estimate.
 
     A multi-valued classifier gives one binary dimension per label seen ("code_language =

@@ -37,7 +37,7 @@ ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab
 
 
 def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[Sequence[int]],
-                    model: Model | str | None = None) -> np.ndarray:
+                    *, model: Model | str | None = None) -> np.ndarray:
     """Per response (to the prompt at the same index): its tokens' mean excess surprise in nats (NaN if empty).
     ``responses``: texts, or token id lists (a frame's token_ids: the tokens drawn, which a text need not encode
     back to)."""
@@ -53,7 +53,7 @@ def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[
     given = [_token_ids(r, len(tokenizer), f"responses[{i}]") for i, r in enumerate(responses)] if given_ids else []
     pairs: list[tuple[list[int], list[int]]] = []
     for i, (prompt, response) in enumerate(zip(prompts, responses, strict=True)):
-        context = tokenizer(format_prompt(prompt, tokenizer, model.is_chat),
+        context = tokenizer(format_prompt(prompt, tokenizer=tokenizer, is_chat=model.is_chat),
                             add_special_tokens=not model.is_chat)["input_ids"]
         pairs.append((list(context), given[i] if given_ids else tokenizer.encode(response, add_special_tokens=False)))
     excess = np.full(len(pairs), np.nan)
@@ -102,4 +102,4 @@ def frame_excess(frame, model: Model) -> tuple[float, ...]:
     if recorded is not None and (recorded.notna().any() or (frame["n_tokens"] == 0).all()):
         return tuple(float(x) for x in recorded)
     with timed("surprise", answers=len(frame)):
-        return tuple(float(x) for x in excess_surprise(list(frame["prompt"]), list(frame["token_ids"]), model))
+        return tuple(float(x) for x in excess_surprise(list(frame["prompt"]), list(frame["token_ids"]), model=model))

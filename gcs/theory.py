@@ -31,7 +31,7 @@ def _probabilities(values, name: str) -> torch.Tensor:
     return p / sums[..., None]
 
 
-def agreement_probability(p, q, method: str = "gcs") -> float | torch.Tensor:
+def agreement_probability(p, q, *, method: str = "gcs") -> float | torch.Tensor:
     """Probability that the two draws, one from ``p`` and one from ``q``, are the same category.
 
     ``method="gcs"`` (or ``"gcswr"``; they coincide for a single draw from a fresh

@@ -178,7 +178,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
                  tuple(responses), tuple(forced), system)
 
 
-def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
+def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
           top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, top: int = DEFAULT_TOP,
           model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
           stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
@@ -197,10 +197,10 @@ def trace(prompts: Sequence[str], method: str = "gcswr", seed: int = 0, temperat
     generation does not):
 
     >>> import gcs
-    >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
+    >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
     >>> len(t.steps[0])  # the first position: one race per prompt
     2
-    >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], "gcs", seed=1, max_new_tokens=4)
+    >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
     True
     """
     settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)

@@ -93,7 +93,7 @@ def _has_spread(d: np.ndarray) -> bool:
     return len(d) >= 2 and float(np.std(d, ddof=1)) > 1e-9 * max(1.0, float(np.abs(d).max()))
 
 
-def paired_tests(scores: pd.DataFrame, baseline: str = "is", confidence: float = 0.95,
+def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = 0.95,
                  metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per (method, metric) against ``baseline``: the paired differences over seeds and their test.
 
@@ -155,7 +155,7 @@ def points(fraction: float) -> str:
     return f"{100 * fraction:+.2g}" if fraction != 0 and float(text) == 0 else text
 
 
-def verdict(scores, baseline: str = "is", confidence: float = 0.95,
+def verdict(scores, *, baseline: str = "is", confidence: float = 0.95,
             metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model",
             excess: Sequence[float] | None = None) -> list[str]:
     """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
@@ -177,7 +177,7 @@ def verdict(scores, baseline: str = "is", confidence: float = 0.95,
         if excess is None:  # on this module, which does not import it)
             excess = getattr(scores, "excess", None) or None  # the run's own, recorded as its answers were drawn
         return _sequential_verdict(scores, metrics, scope, excess)
-    tests = paired_tests(scores, baseline, confidence, metrics)
+    tests = paired_tests(scores, baseline=baseline, confidence=confidence, metrics=metrics)
     comparisons = len(tests)
     together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"
     flagged = excess is not None and degenerate(excess)

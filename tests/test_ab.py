@@ -46,7 +46,8 @@ def new():
 
 def next_token(model, variant: gcs.Variant, prompt: str, prefix=()) -> np.ndarray:
     """The arm's next-token distribution (float64) after ``prefix``, computed by one plain forward pass."""
-    text = gcs.format_prompt(variant.text(prompt), model.tokenizer, model.is_chat, (), variant.system)
+    text = gcs.format_prompt(variant.text(prompt), tokenizer=model.tokenizer, is_chat=model.is_chat, examples=(),
+                             system=variant.system)
     ids = model.tokenizer(text, add_special_tokens=not model.is_chat)["input_ids"] + list(prefix)
     with torch.no_grad():
         logits = model.model(torch.tensor([ids])).logits[0, -1].double()
@@ -215,15 +216,16 @@ def test_the_parting_token_and_its_probabilities_are_gcs_trace_s(old, new, metho
     a, b = gcs.Variant(old), gcs.Variant(new, system="w4", temperature=0.9)
     frame = gcs.ab(["w5 w6", "w7"], a, b, seeds=6, method=method, metrics=["length"], max_new_tokens=6, control=False)
     row = frame[~frame["identical"]].iloc[0]
-    why = gcs.parting(a, b, row["prompt"], int(row["seed"]), method, max_new_tokens=6)
+    why = gcs.parting(a, b, row["prompt"], seed=int(row["seed"]), method=method, max_new_tokens=6)
     k = why.position
     assert k == row["parts_at"] and why.names == ("A", "B")
     stop = stop_token_ids(old)[0]
     ends = [list(row[f"token_ids_{s}"]) + ([stop] if row[f"finished_{s}"] else []) for s in "ab"]
     assert why.tokens == (ends[0][k], ends[1][k]) and ends[0][:k] == ends[1][:k]
     for arm, (variant, model) in enumerate(((a, old), (b, new))):
-        traced = gcs.trace([variant.text(row["prompt"])], method, int(row["seed"]), variant.temperature,
-                           max_new_tokens=k + 1, model=model, system=variant.system, watch=list(why.tokens))
+        traced = gcs.trace([variant.text(row["prompt"])], method=method, seed=int(row["seed"]),
+                           temperature=variant.temperature, max_new_tokens=k + 1, model=model, system=variant.system,
+                           watch=list(why.tokens))
         assert list(traced.token_ids[0][:k]) == ends[arm][:k]  # the trace is the run ab made
         step = traced.steps[k][0]
         assert step.winner == why.tokens[arm] and step.winner == why.steps[arm].winner
@@ -238,12 +240,12 @@ def test_the_parting_token_and_its_probabilities_are_gcs_trace_s(old, new, metho
     identical = frame[frame["identical"]]
     if len(identical):
         same = identical.iloc[0]
-        assert gcs.parting(a, b, same["prompt"], int(same["seed"]), method, max_new_tokens=6) is None
+        assert gcs.parting(a, b, same["prompt"], seed=int(same["seed"]), method=method, max_new_tokens=6) is None
 
 
 def test_parting_refuses_independent_sampling(old):
     with pytest.raises(ValueError, match="under IS they share nothing"):
-        gcs.parting(gcs.Variant(old), gcs.Variant(old, temperature=0.5), "w5", 0, method="is")
+        gcs.parting(gcs.Variant(old), gcs.Variant(old, temperature=0.5), "w5", seed=0, method="is")
 
 
 # -- bad input: clear errors naming the problem, before any answer is generated --------------------------------
@@ -348,7 +350,7 @@ def test_ab_report_and_parting_on_the_embedded_model(embedded_model):
     parted = frame[(frame["method"] == "gcswr") & ~frame["identical"]]
     if len(parted):
         row = parted.iloc[0]
-        why = gcs.parting(a, b, row["prompt"], int(row["seed"]), max_new_tokens=int(row["parts_at"]) + 1)
+        why = gcs.parting(a, b, row["prompt"], seed=int(row["seed"]), max_new_tokens=int(row["parts_at"]) + 1)
         assert why.position == row["parts_at"] and why.sentence.startswith(f"At token {why.position}")
 
 

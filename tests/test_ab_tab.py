@@ -86,7 +86,7 @@ def test_why_they_parted_is_gcs_parting_s_race(run):
     sentence, race = ab.why_ui(run["state"], f"{row['prompt_index']}/{row['seed']}")
     model = deployment.load_allowed_model(gcs.DEFAULT_MODEL)
     found = gcs.parting(gcs.Variant(model=model), gcs.Variant(model=model, system="Answer in one word."),
-                        row["prompt"], int(row["seed"]), "gcswr", int(row["parts_at"]) + 1)
+                        row["prompt"], seed=int(row["seed"]), method="gcswr", max_new_tokens=int(row["parts_at"]) + 1)
     assert found.position == int(row["parts_at"])
     assert sentence == ab.as_text(found.sentence)
     assert list(race["probability"]) == pytest.approx(list(found.frame()["probability"].round(4)))

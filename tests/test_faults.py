@@ -1,4 +1,5 @@
-"""Faults and security: failures injected into the real model, remote code, secrets in logs, a full queue.
+"""Faults and security: failures injected into the real model, remote code, a full queue. (Secrets in the log:
+tests/test_log_safety.py; the sweep tab's uploads: tests/test_uploads.py.)
 
 Faults are injected with a forward hook on the real embedded model (it raises on a chosen
 call), then removed: the app function must answer with a clear message (an API's gr.Error; a UI
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import dataclasses  # noqa: E402
 
-from ui import compare, deployment, logs, serving, sweep  # noqa: E402  (the app's tabs, in-process)
+from ui import compare, deployment, serving  # noqa: E402  (the app's tabs, in-process)
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
@@ -117,40 +118,6 @@ def test_a_model_that_needs_remote_code_is_refused(tmp_path):
         gcs.load_model(str(folder))
     with pytest.raises(gr.Error, match="is not offered here"):  # and the app never even tries
         final(compare.compare(PARAPHRASES, 1.0, 8, 0, model=str(folder)))
-
-
-@pytest.mark.parametrize(
-    "name, content, message",
-    [("bad.jsonl", b'{"id": "a", "prompts": ["x", "y"]}\n{not json\n', "line 2: not valid JSON"),
-     ("columns.csv", b"group,text\na,x\n", "missing column"),
-     ("empty.jsonl", b"", "no groups"),
-     ("binary.jsonl", bytes(range(256)), "not UTF-8"),
-     ("big.jsonl", b'{"id": "a", "prompts": ["x", "y"]}\n' + b" " * 1_100_000, "over 1,000 kB")],
-)
-def test_bad_uploads_in_the_sweep_tab(tmp_path, name, content, message):
-    path = tmp_path / name
-    path.write_bytes(content)
-    refused_in_ui(lambda: list(sweep.sweep_ui("uploaded file", "", 2, str(path), "0,1", 1, ["is"], "e5", 8,
-                                              gcs.DEFAULT_MODEL)), message)
-
-
-def test_a_good_upload_runs_a_sweep(tmp_path):
-    path = tmp_path / "mine.csv"
-    path.write_text("id,prompt\nsky,Why is the sky blue?\nsky,What makes the sky blue?\n")
-    figure, table, csv_path, status = final(sweep.sweep_ui("uploaded file", "", 2, str(path), "1", 1, ["is", "gcswr"],
-                                                   "jaccard", 8, gcs.DEFAULT_MODEL))
-    assert len(table) == 2 and Path(csv_path).is_file() and len(figure.data) == 2
-    # no constant columns (metric, ensemble), readable headers
-    assert list(table.columns) == [sweep.CURVE_HEADERS[c]
-                                   for c in ("method", "temperature", "mean", "stderr", "seeds", "n")]
-    assert list(table.columns)[2:4] == ["mean consistency", "± std. error (by seed)"]
-
-
-def test_secrets_never_reach_the_log(caplog):
-    record = logging.LogRecord("gcs.app", logging.INFO, __file__, 1, "loading with %s and token=%s",
-                               ("hf_abcdefghijklmnopqrstuvwxyz123456", "s3cr3t"), None)
-    assert logs.RedactSecrets().filter(record)
-    assert record.getMessage() == "loading with [redacted] and [redacted]"
 
 
 @pytest.mark.slow

@@ -279,7 +279,7 @@ def test_every_response_taken_by_its_token_ids_replays_exactly_at_the_default_dt
     # both promises were put to the test, not only vacuously: some responses ended, some halves were real prefixes
     assert frame.finished.sum() >= 1, f"none of the {REPLAY_SEEDS} responses ended within 8 tokens"
     assert len(observations) > REPLAY_SEEDS + 1, "no response had a non-empty first half: no prefix was checked"
-    assert not_read_back >= 1 and not gcs.reads_back(unreadable, embedded_model)
+    assert not_read_back >= 1 and not gcs.reads_back(unreadable, model=embedded_model)
     by_text = gcs.hindsight_report(prompt, tokenizer.decode(unreadable), [prompt], seed=0, max_new_tokens=8,
                                    finished=False, model=embedded_model)
     assert len(by_text.response_tokens) == 2 and by_text.reads_back  # as text: 'Yes', '\n\n', another observation

@@ -1,7 +1,7 @@
-"""The guard in front of every route (issue 44: items 1, 2 and 9, and its rule for every route). Whatever a client
+"""The guard in front of every route (issue 44: items 1 and 2, and its rule for every route). Whatever a client
 sends to Gradio's own routes, it gets a 4xx and one short sentence: never an HTTP 500, a connection dropped
-mid-answer or a traceback in the log. An MCP tool error is short whatever the call sent. An upload Gradio refuses
-does not use up its client's quota, and a forwarded client address is believed only from a configured proxy.
+mid-answer or a traceback in the log. An MCP tool error is short whatever the call sent. (Item 9, upload quotas and
+forwarded client addresses: tests/test_uploads.py.)
 
 The running app (the session's ``app_server``) is attacked over loopback as a hostile client would; the middleware
 and the Gradio and mcp internals it reads are also checked in-process. Every request to the app waits on the app's
@@ -19,11 +19,10 @@ from pathlib import Path
 import gradio as gr
 import httpx
 import pytest
-import uvicorn
-from waiting import PATIENT, patiently, served
+from waiting import patiently, served
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import http_guard, http_limits, limits, mcp_calls, serving  # noqa: E402
+from ui import http_guard, http_limits, mcp_calls, serving  # noqa: E402
 
 FAULTS = ("Traceback", "Exception in ASGI application")
 
@@ -172,71 +171,6 @@ def test_an_mcp_tool_error_is_short_whatever_the_call_sent(app_url, app_progress
     assert len(unknown) < 200
     assert wrong_type.startswith("Input validation error: 'zzz") and len(wrong_type) < 700
     assert "kkk" in no_such_parameter and len(no_such_parameter) < 700
-
-
-# -- 9. upload quotas: refusals do not count, forwarded addresses are not believed by default --------------------
-def upload_from(app_url: str, progress, address: str, size: int = 1_000, headers: dict | None = None) -> int:
-    """The status of one upload sent from ``address`` (a loopback address of its own: each test is its own
-    client)."""
-    def upload() -> int:
-        with httpx.Client(transport=httpx.HTTPTransport(local_address=address), timeout=PATIENT) as http:
-            return http.post(f"{app_url}gradio_api/upload", headers=headers,
-                             files={"files": ("groups.csv", b"x" * size, "text/csv")}).status_code
-
-    return patiently(upload, f"an upload from {address}", progress)
-
-
-@pytest.mark.slow
-def test_an_upload_gradio_refuses_does_not_use_up_the_quota(app_url, app_progress):
-    """Uploads were counted on arrival, so a file Gradio refused (over 1 MB: 413) spent its client's quota: 12
-    refusals and 8 uploads, and the 21st got 429."""
-    allowed = int(limits.LIMITS["uploads per client"].high)
-    assert [upload_from(app_url, app_progress, "127.0.0.71", 1_500_000) for _ in range(3)] == [413] * 3
-    assert [upload_from(app_url, app_progress, "127.0.0.71") for _ in range(allowed)] == [200] * allowed
-    assert upload_from(app_url, app_progress, "127.0.0.71") == 429  # still bounded
-
-
-@pytest.mark.slow
-def test_a_forwarded_address_is_believed_only_from_a_configured_proxy(app_url, app_progress):
-    """uvicorn believed X-Forwarded-For from 127.0.0.1, so any local client could spend another's upload quota (or
-    dodge its own). No proxy is configured here (GCS_TRUSTED_PROXIES unset): the peer's address is the client. The
-    spoofed upload is counted as 127.0.0.1's, one of its quota."""
-    allowed = int(limits.LIMITS["uploads per client"].high)
-    assert [upload_from(app_url, app_progress, "127.0.0.72") for _ in range(allowed - 1)] == [200] * (allowed - 1)
-    assert upload_from(app_url, app_progress, "127.0.0.1", headers={"X-Forwarded-For": "127.0.0.72"}) == 200
-    assert upload_from(app_url, app_progress, "127.0.0.72") == 200  # its own last one: the spoofed one was not its
-    assert upload_from(app_url, app_progress, "127.0.0.72") == 429
-
-
-def client_uvicorn_reports(forwarded_for: str, peer: str = "127.0.0.1") -> tuple:
-    """The client address an app behind uvicorn (configured as Gradio configures it, from the environment) sees for
-    a request from ``peer`` claiming ``forwarded_for``."""
-    seen = []
-
-    async def app(scope, receive, send):
-        seen.append(scope["client"][0])
-
-    config = uvicorn.Config(app, log_config=None)  # (no logging set up in the test's process)
-    config.load()
-    scope = {"type": "http", "client": (peer, 5000), "headers": [(b"x-forwarded-for", forwarded_for.encode())]}
-    asyncio.run(config.loaded_app(scope, None, None))
-    return seen[0]
-
-
-def test_the_proxies_believed_are_the_operator_s(monkeypatch, caplog):
-    monkeypatch.setenv("FORWARDED_ALLOW_IPS", "127.0.0.1")  # uvicorn's default (restored after the test)
-    monkeypatch.delenv("GCS_TRUSTED_PROXIES", raising=False)
-    with caplog.at_level(logging.WARNING, logger="gcs.app"):
-        assert http_limits.trusted_proxies() == ""
-    assert "FORWARDED_ALLOW_IPS='127.0.0.1' is replaced by GCS_TRUSTED_PROXIES=''" in caplog.text
-    assert client_uvicorn_reports("203.0.113.9") == "127.0.0.1"  # none trusted: the peer is the client
-    monkeypatch.setenv("GCS_TRUSTED_PROXIES", "10.0.0.0/8, 127.0.0.1")
-    assert http_limits.trusted_proxies() == "10.0.0.0/8,127.0.0.1/32"
-    assert client_uvicorn_reports("203.0.113.9") == "203.0.113.9"  # a configured proxy's word is taken
-    assert client_uvicorn_reports("203.0.113.9", peer="192.0.2.1") == "192.0.2.1"  # another peer's is not
-    monkeypatch.setenv("GCS_TRUSTED_PROXIES", "*")
-    with pytest.raises(ValueError, match=r"GCS_TRUSTED_PROXIES='\*': '\*' is not an IP address or network"):
-        http_limits.trusted_proxies()
 
 
 # -- the last resort, and the internals the guard reads --------------------------------------------------------

@@ -16,7 +16,7 @@ import gcs
 @pytest.mark.parametrize("values", [[0.1, 0.4, 0.35], list(np.linspace(-1, 2, 17)), [5.0, 5.0, 5.5, 4.0]])
 @pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
 def test_the_mean_interval_is_scipy_s_t_interval(values, confidence):
-    mean, error, low, high = gcs.mean_interval(values, confidence)
+    mean, error, low, high = gcs.mean_interval(values, confidence=confidence)
     expected = scipy.stats.t.interval(confidence, len(values) - 1, loc=np.mean(values), scale=scipy.stats.sem(values))
     assert error == pytest.approx(scipy.stats.sem(values))
     assert (low, high) == pytest.approx(expected)
@@ -30,13 +30,13 @@ def test_one_value_has_no_interval():
 
 def test_seeds_for_is_the_smallest_count_whose_simultaneous_interval_is_narrow_enough():
     for spread, comparisons in ((0.02, 4), (0.05, 2), (0.01, 1)):
-        n = gcs.seeds_for(spread, comparisons)
+        n = gcs.seeds_for(spread, comparisons=comparisons)
 
         def half(k, spread=spread, comparisons=comparisons):
             return scipy.stats.t.ppf(1 - 0.05 / comparisons / 2, k - 1) * spread / math.sqrt(k)
 
         assert half(n) <= 0.01 < half(n - 1)
-    assert gcs.seeds_for(0.0, 4) is None
+    assert gcs.seeds_for(0.0, comparisons=4) is None
 
 
 def test_the_statistics_import_no_torch_and_no_engine():

@@ -50,6 +50,13 @@ def test_redaction_covers_tracebacks_and_headers():
         assert secret not in text
 
 
+def test_secrets_never_reach_the_log(caplog):
+    record = logging.LogRecord("gcs.app", logging.INFO, __file__, 1, "loading with %s and token=%s",
+                               ("hf_abcdefghijklmnopqrstuvwxyz123456", "s3cr3t"), None)
+    assert logs.RedactSecrets().filter(record)
+    assert record.getMessage() == "loading with [redacted] and [redacted]"
+
+
 @pytest.mark.slow
 def test_what_a_refused_raw_call_carries_never_reaches_the_log_whole(app_url, app_log, app_progress):
     secret = "hf_" + "A1b2C3d4E5f6G7h8I9j0K" * 2

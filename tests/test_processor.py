@@ -143,8 +143,8 @@ def test_model_generation_defaults_do_not_change_the_distribution():
                               top_k=2, temperature=0.1, do_sample=True, renormalize_logits=True)
     for method in gcs.METHODS:
         for seed in (0, 1):
-            expected = gcs.generate(PHRASES, method, seed, max_new_tokens=24, model=clean)
-            assert gcs.generate(PHRASES, method, seed, max_new_tokens=24, model=carrying) == expected
+            expected = gcs.generate(PHRASES, method=method, seed=seed, max_new_tokens=24, model=clean)
+            assert gcs.generate(PHRASES, method=method, seed=seed, max_new_tokens=24, model=carrying) == expected
 
 
 @pytest.mark.parametrize("field, value", [("bad_words_ids", [[5], [6], [7]]), ("sequence_bias", {(5,): -30.0}),
@@ -152,9 +152,9 @@ def test_model_generation_defaults_do_not_change_the_distribution():
 def test_model_defaults_that_only_none_neutralises_are_not_applied(field, value):
     from conftest import tiny_gcs_model
 
-    expected = gcs.generate(PHRASES, "gcswr", 2, max_new_tokens=24, model=tiny_gcs_model())
+    expected = gcs.generate(PHRASES, method="gcswr", seed=2, max_new_tokens=24, model=tiny_gcs_model())
     carrying = tiny_gcs_model(**{field: value})
-    assert gcs.generate(PHRASES, "gcswr", 2, max_new_tokens=24, model=carrying) == expected
+    assert gcs.generate(PHRASES, method="gcswr", seed=2, max_new_tokens=24, model=carrying) == expected
     assert getattr(carrying.model.generation_config, field) == value  # the model itself is left as it was
 
 
@@ -165,5 +165,6 @@ def test_tiny_temperatures_are_greedy(method):
     from conftest import tiny_gcs_model
 
     model = tiny_gcs_model(seed=3)
-    greedy = gcs.generate(PHRASES, method, 0, temperature=0, max_new_tokens=16, model=model)
-    assert gcs.generate(PHRASES, method, 7, temperature=gcs.MIN_TEMPERATURE, max_new_tokens=16, model=model) == greedy
+    greedy = gcs.generate(PHRASES, method=method, seed=0, temperature=0, max_new_tokens=16, model=model)
+    assert gcs.generate(PHRASES, method=method, seed=7, temperature=gcs.MIN_TEMPERATURE, max_new_tokens=16,
+                        model=model) == greedy

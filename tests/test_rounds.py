@@ -74,7 +74,7 @@ def _round_report(differences: dict, seeds: int, plan: gcs.SequentialPlan) -> gc
     rows += [{"method": method, "seed": s, "metric": metric, "consistency": 0.5 + d[s]}
              for method, d in differences.items() for s in range(seeds) for metric in ("e5", "aligned")]
     scores = pd.DataFrame(rows)
-    tests = gcs.sequential_tests(scores, plan)
+    tests = gcs.sequential_tests(scores, plan=plan)
     look = max(k for k, n in enumerate(plan.looks) if n <= seeds)
     final = look == plan.maximum or not (tests["status"] == "open").any()
     reason = None if not final else "the maximum of 16 seeds reached"

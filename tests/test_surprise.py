@@ -28,7 +28,7 @@ def test_the_model_s_own_samples_have_no_excess_surprise_on_average():
         frame = gcs.compare(prompts, methods=["is"], temperature=temperature, max_new_tokens=12, model=model)
         responses = list(frame["raw_response"])
         lengths = np.array([len(model.tokenizer.encode(r, add_special_tokens=False)) for r in responses])
-        sums = np.nan_to_num(gcs.excess_surprise(prompts, responses, model)) * lengths
+        sums = np.nan_to_num(gcs.excess_surprise(prompts, responses, model=model)) * lengths
         return sums.sum() / math.sqrt((sums**2).sum())  # each response's summed excess: mean 0, independent
 
     assert abs(z_of(1.0)) < Z_THRESHOLD
@@ -49,10 +49,10 @@ def test_a_degenerate_run_gets_no_claim_in_the_verdict():
 def test_bad_input_is_refused():
     model = tiny_gcs_model()
     with pytest.raises(ValueError, match="2 prompts but 1 responses"):
-        gcs.excess_surprise(["w5", "w6"], ["w7"], model)
+        gcs.excess_surprise(["w5", "w6"], ["w7"], model=model)
     with pytest.raises(ValueError, match="prompts must not be empty"):
-        gcs.excess_surprise([], [], model)
-    assert math.isnan(gcs.excess_surprise(["w5"], [""], model)[0])
+        gcs.excess_surprise([], [], model=model)
+    assert math.isnan(gcs.excess_surprise(["w5"], [""], model=model)[0])
 
 
 def test_generation_records_the_excess_a_pass_over_the_drawn_tokens_computes():
@@ -71,7 +71,7 @@ def test_generation_records_the_excess_a_pass_over_the_drawn_tokens_computes():
         assert recorded["token_ids"].tolist() == plain["token_ids"].tolist()
         assert list(recorded.columns) == [*plain.columns, "excess_surprise"]
         assert recorded["n_tokens"].nunique() > 1 and not recorded["finished"].all()  # the cases it must handle
-        passed = gcs.excess_surprise(list(recorded["prompt"]), list(recorded["token_ids"]), model)
+        passed = gcs.excess_surprise(list(recorded["prompt"]), list(recorded["token_ids"]), model=model)
         np.testing.assert_allclose(recorded["excess_surprise"], passed, atol=1e-4)
     assert "excess_surprise" not in plain
 
@@ -86,7 +86,7 @@ def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(
         first = next(gcs.compare_rounds(paraphrases, max_seeds=4, rounds=[2, 2], temperature=temperature,
                                         max_new_tokens=24, model=embedded_model))
         assert "excess_surprise" not in first.frame and len(first.excess) == len(first.frame)
-        passed = gcs.excess_surprise(list(first.frame["prompt"]), list(first.frame["token_ids"]), embedded_model)
+        passed = gcs.excess_surprise(list(first.frame["prompt"]), list(first.frame["token_ids"]), model=embedded_model)
         np.testing.assert_allclose(first.excess, passed, atol=0.01)  # bf16: a cached step vs a whole pass
         flagged = gcs.verdict(first)[0].startswith("These answers are not language the model stands behind")
         assert flagged == (temperature == 2.0) == degenerate(first.excess)
@@ -97,5 +97,5 @@ def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(
 def test_token_ids_out_of_the_vocabulary_are_refused():
     model = tiny_gcs_model(vocab_size=64)
     with pytest.raises(ValueError, match=r"responses\[1\] must be token ids: whole numbers in \[0, 64\)"):
-        gcs.excess_surprise(["w5", "w6"], [[5, 6], [7, 64]], model)
-    assert gcs.excess_surprise(["w5"], [[]], model).shape == (1,)
+        gcs.excess_surprise(["w5", "w6"], [[5, 6], [7, 64]], model=model)
+    assert gcs.excess_surprise(["w5"], [[]], model=model).shape == (1,)

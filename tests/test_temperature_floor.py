@@ -27,8 +27,8 @@ def tiny():
 
 
 ENTRY_POINTS = {
-    "generate": lambda t, m: gcs.generate(TINY, "gcswr", 0, temperature=t, max_new_tokens=4, model=m),
-    "stream": lambda t, m: list(gcs.stream(TINY, "is", 0, temperature=t, max_new_tokens=4, model=m)),
+    "generate": lambda t, m: gcs.generate(TINY, method="gcswr", seed=0, temperature=t, max_new_tokens=4, model=m),
+    "stream": lambda t, m: list(gcs.stream(TINY, method="is", seed=0, temperature=t, max_new_tokens=4, model=m)),
     "compare": lambda t, m: gcs.compare(TINY, temperature=t, max_new_tokens=4, model=m),
     "trace": lambda t, m: gcs.trace(TINY, temperature=t, max_new_tokens=4, model=m),
     "hindsight": lambda t, m: gcs.hindsight("w5 w6", "w7 w8", ["w9"], temperature=t, max_new_tokens=4, model=m),
@@ -52,8 +52,9 @@ def test_the_library_refuses_a_temperature_below_the_floor_naming_it(entry, temp
 
 def test_the_floor_itself_and_greedy_are_accepted(tiny):
     assert gcs.MIN_TEMPERATURE == 1e-4 and gcs.SamplingSettings(temperature=0).temperature == 0.0
-    greedy = gcs.generate(TINY, "gcswr", 0, temperature=0, max_new_tokens=6, model=tiny)
-    assert gcs.generate(TINY, "is", 5, temperature=gcs.MIN_TEMPERATURE, max_new_tokens=6, model=tiny) == greedy
+    greedy = gcs.generate(TINY, method="gcswr", seed=0, temperature=0, max_new_tokens=6, model=tiny)
+    assert gcs.generate(TINY, method="is", seed=5, temperature=gcs.MIN_TEMPERATURE, max_new_tokens=6,
+                        model=tiny) == greedy
 
 
 def test_the_apps_limits_table_states_the_floor():

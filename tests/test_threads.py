@@ -3,9 +3,11 @@ that guards it, and the premise that a token never depends on it."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -100,10 +102,12 @@ def test_a_bad_setting_is_refused_by_name(monkeypatch):
 
 
 def in_a_fresh_process(function) -> None:
-    """Run ``function`` (module level, no arguments) in a fresh interpreter, its assertion errors raised here: a vLLM
-    engine another test started in this worker pins torch's thread count for the rest of the process."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        pool.apply(function)
+    """Run ``function`` (module level, no arguments) in a fresh interpreter, failing here with its traceback: a vLLM
+    engine another test started in this worker pins torch's thread count for the rest of the process. (A plain
+    subprocess: a multiprocessing.Pool's worker twice waited forever for its task inside the suite.)"""
+    result = subprocess.run([sys.executable, "-c", f"import test_threads; test_threads.{function.__name__}()"],
+                            cwd=Path(__file__).parent, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-4000:]
 
 
 def alternating() -> list[int]:
@@ -177,7 +181,7 @@ def thread_count_back_after_a_failure():
 
     model.model.lm_head.register_forward_hook(fail_on_one_thread)
     try:
-        gcs.generate(["w3 w4"], "gcswr", max_new_tokens=30, model=model, min_new_tokens=30)
+        gcs.generate(["w3 w4"], method="gcswr", max_new_tokens=30, model=model, min_new_tokens=30)
     except RuntimeError as error:
         assert "a failure on one thread" in str(error)
     else:

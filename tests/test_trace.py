@@ -14,8 +14,9 @@ PROMPTS = ["Why is the sky blue?", "What makes the sky look blue?"]
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["is", "gcs", "gcswr"])
 def test_trace_winners_are_generates_tokens(embedded_model, method):
-    trace = gcs.trace(PROMPTS, method, seed=5, temperature=0.9, top_p=0.95, max_new_tokens=12, model=embedded_model)
-    generated = gcs.generate(PROMPTS, method, seed=5, temperature=0.9, top_p=0.95, max_new_tokens=12,
+    trace = gcs.trace(PROMPTS, method=method, seed=5, temperature=0.9, top_p=0.95, max_new_tokens=12,
+                      model=embedded_model)
+    generated = gcs.generate(PROMPTS, method=method, seed=5, temperature=0.9, top_p=0.95, max_new_tokens=12,
                              model=embedded_model)
     assert list(trace.responses) == generated
     for row, ids in enumerate(trace.token_ids):
@@ -26,7 +27,7 @@ def test_trace_winners_are_generates_tokens(embedded_model, method):
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_the_winner_is_the_first_arrival(embedded_model, method):
-    trace = gcs.trace(PROMPTS, method, seed=2, max_new_tokens=8, top=50, model=embedded_model)
+    trace = gcs.trace(PROMPTS, method=method, seed=2, max_new_tokens=8, top=50, model=embedded_model)
     for step in (s for position in trace.steps for s in position if not s.finished):
         first = min(step.candidates, key=lambda c: c.arrival)
         assert first.token_id == step.winner
@@ -37,7 +38,7 @@ def test_the_winner_is_the_first_arrival(embedded_model, method):
 @pytest.mark.slow
 def test_gcswr_losers_keep_their_residual_and_the_winner_is_redrawn(embedded_model):
     """E_i after = E_i - T p_i for every loser (T: the winner's arrival); the winner's noise is new."""
-    trace = gcs.trace(PROMPTS, "gcswr", seed=9, max_new_tokens=6, model=embedded_model)
+    trace = gcs.trace(PROMPTS, method="gcswr", seed=9, max_new_tokens=6, model=embedded_model)
     for step in (s for position in trace.steps for s in position if not s.finished):
         race_time = next(c.arrival for c in step.candidates if c.token_id == step.winner)
         for c in step.candidates:
@@ -49,7 +50,7 @@ def test_gcswr_losers_keep_their_residual_and_the_winner_is_redrawn(embedded_mod
 
 @pytest.mark.slow
 def test_gcs_rows_race_with_one_noise_vector_and_is_rows_draw_apart(embedded_model):
-    gcs_trace = gcs.trace(PROMPTS, "gcs", seed=4, max_new_tokens=4, top=50, model=embedded_model)
+    gcs_trace = gcs.trace(PROMPTS, method="gcs", seed=4, max_new_tokens=4, top=50, model=embedded_model)
     compared = 0
     for first, second in gcs_trace.steps:
         shared = {c.token_id: c.noise for c in first.candidates}
@@ -57,14 +58,14 @@ def test_gcs_rows_race_with_one_noise_vector_and_is_rows_draw_apart(embedded_mod
         assert all(c.noise == shared[c.token_id] for c in common)
         compared += len(common)
     assert compared > 0
-    is_trace = gcs.trace(PROMPTS, "is", seed=4, max_new_tokens=4, model=embedded_model)
+    is_trace = gcs.trace(PROMPTS, method="is", seed=4, max_new_tokens=4, model=embedded_model)
     assert all(first.uniform != second.uniform for first, second in is_trace.steps)
     assert all(c.noise is None for step in is_trace.steps[0] for c in step.candidates)
 
 
 @pytest.mark.slow
 def test_trace_frame_and_gumbel_form(embedded_model):
-    trace = gcs.trace(PROMPTS, "gcswr", seed=1, max_new_tokens=3, top=5, model=embedded_model)
+    trace = gcs.trace(PROMPTS, method="gcswr", seed=1, max_new_tokens=3, top=5, model=embedded_model)
     frame = trace.frame()
     assert {"position", "row", "token_id", "probability", "noise", "gumbel", "arrival", "won"} <= set(frame.columns)
     assert frame.groupby(["position", "row"])["won"].sum().eq(1).all()
@@ -88,9 +89,9 @@ def test_trace_bad_input(embedded_model, kwargs, message):
 @pytest.mark.slow
 @pytest.mark.parametrize("method", ["is", "gcswr"])
 def test_forcing_a_token_branches_the_trace_there(embedded_model, method):
-    plain = gcs.trace(PROMPTS, method, seed=4, max_new_tokens=10, model=embedded_model)
+    plain = gcs.trace(PROMPTS, method=method, seed=4, max_new_tokens=10, model=embedded_model)
     other = next(c.token_id for c in plain.steps[3][1].candidates if c.token_id != plain.steps[3][1].winner)
-    branch = gcs.trace(PROMPTS, method, seed=4, max_new_tokens=10, model=embedded_model, forced=[(3, 1, other)])
+    branch = gcs.trace(PROMPTS, method=method, seed=4, max_new_tokens=10, model=embedded_model, forced=[(3, 1, other)])
     assert branch.token_ids[1][:3] == plain.token_ids[1][:3] and branch.token_ids[1][3] == other
     assert branch.token_ids[0] == plain.token_ids[0]  # the other paraphrase is untouched
     assert branch.steps[3][1].forced and not branch.steps[3][0].forced and branch.forced == ((3, 1, other),)
@@ -103,7 +104,7 @@ def test_forcing_a_token_branches_the_trace_there(embedded_model, method):
 @pytest.mark.slow
 def test_bad_forcing_names_the_problem(embedded_model, forced, message):
     with pytest.raises(ValueError, match=message):
-        gcs.trace(PROMPTS, "gcs", max_new_tokens=4, model=embedded_model, forced=forced)
+        gcs.trace(PROMPTS, method="gcs", max_new_tokens=4, model=embedded_model, forced=forced)
 
 
 # -- carried_win: a clock that won one paraphrase's race wins the other's later ---------------------------
@@ -115,7 +116,7 @@ def test_drawn_clock_is_the_noise_the_sampler_starts_with(embedded_model):
     """``drawn_clock`` is the sampler's own noise: draw 0 is its start state, and the trace's first race shows it."""
     from gcs.trace import drawn_clock
 
-    trace = gcs.trace(SKY, "gcswr", seed=3, max_new_tokens=1, model=embedded_model)
+    trace = gcs.trace(SKY, method="gcswr", seed=3, max_new_tokens=1, model=embedded_model)
     start, _ = gcs.samplers.RecyclingGumbelSampler.initial_state(3, len(embedded_model.tokenizer))
     for step in trace.steps[0]:
         for c in step.candidates:
@@ -132,7 +133,7 @@ def emitted_before(trace, position, row, token):
 def test_carried_wins_on_a_real_trace_are_exactly_the_shared_clocks_that_win_again(embedded_model):
     from gcs.trace import drawn_clock
 
-    trace = gcs.trace(SKY, "gcswr", seed=0, max_new_tokens=16, model=embedded_model)
+    trace = gcs.trace(SKY, method="gcswr", seed=0, max_new_tokens=16, model=embedded_model)
     found = 0
     for position, steps in enumerate(trace.steps):
         for step in steps:

@@ -344,7 +344,8 @@ def test_a_token_s_text_stays_text_in_the_explanation_and_the_race():
     hostile = '<img src="https://evil.example/x.png">*b*'
     candidate = gcs.Candidate(7, hostile, 0.5, 0.2, None, 0.4)
     step = gcs.TraceStep(0, 0, (candidate,), 7, hostile, None, False)
-    for shown in (stepthrough.race_title(step, 0), *gcs.race_figure(step, stepthrough.race_title(step, 0)).data[0].y):
+    for shown in (stepthrough.race_title(step, 0), *gcs.race_figure(step, title=stepthrough.race_title(step,
+                                                                                                       0)).data[0].y):
         assert "<img" not in shown and "&lt;img" in shown, shown  # plot text is HTML
     page = MarkdownIt("commonmark").render(stepthrough.step_line("gcs", step))  # the explanation is Markdown
     assert "<img" not in page and "<em>" not in page and hostile in html.unescape(re.sub("<[^>]+>", "", page))

@@ -84,7 +84,7 @@ def llm(model):
 
 
 def prompt_ids(model, question: str) -> dict:
-    text = format_prompt(question, model.tokenizer, model.is_chat)
+    text = format_prompt(question, tokenizer=model.tokenizer, is_chat=model.is_chat)
     return {"prompt_token_ids": model.tokenizer(text, add_special_tokens=not model.is_chat)["input_ids"]}
 
 
@@ -292,12 +292,12 @@ def test_the_library_and_the_cli_run_on_the_vllm_engine(model, capsys):
     frame = gcs.compare(PARAPHRASES[:2], methods=["gcs", "gcswr"], seeds=[0, 1], max_new_tokens=12, model=model,
                         engine="vllm")
     assert len(frame) == 8 and frame["response"].str.len().gt(0).all()
-    assert gcs.generate(PARAPHRASES[:2], "gcswr", seed=0, max_new_tokens=12, model=model, engine="vllm") == list(
+    assert gcs.generate(PARAPHRASES[:2], method="gcswr", seed=0, max_new_tokens=12, model=model, engine="vllm") == list(
         frame[(frame.method == "gcswr") & (frame.seed == 0)]["response"])
-    streamed = list(gcs.stream(PARAPHRASES[:1], "is", max_new_tokens=8, model=model, engine="vllm"))
+    streamed = list(gcs.stream(PARAPHRASES[:1], method="is", max_new_tokens=8, model=model, engine="vllm"))
     assert len(streamed) > 2  # one item per engine step, then the final responses
     assert all(streamed[-1][0].startswith(partial[0]) for partial in streamed)
-    assert streamed[-1] == gcs.generate(PARAPHRASES[:1], "is", max_new_tokens=8, model=model, engine="vllm")
+    assert streamed[-1] == gcs.generate(PARAPHRASES[:1], method="is", max_new_tokens=8, model=model, engine="vllm")
     with pytest.raises(ValueError, match="ensembling is not available on the vLLM engine"):
         gcs.compare(PARAPHRASES[:1], max_new_tokens=4, model=model, ensemble=[["Why does the sky look blue?"]],
                     engine="vllm")

@@ -27,6 +27,8 @@ load. What the tabs share, one job a module:
   endpoints, the sessions the server keeps.
 - ``serving``: each lane's waiting limit, input errors said plainly, cancellable work (MCP tool calls included), the
   downloads the server keeps.
+- ``internals``: every private Gradio and ``mcp`` API the app uses, each behind one function that warns where it
+  changed.
 - ``logs``: the app's logger, redaction and escaping; ``zerogpu``: the ``@gpu`` decorator (imported first).
 
 Every computation comes from ``gcs``; these modules lay out, check and display.

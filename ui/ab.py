@@ -142,7 +142,8 @@ def why_ui(run: dict, choice: str):
         if row["identical"]:
             return "These answers are identical: they never part.", gr.skip()
         a, b = (arm(name, *settings) for name, settings in zip("AB", run["arms"], strict=True))
-        found = gcs.parting(a, b, row["prompt"], int(row["seed"]), run["method"], int(row["parts_at"]) + 1)
+        found = gcs.parting(a, b, row["prompt"], seed=int(row["seed"]), method=run["method"],
+                            max_new_tokens=int(row["parts_at"]) + 1)
         table = found.frame().drop(columns=["token_id"]).round(4)
         return as_text(found.sentence), table
     except Exception as error:

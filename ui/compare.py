@@ -128,11 +128,11 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
         news = changes_only()  # a beat sends only what changed since the last
         frame = yield from run_cancellable(generation(prompts, settings, model, progress),
                                            heartbeat=lambda: news(so_far()))
-        report = gcs.compare_report(frame, METRICS, tokenizer=model.tokenizer)
+        report = gcs.compare_report(frame, metrics=METRICS, tokenizer=model.tokenizer)
         state = run_state(frame, report, prompts, settings, model)
+        paired = gcs.paired_figure(report.per_seed, report.summary, metric="e5") if "is" in settings.methods else None
         yield {**visible, **seed_view(state, first, highlight),
-               "verdict": verdict(report, settings, progress["excess"]),
-               "paired": gcs.paired_figure(report.per_seed, report.summary, "e5") if "is" in settings.methods else None,
+               "verdict": verdict(report, settings, progress["excess"]), "paired": paired,
                "scores": score_table(report), "downloads": save_run(frame, report),
                "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
                "run-state": state, "more-seeds": gr.update(visible=False), "status": "Done."}
@@ -205,7 +205,7 @@ def compare(
             raise
         if one_batch:
             frame = result
-            report = gcs.compare_report(frame, METRICS, tokenizer=loaded.tokenizer)
+            report = gcs.compare_report(frame, metrics=METRICS, tokenizer=loaded.tokenizer)
             said = verdict(report, settings, progress["excess"])
             stopping = {"seeds_used": len(settings.seeds), "max_seeds": len(settings.seeds), "in_rounds": False,
                         "reason": f"one batch of {len(settings.seeds)} seeds ({one_batch})", "more_seeds": False,

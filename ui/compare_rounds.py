@@ -98,7 +98,7 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
         state = {**run_state(run.frame, run.report, prompts, run.settings, model),
                  "resume": run if run.more_seeds else None}
         update = {"verdict": round_verdict(run), "scores": score_table(run.report),
-                  "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, "e5"), "run-state": state,
+                  "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, metric="e5"), "run-state": state,
                   "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
         if not shown:  # the first round to land: the browser shows its first seed
             update.update(seed_view(state, first, highlight))

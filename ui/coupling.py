@@ -18,7 +18,7 @@ def explore(p_text, q_text, max_epsilon, trials, steps, seed):
     q = parse_numbers(q_text, "q") if str(q_text or "").strip() else None
     max_epsilon, trials, steps, seed = (check("max ε", max_epsilon), check("trials", trials), check("steps", steps),
                                         check("coupling seed", seed))
-    curve = gcs.coupling_curve(p, q, [max_epsilon * i / 10 for i in range(11)], trials=trials, seed=seed)
+    curve = gcs.coupling_curve(p, q, epsilons=[max_epsilon * i / 10 for i in range(11)], trials=trials, seed=seed)
     histogram, p_value = gcs.recycling_histogram(p, steps=steps, seed=seed)
     return curve, histogram, p_value
 
@@ -33,7 +33,7 @@ def curve_caption(p_text, q_text, max_epsilon, seed) -> str:
     if str(q_text or "").strip():
         return shared + " Moving right blends p into your q; at w = 1 the lines give the agreement for your q itself."
     p = gcs.coupling.check_distribution(parse_numbers(p_text, "p"))
-    far = gcs.perturb(p, float(max_epsilon), int(seed))
+    far = gcs.perturb(p, epsilon=float(max_epsilon), seed=int(seed))
     top = int(far.argmax())
     return (shared + f" As ε grows, q piles onto one category (here category {top}), so independent "
             f"agreement Σ p·q tends to that category's p = {float(p[top]):.2f}, and shared noise agrees when both "

@@ -29,10 +29,10 @@ def highlighted(responses: list[str], highlight: str, tokenizer, names: list[str
     """The responses with the chosen highlight: aligned spans (one colour per span) or the bag-of-words view."""
     if highlight == HIGHLIGHTS[1]:
         marked = [[(text, "shared" if shared else None) for text, shared in pieces]
-                  for pieces in gcs.shared_tokens(responses, tokenizer)]
+                  for pieces in gcs.shared_tokens(responses, tokenizer=tokenizer)]
     else:
         marked = [[(text, None if span is None else SPAN_LABELS[(span - 1) % len(SPAN_LABELS)])
                    for text, span in pieces]
-                  for pieces in gcs.aligned_spans(responses, tokenizer)]
+                  for pieces in gcs.aligned_spans(responses, tokenizer=tokenizer)]
     return response_pieces(responses, marked, names)
 

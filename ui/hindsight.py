@@ -165,7 +165,7 @@ def from_side_by_side(run: dict | None):
     top_p = 1.0 if pd.isna(row["top_p"]) else float(row["top_p"])
     ended, ids = bool(row["finished"]), [int(i) for i in row["token_ids"]]
     model = load_allowed_model(run["model"])
-    reading = "" if gcs.reads_back(ids, model) else (" Its text would read back as other tokens, so its own "
+    reading = "" if gcs.reads_back(ids, model=model) else (" Its text would read back as other tokens, so its own "
                                                      f"{len(ids)} tokens are observed (while the text is left as is).")
     return (run["prompts"][0], row["raw_response"], "\n".join(run["prompts"][1:]), method, ended,
             float(row["temperature"]), top_p, int(run.get("max_new_tokens", 64)),

@@ -132,7 +132,7 @@ def check_flag(value, name: str) -> bool:
 def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_tokens: int, limit: str) -> None:
     """Refuse a paraphrase over the prompt-token limit, or a request whose total work (every row's prompt and
     new tokens) is over ``LIMITS[limit]``: each parameter within its range can still multiply into too much."""
-    lengths = gcs.prompt_lengths(prompts, model)
+    lengths = gcs.prompt_lengths(prompts, model=model)
     most = int(LIMITS["prompt tokens"].high)
     for i, length in enumerate(lengths, start=1):
         if length > most:

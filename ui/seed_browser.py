@@ -34,7 +34,8 @@ def seed_view(run: dict, seed, highlight: str) -> dict:
             text = highlighted(responses_of(frame, method, seed), highlight, tokenizer)
             matrix = run["matrices"][f"{method}/{seed}"]
             score = gcs.scoring.mean_off_diagonal(matrix)
-            plot = gcs.similarity_heatmap(matrix, labels, f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
+            plot = gcs.similarity_heatmap(matrix, labels,
+                                          title=f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
                                           zmin=0.5)
         view[f"responses-{method}"], view[f"heatmap-{method}"] = text, plot
     return view

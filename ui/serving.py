@@ -19,29 +19,17 @@ import gradio as gr
 import gcs
 from gcs.background import Background
 
+from . import internals
 from .limits import quoted
 from .logs import logger
 
 # -- capacity and cancellation --------------------------------------------------------------------
-# Private Gradio APIs wrapped here and in ui.mcp_calls and ui.startup, and only there (tests/test_serving.py and
-# tests/test_http_guard.py check their shape; requirements.txt pins the same range): Queue.push and
-# Queue.event_queue_per_concurrency_id[lane].queue (guard_queue), Blocks.preprocess_data (quiet_input_errors),
-# GradioMCPServer's _get_or_create_client and _execute_tool_* (ui.mcp_calls.stop_abandoned_mcp_calls),
-# Queue.pending_messages_per_session, event_ids_to_events and pending_event_ids_session (stream_lookup),
-# Queue.process_time_per_fn (lane_standing), GradioMCPServer's _prepare_tool_call_args and create_mcp_server and the mcp
-# package's Server._make_error_result (ui.mcp_calls.brief_mcp_errors). Outside the range, or where one is missing, a
-# WARNING names what is lost.
-TESTED_GRADIO = ((6, 0), (7, 0))
-
-
-def gradio_tested(version: str = gr.__version__) -> bool:
-    """Whether ``version`` is in the range ``guard_queue`` was tested on.
-
-    >>> gradio_tested("6.31.0"), gradio_tested("7.0.0"), gradio_tested("5.49.1")
-    (True, False, False)
-    """
-    major_minor = tuple(int(part) for part in re.findall(r"\d+", version)[:2])
-    return TESTED_GRADIO[0] <= major_minor < TESTED_GRADIO[1]
+# Every private API of Gradio and the mcp package the app relies on (the queue's internals and Blocks.preprocess_data
+# here, the MCP server's in ui.mcp_calls, the launch check in ui.startup) is read and wrapped in ui.internals, and only
+# there (its docstring's table: what each gives, what is lost without it; tests/test_serving.py and
+# tests/test_http_guard.py check their shape; requirements.txt pins the same range). Outside the range, or where one
+# is missing, a WARNING names what is lost.
+TESTED_GRADIO, gradio_tested = internals.TESTED_GRADIO, internals.gradio_tested  # (read here by callers and tests)
 
 
 def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
@@ -49,48 +37,31 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
     request with too few values before it is queued; call it after ``demo.queue(max_size=None)``.
 
     Gradio's ``queue(max_size=...)`` counts every waiting request of every lane, so a full model lane would
-    refuse the coupling explorer too. Instead ``Queue.push`` is wrapped: a request of a guarded lane is counted
-    from the moment it arrives (before Gradio's awaits, so a burst cannot slip in between a check and its
-    admission) and refused with HTTP 503 when its lane already holds its limit. The browser then says "This
-    application is currently busy", gradio_client raises "Queue is full", a raw call reads the message below.
+    refuse the coupling explorer too. Instead ``Queue.push`` is wrapped (``ui.internals.guard_queue_push``): a request
+    of a guarded lane is counted from the moment it arrives (before Gradio's awaits, so a burst cannot slip in between
+    a check and its admission) and refused with HTTP 503 when its lane already holds its limit. The browser then says
+    "This application is currently busy", gradio_client raises "Queue is full", a raw call reads the message below.
     A raw call with too few values gets HTTP 400 and one sentence (Gradio would queue it, then fail listing
     every value it was sent).
     """
-    queue = getattr(demo, "_queue", None)
-    if not gradio_tested() or not all(hasattr(queue, part) for part in ("push", "event_queue_per_concurrency_id")):
+    if not internals.guard_queue_push(demo, waiting_limits, _refused_call):
         # Gradio's own bound instead: every lane's waiting requests counted together (a full model lane then
         # refuses the coupling explorer too), and no early refusal of calls with too few values
         demo.queue(max_size=sum(waiting_limits.values()), default_concurrency_limit=1)
-        logger.warning("gradio %s: the queue's per-lane waiting limits are off (Queue.push or "
-                       "Queue.event_queue_per_concurrency_id changed): Gradio's max_size=%d bounds every lane together",
-                       gr.__version__, sum(waiting_limits.values()))
-        return
-    push, arriving = queue.push, collections.Counter()
 
-    async def guarded_push(body, request, username):
-        function = demo.fns.get(body.fn_index) if body.fn_index is not None else None
-        if body.fn_index is not None and function is None:  # Gradio: HTTP 500 and a traceback, for every request
-            return False, f"this server has no event {quoted(body.fn_index)}: see /gradio_api/info", "error"
-        sent = len(body.data) if isinstance(body.data, list) else 0
-        if function is not None and sent < len(function.inputs):
-            logger.info("refused a call to %s with %d of its %d values", function.api_name or "an event", sent,
-                        len(function.inputs))
-            return False, (f'this endpoint takes {len(function.inputs)} values in "data" (see /gradio_api/info), '
-                           f"got {sent}"), "error"
-        lane = getattr(function, "concurrency_id", None)
-        if lane not in waiting_limits:
-            return await push(body=body, request=request, username=username)
-        # No await between this check and the count: on the event loop, check-and-admit is one step.
-        waiting = len(getattr(queue.event_queue_per_concurrency_id.get(lane), "queue", ())) + arriving[lane]
-        if waiting >= waiting_limits[lane]:
-            return False, f"the {lane} queue is full ({waiting} waiting); please try again shortly", "queue_full"
-        arriving[lane] += 1
-        try:
-            return await push(body=body, request=request, username=username)
-        finally:  # admitted (now in the lane's queue) or refused by Gradio: no longer arriving either way
-            arriving[lane] -= 1
 
-    queue.push = guarded_push
+def _refused_call(body, function) -> tuple[str, str] | None:
+    """(message, kind) for a queued call refused before it is queued: an event this server lacks, or too few values
+    for ``function`` (the event it names); None otherwise."""
+    if body.fn_index is not None and function is None:  # Gradio: HTTP 500 and a traceback, for every request
+        return f"this server has no event {quoted(body.fn_index)}: see /gradio_api/info", "error"
+    sent = len(body.data) if isinstance(body.data, list) else 0
+    if function is not None and sent < len(function.inputs):
+        logger.info("refused a call to %s with %d of its %d values", function.api_name or "an event", sent,
+                    len(function.inputs))
+        return (f'this endpoint takes {len(function.inputs)} values in "data" (see /gradio_api/info), '
+                f"got {sent}"), "error"
+    return None
 
 
 def stream_lookup(demo: gr.Blocks):
@@ -98,52 +69,31 @@ def stream_lookup(demo: gr.Blocks):
     /gradio_api/queue/data``, ``held(event_id=E)`` for ``GET /gradio_api/call/<name>/<E>`` (the event's session found
     as Gradio finds it). Gradio answers a stream it does not hold with 200, then raises inside it (a dropped
     connection and a traceback). Reads the queue's ``pending_messages_per_session``, ``event_ids_to_events`` and
-    ``pending_event_ids_session`` (private); where they changed, None and a WARNING."""
-    parts = ("pending_messages_per_session", "event_ids_to_events", "pending_event_ids_session")
-    if not gradio_tested() or not all(hasattr(getattr(demo, "_queue", None), part) for part in parts):
-        logger.warning("gradio %s: an event stream for an unknown session or event is answered by Gradio (a 200 "
-                       "stream holding an error, ended by ui.http_guard.LastResort: Queue.%s changed)", gr.__version__,
-                       ", ".join(parts))
-        return None
-
-    def held(session_hash: str | None = None, event_id: str | None = None) -> bool:
-        queue = demo._queue  # read each time: demo.queue() may replace it
-        if event_id is not None:  # as Gradio's route: a running event, then a finished one not yet read, then itself
-            event = queue.event_ids_to_events.get(event_id)
-            session_hash = event.session_hash if event is not None else next(
-                (session for session, ids in queue.pending_event_ids_session.items() if event_id in ids), event_id)
-        return session_hash in queue.pending_messages_per_session
-
-    return held
+    ``pending_event_ids_session`` (private: ``ui.internals.held_streams``); where they changed, None and a WARNING."""
+    return internals.held_streams(demo)
 
 
 def lane_standing(demo: gr.Blocks):
     """A function ``standing(lane)``: (runs ahead of a request joining ``lane`` now, running or waiting; seconds until
     its own run would start, or None before the lane's first run ends), estimated as Gradio estimates the places it
     sends a queued client (which a page with its progress display hidden never shows). Reads the queue's
-    ``event_queue_per_concurrency_id`` and ``process_time_per_fn`` (private); where they changed, None and a
-    WARNING (the page then says only "Working…")."""
-    parts = ("event_queue_per_concurrency_id", "process_time_per_fn")
-    if not gradio_tested() or not all(hasattr(getattr(demo, "_queue", None), part) for part in parts):
-        logger.warning("gradio %s: a request waiting for the model is not told its place in the queue (Queue.%s "
-                       "changed)", gr.__version__, ", ".join(parts))
+    ``event_queue_per_concurrency_id`` and ``process_time_per_fn`` (private: ``ui.internals.lane_reader``); where
+    they changed, None and a WARNING (the page then says only "Working…")."""
+    read = internals.lane_reader(demo)
+    if read is None:
         return None
 
     def standing(lane: str) -> tuple[int, float | None]:
-        queue = demo._queue
-        line = queue.event_queue_per_concurrency_id.get(lane)
+        line = read(lane)
         if line is None:
             return 0, None
-        past = [(t.avg_time, t.count) for fn, t in list(queue.process_time_per_fn.items())
-                if getattr(fn, "concurrency_id", None) == lane and t.count]
-        ahead = line.current_concurrency + len(line.queue)
-        if not past:
+        ahead = line.running + line.waiting
+        if not line.past:
             return ahead, None
-        typical = sum(t * n for t, n in past) / sum(n for _, n in past)
+        typical = sum(t * n for t, n in line.past) / sum(n for _, n in line.past)
         now = time.time()
-        running = [max(0.0, start + typical - now) for starts in list(line.start_times_per_fn.values())
-                   for start in list(starts)]
-        return ahead, (sum(running) + len(line.queue) * typical) / max(1, line.concurrency_limit or 1)
+        running = [max(0.0, start + typical - now) for start in line.starts]
+        return ahead, (sum(running) + line.waiting * typical) / max(1, line.limit or 1)
 
     return standing
 
@@ -163,23 +113,16 @@ def input_error_text(error: Exception) -> str:
 def quiet_input_errors(demo: gr.Blocks) -> None:
     """A value that Gradio's components refuse before any handler runs (a dropdown value outside its choices, a
     malformed file) is the caller's mistake, not a fault: Gradio prints a 1.8 KB traceback for each and quotes the
-    whole value back. ``Blocks.preprocess_data`` (private) is wrapped: the caller gets one sentence quoting at most
-    ~100 characters, the log one line."""
-    preprocess = getattr(demo, "preprocess_data", None)
-    if preprocess is None or not gradio_tested():
-        logger.warning("gradio %s: a value its components refuse (a dropdown value outside its choices) is logged "
-                       "with a traceback and quoted whole (Blocks.preprocess_data changed)", gr.__version__)
-        return
+    whole value back. ``Blocks.preprocess_data`` (private: ``ui.internals.wrap_preprocess_data``) is wrapped: the
+    caller gets one sentence quoting at most ~100 characters, the log one line."""
+    internals.wrap_preprocess_data(demo, _refused_input)
 
-    async def preprocess_briefly(block_fn, inputs, state, explicit_call=False):
-        try:
-            return await preprocess(block_fn, inputs, state, explicit_call)
-        except Exception as error:  # noqa: BLE001 - nothing has run yet: whatever failed, the inputs were refused
-            message = input_error_text(error)
-            logger.info("refused: %s", message)
-            raise gr.Error(html.escape(message, quote=False), print_exception=False) from None
 
-    demo.preprocess_data = preprocess_briefly
+def _refused_input(error: Exception) -> gr.Error:
+    """What a refused input raises: one sentence (``input_error_text``), no traceback; the log gets one line."""
+    message = input_error_text(error)
+    logger.info("refused: %s", message)
+    return gr.Error(html.escape(message, quote=False), print_exception=False)
 
 
 HEARTBEAT_S = 0.5

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import time
 
-import gradio as gr
 import httpx
-from gradio import networking
 
-from .logs import logger
-from .serving import gradio_tested
+from . import internals
 
-GRADIO_URL_OK = getattr(networking, "url_ok", None)  # Gradio's own check, as imported (before any patch)
+GRADIO_URL_OK = internals.GRADIO_URL_OK  # Gradio's own check, as imported (before any patch)
 ANSWERED = (200, 401, 301, 302, 303, 307, 308)  # Gradio's: auth and redirects answer too
 CONNECT_S = 3
 
@@ -38,11 +35,6 @@ def _answers(url: str) -> bool:
 
 def patient_launch_check() -> bool:
     """Make ``Blocks.launch``'s reachability check wait for the page's answer (call before ``launch``); whether it
-    does. ``gradio.networking.url_ok`` is private: outside the Gradio versions tested (``ui.serving.gradio_tested``),
-    or where it is gone, Gradio's own 3 s check stays, with a WARNING."""
-    if not gradio_tested() or not callable(getattr(networking, "url_ok", None)):
-        logger.warning("gradio %s: the launch's reachability check keeps Gradio's 3 s limit (gradio.networking.url_ok "
-                       "changed): a loaded machine may stop the app at start", gr.__version__)
-        return False
-    networking.url_ok = _answers
-    return True
+    does. ``gradio.networking.url_ok`` is private (``ui.internals.replace_url_ok``): outside the Gradio versions tested
+    (``ui.internals.gradio_tested``), or where it is gone, Gradio's own 3 s check stays, with a WARNING."""
+    return internals.replace_url_ok(_answers)

@@ -221,7 +221,7 @@ def view(trace: gcs.Trace, position: int) -> tuple:
     """Everything the tab shows for token ``position + 1``; both races on one scale."""
     steps = trace.steps[position]
     scale = gcs.race_scale(steps)
-    races = [gcs.race_figure(step, race_title(step, position), **scale) for step in steps]
+    races = [gcs.race_figure(step, title=race_title(step, position), **scale) for step in steps]
     kind = "is" if trace.method == "is" else "race"
     return (position, position + 1, text_so_far(trace, position), *races, f"<small>{RACE_CAPTION[kind]}</small>",
             candidates_table(trace, position), explanation(trace, position),
@@ -239,8 +239,9 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
         row, token = (int(part) for part in choice.split(":"))
         position, tokens, model = int(position), check("trace tokens", max_new_tokens), load_allowed_model(model_name)
         branch = yield from run_cancellable(
-            lambda stop: gcs.trace(list(trace.prompts), trace.method, trace.seed, trace.temperature, trace.top_p,
-                                   tokens, model=model, forced=[*trace.forced, (position, row, token)], stop=stop),
+            lambda stop: gcs.trace(list(trace.prompts), method=trace.method, seed=trace.seed,
+                                   temperature=trace.temperature, top_p=trace.top_p, max_new_tokens=tokens,
+                                   model=model, forced=[*trace.forced, (position, row, token)], stop=stop),
             (gr.skip(),) * (1 + len(OUTPUTS)))
         yield branch, *view(branch, min(position, last_position(branch)))
     except Exception as error:

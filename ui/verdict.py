@@ -74,7 +74,8 @@ def verdict(report: gcs.CompareReport, settings: gcs.SamplingSettings, surprise:
     lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=surprise)]  # no user text
     scores_e5 = scores[scores["metric"] == "e5"].pivot(index="seed", columns="method", values="consistency")
     other = "gcswr" if "gcswr" in scores_e5 else next(m for m in scores_e5 if m != "is")
-    needed = gcs.seeds_for(float((scores_e5[other] - scores_e5["is"]).std()), (len(settings.methods) - 1) * 2)
+    needed = gcs.seeds_for(float((scores_e5[other] - scores_e5["is"]).std()),
+                           comparisons=(len(settings.methods) - 1) * 2)
     if needed is not None:
         lines.append(f"<small>With this spread, about {needed} seeds resolve a 1-point E5 difference between "
                      f"{gcs.METHOD_NAMES[other]} and IS (this run: {len(seeds)}).</small>")
