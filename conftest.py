@@ -44,10 +44,9 @@ def pytest_configure(config):
 # finishing a long file alone.
 # Measured with --durations=0 (2026-11-27, quiet, per file: browser 148 s, hindsight 128 s, the wheel 126 s, vllm 85 s,
 # docs 78 s, generation 73 s, vllm-serve 72 s, threads 61 s, counterfactual 53 s, cli 50 s, bench 47 s; mypy over
-# gcs/ about 50 s cold; resources 110 s beside other work); the wheel check first, as it is mostly pip waiting on the
-# disk.
-LONGEST_FIRST = ("test_packaging.py", "test_browser.py", "test_hindsight.py", "test_vllm.py", "test_resources.py",
-                 "test_docs.py", "test_generation.py", "test_vllm_serve.py", "test_threads.py", "test_lint.py",
+# gcs/ about 50 s cold); the wheel check first, as it is mostly pip waiting on the disk.
+LONGEST_FIRST = ("test_packaging.py", "test_browser.py", "test_hindsight.py", "test_vllm.py", "test_docs.py",
+                 "test_generation.py", "test_vllm_serve.py", "test_threads.py", "test_lint.py",
                  "test_counterfactual.py", "test_cli.py", "test_bench.py")
 
 

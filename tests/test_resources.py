@@ -36,7 +36,7 @@ def test_close_drops_the_models_and_embedders_gcs_keeps():
         assert kept() is None, "gcs still holds the model after close()"
         assert (held(["a sentence"]) == before).all()  # what the caller holds stays usable
         again = gcs.load_model()
-        assert again.model is not None and gcs.generate(["Hi"], "gcswr", seed=1, max_new_tokens=4, model=again)
+        assert again.model is not None and gcs.generate(["Hi"], method="gcswr", seed=1, max_new_tokens=4, model=again)
         print("ok")
     """)
     assert out.strip().endswith("ok")
@@ -49,15 +49,15 @@ def test_vllm_engines_are_bounded_and_closed_unless_busy():
         import gcs.engines.vllm as engines
         engines.MAX_ENGINES = 1
         model = gcs.load_model()
-        first = gcs.generate(["What is DNA?"], "gcswr", seed=3, max_new_tokens=8, model=model, engine="vllm")
+        first = gcs.generate(["What is DNA?"], method="gcswr", seed=3, max_new_tokens=8, model=model, engine="vllm")
         (old, _), = engines._ENGINES.values()
         other, _ = engines.engine(model, max_model_len=1024)  # other options: a second engine, over the bound
         assert list(engines._ENGINES.values())[0][0] is other and len(engines._ENGINES) == 1
         assert old in engines._CLOSED, "the least recently used idle engine was not shut down"
         assert "vllm-shutdown" not in engines.internals._SAID, "vLLM's engine core could not be shut down"
-        again = gcs.generate(["What is DNA?"], "gcswr", seed=3, max_new_tokens=8, model=model, engine="vllm")
+        again = gcs.generate(["What is DNA?"], method="gcswr", seed=3, max_new_tokens=8, model=model, engine="vllm")
         assert again == first, (first, again)  # a new engine, the same tokens
-        stream = gcs.stream(["What is DNA?"], "gcswr", seed=3, max_new_tokens=8, model=model, engine="vllm")
+        stream = gcs.stream(["What is DNA?"], method="gcswr", seed=3, max_new_tokens=8, model=model, engine="vllm")
         next(stream)  # a run in flight holds its engine
         assert gcs.close()["engines"] == 1, "a busy engine was shut down under its run"
         for _ in stream:
