@@ -186,6 +186,15 @@ def queued_call(app_url: str, fn_index: int, data: list, progress: Progress) -> 
     raise AssertionError("the stream ended without a result")
 
 
+def call_outcome(url: str, progress, *arguments, **options) -> str:
+    """One client's ``predict`` in a burst against a bounded queue: "served", "queue full" or "other: <error>"."""
+    try:
+        app_client(url, progress).predict(*arguments, **options)
+        return "served"
+    except Exception as error:
+        return "queue full" if "queue is full" in str(error).lower() else f"other: {error}"
+
+
 def error_text(call) -> str:
     """The text of the error that ``call()`` raises (a test fails if it raises none)."""
     with pytest.raises(Exception) as caught:

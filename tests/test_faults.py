@@ -21,7 +21,7 @@ import torch
 from waiting import app_client, served, until
 
 import gcs
-from conftest import refused_in_ui
+from conftest import call_outcome, refused_in_ui
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -134,11 +134,7 @@ def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url, app_pr
     outcomes, lock = [], threading.Lock()
 
     def one_client():
-        try:
-            app_client(app_url, app_progress).predict(PARAPHRASES, 1.0, 4, 0, seeds=1, api_name="/compare")
-            outcome = "served"
-        except Exception as error:
-            outcome = "queue full" if "queue is full" in str(error).lower() else f"other: {error}"
+        outcome = call_outcome(app_url, app_progress, PARAPHRASES, 1.0, 4, 0, seeds=1, api_name="/compare")
         with lock:
             outcomes.append(outcome)
 

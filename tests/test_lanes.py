@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from waiting import Progress, app_client, served, until
 
-from conftest import free_port
+from conftest import call_outcome, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ui import compare  # noqa: E402
@@ -74,11 +74,7 @@ def test_coupling_answers_while_the_model_lane_is_full(held_lane_app):
     outcomes, lock = [], threading.Lock()
 
     def one_client():
-        try:
-            app_client(url, progress).predict(PARAPHRASES, 0.0, 4, 0, seeds=1, api_name="/compare")
-            outcome = "served"
-        except Exception as error:
-            outcome = "queue full" if "queue is full" in str(error).lower() else f"other: {error}"
+        outcome = call_outcome(url, progress, PARAPHRASES, 0.0, 4, 0, seeds=1, api_name="/compare")
         with lock:
             outcomes.append(outcome)
 
