@@ -15,7 +15,7 @@ if (_workers := int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))) > 1:
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # not macOS
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
 
-import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.openmp)
+import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.runtime.openmp)
 
 # isort: split
 import pytest
@@ -35,8 +35,8 @@ def pytest_configure(config):
     builds it beside another process."""
     config.addinivalue_line("markers", "slow: needs the real model, a server, a browser, vLLM or a process of its own "
                                        "(the fast tier, pytest -m 'not slow', leaves these out)")
-    if not hasattr(config, "workerinput") and gcs.kernels.kernel_mode() != "off":
-        gcs.kernels.cpu_kernel()
+    if not hasattr(config, "workerinput") and gcs.sampling.kernels.kernel_mode() != "off":
+        gcs.sampling.kernels.cpu_kernel()
 
 
 # The files that take longest start first, so that pytest-xdist's two workers (the README's command; files go to

@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 import gcs
-from gcs.scoring import embedder
+from gcs.scoring.metrics import embedder
 
 CHANGES = {
     "system prompt": (gcs.Variant(), gcs.Variant(system="Answer in one sentence.")),

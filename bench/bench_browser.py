@@ -40,7 +40,7 @@ from bench_load import BUSY, ROOT, start_app  # bench/ is on sys.path when run a
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(ROOT))
-from gcs.stage_timing import parse  # noqa: E402
+from gcs.runtime.stage_timing import parse  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WAIT_MS = 900_000

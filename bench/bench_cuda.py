@@ -3,7 +3,7 @@
     python bench/bench_cuda.py [--tokens 64]
 
 1. The same seed on CPU and on CUDA (fp32): how many rows give the same tokens, per method (GCS noise
-   bits are device-independent; GCSwR may part after a few dozen tokens, see gcs/noise.py).
+   bits are device-independent; GCSwR may part after a few dozen tokens, see gcs/sampling/noise.py).
 2. On CUDA: ``gcs.trace``'s winners are ``generate``'s tokens; a shared prefill gives the same tokens as
    a full one; hindsight's replay of the prompt itself gives the response back, whole (with its end) and
    its first half (unfinished), in fp32 and bf16 (the posterior comes from the step-by-step logits).
@@ -22,7 +22,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 import gcs
-from gcs.batch import Batch, Row
+from gcs.engines.batch import Batch, Row
 
 
 def random_model(vocab: int, hidden: int, layers: int, dtype, device, seed: int = 0) -> gcs.Model:

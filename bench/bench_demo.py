@@ -122,7 +122,7 @@ def decode_matmul_seconds(model: torch.nn.Module, rows: int, steps: int, rounds:
 def e5_scores(frame) -> list:
     """E5 similarity matrices of a compare frame's responses, one per (method, seed), as the side by side scores."""
     groups = [group.response.tolist() for _, group in frame.groupby(["method", "seed"])]
-    return gcs.scoring.similarity_matrices(groups, "e5")
+    return gcs.scoring.metrics.similarity_matrices(groups, "e5")
 
 
 def _hindsight(prompt, response, paraphrases, n, model):

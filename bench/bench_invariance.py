@@ -32,9 +32,9 @@ import torch
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-from gcs.batch import Batch, Row
+from gcs.engines.batch import Batch, Row
 from gcs.engines.invariance import make_row_invariant, packed_weights, row_blocks
-from gcs.models import DEFAULT_MODEL, _load
+from gcs.engines.models import DEFAULT_MODEL, _load
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky.",
                "Tell me why the sky is blue."]
@@ -70,7 +70,7 @@ def main() -> None:
     shapes = {size: shape(size) for size in sizes}
     models = {}
     for dtype in args.dtypes.split(","):
-        dtype = gcs.models.check_dtype(dtype)
+        dtype = gcs.engines.models.check_dtype(dtype)
         name = str(dtype).removeprefix("torch.")
         models[(name, "stock")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)
         models[(name, "invariant")] = _load.__wrapped__(DEFAULT_MODEL, torch.device("cpu"), dtype)

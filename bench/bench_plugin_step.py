@@ -22,9 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from timing import best_in_turns  # noqa: E402  (bench/ is on sys.path when run as a script)
 from vllm.v1.sample.logits_processor import BatchUpdate  # noqa: E402
 
-from gcs.processor import make_warpers  # noqa: E402
-from gcs.samplers import make_sampler  # noqa: E402
-from gcs.vllm import GumbelSamplingProcessor, sampling_params, token_stream  # noqa: E402
+from gcs.sampling.processor import make_warpers  # noqa: E402
+from gcs.sampling.samplers import make_sampler  # noqa: E402
+from gcs.vllm.plugin import GumbelSamplingProcessor, sampling_params, token_stream  # noqa: E402
 
 CONFIG = SimpleNamespace(speculative_config=None)
 

@@ -8,7 +8,7 @@ other seeds (``is2``, ``is3``: real null pairs, independent sampling against ind
 at T = 1, and appends each group's per-seed E5 and aligned-agreement scores to the cache as it finishes (a stopped
 run resumes where it was). ``evaluate`` replays the side by side's sequential verdict (``gcs.sequential_tests``)
 on the cached scores, round by round, for several plans (rounds, futility), against the fixed 16-seed verdict
-(``gcs.verdict.paired_tests``): per plan, the share of groups where GCSwR's gain over IS is claimed under each
+(``gcs.stats.paired.paired_tests``): per plan, the share of groups where GCSwR's gain over IS is claimed under each
 metric, the seeds used until the verdict (median, p90; time follows seeds: a round's rows run as one batch), and the
 familywise false-claim rate on the real null pairs (the family ``is2``, ``is3`` against ``is``); then the same rate
 over ``--null-runs`` simulated null families of four comparisons for each shape of per-seed scores (normal, tied,
@@ -33,8 +33,8 @@ import pandas as pd
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-from gcs.sequential import sequential_plan, sequential_tests
-from gcs.verdict import paired_tests
+from gcs.stats.paired import paired_tests
+from gcs.stats.sequential import sequential_plan, sequential_tests
 
 METRICS = ("e5", "aligned")
 NULL_ARMS = {"is2": 10_000, "is3": 20_000}  # IS on other seeds: the same method, other luck

@@ -12,7 +12,7 @@ batch: every row its own seed (the worst case for the Gumbel methods: every row 
 its own noise), and 3 paraphrases per seed (how sweeps batch: rows that share a seed
 share one hash).
 
-"gcswr" is what the library runs by default: on CPU the fused kernel of ``gcs.kernels``
+"gcswr" is what the library runs by default: on CPU the fused kernel of ``gcs.sampling.kernels``
 (compiled before timing starts). "gcswr eager" is the same sampler in eager torch
 (``GCS_CPU_KERNEL=off``, the path without a C++ compiler). "gcswr+1 done" is GCSwR with one
 row finished, as ``generate`` calls it (the processor passes which rows are still running).
@@ -63,7 +63,7 @@ def run_batched(
     method: str, logits: list[torch.Tensor], seeds: list[int], active: torch.Tensor | None = None, kernel: str = "auto"
 ) -> None:
     """One response of len(logits) tokens for the whole batch, state set-up included."""
-    with mock.patch.dict(os.environ, {gcs.kernels.KERNEL_ENV: kernel}):
+    with mock.patch.dict(os.environ, {gcs.sampling.kernels.KERNEL_ENV: kernel}):
         sampler = gcs.make_sampler(method, seed=seeds)
         for step in logits:
             sampler.sample(step, active=active)
@@ -126,9 +126,9 @@ def main() -> None:
         "own seeds": list(range(args.batch)),
         f"{args.paraphrases} per seed": [row // args.paraphrases for row in range(args.batch)],
     }
-    gcs.kernels.cpu_kernel()  # compile (or load) the fused kernel now, not inside a timed run
+    gcs.sampling.kernels.cpu_kernel()  # compile (or load) the fused kernel now, not inside a timed run
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, {args.tokens} tokens")
-    print(gcs.kernels.kernel_status())
+    print(gcs.sampling.kernels.kernel_status())
     print("us/token/row: amortised over the response; per token: one more token; set-up: per response and row")
     print(f"{'vocab':>8} {'layout':>12} {'contender':>13} {'us/token/row':>13} {'per token':>10} {'set-up ms':>10}")
     for vocab in args.vocab:

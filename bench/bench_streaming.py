@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--turns", type=int, default=2)
-    parser.add_argument("--rounds", default=",".join(map(str, gcs.sequential.DEFAULT_ROUNDS)))
+    parser.add_argument("--rounds", default=",".join(map(str, gcs.stats.sequential.DEFAULT_ROUNDS)))
     args = parser.parse_args()
     rounds = [int(size) for size in args.rounds.split(",")]
     model = gcs.load_model()

@@ -1,11 +1,12 @@
-"""Calibrates the degenerate-output rule (``gcs.surprise``): excess surprise of the model's answers by temperature.
+"""Calibrates the degenerate-output rule (``gcs.scoring.surprise``): excess surprise of the model's answers by
+temperature.
 
     python bench/bench_surprise.py [--groups 12] [--seeds 2] [--tokens 48] [--temperatures 0.5,1,1.5,2]
 
 A run is one side by side: a built-in group's paraphrases answered by one method and seed. For every
 run, the median over its answers of their mean excess surprise (nats per token; 0 for the model's own
 samples at T = 1). Prints, per temperature and method, the median of those run medians, their range,
-and the share of runs the rule flags (median above ``gcs.surprise.DEGENERATE_EXCESS``).
+and the share of runs the rule flags (median above ``gcs.scoring.surprise.DEGENERATE_EXCESS``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import argparse
 import numpy as np
 
 import gcs
-from gcs.surprise import DEGENERATE_EXCESS, excess_surprise
+from gcs.scoring.surprise import DEGENERATE_EXCESS, excess_surprise
 
 
 def main() -> None:

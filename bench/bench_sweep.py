@@ -16,7 +16,7 @@ import torch
 from timing import best_in_turns  # bench/ is on sys.path when run as a script
 
 import gcs
-from gcs.batching import MAX_BATCH_ROWS_CPU
+from gcs.engines.batching import MAX_BATCH_ROWS_CPU
 
 
 def main() -> None:

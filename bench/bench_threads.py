@@ -24,7 +24,7 @@ from bench_load import BUSY  # bench/ is on sys.path when run as a script
 from timing import best_in_turns
 
 import gcs
-from gcs.background import Background
+from gcs.runtime.background import Background
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
 

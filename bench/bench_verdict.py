@@ -21,7 +21,7 @@ import argparse
 import pandas as pd
 
 import gcs
-from gcs.verdict import paired_tests
+from gcs.stats.paired import paired_tests
 
 METRICS = ("e5", "aligned")
 NULL_OFFSET = 10_000
@@ -68,7 +68,8 @@ def main() -> None:
             both = gcs.compare_report(pd.concat([frame, null], ignore_index=True), metrics=METRICS,
                                       tokenizer=model.tokenizer)
             first = frame[frame["seed"] < 2]
-            flagged = gcs.surprise.degenerate(gcs.excess_surprise(list(first["prompt"]), list(first["raw_response"]),
+            answers = list(first["raw_response"])
+            flagged = gcs.stats.paired.degenerate(gcs.excess_surprise(list(first["prompt"]), answers,
                                                                   model=model))
             group_rows = []
             for n in counts:

@@ -22,9 +22,9 @@ from timing import best_in_turns  # noqa: E402
 from vllm import SamplingParams  # noqa: E402
 
 import gcs  # noqa: E402
-from gcs.batch import Batch, Row  # noqa: E402
+from gcs.engines.batch import Batch, Row  # noqa: E402
 from gcs.engines.vllm import engine  # noqa: E402
-from gcs.vllm import sampling_params  # noqa: E402
+from gcs.vllm.plugin import sampling_params  # noqa: E402
 
 
 def main() -> None:

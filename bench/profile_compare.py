@@ -162,13 +162,13 @@ def main() -> None:
     split = Split()
     if args.engine == "transformers":
         split.hook_forward(model.model)  # the whole causal LM: decoder and lm_head
-        split.wrap(gcs.processor.GumbelLogitsProcessor, "__call__", "sampler")
+        split.wrap(gcs.sampling.processor.GumbelLogitsProcessor, "__call__", "sampler")
     else:
-        from gcs import vllm as plugin
+        from gcs.vllm import plugin
 
         split.wrap(plugin, "draw", "sampler")
-    split.wrap(gcs.batch.IncrementalText, "append", "streaming text")
-    split.wrap(gcs.batch, "strip_followups", "streaming text")
+    split.wrap(gcs.engines.batch.IncrementalText, "append", "streaming text")
+    split.wrap(gcs.engines.batch, "strip_followups", "streaming text")
     try:
         generation, scoring, tokens = one_request(prompts, model, settings, args.engine)
     finally:

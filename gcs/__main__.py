@@ -1,7 +1,7 @@
-"""``python -m gcs``: see ``gcs.cli``."""
+"""``python -m gcs``: see ``gcs.cli.commands``."""
 
 import sys
 
-from .cli import main
+from gcs.cli.commands import main
 
 sys.exit(main())

@@ -20,8 +20,7 @@ import operator
 from collections.abc import Iterable, Sequence
 from typing import TypeGuard
 
-from .data import Group
-from .quoting import quoted
+from gcs.runtime.quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}  # as the paper and the page write them
@@ -225,23 +224,3 @@ def check_texts(texts: Sequence[str], name: str = "texts") -> list[str]:
 def check_rewordings(rewordings) -> int:
     """How many rewordings the model writes per prompt for ensembling: 0 (off) to 8."""
     return check_count(rewordings, "rewordings", 0, MAX_REWORDINGS)
-
-
-def as_groups(groups: Sequence[Group] | Sequence[Sequence[str]], min_size: int = 1) -> list[Group]:
-    """Accept ``Group`` objects or plain lists of prompts (named "0", "1", ...)."""
-    if isinstance(groups, (str, Group)) or not isinstance(groups, Sequence) or not groups:
-        raise ValueError("groups must be a non-empty list of groups of prompts")
-    result = []
-    for i, group in enumerate(groups):
-        if not isinstance(group, Group):
-            if isinstance(group, str) or not isinstance(group, Sequence):
-                raise ValueError(f"groups[{i}] must be a list of prompts, got {type(group).__name__}")
-            group = Group(str(i), tuple(group))
-        if len(group.prompts) < min_size:
-            raise ValueError(f"group {quoted(group.id)} has {len(group.prompts)} prompt(s); this needs at least "
-                             f"{min_size}")
-        check_prompts(group.prompts, f"group {quoted(group.id)} prompts")
-        result.append(group)
-    if len({g.id for g in result}) != len(result):
-        raise ValueError("group ids must be unique")
-    return result

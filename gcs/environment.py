@@ -1,14 +1,14 @@
 """Settings read from the environment, each parsed the same way: a name, its choices and a default.
 
     GCS_ROW_INVARIANT   auto, on, off   row-invariant kernels (auto: on CPU)       gcs.engines.invariance
-    GCS_CPU_KERNEL      auto, on, off   GCSwR's fused CPU kernel                   gcs.kernels
+    GCS_CPU_KERNEL      auto, on, off   GCSwR's fused CPU kernel                   gcs.sampling.kernels
     GCS_THREADS         auto, fixed     threads per decode step (auto: on CPU)     gcs.engines.threads
     GCS_ENGINE          auto, transformers, vllm   the app's engine                ui.deployment
     GCS_MCP             on, off         the app's MCP tools                        ui
     GCS_TRUSTED_PROXIES addresses, networks  whose X-Forwarded-For the app believes (none)  ui.http_limits
-    GCS_TIMINGS         off, on         each stage's time in the app's log (DEBUG)  app.py, gcs.stage_timing
-    GCS_DTYPE           float32, bfloat16, float16 (or fp32, bf16, fp16)  the model's dtype  gcs.models
-    GCS_CACHE_DIR       a folder        where converted models are cached (else $HF_HOME/gcs)  gcs.models
+    GCS_TIMINGS         off, on         each stage's time in the app's log (DEBUG)  app.py, gcs.runtime.stage_timing
+    GCS_DTYPE           float32, bfloat16, float16 (or fp32, bf16, fp16)  the model's dtype  gcs.engines.models
+    GCS_CACHE_DIR       a folder        where converted models are cached (else $HF_HOME/gcs)  gcs.engines.models
     GCS_QUEUE_SIZE      1 to 1000       runs that may wait in the app's queue (16)  app.py
     GCS_ALLOWED_MODELS  model ids       more models the app offers (comma-separated)  ui.deployment
     GCS_DEFAULT_MODEL   a model id      the app's default model                     ui.deployment
@@ -34,14 +34,14 @@ import ipaddress
 import os
 from collections.abc import Callable, Mapping, Sequence
 
-from .checks import ENGINES
-from .quoting import quoted
+from gcs.checks import ENGINES
+from gcs.runtime.quoting import quoted
 
 SWITCH = ("auto", "on", "off")
 # Each switch's choices, the first its default: the one list its reader and ``check_environment`` both read.
 CHOICES = {"GCS_ROW_INVARIANT": SWITCH, "GCS_CPU_KERNEL": SWITCH, "GCS_THREADS": ("auto", "fixed"),
            "GCS_ENGINE": ("auto", *ENGINES), "GCS_MCP": ("on", "off"), "GCS_TIMINGS": ("off", "on")}
-DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # gcs.models.DTYPES' names (a test)
+DTYPE_NAMES = ("float32", "fp32", "bfloat16", "bf16", "float16", "fp16")  # gcs.engines.models.DTYPES' names (a test)
 _BOOLEAN_WORDS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 
 

@@ -3,7 +3,7 @@
     gcs.generate(["What is DNA?", "Explain what DNA is."], method="gcswr", seed=0)
     # -> ['DNA, or deoxyribonucleic acid, is ...', 'DNA, or deoxyribonucleic acid, is ...']
 
-Every row is one response (``gcs.batch``). With ensembling, a prompt's rewordings join
+Every row is one response (``gcs.engines.batch``). With ensembling, a prompt's rewordings join
 the batch as extra rows of its group; an ``EnsembleLogitsProcessor`` gives the group the
 geometric mean of their next-token distributions, and all rows of the group append the
 same token, sharing the response prefix.
@@ -18,11 +18,11 @@ from typing import cast
 
 import pandas as pd
 
-from .batch import Batch, Row, check_plain_text
-from .checks import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
-from .models import Model, resolve_model
-from .rewording import reword
-from .settings import SamplingSettings
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
+from gcs.engines.batch import Batch, Row, check_plain_text
+from gcs.engines.models import Model, resolve_model
+from gcs.rewording import reword
+from gcs.settings import SamplingSettings
 
 __all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", "generate_with", "compare_with",
            "prepare"]
@@ -49,7 +49,7 @@ def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | s
     """The batch of every method x seed x prompt, and whether ensembling was requested.
 
     ``rewordings`` (one list per prompt) replaces the ones the model would write for
-    ``settings.ensemble``. ``engine`` runs it on "transformers" or "vllm" (``gcs.vllm``).
+    ``settings.ensemble``. ``engine`` runs it on "transformers" or "vllm" (``gcs.vllm.plugin``).
     ``record_excess``: see ``Batch``.
     """
     prompts = check_prompts(prompts)
@@ -133,7 +133,7 @@ def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, te
     Follow-up turns the model invents after its answer are removed (``compare`` keeps the
     raw text). Extra keyword arguments go to transformers' ``generate``. A prompt too
     long for the context window (after making room for ``max_new_tokens``) is refused.
-    ``engine="vllm"`` runs the same samplers inside vLLM (``gcs.vllm``; no ensembling there).
+    ``engine="vllm"`` runs the same samplers inside vLLM (``gcs.vllm.plugin``; no ensembling there).
     """
     count, rewordings = _ensemble(ensemble)
     settings = SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, count)
@@ -180,7 +180,7 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
     ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
     ``seeds``: a count n (seeds 0 to n - 1) or a list of seeds; repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
-    ``engine``: "transformers" (default) or "vllm" (``gcs.vllm``). Setting ``stop`` (from another thread) ends
+    ``engine``: "transformers" (default) or "vllm" (``gcs.vllm.plugin``). Setting ``stop`` (from another thread) ends
     the work after its current step with ``gcs.Cancelled``.
     """
     count, rewordings = _ensemble(ensemble)

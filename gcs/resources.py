@@ -18,8 +18,8 @@ import sys
 
 def close() -> dict[str, int]:
     """Drop every model, embedder and vLLM engine gcs keeps; what is left of each (busy vLLM engines stay)."""
-    from .models import _load
-    from .scoring import embedder
+    from gcs.engines.models import _load
+    from gcs.scoring.metrics import embedder
 
     _load.cache_clear()
     embedder.cache_clear()

@@ -23,12 +23,12 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .batch import Row, check_plain_text
-from .batching import run_batches
-from .checks import check_count, check_prompts, check_seed
-from .models import Model, resolve_model
-from .noise import derive_seed
-from .settings import SamplingSettings
+from gcs.checks import check_count, check_prompts, check_seed
+from gcs.engines.batch import Row, check_plain_text
+from gcs.engines.batching import run_batches
+from gcs.engines.models import Model, resolve_model
+from gcs.sampling.noise import derive_seed
+from gcs.settings import SamplingSettings
 
 REQUEST = "Reword this question without answering it: {question}"
 EXAMPLES = (
@@ -139,7 +139,7 @@ def _accept(prompts, texts: dict[int, list[str]], accepted: list[list[str]], min
                    and len(t) <= 3 * len(prompts[i]) + 40]
                for i, found in texts.items()}
     if min_similarity is not None:  # every prompt with its candidates, all embedded in one call
-        from .scoring import similarity_matrices
+        from gcs.scoring.metrics import similarity_matrices
 
         checked = {i: found for i, found in checked.items() if found}
         matrices = similarity_matrices([[prompts[i], *found] for i, found in checked.items()], "e5")

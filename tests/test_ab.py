@@ -19,7 +19,7 @@ import torch
 
 import gcs
 from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, tiny_gcs_model, z_score
-from gcs.batch import stop_token_ids
+from gcs.engines.batch import stop_token_ids
 
 VOCAB = 8  # ids 0-2 special (</s> = 1 ends an answer), w3..w7: short answers have few categories
 
@@ -106,7 +106,8 @@ def test_equal_arms_answer_alike_on_every_seed_and_claim_nothing(old, method):
     shared = frame[frame["method"] == method]
     assert len(shared) == 24 and shared["identical"].all() and shared["parts_at"].isna().all()
     assert (shared["answer_a"] == shared["answer_b"]).all()
-    assert (shared["aligned"][shared["n_tokens_a"] >= 3] == 1).all()  # runs of 3 tokens or more count (gcs.scoring)
+    # runs of 3 tokens or more count (gcs.scoring.metrics)
+    assert (shared["aligned"][shared["n_tokens_a"] >= 3] == 1).all()
     report = gcs.ab_report(frame)
     assert (report.effects["diff"] == 0).all() and not report.effects["beyond_noise"].any()
     assert list(report.effects["metric"]) == ["length", "contains:w5", "scorer"]
@@ -313,7 +314,7 @@ def test_a_chat_template_that_refuses_a_system_message_is_named():
 
 
 def test_the_built_in_scores_and_their_labels():
-    from gcs.ab_scores import check_scores
+    from gcs.abtest.scores import check_scores
 
     def polite(answer):
         return float("please" in answer)

@@ -16,7 +16,8 @@ import pytest
 
 import gcs
 from conftest import refused_in_ui
-from gcs import cli, generation
+from gcs import generation
+from gcs.cli import commands as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

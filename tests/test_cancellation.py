@@ -134,10 +134,10 @@ def test_an_mcp_call_stops_when_its_client_is_killed(app_url, app_log, app_progr
 
 
 # -- a stop reaches the prefill ------------------------------------------------------------------------------
-def many_rows(model, rows: int = 48) -> gcs.batch.Batch:
+def many_rows(model, rows: int = 48) -> gcs.engines.batch.Batch:
     prompts = [f"Tell me a long story about dragon number {i}, with every detail you know." for i in range(rows)]
     settings = gcs.SamplingSettings(["gcswr"], [0], 1.0, None, None, 8, 0)
-    return gcs.batch.Batch([gcs.batch.Row(p, "gcswr", 0) for p in prompts], model, settings)
+    return gcs.engines.batch.Batch([gcs.engines.batch.Row(p, "gcswr", 0) for p in prompts], model, settings)
 
 
 @pytest.fixture

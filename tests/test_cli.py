@@ -1,4 +1,5 @@
-"""The experiment CLI on the real embedded model: in-process (``gcs.cli.main``, what ``python -m gcs`` calls) but
+"""The experiment CLI on the real embedded model: in-process (``gcs.cli.commands.main``, what ``python -m gcs`` calls)
+but
 where a test is about the process itself (a SIGKILL mid-run, the ``python -m gcs`` entry point)."""
 
 import contextlib
@@ -13,8 +14,8 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from gcs import cli
-from gcs.results import ResultsLog
+from gcs.cli import commands as cli
+from gcs.experiments.results import ResultsLog
 
 pytestmark = pytest.mark.slow  # the real model, and processes of their own
 
@@ -94,7 +95,8 @@ def test_a_run_recorded_by_an_older_gcs_is_not_resumed_as_if_its_engine_were_kno
 # the kill lands mid-run on any machine (a run of this size can end within a poll interval of its first write).
 HELD_AFTER_FIRST_WRITE = """
 import sys, threading
-from gcs import cli, results
+from gcs.cli import commands as cli
+from gcs.experiments import results
 append, marker = results.ResultsLog.append, sys.argv.pop(1)
 
 def append_then_hold(self, frame):

@@ -17,7 +17,7 @@ import torch
 from test_hindsight import SIGNIFICANCE, STEPS, VOCAB, along, homogeneity_p_value, run, synthetic_table
 
 import gcs
-from gcs.posterior import posterior
+from gcs.instrument.conditioning import posterior
 
 SAMPLES = 100_000
 AT, FORCED = 1, 2

@@ -24,7 +24,7 @@ def test_csv_cells_cannot_start_a_formula(tmp_path, text):
     path = gcs.write_csv(frame, tmp_path / "out.csv")
     written = pd.read_csv(path, dtype=str, keep_default_na=False)
     assert written.loc[0, "prompt"] == "'" + text and written.loc[0, "consistency"] == "-0.5"
-    log = gcs.results.ResultsLog(tmp_path / "log.csv", ["prompt", "seed"], ["prompt"], types={"seed": int})
+    log = gcs.experiments.results.ResultsLog(tmp_path / "log.csv", ["prompt", "seed"], ["prompt"], types={"seed": int})
     log.append(pd.DataFrame({"prompt": [text], "seed": [3]}))
     assert log.load().loc[0, "prompt"] == text  # the CLI reads its own files back exactly
 

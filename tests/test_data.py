@@ -5,7 +5,7 @@ import json
 import pytest
 
 import gcs
-from gcs import data
+from gcs.experiments import data
 
 
 def test_builtin_sets_have_the_promised_sizes():

@@ -1,6 +1,6 @@
 """Every dotted name the docs give (`gcs.X`, `gcs.X.Y`, `ui.X`) resolves as a reader would type it: the package, then
 one attribute after another. A name that raises here would raise in the reader's session (a function that shares
-its module's name, ``gcs.verdict``, hides that module's other names from ``gcs.verdict.NAME``)."""
+its module's name, ``gcs.verdict``, hides that module's other names from ``gcs.stats.paired.NAME``)."""
 
 from __future__ import annotations
 

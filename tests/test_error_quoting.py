@@ -16,7 +16,7 @@ import pytest
 
 import gcs
 from conftest import error_text
-from gcs.quoting import escaped_length, quoted
+from gcs.runtime.quoting import escaped_length, quoted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
@@ -39,8 +39,8 @@ def test_a_quote_is_short_once_escaped(value):
 @pytest.mark.parametrize("refused", [
     lambda: gcs.Variant(template=HOSTILE),
     lambda: gcs.Variant(template="{prompt" + "<" * 5000),
-    lambda: gcs.ab_scores.check_scores(["<" * 10_000]),
-    lambda: gcs.ab_scores.check_scores(["regex:(" + "<" * 10_000]),
+    lambda: gcs.abtest.scores.check_scores(["<" * 10_000]),
+    lambda: gcs.abtest.scores.check_scores(["regex:(" + "<" * 10_000]),
     lambda: gcs.check_methods("<" * 10_000),
     lambda: gcs.check_sampling_settings("<" * 10_000, None, None),
     lambda: gcs.load_groups("<" * 10_000),

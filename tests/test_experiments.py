@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 import gcs
-from gcs import experiments
+from gcs.experiments import sweeps as experiments
 
 GROUPS = [gcs.Group("capital", ("What is the capital of France?", "Name the capital of France.")),
           gcs.Group("dna", ("What is DNA?", "Explain what DNA is.", "Describe DNA."))]

@@ -192,7 +192,7 @@ def test_a_bad_setting_stops_the_app_at_start_with_a_sentence_naming_each_one():
 def test_the_start_check_knows_every_dtype_the_loader_takes():
     from gcs.environment import DTYPE_NAMES, check_environment
 
-    assert set(DTYPE_NAMES) == set(gcs.models.DTYPES)  # one list of names for the loader and the start check
+    assert set(DTYPE_NAMES) == set(gcs.engines.models.DTYPES)  # one list of names for the loader and the start check
     for name in DTYPE_NAMES:
         check_environment({"GCS_DTYPE": name.upper()})  # no error: the loader reads it too
-        assert gcs.models.check_dtype(name.upper()) is not None
+        assert gcs.engines.models.check_dtype(name.upper()) is not None

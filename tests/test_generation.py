@@ -21,8 +21,8 @@ def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
     assert embedded_model.is_chat and embedded_model.context_window >= 2048
     assert gcs.load_model() is embedded_model  # loaded once per process (per dtype)
     # bf16 on CPUs with hardware bf16, else fp32
-    assert next(embedded_model.model.parameters()).dtype == gcs.models.default_dtype(embedded_model.device)
-    cached = gcs.models.embedded_model_path()
+    assert next(embedded_model.model.parameters()).dtype == gcs.engines.models.default_dtype(embedded_model.device)
+    cached = gcs.engines.models.embedded_model_path()
     assert (cached / "model.safetensors").is_file() and (cached / "tokenizer.json").is_file()
     # a fresh process loads the cached copy (how long it takes is bench/bench_generation.py's business)
     loaded = subprocess.run([sys.executable, "-c", "import gcs; print(gcs.load_model().is_chat)"], check=True,
@@ -34,7 +34,7 @@ def test_embedded_model_loads_from_cache(embedded_model, tmp_path):
 def test_cache_survives_a_crash_mid_write(tmp_path, monkeypatch):
     """SIGKILL the first conversion once it has written into its folder: no half-written model is left to be loaded."""
     env = {**os.environ, "GCS_CACHE_DIR": str(tmp_path)}
-    target = tmp_path / "models" / gcs.models.embedded_cache_name()
+    target = tmp_path / "models" / gcs.engines.models.embedded_cache_name()
     child = subprocess.Popen([sys.executable, "-c", "import gcs; gcs.load_model()"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     written = lambda: [f for d in (tmp_path / "models").glob(".*") for f in d.iterdir()]  # noqa: E731
@@ -49,7 +49,7 @@ def test_cache_survives_a_crash_mid_write(tmp_path, monkeypatch):
     # The real loader, pointed at this cache, ignores the debris and converts afresh (in this process: the kill
     # needed a process of its own, the recovery does not).
     monkeypatch.setenv("GCS_CACHE_DIR", str(tmp_path))
-    assert gcs.models._load.__wrapped__(gcs.DEFAULT_MODEL, torch.device("cpu"), torch.float32).is_chat
+    assert gcs.engines.models._load.__wrapped__(gcs.DEFAULT_MODEL, torch.device("cpu"), torch.float32).is_chat
     assert (target / "model.safetensors").is_file()
     # the weights are plain float32: a stale GGUF quantization_config would make other engines (vLLM) refuse them
     assert "quantization_config" not in json.loads((target / "config.json").read_text())
@@ -84,7 +84,7 @@ def test_every_row_prefills_its_prompt_apart_from_its_last_token_once_per_distin
     """Each batch prefills its distinct prompts but their last token (one forward of 2 rows for 8), then
     ``generate`` takes the last tokens: the same two steps for a row alone, so nothing in a row's
     computation depends on whether its prompt repeats in the batch."""
-    from gcs.batch import Batch, Row
+    from gcs.engines.batch import Batch, Row
 
     prompts = ["Why is the sky blue?", "Explain the blue colour of the sky, briefly."]
     rows = [Row(p, method, seed) for method in ("is", "gcswr") for seed in (0, 1) for p in prompts]
@@ -169,14 +169,15 @@ def test_a_hallucinated_chat_turn_ends_the_response(embedded_model):
     Spain?" reached the stripper as "Paris is the capital.user\nAnd of Spain?" and stayed.
     """
     tokenizer = embedded_model.tokenizer
-    batch = gcs.batch.Batch([gcs.batch.Row("Capital of France?", "gcswr", 0)], embedded_model, gcs.SamplingSettings())
+    batch = gcs.engines.batch.Batch([gcs.engines.batch.Row("Capital of France?", "gcswr", 0)], embedded_model,
+                                    gcs.SamplingSettings())
     turn = tokenizer.convert_tokens_to_ids("<|im_start|>")
     assert turn in batch.stop_ids
     encode = lambda text: tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
     ids = encode("Paris is the capital.") + [turn] + encode("user\nAnd of Spain?")
     (row,) = batch.decode(torch.tensor([ids]))
     assert row["response"] == "Paris is the capital." and row["finished"]
-    streamed = gcs.batch.IncrementalText(tokenizer)
+    streamed = gcs.engines.batch.IncrementalText(tokenizer)
     for token in encode("Paris is the capital. Ça va? 東京"):
         streamed.append(token)
     assert streamed.text == "Paris is the capital. Ça va? 東京"
@@ -222,12 +223,12 @@ def test_compare_bad_input():
         gcs.compare(["a"], methods=[], model="no/such-model")
     with pytest.raises(ValueError, match="seeds must not be empty"):
         gcs.compare(["a"], seeds=[], model="no/such-model")
-    assert gcs.batch.prompt_stream("a") != gcs.batch.prompt_stream("b")
+    assert gcs.engines.batch.prompt_stream("a") != gcs.engines.batch.prompt_stream("b")
 
 
 @pytest.mark.slow
 def test_local_path_loads_like_a_hub_id(embedded_model):
-    local = gcs.load_model(str(gcs.models.embedded_model_path()), dtype=embedded_model.model.dtype)
+    local = gcs.load_model(str(gcs.engines.models.embedded_model_path()), dtype=embedded_model.model.dtype)
     assert local is not embedded_model and local.is_chat
     assert gcs.generate(["Hi!"], seed=2, max_new_tokens=4, model=local) == gcs.generate(
         ["Hi!"], seed=2, max_new_tokens=4, model=embedded_model

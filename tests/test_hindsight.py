@@ -15,8 +15,8 @@ import scipy.stats
 import torch
 
 import gcs
-from gcs.noise import derive_seeds
-from gcs.posterior import draw_indices, posterior, race_posterior, replay
+from gcs.instrument.conditioning import draw_indices, posterior, race_posterior, replay
+from gcs.sampling.noise import derive_seeds
 
 VOCAB, STEPS, SAMPLES = 3, 3, 30_000
 SIGNIFICANCE = 1e-3  # the chance that a correct sampler fails one test with these fixed seeds

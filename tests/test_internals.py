@@ -1,4 +1,5 @@
-"""The private APIs gcs relies on (gcs.internals): present on the versions we pin, and when one is missing or renamed,
+"""The private APIs gcs relies on (gcs.runtime.internals): present on the versions we pin, and when one is missing or
+renamed,
 a fallback with one WARNING that names what is lost. vLLM's cpu_linear count is checked on a real engine in
 tests/test_vllm.py; the app's Gradio and mcp internals (ui/internals.py) in tests/test_serving.py and
 tests/test_http_guard.py."""
@@ -13,9 +14,9 @@ import torch
 from torch.nn import functional as F
 
 import gcs
-from gcs import internals
 from gcs.engines.invariance import RowBlockLinear, in_row_blocks, packed_weights
 from gcs.engines.invariance.packed_weights import packing
+from gcs.runtime import internals
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +25,7 @@ def fresh_warnings(monkeypatch):
 
 
 def test_the_pinned_torch_has_every_private_api_gcs_uses(caplog):
-    with caplog.at_level(logging.WARNING, logger="gcs.internals"):
+    with caplog.at_level(logging.WARNING, logger="gcs.runtime.internals"):
         assert internals.in_tested_range(torch.__version__, internals.TESTED_TORCH), torch.__version__
         assert all(hasattr(torch.cpu, name) for name in internals.CPU_BF16_PROBES)
         assert isinstance(internals.cpu_multiplies_bf16(), bool)
@@ -48,7 +49,7 @@ def test_renamed_mkldnn_ops_warn_once_that_speed_is_lost_and_the_bits_stay(monke
     layer = torch.nn.Linear(64, 32).to(torch.bfloat16)
     layer.__class__ = RowBlockLinear
     x = torch.randn(5, 64).to(torch.bfloat16)
-    with caplog.at_level(logging.WARNING, logger="gcs.internals"), torch.no_grad():
+    with caplog.at_level(logging.WARNING, logger="gcs.runtime.internals"), torch.no_grad():
         got = layer(x)
         layer(x)  # said once
     assert torch.equal(got, in_row_blocks(F.linear, x, layer.weight, layer.bias))
@@ -62,19 +63,19 @@ def test_missing_cpu_probes_warn_and_default_to_float32(monkeypatch, caplog):
     for name in internals.CPU_BF16_PROBES:
         monkeypatch.delattr(torch.cpu, name)
     monkeypatch.delenv("GCS_DTYPE", raising=False)
-    with caplog.at_level(logging.WARNING, logger="gcs.internals"):
-        assert gcs.models.default_dtype("cpu") == torch.float32
+    with caplog.at_level(logging.WARNING, logger="gcs.runtime.internals"):
+        assert gcs.engines.models.default_dtype("cpu") == torch.float32
     assert "cannot tell whether this CPU multiplies bf16" in caplog.text and "GCS_DTYPE=bfloat16" in caplog.text
 
 
 def test_a_tensor_without_a_version_counter_is_never_packed_and_says_so(caplog):
-    with caplog.at_level(logging.WARNING, logger="gcs.internals"):
+    with caplog.at_level(logging.WARNING, logger="gcs.runtime.internals"):
         assert internals.version_counter(SimpleNamespace()) is None
     assert "weights are not packed" in caplog.text
 
 
 def test_an_untested_version_is_named_once(caplog):
-    with caplog.at_level(logging.WARNING, logger="gcs.internals"):
+    with caplog.at_level(logging.WARNING, logger="gcs.runtime.internals"):
         internals.check_version("torch", "2.99.0", internals.TESTED_TORCH, "packing")
         internals.check_version("torch", "2.99.0", internals.TESTED_TORCH, "packing")
     assert caplog.text.count("torch 2.99.0 is outside the versions gcs was tested on (2.5 to below 2.14)") == 1
@@ -94,7 +95,7 @@ def test_a_vllm_layer_without_cpu_linear_is_counted_and_warned_about(caplog):
     assert isinstance(wrapped.cpu_linear, RowBlocks)
     assert internals.wrap_cpu_linears(model, RowBlocks, RowBlocks) == (1, 2)  # wrapped once
     assert wrapped.cpu_linear.linear is F.linear
-    with caplog.at_level(logging.WARNING, logger="gcs.internals"):
+    with caplog.at_level(logging.WARNING, logger="gcs.runtime.internals"):
         assert not internals.check_wrapped([(1, 2)])
         assert not internals.check_wrapped([(0, 0)])  # no layer found at all: vLLM changed more
     assert caplog.text.count("1 of 2 linear layers have no cpu_linear") == 1
@@ -103,7 +104,7 @@ def test_a_vllm_layer_without_cpu_linear_is_counted_and_warned_about(caplog):
 
 def test_an_engine_that_cannot_be_shut_down_is_dropped_with_one_warning(caplog):
     no_core = SimpleNamespace(llm_engine=None)  # an LLM of a vLLM release whose engine core moved
-    caplog.set_level(logging.WARNING, logger="gcs.internals")
+    caplog.set_level(logging.WARNING, logger="gcs.runtime.internals")
     assert internals.shut_down_vllm(no_core) is False and internals.shut_down_vllm(no_core) is False
     assert [r.getMessage() for r in caplog.records if "cannot be shut down" in r.getMessage()] == [
         "vLLM: an engine cannot be shut down here ('NoneType' object has no attribute 'engine_core'): it is dropped "

@@ -16,8 +16,7 @@ from transformers import DynamicCache
 
 import gcs
 from conftest import tiny_llama
-from gcs import internals
-from gcs.batch import Batch, Row
+from gcs.engines.batch import Batch, Row
 from gcs.engines.invariance import (
     ROW_BLOCK,
     RowBlockLinear,
@@ -33,6 +32,7 @@ from gcs.engines.invariance import (
 )
 from gcs.engines.invariance.packed_weights import _PACKED, packing
 from gcs.engines.invariance.row_blocks import WIDEST, _kernel_key
+from gcs.runtime import internals
 
 
 def decode_logits(model, prompts: list[list[int]], steps: int = 4) -> torch.Tensor:

@@ -11,7 +11,7 @@ import torch
 
 import gcs
 from conftest import ROOT, require_fused_kernel
-from gcs import kernels
+from gcs.sampling import kernels
 
 
 def run_gcswr(steps, seeds, path, monkeypatch, active_every=None):
@@ -77,7 +77,8 @@ def test_fused_kernel_on_other_vocabularies(batch, vocab, monkeypatch):
 
 
 def test_winner_redraw_is_the_library_noise(monkeypatch):
-    """The kernel's own splitmix64 + log redraw gives gcs.noise's values exactly, deep into the draw counter."""
+    """The kernel's own splitmix64 + log redraw gives gcs.sampling.noise's values exactly, deep into the draw
+    counter."""
     monkeypatch.setenv(kernels.KERNEL_ENV, "on")
     sampler = gcs.make_sampler("gcswr", seed=[5, 2**62 + 3])
     forced = torch.full((2, 40), -torch.inf)
@@ -85,7 +86,8 @@ def test_winner_redraw_is_the_library_noise(monkeypatch):
     for _ in range(1000):
         sampler.sample(forced)
     assert sampler.draws[:, 17].tolist() == [1000, 1000]
-    expected = gcs.noise.exponential_noise(sampler.noise.keys, torch.tensor([1000, 1000]), torch.tensor([17, 17]))
+    expected = gcs.sampling.noise.exponential_noise(sampler.noise.keys, torch.tensor([1000, 1000]),
+                                                    torch.tensor([17, 17]))
     assert torch.equal(sampler.residual[:, 17], expected)
 
 
@@ -116,7 +118,7 @@ warnings.simplefilter("always")
 sampler = gcs.make_sampler("gcswr", seed=[3, 4])
 logits = torch.log_softmax(torch.randn(2, 640, generator=torch.Generator().manual_seed(0)), -1)
 print("tokens", [sampler.sample(logits).tolist() for _ in range(20)])
-print(gcs.kernels.kernel_status())
+print(gcs.sampling.kernels.kernel_status())
 """
 
 
@@ -157,9 +159,9 @@ def test_a_stale_build_lock_is_removed(tmp_path, monkeypatch):
     folder = Path(cpp_extension._get_build_directory("gcs_probe", verbose=False))
     lock = folder / "lock"
     lock.touch()
-    gcs.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
+    gcs.sampling.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
     assert lock.exists()  # a build may hold a fresh lock
-    old = time.time() - gcs.kernels.STALE_LOCK_S - 60
+    old = time.time() - gcs.sampling.kernels.STALE_LOCK_S - 60
     os.utime(lock, (old, old))
-    gcs.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
+    gcs.sampling.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
     assert not lock.exists()

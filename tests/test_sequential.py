@@ -1,4 +1,4 @@
-"""The sequential verdict (gcs.sequential): its plan, its decisions, and its error over every look and comparison.
+"""The sequential verdict (gcs.stats.sequential): its plan, its decisions, and its error over every look and comparison.
 
 The null simulation here is the fast one (a few hundred families per shape); bench/bench_rounds.py runs thousands,
 and the real null pairs.
@@ -15,7 +15,7 @@ import scipy.stats
 
 import gcs
 from conftest import P_VALUE_THRESHOLD
-from gcs.sequential import decide, sequential_plan, sequential_tests, sign_flip_interval
+from gcs.stats.sequential import decide, sequential_plan, sequential_tests, sign_flip_interval
 
 SHAPES = {  # per-seed scores of one method, one metric
     "normal": lambda rng, n: rng.normal(0.8, 0.05, n),
@@ -82,7 +82,7 @@ def test_the_plan_spends_only_where_an_exact_test_can_reject_and_sets_aside_the_
     for n, spend in zip(plan.looks, plan.spend, strict=True):
         assert spend == 0 or 2 / 2**n <= spend * budget * (1 + 1e-6), (n, spend)
     assert sequential_plan(16, rounds=(4, 4, 8), spending="floor-first").spend[1] * budget >= 2 / 2**8
-    assert math.isclose(sum(plan.spend[plan.maximum + 1 :]), gcs.sequential.EXTENSION_SHARE)
+    assert math.isclose(sum(plan.spend[plan.maximum + 1 :]), gcs.stats.sequential.EXTENSION_SHARE)
     assert sequential_plan(6, rounds=(4,)).looks[:2] == (4, 6)  # rounds cut at the maximum
     more = plan.extended()  # "more seeds": the run goes on into the looks set aside, spending as planned
     assert more.maximum == len(plan.looks) - 1 and more.spend == plan.spend and more.looks == plan.looks

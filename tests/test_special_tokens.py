@@ -92,7 +92,7 @@ def test_the_ab_endpoint_refuses_chat_markup_before_any_answer(embedded_model, m
     def no_generation(*args, **kwargs):
         raise AssertionError("a generation started")
 
-    monkeypatch.setattr(gcs.batch.Batch, "__init__", no_generation)
+    monkeypatch.setattr(gcs.engines.batch.Batch, "__init__", no_generation)
     arguments = {"prompts": "What is DNA?", "seeds": 2, "scores": "length", "max_new_tokens": 2, field: value}
     refusal = f"{re.escape(named)} holds an end-of-turn token, '&lt;\\|im_(end|start)\\|&gt;'"  # (escaped: HTML)
     with pytest.raises(gr.Error, match=refusal):

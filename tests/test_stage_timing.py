@@ -11,7 +11,7 @@ import pytest
 
 import gcs
 from conftest import tiny_gcs_model
-from gcs.stage_timing import parse
+from gcs.runtime.stage_timing import parse
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 PARAPHRASES = ["w5 w6 w7", "w8 w9 w10"]

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import gcs
-from gcs import style
+from gcs.experiments import style
 
 PY = "Sure!\n```python\ndef add(a, b):\n    # sum\n    return a + b\n```"
 JS = "```\nfunction add(a, b) {\n  return a + b;\n}\nconsole.log(add(1, 2));\n```\nThat is all."

@@ -16,7 +16,7 @@ import pytest
 
 import gcs
 from conftest import Z_THRESHOLD, tiny_gcs_model
-from gcs.surprise import DEGENERATE_EXCESS, degenerate
+from gcs.scoring.surprise import DEGENERATE_EXCESS, degenerate
 
 
 def test_the_model_s_own_samples_have_no_excess_surprise_on_average():

@@ -90,6 +90,6 @@ def test_every_endpoint_refuses_a_temperature_below_the_floor_before_work(endpoi
     def no_generation(*args, **kwargs):
         raise AssertionError("a generation started")
 
-    monkeypatch.setattr(gcs.batch.Batch, "__init__", no_generation)
+    monkeypatch.setattr(gcs.engines.batch.Batch, "__init__", no_generation)
     with pytest.raises(gr.Error, match=r"temperature must be between 0 and 2 \(0 or at least 0.0001\), got "):
         list(ui.ENDPOINTS[endpoint][0](**ENDPOINT_CALLS[endpoint]))  # (/sweep checks in its worker, after a beat)

@@ -14,9 +14,9 @@ import torch
 
 import gcs
 from conftest import tiny_gcs_model
-from gcs import internals
 from gcs.engines import threads
 from gcs.engines.threads import FIRST_WAIT, FREE_WINDOW, TRIES_NOT_KEPT, WINDOW, ThreadChoice, threads_agree
+from gcs.runtime import internals
 
 QUIET, BUSY = (0.040, 0.039), (0.300, 0.120)  # (wall, CPU) seconds of a step with its cores, and beside another job
 

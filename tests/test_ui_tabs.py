@@ -240,7 +240,7 @@ def test_coupling_numbers_are_bounded_and_quoted_briefly():
     with pytest.raises(ValueError) as refused:
         limits.parse_numbers("0.5, x" + "y" * 1_900, "q")
     assert len(str(refused.value)) < 200 and "must be numbers separated by commas" in str(refused.value)
-    assert gcs.coupling.check_distribution([1e308, 1e308]).tolist() == [0.5, 0.5]  # no overflow to inf
+    assert gcs.sampling.coupling.check_distribution([1e308, 1e308]).tolist() == [0.5, 0.5]  # no overflow to inf
 
 
 def test_a_link_round_trips_a_tabs_settings():

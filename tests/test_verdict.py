@@ -16,7 +16,7 @@ import pytest
 import scipy.stats
 
 import gcs
-from gcs.verdict import paired_tests, sign_flip_p
+from gcs.stats.paired import paired_tests, sign_flip_p
 
 
 def long_scores(table: dict[tuple[str, str], list[float]], seeds=None) -> pd.DataFrame:

@@ -17,17 +17,17 @@ from vllm import SamplingParams
 from vllm.exceptions import VLLMValidationError
 
 import gcs
-import gcs.vllm
-from gcs.batch import Batch, Row
-from gcs.cli import main as cli_main
+import gcs.vllm.plugin
+from gcs.cli.commands import main as cli_main
+from gcs.engines.batch import Batch, Row
+from gcs.engines.models import load_model
+from gcs.engines.prompts import format_prompt
 from gcs.engines.vllm import VLLMRunner, engine
-from gcs.hindsight import forced_rows
-from gcs.models import load_model
-from gcs.prompts import format_prompt
-from gcs.samplers import make_sampler
+from gcs.instrument.replay import forced_rows
+from gcs.sampling.samplers import make_sampler
 from gcs.settings import SamplingSettings
-from gcs.vllm import sampling_params
-from gcs.vllm_options import CPU_MAX_NUM_SEQS, plugin_registered
+from gcs.vllm.options import CPU_MAX_NUM_SEQS, plugin_registered
+from gcs.vllm.plugin import sampling_params
 
 pytestmark = pytest.mark.slow  # a real vLLM engine
 
@@ -37,7 +37,7 @@ def observe():
     logits [vocab], token)`` per sampled row. It wraps the plugin's ``make_sampler``, so the plugin carries no
     hook for tests; it sees an engine that runs in this process (the in-process executor ``engine`` sets up on CPU).
     """
-    records, make_sampler_here = [], gcs.vllm.make_sampler
+    records, make_sampler_here = [], gcs.vllm.plugin.make_sampler
 
     class Recording:
         def __init__(self, method, seed, **kwargs):
@@ -56,11 +56,11 @@ def observe():
         def __getattr__(self, name):  # the sampler's state (GCSwR's residual and draws)
             return getattr(self.sampler, name)
 
-    gcs.vllm.make_sampler = Recording
+    gcs.vllm.plugin.make_sampler = Recording
     try:
         yield records
     finally:
-        gcs.vllm.make_sampler = make_sampler_here
+        gcs.vllm.plugin.make_sampler = make_sampler_here
 
 
 def run_batch(batch) -> torch.Tensor:
@@ -99,12 +99,13 @@ def test_the_plugin_is_registered_through_the_entry_point():
 
 @pytest.mark.slow
 def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
-    """vLLM's cpu_linear is a private hook (gcs.internals): on the version we pin, every layer that computes a linear
+    """vLLM's cpu_linear is a private hook (gcs.runtime.internals): on the version we pin, every layer that computes a
+    linear
     product on CPU has one, and the engine wrapped each (a second pass finds them wrapped)."""
     import vllm
 
-    from gcs import internals
     from gcs.engines.invariance import RowBlocks
+    from gcs.runtime import internals
 
     assert internals.in_tested_range(vllm.__version__, internals.TESTED_VLLM), vllm.__version__
     [(wrapped, expected)] = llm.apply_model(lambda m: internals.wrap_cpu_linears(m, RowBlocks, RowBlocks))

@@ -1,4 +1,4 @@
-"""gcs.vllm's processors driven the way vLLM's runners drive them, on a synthetic history-dependent model.
+"""gcs.vllm.plugin's processors driven the way vLLM's runners drive them, on a synthetic history-dependent model.
 
 No engine here (tests/test_vllm.py runs real vLLM): these simulate V1's persistent batch
 (removed -> added -> moved, condensing, swaps, slot reuse, preemption, discarded draws)
@@ -23,9 +23,9 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
-from gcs.processor import make_warpers
-from gcs.samplers import make_sampler
-from gcs.vllm import (
+from gcs.sampling.processor import make_warpers
+from gcs.sampling.samplers import make_sampler
+from gcs.vllm.plugin import (
     GumbelSamplingProcessor,
     GumbelSamplingV1,
     GumbelSamplingV2,
@@ -307,7 +307,7 @@ def test_v2_slots_and_reordered_rows_give_each_request_its_own_tokens(capacity, 
     the state lived by slot)."""
     requests = make_requests(seed=1)
     expected = [alone(Request(r.prompt, r.params, r.max_tokens)) for r in requests]
-    with caplog.at_level(logging.WARNING, logger="gcs.vllm"):
+    with caplog.at_level(logging.WARNING, logger="gcs.vllm.plugin"):
         assert run_v2(requests, capacity, preempt=preempt) == expected
     assert "was lost" not in caplog.text
 
@@ -336,9 +336,9 @@ def test_the_entry_point_class_builds_the_runner_s_processor():
 
 
 @pytest.mark.parametrize("named", [
-    ["gcs.vllm:GumbelSamplingProcessor"],  # --logits-processors beside the installed entry point
+    ["gcs.vllm.plugin:GumbelSamplingProcessor"],  # --logits-processors beside the installed entry point
     [GumbelSamplingProcessor],  # LLM(logits_processors=[...]) beside it
-    ["gcs.vllm.GumbelSamplingProcessor"],
+    ["gcs.vllm.plugin.GumbelSamplingProcessor"],
 ])
 def test_a_second_registration_in_one_engine_is_refused(named):
     """gcs is installed here, so its entry point loads the plugin: naming it again would run it twice."""

@@ -17,9 +17,9 @@ import scipy.stats
 from waiting import WaitingTransport, until
 
 from conftest import free_port, running_server
-from gcs.cli import main
-from gcs.vllm_options import PLUGIN
-from gcs.vllm_serve import vllm_serve_command
+from gcs.cli.commands import main
+from gcs.cli.vllm_server import vllm_serve_command
+from gcs.vllm.options import PLUGIN
 
 MODEL = "smollm2-135m-instruct"
 QUESTIONS = ("What is DNA?", "Can you explain what DNA is?")

@@ -49,7 +49,7 @@ from starlette.middleware import Middleware
 import gcs
 from gcs.engines.transformers import probe_threads
 from gcs.environment import setting
-from gcs.sequential import DEFAULT_ROUNDS
+from gcs.stats.sequential import DEFAULT_ROUNDS
 
 from . import ab, compare, coupling, hindsight, stepthrough, sweep
 from .about import ABOUT

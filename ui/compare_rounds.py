@@ -9,7 +9,7 @@ import threading
 import gradio as gr
 
 import gcs
-from gcs.stage_timing import mark, timed
+from gcs.runtime.stage_timing import mark, timed
 
 from .deployment import ENGINE
 from .highlights import response_pieces

@@ -32,7 +32,7 @@ def curve_caption(p_text, q_text, max_epsilon, seed) -> str:
               "never makes agreement less likely. Dots are Monte Carlo runs of the library's samplers (± 2 s.e.).")
     if str(q_text or "").strip():
         return shared + " Moving right blends p into your q; at w = 1 the lines give the agreement for your q itself."
-    p = gcs.coupling.check_distribution(parse_numbers(p_text, "p"))
+    p = gcs.sampling.coupling.check_distribution(parse_numbers(p_text, "p"))
     far = gcs.perturb(p, epsilon=float(max_epsilon), seed=int(seed))
     top = int(far.argmax())
     return (shared + f" As ε grows, q piles onto one category (here category {top}), so independent "

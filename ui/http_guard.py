@@ -18,7 +18,7 @@ from starlette.datastructures import QueryParams
 from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 
-from gcs.asgi import read_messages, replaying
+from gcs.runtime.asgi import read_messages, replaying
 
 from .http_limits import MAX_BODY_BYTES, json_answer
 from .limits import quoted

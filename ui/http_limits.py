@@ -12,8 +12,8 @@ import time
 
 import gradio as gr
 
-from gcs.asgi import read_messages, replaying
 from gcs.environment import env_networks
+from gcs.runtime.asgi import read_messages, replaying
 
 from .limits import LIMITS, quoted
 from .logs import logger

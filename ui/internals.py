@@ -1,5 +1,5 @@
 """The private APIs of Gradio and the ``mcp`` package that the app relies on, each behind one function here, and only
-here (``gcs/`` never imports Gradio: torch's and vLLM's are in ``gcs/internals.py``).
+here (``gcs/`` never imports Gradio: torch's and vLLM's are in ``gcs/runtime/internals.py``).
 
 When one is missing, or its shape changed (a new release renamed or replaced it), the app falls back to what does not
 need it and logs a WARNING that names what is lost. Outside the Gradio versions tested (``TESTED_GRADIO``, the range

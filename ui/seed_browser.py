@@ -33,7 +33,7 @@ def seed_view(run: dict, seed, highlight: str) -> dict:
         if method in run["methods"]:
             text = highlighted(responses_of(frame, method, seed), highlight, tokenizer)
             matrix = run["matrices"][f"{method}/{seed}"]
-            score = gcs.scoring.mean_off_diagonal(matrix)
+            score = gcs.scoring.metrics.mean_off_diagonal(matrix)
             plot = gcs.similarity_heatmap(matrix, labels,
                                           title=f"{gcs.METHOD_NAMES[method]}, seed {seed}: E5 {score:.3f}",
                                           zmin=0.5)

@@ -17,7 +17,7 @@ from pathlib import Path
 import gradio as gr
 
 import gcs
-from gcs.background import Background
+from gcs.runtime.background import Background
 
 from . import internals
 from .limits import quoted

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 import gcs
-from gcs.surprise import frame_excess
+from gcs.scoring.surprise import frame_excess
 
 METRICS = ("e5", "jaccard", "minilm", "aligned")
 METRIC_LABELS = {"e5": "E5", "jaccard": "Jaccard", "minilm": "MiniLM", "aligned": "aligned",

@@ -1,4 +1,4 @@
-"""Engines: a ``gcs.batch.Batch`` decoded step by step into token ids.
+"""Engines: a ``gcs.engines.batch.Batch`` decoded step by step into token ids.
 
     runner = runner_for(batch)            # TransformersRunner; VLLMRunner where batch.engine == "vllm"
     for token_ids in runner.steps():      # [[5], [7]] -> [[5, 9], [7, 2]] -> ...
@@ -9,24 +9,30 @@ A runner has one method that does the work, ``steps(stop)``: every row's token i
 step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, then padding, after a row finishes).
 
 - ``transformers``: transformers' ``generate`` with gcs's processors only (``TransformersRunner``);
-- ``vllm``: vLLM with the gcs plugin (``gcs.vllm``) loaded (``VLLMRunner``; imports vLLM);
+- ``vllm``: vLLM with the gcs plugin (``gcs.vllm.plugin``) loaded (``VLLMRunner``; imports vLLM);
 - ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
 - ``threads``: on transformers on CPU, each decode step on torch's threads or one, whichever is faster now;
 - ``padding``: rows of token ids of different lengths as one tensor.
 
 What the vLLM engine shares with the plugin and ``gcs vllm-serve`` (the CPU defaults, the plugin's entry point) is
-``gcs.vllm_options``, outside this package: a serving process never imports an engine.
+``gcs.vllm.options``, outside this package: a serving process never imports an engine.
 """
 
 from __future__ import annotations
+
+from gcs.runtime.lazy import submodule
 
 
 def runner_for(batch):
     """The runner of ``batch.engine``: ``TransformersRunner``, or ``VLLMRunner`` (imports vLLM)."""
     if batch.engine == "vllm":
-        from .vllm import VLLMRunner
+        from gcs.engines.vllm import VLLMRunner
 
         return VLLMRunner(batch)
-    from .transformers import TransformersRunner
+    from gcs.engines.transformers import TransformersRunner
 
     return TransformersRunner(batch)
+
+
+def __getattr__(name: str):
+    return submodule(__name__, name)

@@ -6,7 +6,7 @@ measured here (2 cores, the embedded model, 36 rows x 64 tokens in a worker thre
 ``python bench/bench_threads.py``), 3.5 s quiet and 28.3 s beside a 2-thread job on two threads throughout, 12.5 s
 beside it choosing per step. ``StepThreads`` watches each step and moves between torch's thread count and one thread
 when the other is faster now (``ThreadChoice``); it sets the generating thread's OpenMP count alone
-(``gcs.internals.openmp_threads_setter``), never torch's process-wide count.
+(``gcs.runtime.internals.openmp_threads_setter``), never torch's process-wide count.
 
 A token never depends on the thread count: one thread is used only after a probe (``threads_agree``) showed that a
 decode step of the batch's rows gives the same logits on it as on all threads, bit for bit (once per model, row
@@ -37,9 +37,9 @@ from typing import Any, cast
 import torch
 from transformers import StoppingCriteria
 
-from .. import internals
-from ..environment import setting
-from .invariance import is_row_invariant
+from gcs.engines.invariance import is_row_invariant
+from gcs.environment import setting
+from gcs.runtime import internals
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ class ThreadChoice:
 def adapting(device: torch.device) -> bool:
     """Whether decode steps on ``device`` choose their threads: ``$GCS_THREADS`` is ``auto`` (the default), the model
     is on CPU, torch has more than one thread here and gcs can set one thread's count alone
-    (``gcs.internals.openmp_threads_setter``)."""
+    (``gcs.runtime.internals.openmp_threads_setter``)."""
     return setting(SETTING) == "auto" and device.type == "cpu" and torch.get_num_threads() > 1 \
         and internals.openmp_threads_setter() is not None
 

@@ -1,4 +1,4 @@
-"""transformers as gcs's engine: a ``gcs.batch.Batch`` decoded by ``generate``, token ids step by step.
+"""transformers as gcs's engine: a ``gcs.engines.batch.Batch`` decoded by ``generate``, token ids step by step.
 
 ``TransformersRunner`` runs transformers' ``generate`` with the KV cache. Generation settings
 are pinned: transformers fills generation fields from the model's own ``generation_config``
@@ -26,10 +26,10 @@ from transformers import DynamicCache, GenerationConfig, StoppingCriteria, Stopp
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
-from ..background import Background
-from ..models import Model, loaded_here
-from .invariance import make_row_invariant, row_invariance, row_invariant_kernels
-from .threads import StepThreads, adapting, threads_agree
+from gcs.engines.invariance import make_row_invariant, row_invariance, row_invariant_kernels
+from gcs.engines.models import Model, loaded_here
+from gcs.engines.threads import StepThreads, adapting, threads_agree
+from gcs.runtime.background import Background
 
 if TYPE_CHECKING:
     from transformers import PreTrainedConfig

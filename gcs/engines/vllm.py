@@ -4,7 +4,7 @@
 
 Needs vLLM; only ``gcs.generate(engine="vllm")`` and friends import this module (through
 ``gcs.engines.runner_for``), never a ``vllm serve`` process, which loads the plugin alone
-(``gcs.vllm``). Every row of a batch is one vLLM request sampled by the plugin, so its tokens
+(``gcs.vllm.plugin``). Every row of a batch is one vLLM request sampled by the plugin, so its tokens
 are the ones ``gcs``'s own samplers draw from vLLM's logits.
 """
 
@@ -21,12 +21,12 @@ from collections.abc import Iterator
 
 import torch
 
-from .. import internals
-from ..vllm import GumbelSamplingProcessor
-from ..vllm_options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
-from ..vllm_requests import sampling_params
-from .invariance import RowBlocks, wanted
-from .padding import padded
+from gcs.engines.invariance import RowBlocks, wanted
+from gcs.engines.padding import padded
+from gcs.runtime import internals
+from gcs.vllm.options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
+from gcs.vllm.plugin import GumbelSamplingProcessor
+from gcs.vllm.requests import sampling_params
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +42,12 @@ def engine(model, **llm_kwargs):
     The embedded default runs from its cached safetensors copy; other models by their
     name. Defaults: the model's dtype, at most 4,096 tokens of context, the model's
     ``generation_config`` ignored (no hidden penalties), and on CPU an in-process executor with
-    ``gcs.vllm_options.CPU_DEFAULTS`` (eager, at most 48 requests at once in a 2 GiB KV cache).
+    ``gcs.vllm.options.CPU_DEFAULTS`` (eager, at most 48 requests at once in a 2 GiB KV cache).
     ``llm_kwargs`` (e.g. ``tensor_parallel_size=4``) override them.
     """
     from vllm import LLM
 
-    from ..models import DEFAULT_MODEL, embedded_model_path
+    from gcs.engines.models import DEFAULT_MODEL, embedded_model_path
 
     invariant = wanted(model.device)
     if model.device.type == "cpu":
@@ -122,7 +122,7 @@ def _linears_in_row_blocks(model: torch.nn.Module) -> tuple[int, int]:
 
 
 class VLLMRunner:
-    """A ``gcs.batch.Batch`` on vLLM: every row is one request; all are queued at once and vLLM batches them
+    """A ``gcs.engines.batch.Batch`` on vLLM: every row is one request; all are queued at once and vLLM batches them
     (continuous batching). A batch on this engine has no rewordings (``check_engine`` refuses them)."""
 
     def __init__(self, batch):

@@ -1,7 +1,7 @@
 """Row-invariant kernels: a row's logits do not depend on the other rows of its batch.
 
 "Same prompt, method and seed, same answer" needs more than counter-based noise
-(``gcs.noise``): the sampler must also see the *same logits* for a row whether it runs
+(``gcs.sampling.noise``): the sampler must also see the *same logits* for a row whether it runs
 alone or beside 47 others. Stock CPU kernels do not promise that. Measured on an AVX-512
 CPU: a float32 ``linear`` gives row 0 three different roundings for 1, 2-3 and 4+ rows
 (the BLAS picks its kernel by the number of rows), and a left-padded row attends over
@@ -43,9 +43,9 @@ for them), ``packed_weights`` (bf16 weights packed once, ``RowBlockLinear``), ``
 tokens) and ``policy`` (where the kernels go: installed, for one call, or not wanted).
 """
 
-from .attention import ATTENTION, attend, row_invariant_attention
-from .packed_weights import RowBlockLinear
-from .policy import (
+from gcs.engines.invariance.attention import ATTENTION, attend, row_invariant_attention
+from gcs.engines.invariance.packed_weights import RowBlockLinear
+from gcs.engines.invariance.policy import (
     SETTING,
     is_row_invariant,
     make_row_invariant,
@@ -54,7 +54,7 @@ from .policy import (
     row_invariant_kernels,
     wanted,
 )
-from .row_blocks import ROW_BLOCK, RowBlocks, in_row_blocks
+from gcs.engines.invariance.row_blocks import ROW_BLOCK, RowBlocks, in_row_blocks
 
 __all__ = ["ATTENTION", "ROW_BLOCK", "SETTING", "RowBlockLinear", "RowBlocks", "attend", "in_row_blocks",
            "is_row_invariant", "make_row_invariant", "refusal", "row_invariance", "row_invariant_attention",

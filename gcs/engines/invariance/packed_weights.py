@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch.nn import functional as F
 
-from ... import internals
-from .row_blocks import ROW_BLOCK, _kernel_key, in_row_blocks
+from gcs.engines.invariance.row_blocks import ROW_BLOCK, _kernel_key, in_row_blocks
+from gcs.runtime import internals
 
 PACKING_HEADROOM = 0.25  # weights are packed only while this share of the machine's memory stays free
 # weight elements compared on every call, so that an edit autograd does not see (``weight.data``) repacks: runs of
@@ -33,7 +33,7 @@ SAMPLED = SAMPLED_RUNS * SAMPLED_RUN
 
 def _packed_kernel(weight: torch.Tensor, bias: torch.Tensor | None = None) -> Callable | None:
     """A kernel ``(block, weight, bias)`` for ``ROW_BLOCK``-row blocks with a bfloat16 ``weight`` [out, in] packed
-    once into oneDNN's own layout (``gcs.internals.packed_bf16_linear``), or None where that does not apply.
+    once into oneDNN's own layout (``gcs.runtime.internals.packed_bf16_linear``), or None where that does not apply.
 
     ``F.linear`` packs the weight again on every call, i.e. once per block: at 144 rows the LM head of the
     embedded model took 47 ms in blocks against 27 ms packed once (22 ms stock, unblocked). Used only if

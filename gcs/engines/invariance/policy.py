@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, cast
 
 import torch
 
-from ...environment import setting as read_setting
-from .attention import ATTENTION, _register
-from .packed_weights import RowBlockLinear
+from gcs.engines.invariance.attention import ATTENTION, _register
+from gcs.engines.invariance.packed_weights import RowBlockLinear
+from gcs.environment import setting as read_setting
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel

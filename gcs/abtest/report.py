@@ -1,0 +1,240 @@
+"""What an A/B frame says: the paired effect of B against A per score, and what the shared luck saved.
+
+    report = gcs.ab_report(gcs.ab(prompts, a, b))
+    report.lines     # one plain sentence per score, then the seeds saved, then how close the answers stay
+    report.effects   # per arm score: the effect under shared luck and under the IS control, the seeds IS needs
+
+The seed is the unit, as in ``gcs.verdict``: a seed's noise is shared by every prompt (and both arms), so each
+score is averaged over the prompts within a seed, and the paired differences B - A over seeds are tested with
+``gcs.stats.paired.paired_tests`` (baseline A): simultaneous Bonferroni intervals over the scores, and an exact
+sign-flip test where the differences have no spread (identical arms: every difference is 0, and no claim).
+The IS control answers the same prompts and seeds independently; the same test on its differences gives the
+width independent sampling reaches with as many seeds, and ``n * (sd_is / sd_shared)**2`` estimates the seeds
+it would need for shared luck's width (from the two spreads; it ignores the t quantile's small change with n).
+
+>>> import pandas as pd
+>>> frame = pd.DataFrame({"prompt_index": 0, "method": ["gcswr"] * 4 + ["is"] * 4, "seed": [0, 1, 2, 3] * 2,
+...                       "identical": [True] * 4 + [False] * 4, "length_a": [10, 12, 9, 11, 10, 12, 9, 11],
+...                       "length_b": [10, 12, 9, 11, 14, 7, 12, 9]})
+>>> print(ab_report(frame).lines[1])
+length: B and A gave the same value on each of the 4 seeds: no difference, and no claim.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from gcs.abtest.scores import PAIR_SCORES
+from gcs.abtest.variants import FRAME_COLUMNS
+from gcs.checks import METHOD_NAMES
+from gcs.stats.intervals import CONFIDENCE, mean_interval
+from gcs.stats.paired import paired_tests
+
+EFFECT_COLUMNS = ("metric", "n", "diff", "low", "high", "p", "test", "beyond_noise", "sd", "control_diff",
+                  "control_low", "control_high", "control_sd", "is_seeds")
+PAIR_COLUMNS = ("method", "score", "n", "mean", "low", "high")
+
+
+@dataclass(frozen=True)
+class ABReport:
+    """``gcs.ab_report``'s answer, plain data for a page.
+
+    ``effects``: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
+    interval; NaN where the differences have no spread), p, test ("t" or "sign-flip"), beyond_noise, sd (the
+    spread of the per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS
+    would need for shared luck's width: inf where only IS has spread, NaN where IS has none). ``pairs``: per
+    method, the share of identical answers and each pair score (how close the arms' answers are), with a
+    ``confidence`` interval over seeds. ``lines``: the sentences.
+    """
+
+    names: tuple[str, str]
+    method: str
+    control: str | None
+    effects: pd.DataFrame
+    pairs: pd.DataFrame
+    lines: list[str]
+
+
+def arm_scores(frame: pd.DataFrame) -> list[str]:
+    """The labels of the frame's arm scores: every ``LABEL_a`` with its ``LABEL_b``."""
+    fixed = {c.removesuffix("_a") for c in FRAME_COLUMNS if c.endswith("_a")}
+    return [c[:-2] for c in frame.columns if c.endswith("_a") and c[:-2] not in fixed and f"{c[:-2]}_b" in frame]
+
+
+def _per_seed(part: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Each score's mean over the prompts within each seed, the arms as method "A"/"B" (``paired_tests``' layout)."""
+    means = part.groupby("seed")[[f"{label}_{slot}" for label in labels for slot in "ab"]].mean()
+    return pd.DataFrame.from_records(
+        [{"method": slot.upper(), "seed": seed, "metric": label,
+          "consistency": float(means.loc[seed, f"{label}_{slot}"])}
+         for label in labels for slot in "ab" for seed in means.index],
+        columns=["method", "seed", "metric", "consistency"])
+
+
+def _spread(scores: pd.DataFrame, label: str) -> float:
+    per = scores[scores["metric"] == label].pivot(index="seed", columns="method", values="consistency")
+    d = (per["B"] - per["A"]).dropna()
+    return float(d.std(ddof=1)) if len(d) >= 2 else math.nan
+
+
+def _effects(frame: pd.DataFrame, method: str, control: str | None, labels: list[str], confidence: float):
+    tests = {}
+    for which in (method, control):
+        if which is not None and labels:
+            scores = _per_seed(frame[frame["method"] == which], labels)
+            tested = paired_tests(scores, baseline="A", confidence=confidence, metrics=labels)
+            tests[which] = (tested.set_index("metric"), scores)
+    records = []
+    for label in labels:
+        row, scores = tests[method]
+        tested = row.loc[label, ["n", "diff", "low", "high", "p", "test", "beyond_noise"]].to_dict()
+        record = {"metric": label, **tested, "sd": _spread(scores, label), "control_diff": math.nan,
+                  "control_low": math.nan, "control_high": math.nan, "control_sd": math.nan, "is_seeds": math.nan}
+        if control is not None:
+            other, other_scores = tests[control]
+            record.update(control_diff=other.loc[label, "diff"], control_low=other.loc[label, "low"],
+                          control_high=other.loc[label, "high"], control_sd=_spread(other_scores, label))
+            shared, independent = record["sd"], record["control_sd"]
+            if shared > 0 and independent > 0:
+                record["is_seeds"] = record["n"] * (independent / shared) ** 2
+            elif independent > 0:
+                record["is_seeds"] = math.inf  # no finite number of independent seeds matches a width of zero
+        records.append(record)
+    return pd.DataFrame.from_records(records, columns=list(EFFECT_COLUMNS))
+
+
+def _pairs(frame: pd.DataFrame, methods: list[str], confidence: float) -> pd.DataFrame:
+    records = []
+    for method in methods:
+        part = frame[frame["method"] == method]
+        for score in ["identical", *(s for s in PAIR_SCORES if s in frame)]:
+            values = part.groupby("seed")[score].mean().astype(float)
+            mean, _, low, high = mean_interval(values, confidence=confidence)
+            floor = -1.0 if score == "e5_between" else 0.0  # a t interval cut to the values the score can take
+            low, high = max(low, floor), min(high, 1.0)
+            records.append({"method": method, "score": score, "n": len(values), "mean": mean, "low": low, "high": high})
+    return pd.DataFrame.from_records(records, columns=list(PAIR_COLUMNS))
+
+
+# -- words -------------------------------------------------------------------------------------------------------
+def _phrasing(label: str) -> tuple[str, str, float, str]:
+    """(sentence with {B}, {A}, {more} and {amount}; the words for more and less; the scale; the unit)."""
+    kind, _, argument = label.partition(":")
+    if kind == "length":
+        return "{B} is {more} than {A} by {amount}", "longer/shorter", 1.0, "tokens"
+    if kind == "contains":
+        return f"{{B}}'s answers contain {argument!r} {{more}} than {{A}}'s, by {{amount}}", "more often/less often", \
+            100.0, "points"
+    if kind == "regex":
+        return f"{{B}}'s answers match /{argument}/ {{more}} than {{A}}'s, by {{amount}}", "more often/less often", \
+            100.0, "points"
+    if kind == "e5_to":
+        return "{B} is {more} the reference answer than {A}, by {amount}", "closer to/further from", 100.0, "E5 points"
+    return f"{{B}} scores {{more}} than {{A}} on {label}, by {{amount}}", "higher/lower", 1.0, ""
+
+
+def _number(value: float, scale: float, unit: str, signed: bool = True, with_unit: bool = True) -> str:
+    """A score (times ``scale``) with its unit: one decimal for tokens and points, three digits for a scorer's.
+
+    >>> _number(2.25, 1.0, "tokens"), _number(-0.125, 100.0, "points", with_unit=False), _number(0.1234, 1.0, "")
+    ('+2.2 tokens', '-12.5', '+0.123')
+    """
+    digits = ".1f" if scale != 1 or unit else ".3g"
+    return f"{scale * value:{'+' if signed else ''}{digits}} {unit if with_unit else ''}".strip()
+
+
+def _effect_line(row, names: tuple[str, str], confidence: float, family: int) -> str:
+    a, b = names
+    sentence, words, scale, unit = _phrasing(row.metric)
+    more, less = words.split("/")
+    head = f"{row.metric}: "
+    if row.n < 2:
+        return f"{head}{row.n} seed{'s' if row.n != 1 else ''}: one seed is an anecdote, not evidence; use more seeds."
+    body = sentence.format(B=b, A=a, more=more if row.diff >= 0 else less, amount=_number(abs(row.diff), scale, unit,
+                                                                                           signed=False))
+    together = "" if family == 1 else f", simultaneous over {family} scores"
+    if row.test == "t":
+        noise = "beyond noise" if row.beyond_noise else "within noise"
+        return (f"{head}{body} ({100 * confidence:g} % CI {_number(row.low, scale, unit, with_unit=False)} to "
+                f"{_number(row.high, scale, unit)}{together}): {noise}.")
+    if row.diff == 0:
+        return f"{head}{b} and {a} gave the same value on each of the {row.n} seeds: no difference, and no claim."
+    bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"
+    return (f"{head}{body} on every seed alike; with no spread an exact sign-flip test decides (p = {row.p:.3g}"
+            f"{bonferroni}): {'beyond noise' if row.beyond_noise else 'within noise'}.")
+
+
+def _saving_line(row, method: str) -> str:
+    _, _, scale, unit = _phrasing(row.metric)
+    shared = METHOD_NAMES.get(method, method)
+    if math.isnan(row.control_sd):
+        return f"{row.metric}: the IS control has too few seeds to compare spreads."
+    if not row.control_sd > 0:
+        if not row.sd > 0:
+            return f"{row.metric}: neither shared luck nor independent sampling gave any spread between seeds."
+        return (f"{row.metric}: independent sampling gave the same difference on every seed here (no spread), so "
+                "these seeds cannot tell what shared luck saved; use more seeds or longer answers.")
+    if not row.sd > 0:
+        return (f"{row.metric}: with shared luck ({shared}) every seed gave the same difference; independent "
+                f"sampling's differences spread by {_number(row.control_sd, scale, unit, signed=False)} per seed, "
+                "so no number of independent seeds reaches that width.")
+    return (f"{row.metric}: independent sampling's differences spread {row.control_sd / row.sd:.1f}x as much per seed "
+            f"({_number(row.control_sd, scale, unit, signed=False)} against "
+            f"{_number(row.sd, scale, unit, signed=False)} with shared luck, {shared}): it would need about "
+            f"{row.is_seeds:.0f} seeds for the width shared luck reaches with {row.n} (an estimate from the two "
+            f"spreads, {row.n} x ({row.control_sd / row.sd:.2f})²).")
+
+
+def _pair_lines(pairs: pd.DataFrame, method: str, control: str | None, confidence: float) -> list[str]:
+    words = {"identical": ("identical answers", "share"), "e5_between": ("E5 between the arms' answers", "mean"),
+             "aligned": ("aligned agreement between the arms' answers", "mean")}
+    lines = []
+    for score, part in pairs.groupby("score", sort=False):
+        rows = part.set_index("method")
+        what, kind = words[score]
+        mine = rows.loc[method]
+        text = f"{what}: {kind} {mine['mean']:.2f}"
+        if not math.isnan(mine["low"]):
+            text += f" ({100 * confidence:g} % CI {mine['low']:.2f} to {mine['high']:.2f})"
+        text += f" with shared luck ({METHOD_NAMES.get(method, method)})"
+        if control is not None and control in rows.index:
+            text += f", {rows.loc[control, 'mean']:.2f} with independent sampling"
+        lines.append(text + ".")
+    return lines
+
+
+def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tuple[str, str] | None = None) -> ABReport:
+    """The paired effect of B against A per arm score under shared luck, and the same estimate from the IS control.
+
+    ``frame``: ``gcs.ab``'s (or rows of it read back from a file: ``parts_at`` may then be NaN instead of None).
+    ``names``: the arms' names in the sentences (default: ``frame.attrs["arms"]``, else "A" and "B"). The shared
+    method is the frame's method other than "is" (or "is" when that is all it holds); its "is" rows are the control.
+    """
+    if not isinstance(frame, pd.DataFrame) or not {"prompt_index", "method", "seed", "identical"} <= set(frame.columns):
+        raise ValueError("frame must be gcs.ab's DataFrame (columns prompt_index, method, seed, identical, scores)")
+    if frame.empty:
+        raise ValueError("frame holds no answers")
+    names = tuple(names or frame.attrs.get("arms") or ("A", "B"))
+    methods = list(dict.fromkeys(frame["method"]))
+    method = next((m for m in methods if m != "is"), "is")
+    control = "is" if "is" in methods and method != "is" else None
+    labels = arm_scores(frame)
+    effects = _effects(frame, method, control, labels, confidence)
+    pairs = _pairs(frame, [m for m in (method, control) if m is not None], confidence)
+    part = frame[frame["method"] == method]
+    parted = pd.to_numeric(part["parts_at"], errors="coerce").dropna() if "parts_at" in part else pd.Series([])
+    count = lambda n, what: f"{n} {what}{'s' if n != 1 else ''}"  # noqa: E731
+    where = f"; the others part at token {np.median(parted):.0f} (median)" if len(parted) else ""
+    head = (f"{names[1]} against {names[0]}, {count(part['prompt_index'].nunique(), 'prompt')} x "
+            f"{count(part['seed'].nunique(), 'seed')} with shared luck ({METHOD_NAMES.get(method, method)}): "
+            f"{part['identical'].mean():.0%} of the answer pairs are identical{where}.")
+    lines = [head]
+    lines += [_effect_line(row, names, confidence, len(effects)) for row in effects.itertuples()]
+    if control is not None:
+        lines += [_saving_line(row, method) for row in effects.itertuples()]
+    lines += _pair_lines(pairs, method, control, confidence)
+    return ABReport(names, method, control, effects, pairs, lines)

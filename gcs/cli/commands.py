@@ -1,0 +1,255 @@
+"""Command line: ``python -m gcs {run,style,ab,compare} ...`` (also installed as ``gcs``).
+
+    python -m gcs run --data general --methods is,gcs,gcswr --temperatures 0,0.5,1 \\
+        --seeds 3 --metrics e5,jaccard --out runs/general
+    python -m gcs style --data lists --seeds 20 --out runs/lists
+    python -m gcs ab --data general --b-system "Answer in one sentence." --out runs/brief   (gcs/cli/ab_commands.py)
+    python -m gcs compare "What is DNA?" "Explain what DNA is." --temperature 1
+
+``run`` and ``style`` write into ``--out``: ``results.csv`` (rows appended as they
+finish), ``summary.md`` (Table 1 / Table 2 layout), ``figure.html`` (plotly) and
+``run.json`` (the settings). Re-running the same command resumes: finished rows are
+skipped, and a run killed at any moment loses no finished row and duplicates none.
+Adding seeds, temperatures, methods (or ensembling) to a finished run computes only the
+new cells; changing a setting that the existing rows depend on (model, engine, dtype, metrics,
+max new tokens, top-k/top-p, data) is refused. The figure embeds plotly.js, so it opens offline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS
+from gcs.cli.support import claim_out_dir, csv_list, float_list, parse_ensembling, parse_seeds, run_record, write_atomic
+from gcs.experiments.data import BUILTIN_SETS, load_groups
+from gcs.experiments.export import csv_safe
+from gcs.experiments.results import ResultsLog
+
+
+def _quiet_transformers() -> None:
+    import transformers
+
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+def _sweep_log(out: Path, metrics: list[str]) -> ResultsLog:
+    from gcs.experiments.sweeps import CELL_KEYS, RESULT_COLUMNS
+
+    return ResultsLog(out / "results.csv", RESULT_COLUMNS, CELL_KEYS, rows_per_unit=len(metrics),
+                      types={"seed": int, "temperature": float, "ensemble": bool, "consistency": float})
+
+
+def command_run(args: argparse.Namespace) -> Path:
+    from gcs.engines.models import load_model
+    from gcs.experiments.figures import consistency_figure
+    from gcs.experiments.sweeps import CELL_KEYS, check_sweep, consistency_by_temperature, summary_table, sweep
+
+    groups = load_groups(args.data)[: args.limit]
+    plan = check_sweep(groups, args.temperatures, args.methods, args.seeds, args.metrics, args.max_new_tokens,
+                       args.top_k, args.top_p, args.ensembling, args.rewordings)
+    metrics = list(plan.metrics)
+    model = load_model(args.model, dtype=args.dtype)
+    out = Path(args.out)
+    claim_out_dir(out, run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
+                                    top_k=args.top_k, top_p=args.top_p, rewordings=args.rewordings))
+    log = _sweep_log(out, metrics)
+    sweep(plan.groups, temperatures=plan.temperatures, methods=plan.settings.methods, seeds=plan.settings.seeds,
+          metrics=metrics, model=model, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
+          ensembling=plan.ensembling, rewordings=args.rewordings, batch_rows=args.batch_rows,
+          skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
+    requested = {cell.key for cell in plan.cells()}
+    results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
+    results = results[[key in requested for key in results[list(CELL_KEYS)].itertuples(index=False, name=None)]]
+    summary = [f"# Consistency sweep\n\nModel `{model.name}`, data `{args.data}` ({len(groups)} groups), "
+               f"max_new_tokens={args.max_new_tokens}, top_k={args.top_k}, top_p={args.top_p}; "
+               f"{len(results) // len(metrics)} cells.\n"]
+    for metric in metrics:
+        part = results[results["metric"] == metric]
+        summary.append(f"\n## {metric}: Table 1 layout\n\n{summary_table(part, metric=metric).to_markdown()}\n")
+        by_temperature = consistency_by_temperature(part).drop(columns="metric")
+        summary.append(f"\n## {metric}: consistency vs temperature\n\n"
+                       f"{by_temperature.to_markdown(index=False, floatfmt='.4f')}\n")
+    write_atomic(out / "summary.md", "".join(summary))
+    write_atomic(out / "figure.html", consistency_figure(results, metric=metrics[0]).to_html(include_plotlyjs=True))
+    return out
+
+
+def command_style(args: argparse.Namespace) -> Path:
+    from gcs.checks import check_methods, check_seeds
+    from gcs.engines.models import load_model
+    from gcs.experiments.figures import style_figure
+    from gcs.experiments.style import (
+        STYLE_KEYS,
+        STYLE_SETS,
+        check_classifiers,
+        label_responses,
+        style_consistency,
+        style_responses,
+        style_table,
+    )
+    from gcs.settings import SamplingSettings
+
+    questions = load_groups(args.data)[: args.limit]
+    names = args.classifiers or list(STYLE_SETS.get(args.data, ()))
+    if not names:
+        raise ValueError("name the style dimensions with --classifiers (built-in sets coding/lists have defaults)")
+    classifiers = check_classifiers(names)
+    settings = SamplingSettings(check_methods(args.methods), check_seeds(args.seeds), args.temperature,
+                                max_new_tokens=args.max_new_tokens)
+    model = load_model(args.model, dtype=args.dtype)
+    out = Path(args.out)
+    claim_out_dir(out, run_record("style", model, args, temperature=args.temperature,
+                                    max_new_tokens=args.max_new_tokens))
+    log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
+    style_responses(questions, methods=settings.methods, seeds=settings.seeds, temperature=settings.temperature,
+                    max_new_tokens=settings.max_new_tokens, model=model, batch_rows=args.batch_rows,
+                    skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
+    requested = {(q.id, m, s) for q in questions for m in settings.methods for s in settings.seeds}
+    responses = log.load()  # summarise the requested responses only, not others an earlier run left there
+    responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
+    labelled = label_responses(responses, classifiers=classifiers)
+    consistency = style_consistency(labelled, classifiers=classifiers)
+    write_atomic(out / "labels.csv", csv_safe(labelled).to_csv(index=False))
+    summary = (f"# Stylistic consistency (p_repeat)\n\nModel `{model.name}`, data `{args.data}` "
+               f"({len(questions)} questions), temperature {args.temperature}, {responses['seed'].nunique()} seeds, "
+               f"max_new_tokens={args.max_new_tokens}.\n\n{style_table(consistency).to_markdown()}\n")
+    write_atomic(out / "summary.md", summary)
+    write_atomic(out / "figure.html", style_figure(consistency).to_html(include_plotlyjs=True))
+    return out
+
+
+def command_compare(args: argparse.Namespace) -> None:
+    from gcs.engines.models import load_model
+    from gcs.generation import compare
+    from gcs.scoring.metrics import consistency
+
+    frame = compare(args.prompts, methods=args.methods, seeds=[args.seed], temperature=args.temperature,
+                    top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                    model=load_model(args.model, dtype=args.dtype), engine=args.engine)
+    for method, part in frame.groupby("method", sort=False):
+        score = consistency(list(part["response"]), metric="e5") if len(part) > 1 else float("nan")
+        print(f"== {method}  (E5 consistency {score:.3f})")
+        for prompt, response in zip(part["prompt"], part["response"], strict=True):
+            print(f"  > {prompt}\n    {response.strip()}\n")
+
+
+def engine_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                     help="generate with transformers (default) or inside vLLM (gcs.vllm.plugin; needs vLLM installed)")
+    sub.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
+                     help="model weights (auto: bf16 on CUDA and on CPUs with hardware bf16, else fp32)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gcs", description="Gumbel Consistency Sampling experiments.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser, seeds_default: str) -> None:
+        sub.add_argument("--data", required=True,
+                         help=f"a .jsonl/.csv file or a built-in set: {', '.join(BUILTIN_SETS)}")
+        sub.add_argument("--seeds", type=parse_seeds, default=parse_seeds(seeds_default),
+                         help="a count (0..n-1) or a list")
+        sub.add_argument("--model", default=None, help="transformers id or local path (default: embedded SmolLM2)")
+        sub.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                         help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
+        sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
+        sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
+        sub.add_argument("--out", required=True, help="output folder (re-running resumes)")
+        sub.add_argument("--quiet", action="store_true", help="no progress bar")
+        engine_options(sub)
+
+    run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
+    common(run, "3")
+    run.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
+    run.add_argument("--temperatures", type=float_list, default=[0.0, 0.5, 1.0])
+    run.add_argument("--metrics", type=csv_list, default=["e5"],
+                     help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
+    run.add_argument("--top-k", type=int, default=None)
+    run.add_argument("--top-p", type=float, default=None)
+    run.add_argument("--ensembling", type=parse_ensembling, default=[False], help="off, on or both")
+    run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
+
+    style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
+    common(style, "20")
+    style.add_argument("--methods", type=csv_list, default=["is", "gcswr"])
+    style.add_argument("--temperature", type=float, default=1.0)
+    style.add_argument("--classifiers", type=csv_list, default=None,
+                       help="rule classifiers (default for coding: code ones; for lists: list_style,is_terse)")
+
+    # imported here: gcs.cli.ab_commands imports this module's helpers
+    from gcs.cli.ab_commands import add_parser as add_ab_parser
+
+    add_ab_parser(commands)
+    commands.add_parser("vllm-serve", help="serve a model on vLLM with gcs's samplers (gcs vllm-serve -h)",
+                        add_help=False)
+    compare = commands.add_parser("compare", help="answer a few paraphrases with each method, side by side")
+    compare.add_argument("prompts", nargs="+")
+    compare.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--temperature", type=float, default=1.0)
+    compare.add_argument("--top-p", type=float, default=None)
+    compare.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                         help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
+    compare.add_argument("--model", default=None)
+    engine_options(compare)
+    return parser
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gcs vllm-serve",
+        description="vLLM's OpenAI-compatible server with gcs's samplers (requests choose them with vllm_xargs); "
+                    "arguments after -- go to vLLM unchanged, e.g. -- --tensor-parallel-size 4")
+    parser.add_argument("model", nargs="?", default=None, help="hub id or local folder (default: the embedded model)")
+    parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (this machine only) unless you say otherwise")
+    parser.add_argument("--port", type=int, default=8000)
+    return parser
+
+
+def command_vllm_serve(argv: list[str]) -> int:
+    ours, extra = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
+    args = serve_parser().parse_args(ours)
+    from gcs.cli.vllm_server import vllm_serve
+
+    try:
+        vllm_serve(args.model, args.host, args.port, extra)  # returns only if it could not start
+    except (ValueError, ImportError) as error:
+        print(f"gcs vllm-serve: error: {error}", file=sys.stderr)
+        return 2
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["vllm-serve"]:
+        return command_vllm_serve(argv[1:])
+    args = build_parser().parse_args(argv)
+    if getattr(args, "limit", None) is not None and args.limit < 1:
+        print("gcs: error: --limit must be at least 1", file=sys.stderr)
+        return 2
+    _quiet_transformers()
+    try:
+        if args.command == "compare":
+            command_compare(args)
+            return 0
+        if args.command == "ab":
+            from gcs.cli.ab_commands import command_ab
+
+            out = command_ab(args)
+        else:
+            out = command_run(args) if args.command == "run" else command_style(args)
+    except ValueError as error:
+        print(f"gcs: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # a full disk, a read-only or vanished --out: say so, no traceback
+        print(f"gcs: error: {error.strerror or error} ({error.filename or 'writing results'})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("gcs: interrupted; re-run the same command to resume", file=sys.stderr)
+        return 130
+    figure = "" if args.command == "ab" else f", {out / 'figure.html'}"
+    print(f"wrote {out / 'results.csv'}, {out / 'summary.md'}{figure}")
+    return 0

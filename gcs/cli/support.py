@@ -1,0 +1,91 @@
+"""What both command lines (``gcs.cli.commands``, ``gcs.cli.ab_commands``) share: argument types, and the run folder
+(``--out``) that a
+re-run of the same command resumes and a run with other settings may not reuse.
+
+>>> parse_seeds("3"), parse_seeds("5,9"), csv_list("is, gcswr")
+(3, [5, 9], ['is', 'gcswr'])
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from gcs.experiments.data import BUILTIN_SETS, builtin_path
+from gcs.runtime.quoting import quoted
+
+
+def csv_list(text: str) -> list[str]:
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def float_list(text: str) -> list[float]:
+    try:
+        return [float(item) for item in csv_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {quoted(text)}") from None
+
+
+def parse_seeds(text: str) -> int | list[int]:
+    """``3`` = seeds 0, 1, 2; ``5,9`` = those seeds."""
+    try:
+        return [int(s) for s in csv_list(text)] if "," in text else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seeds or a comma-separated list, got "
+                                         f"{quoted(text)}") from None
+
+
+def parse_ensembling(text: str) -> list[bool]:
+    choices = {"off": [False], "on": [True], "both": [False, True]}
+    if text not in choices:
+        raise argparse.ArgumentTypeError("expected off, on or both")
+    return choices[text]
+
+
+def write_atomic(path: Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
+    with os.fdopen(handle, "w", encoding="utf-8") as file:
+        file.write(text)
+    os.replace(temporary, path)
+
+
+def data_fingerprint(data: str) -> str:
+    path = builtin_path(data) if data in BUILTIN_SETS else Path(data)
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def claim_out_dir(out: Path, settings: dict) -> None:
+    """Create ``out`` or check that the run already there used the same fixed settings (a setting the record
+    lacks, from a run of an older gcs, counts as changed: its rows may have been computed otherwise)."""
+    out.mkdir(parents=True, exist_ok=True)
+    record = out / "run.json"
+    if record.exists():
+        previous = json.loads(record.read_text())
+        changed = {k: (previous.get(k, _NOT_RECORDED), v) for k, v in settings.items() if previous.get(k) != v}
+        if changed:
+            details = "; ".join(f"{k}: {_shown(a)} there, {_shown(b)} now" for k, (a, b) in changed.items())
+            raise ValueError(f"{out} holds a run with other settings ({details}); use another --out")
+        return
+    write_atomic(record, json.dumps(settings, indent=2) + "\n")
+
+
+_NOT_RECORDED = object()
+
+
+def _shown(value) -> str:
+    return "not recorded" if value is _NOT_RECORDED else repr(value)
+
+
+def run_record(command: str, model, args: argparse.Namespace, **settings) -> dict:
+    """What a run's rows depend on, as ``run.json`` records it: the command, the model with its engine and the dtype
+    it ran in (resolved: "auto" is bf16 on one machine and fp32 on another), the data's fingerprint and ``settings``."""
+    dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
+    return {"command": command, "model": model.name, "engine": args.engine, "dtype": dtype, **settings,
+            "data": data_fingerprint(args.data)}

@@ -1,0 +1,308 @@
+"""Rows of responses laid out as one batch: left-padded model inputs, group ids and sampling keys.
+
+A ``Row`` is one response to produce (a prompt under a method and seed, optionally with
+rewordings for ensembling). A ``Batch`` lays rows out as left-padded model inputs and
+draws every token with a ``GumbelLogitsProcessor``: each row with its own method and seed,
+so a row's response does not depend on the batch it is in (IS rows take their stream from
+a hash of their prompt). Its engine's runner (``gcs.engines``) decodes it: ``run`` to the end,
+``stream`` decoded after every step. ``gcs.engines.batching.run_batches`` feeds any number of rows
+through as few batches as a row budget allows.
+
+    batch = Batch([Row("What is DNA?", "gcswr", 0), Row("Explain DNA.", "gcswr", 0)], model, SamplingSettings())
+    batch.decode(batch.run())   # -> [{"response": "DNA, or ...", "n_tokens": 50, "token_ids": [...], ...}, ...]
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import torch
+from transformers import LogitsProcessorList
+
+from gcs.checks import check_engine
+from gcs.engines import runner_for
+from gcs.engines.models import Model
+from gcs.engines.padding import padded
+from gcs.engines.prompts import format_prompt, strip_followups
+from gcs.runtime.quoting import quoted
+from gcs.sampling.noise import stream_id
+from gcs.sampling.processor import EnsembleLogitsProcessor, ExcessRecorder, GumbelLogitsProcessor
+from gcs.sampling.samplers import Sampler
+from gcs.settings import SamplingSettings
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
+# Special tokens that open a new chat turn: a response that emits one has ended (the model is inventing the next turn).
+TURN_START_TOKENS = ("<|im_start|>", "<|start_header_id|>", "<|user|>", "<|assistant|>", "<|system|>",
+                     "<start_of_turn>", "[INST]", "<|endoftext|>", "<|eot_id|>", "<|im_end|>", "<end_of_turn>")
+
+
+class Cancelled(Exception):
+    """Work stopped on request (its ``stop`` event was set) before it finished."""
+
+
+def stop_token_ids(model: Model) -> list[int]:
+    """EOS ids plus, for chat models, the special tokens that open or close a turn (a hallucinated next turn)."""
+    # gcs.Model types these as object and Module: they are a transformers tokenizer and model
+    tokenizer: Any = model.tokenizer
+    eos = cast("GenerationConfig", model.model.generation_config).eos_token_id
+    ids = {*([eos] if isinstance(eos, int) else list(eos or [])), tokenizer.eos_token_id}
+    if model.is_chat:  # look up just these tokens (the whole vocabulary dict costs ~40 ms per batch)
+        found = zip(TURN_START_TOKENS, tokenizer.convert_tokens_to_ids(list(TURN_START_TOKENS)), strict=True)
+        # an unknown token maps to the unknown-token id (or None): keep only ids that map back to the token
+        ids |= {i for token, i in found if i is not None and tokenizer.convert_ids_to_tokens(i) == token}
+    return sorted(ids - {None})
+
+
+def special_tokens(tokenizer) -> list[str]:
+    """The texts ``tokenizer`` reads as one of its special tokens wherever they appear (its chat markup, its end of
+    text, tokens a code model reserves), longest first."""
+    found = {*tokenizer.all_special_tokens,
+             *(token.content for token in getattr(tokenizer, "added_tokens_decoder", {}).values() if token.special)}
+    return sorted((token for token in found if token), key=len, reverse=True)
+
+
+def check_plain_text(text: str | Sequence[str], model: Model, name: str) -> str | list[str]:
+    """``text`` (or each text of a list, named ``name[i]``) if it holds none of the model's special tokens, else a
+    ValueError naming the token. The tokenizer reads "<|im_end|>" typed in a prompt as the end of the turn itself:
+    user text (a prompt, a paraphrase, a system message, a template, a response) would write the chat's markup,
+    close the user's turn and open another. One rule for every entry point, library and app alike."""
+    tokens = special_tokens(model.tokenizer)  # once for a whole list
+    if isinstance(text, str):
+        _refuse_special(text, tokens, model, name)
+        return text
+    for i, item in enumerate(text):
+        _refuse_special(item, tokens, model, f"{name}[{i}]")
+    return list(text)
+
+
+def _refuse_special(text: str, tokens: list[str], model: Model, name: str) -> None:
+    found = [(text.find(token), -len(token), token) for token in tokens if token in text]
+    if found:
+        at, _, token = min(found)
+        tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
+        ends = tokenizer.convert_tokens_to_ids(token) in stop_token_ids(model)
+        raise ValueError(f"{name} holds {'an end-of-turn' if ends else 'a special'} token, {quoted(token)}, at "
+                         f"character {at + 1}: the model would read it as its own markup, not as the text typed; "
+                         "remove it")
+
+
+def prompt_lengths(prompts: Sequence[str], *, model: Model) -> list[int]:
+    """Tokens each prompt takes as the model sees it (chat template or base template included)."""
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
+    texts = [format_prompt(p, tokenizer=tokenizer, is_chat=model.is_chat) for p in prompts]
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=not model.is_chat)["input_ids"]]
+
+
+def prompt_stream(prompt: str) -> int:
+    """A stable 63-bit id of a prompt: the IS stream of its rows (batch-position independent)."""
+    return stream_id(prompt.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Row:
+    """One response to produce: a prompt under a method and seed, optionally with rewordings.
+
+    ``examples`` are (question, answer) pairs shown to the model before the prompt (few-shot); ``system`` a system
+    message (``format_prompt``). ``stream``: the IS stream of the row, None for a hash of its prompt; rows that must
+    not share IS draws although their prompts are equal (the two arms of ``gcs.ab``) name streams of their own.
+    """
+
+    prompt: str
+    method: str
+    seed: int
+    rewordings: tuple[str, ...] = ()
+    examples: tuple[tuple[str, str], ...] = ()
+    system: str | None = None
+    stream: int | None = None
+
+
+@dataclass
+class Batch:
+    """Rows laid out as model inputs: each row's prompt and rewordings, group ids and sampling keys."""
+
+    rows: list[Row]
+    model: Model
+    settings: SamplingSettings
+    generate_kwargs: dict = field(default_factory=dict)
+    engine: str = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm.plugin)
+    sampler: Sampler | None = None  # replaces the rows' own samplers (gcs.hindsight's posterior noise)
+    observer: Callable | None = None  # sees every step's race (gcs.trace); see GumbelLogitsProcessor
+    record_excess: bool = False  # each row's excess surprise from generation's own logits (``decode``'s "excess")
+
+    def __post_init__(self):
+        self.engine = check_engine(self.engine, ensembling=any(row.rewordings for row in self.rows))
+        if self.engine == "vllm" and (self.sampler is not None or self.observer is not None):
+            raise ValueError("tracing and hindsight run on the transformers engine only")
+        if self.engine == "vllm" and self.generate_kwargs:
+            raise ValueError(f"extra generate arguments ({', '.join(self.generate_kwargs)}) are for transformers' "
+                             "generate; the vLLM engine takes none")
+        questions, texts, self.groups, methods, seeds, streams, self.main = [], [], [], [], [], [], []
+        tokenizer = self.model.tokenizer
+        for group, row in enumerate(self.rows):
+            self.main.append(len(texts))
+            for question in (row.prompt, *row.rewordings):
+                questions.append(question)
+                texts.append(format_prompt(question, tokenizer=tokenizer, is_chat=self.model.is_chat,
+                                           examples=row.examples, system=row.system))
+                self.groups.append(group)
+                methods.append(row.method)
+                seeds.append(row.seed)
+                streams.append(prompt_stream(row.prompt) if row.stream is None else row.stream)
+        inputs = tokenizer(
+            texts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=not self.model.is_chat,
+            return_token_type_ids=False,  # generate() takes ids and mask only (some tokenizers add type ids)
+        )
+        limit = self.model.context_window - self.settings.max_new_tokens
+        for question, length in zip(questions, inputs["attention_mask"].sum(dim=1).tolist(), strict=True):
+            if length > limit:
+                raise ValueError(
+                    f"a prompt is too long: {length} tokens (it starts {quoted(question, 60)}); the model's context "
+                    f"window of {self.model.context_window} tokens leaves {limit} for the prompt with max_new_tokens="
+                    f"{self.settings.max_new_tokens}"
+                )
+        self.inputs = inputs.to(self.model.device)
+        self.methods, self.seeds, self.streams = methods, seeds, streams
+        self.stop_ids = stop_token_ids(self.model)
+        self.runner = runner_for(self)
+        # the last run's recorder (transformers only: vLLM runs no processor)
+        self._excess: ExcessRecorder | None = None
+
+    def processors(self) -> LogitsProcessorList:
+        processors = LogitsProcessorList()
+        self._excess = ExcessRecorder() if self.record_excess else None
+        if self._excess is not None:
+            processors.append(self._excess.raw)
+        if len(self.groups) > len(self.rows):
+            processors.append(EnsembleLogitsProcessor(self.groups))
+        processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams,
+                                                sampler=self.sampler, observer=self.observer))
+        if self._excess is not None:
+            processors.append(self._excess.chosen)
+        return processors
+
+    @torch.inference_mode()
+    def run(self, stop: threading.Event | None = None) -> torch.Tensor:
+        """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
+
+        Setting ``stop`` ends generation after the current step (a cancelled stream).
+        """
+        return self.runner.run(stop)
+
+    def complete(self, stop: threading.Event | None = None) -> torch.Tensor:
+        """``run`` to the end; ``Cancelled`` when ``stop`` was set before it (nothing partial is returned)."""
+        tokens = self.run(stop=stop)
+        if stop is not None and stop.is_set():
+            raise Cancelled("stopped on request before the end")
+        return tokens
+
+    def until_stop(self, ids: list[int]) -> tuple[list[int], bool]:
+        """The ids before the first stop token, and whether there was one (a row's response as ``decode`` reads it)."""
+        for i, token in enumerate(ids):
+            if token in self.stop_ids:
+                return ids[:i], True
+        return ids, False
+
+    def decode(self, new_tokens: torch.Tensor) -> list[dict]:
+        """Per row: raw text, stripped response, number of tokens, the token ids themselves (before the stop
+        token; text does not always read back as the same tokens) and whether it ended with a stop token; with
+        ``record_excess``, also "excess": the mean excess surprise of those tokens (NaN where the engine ran no
+        processor: vLLM)."""
+        results = []
+        tokenizer: Any = self.model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
+        for index in self.main:
+            ids, finished = self.until_stop(new_tokens[index].tolist())
+            raw = tokenizer.decode(ids, skip_special_tokens=True)
+            results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
+                            "token_ids": ids, "finished": finished})
+        if self.record_excess:
+            lengths = [0] * len(self.groups)
+            for index, result in zip(self.main, results, strict=True):
+                lengths[index] = result["n_tokens"]
+            means = self._excess.means(lengths) if self._excess is not None else [math.nan] * len(lengths)
+            for index, result in zip(self.main, results, strict=True):
+                result["excess"] = means[index]
+        return results
+
+    def stream(self, stop: threading.Event | None = None) -> Iterator[list[dict]]:
+        """Decoded rows after every step (as ``decode``); the last item is the finished batch.
+
+        Each step decodes only the new tokens of each row (``IncrementalText``), so streaming
+        costs the same per token however long the responses grow. Closing the iterator early
+        (a consumer that stops reading) stops the runner after the current step, so no
+        generation outlives its stream. Setting ``stop`` (from any thread) stops it too, even
+        during the prompts' prefill, with ``Cancelled`` instead of the finished batch.
+        """
+        partial, token_ids = _PartialRows(self), []
+        with closing(self.runner.steps(stop)) as steps:
+            for token_ids in steps:
+                yield partial.update(token_ids)
+        if stop is not None and stop.is_set():
+            raise Cancelled("stopped on request before the end")
+        yield self.decode(padded(token_ids, self.stop_ids[0]))
+
+
+class _PartialRows:
+    """The streamed rows of a batch: each response's text so far, up to its first stop token."""
+
+    def __init__(self, batch: Batch):
+        self.stop_ids, self.main = batch.stop_ids, batch.main
+        self.texts = [IncrementalText(batch.model.tokenizer) for _ in batch.main]
+        self.ended = [False] * len(batch.main)
+        self.seen = [0] * len(batch.main)  # tokens of each row read so far
+
+    def update(self, token_ids: Sequence[Sequence[int]]) -> list[dict]:
+        """The rows after a step, given every text's token ids so far (only the new ones are read)."""
+        for row, index in enumerate(self.main):
+            ids = token_ids[index]
+            for token in ids[self.seen[row] :]:
+                self.ended[row] = self.ended[row] or token in self.stop_ids
+                if not self.ended[row]:
+                    self.texts[row].append(token)
+            self.seen[row] = len(ids)
+        return self.rows()
+
+    def rows(self) -> list[dict]:
+        return [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
+                 "token_ids": list(t.ids), "finished": e} for t, e in zip(self.texts, self.ended, strict=True)]
+
+
+class IncrementalText:
+    """Text of a growing token sequence, decoding only a few tokens per step.
+
+    Decodes the tokens since the previous step together with the ones before them (so a
+    tokenizer that drops a word's leading space at the start of a text, or a character
+    split over several byte tokens, decodes as it would in the whole text) and appends the
+    difference; an unfinished character (U+FFFD) waits for its next byte.
+
+    >>> from types import SimpleNamespace
+    >>> words = SimpleNamespace(decode=lambda ids, skip_special_tokens: " ".join(map(str, ids)))
+    >>> text = IncrementalText(words)
+    >>> for token in (1, 22, 333):
+    ...     text.append(token)
+    >>> text.text
+    '1 22 333'
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer, self.ids, self.text = tokenizer, [], ""
+        self._prefix_offset = self._read_offset = 0
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.ids)
+
+    def append(self, token: int) -> None:
+        self.ids.append(token)
+        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+        before = decode(self.ids[self._prefix_offset : self._read_offset])
+        after = decode(self.ids[self._prefix_offset :])
+        if len(after) > len(before) and not after.endswith("\ufffd"):
+            self.text += after[len(before) :]
+            self._prefix_offset, self._read_offset = self._read_offset, len(self.ids)

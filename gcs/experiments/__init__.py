@@ -1,0 +1,14 @@
+"""Many runs at once, and what they leave behind.
+
+- ``sweeps``: methods x temperatures x seeds over paraphrase sets (``gcs.sweep``), a comparison's report;
+- ``rounds``: seeds in rounds until the sequential verdict is reached (``gcs.compare_rounds``);
+- ``style``: how a response is written (classifiers, an LLM judge) and its consistency;
+- ``figures``: the plotly figures of the app and the docs;
+- ``data``: paraphrase sets (JSONL, CSV, built in); ``results``: a crash-safe, resumable results CSV;
+  ``export``: CSV cells that cannot become spreadsheet formulas."""
+
+from gcs.runtime.lazy import submodule
+
+
+def __getattr__(name: str):
+    return submodule(__name__, name)

@@ -1,0 +1,217 @@
+"""Plotly figures of the dashboard and the CLI reports (plotly is imported only here).
+
+- ``consistency_figure``: consistency vs temperature per method (the paper's Fig. 2);
+- ``style_figure``: p_repeat per style dimension and method (Table 2);
+- ``similarity_heatmap``: one method's pairwise similarities between responses;
+- ``paired_figure``: per-seed differences from IS with the mean and its 95 % interval;
+- ``race_figure``: one step of ``gcs.trace`` (probabilities and arrival times; ``race_scale``: one scale for
+  several rows' races);
+- ``coupling_figure`` / ``recycling_figure``: the coupling explorer (Theorem 1, Theorem 2).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from gcs.checks import METHOD_NAMES
+from gcs.experiments.sweeps import consistency_by_temperature
+from gcs.scoring.metrics import METRIC_NAMES, parse_metric
+
+METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
+
+
+def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
+    """Plotly figure: consistency vs temperature, one line per method (and ensembling), error bars =
+    standard error clustered by seed (one seed's groups share noise; the paper's Fig. 2)."""
+    metric = metric if metric is not None else frame["metric"].iloc[0]
+    summary = consistency_by_temperature(frame[frame["metric"] == metric])
+    figure = go.Figure()
+    for (method, ensemble), part in summary.groupby(["method", "ensemble"], sort=False):
+        name = METHOD_NAMES[method] + (" + ensembling" if ensemble else "")
+        figure.add_trace(
+            go.Scatter(
+                x=part["temperature"], y=part["mean"], name=name, mode="lines+markers",
+                error_y=dict(type="data", array=part["stderr"].fillna(0), visible=True),
+                line=dict(color=METHOD_COLORS.get(method), dash="dash" if ensemble else "solid"),
+            )
+        )
+    kind, model_name = parse_metric(metric)
+    label = METRIC_NAMES[kind] + (f" ({model_name})" if model_name else "")
+    figure.update_layout(
+        title=title or f"Consistency vs temperature ({label})",
+        xaxis_title="temperature", yaxis_title=f"mean pairwise {label} (± std.err clustered by seed)",
+        template="plotly_white", legend_title="sampler",
+    )
+    return figure
+
+
+def style_figure(consistency: pd.DataFrame, *, title: str = "Stylistic consistency (p_repeat)"):
+    """Plotly bar chart: p_repeat per dimension, one bar per method, error bars = std.err over seeds."""
+    figure = go.Figure()
+    for method, part in consistency.groupby("method", sort=False):
+        figure.add_trace(
+            go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method],
+                   marker_color=METHOD_COLORS.get(method), error_y=dict(type="data", array=part["stderr"].fillna(0)))
+        )
+    figure.update_layout(title=title, yaxis_title="p_repeat", yaxis_range=[0, 1], barmode="group",
+                         template="plotly_white")
+    return figure
+
+
+def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = "", zmin: float = 0.0):
+    """Pairwise similarity of one method's responses: rows and columns are paraphrases 1..n, their text on hover."""
+    n = len(labels)
+    numbers = [str(i + 1) for i in range(n)]
+    hover = [[f"{i + 1}: {labels[i]}<br>{j + 1}: {labels[j]}" for j in range(n)] for i in range(n)]
+    figure = go.Figure(
+        go.Heatmap(z=np.round(matrix, 3), x=numbers, y=numbers, zmin=zmin, zmax=1, colorscale="Blues",
+                   text=np.round(matrix, 2), texttemplate="%{text}", customdata=hover,
+                   hovertemplate="%{customdata}<br>similarity %{z}<extra></extra>")
+    )
+    figure.update_layout(title=title, template="plotly_white", height=360, margin=dict(l=40, r=10, t=50, b=40),
+                         yaxis_autorange="reversed", xaxis_title="paraphrase", yaxis_title="paraphrase",
+                         xaxis_type="category", yaxis_type="category")
+    return figure
+
+
+def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str = "e5", baseline: str = "is"):
+    """Per seed, each method's consistency minus the baseline's (dots), and the mean with its 95 % interval.
+
+    ``per_seed`` and ``summary`` are a ``CompareReport``'s; differences are shown in points (x100).
+    """
+    figure = go.Figure()
+    base = per_seed[per_seed["method"] == baseline].set_index("seed")[metric]
+    for method in [m for m in METHOD_NAMES if m != baseline and m in set(per_seed["method"])]:
+        mine = per_seed[per_seed["method"] == method].set_index("seed")[metric]
+        paired = (mine - base).dropna()
+        label = f"{METHOD_NAMES[method]} − {METHOD_NAMES[baseline]}"
+        figure.add_trace(go.Scatter(x=[label] * len(paired), y=100 * paired.to_numpy(), mode="markers",
+                                    name=f"{label}, per seed",
+                                    marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
+                                    customdata=paired.index.to_numpy(),
+                                    hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
+        row = summary[(summary["method"] == method) & (summary["metric"] == metric)].iloc[0]
+        if len(paired) > 1:
+            figure.add_trace(go.Scatter(
+                x=[label], y=[100 * row["diff"]], mode="markers", name=f"{label}, mean ± 95 % CI",
+                marker=dict(color=METHOD_COLORS[method], symbol="diamond", size=14, line=dict(width=1, color="black")),
+                error_y=dict(type="data", symmetric=False, array=[100 * (row["diff_high"] - row["diff"])],
+                             arrayminus=[100 * (row["diff"] - row["diff_low"])], thickness=2, width=12),
+                hovertemplate="mean %{y:+.1f} points<extra></extra>"))
+    figure.add_hline(y=0, line=dict(color="#555", dash="dot"))
+    kind, _ = parse_metric(metric)
+    figure.update_layout(title=f"Paired by seed: {METRIC_NAMES[kind]} consistency minus {METHOD_NAMES[baseline]}'s",
+                         yaxis_title="difference (points, x100)", template="plotly_white", height=380,
+                         showlegend=False, margin=dict(l=50, r=10, t=50, b=40))
+    return figure
+
+
+def race_scale(steps) -> dict:
+    """One scale for several rows' races (``race_figure(step, **race_scale(steps))``): the largest probability and
+    the range of finite arrival times over all their candidates, so side-by-side panels compare at a glance."""
+    candidates = [c for step in steps for c in step.candidates]
+    arrivals = [c.arrival for c in candidates if c.arrival is not None and 0 < c.arrival < np.inf]
+    return {"probability_max": max((c.probability for c in candidates), default=1.0),
+            "arrival_range": (min(arrivals), max(arrivals)) if arrivals else None}
+
+
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_ticks(low: float, high: float) -> tuple[list[float], list[str]]:
+    """Tick values and labels for a log axis from ``low`` to ``high``: powers of ten only, written plainly.
+
+    >>> power_ticks(0.3, 250)
+    ([0.1, 1.0, 10.0, 100.0, 1000.0], ['0.1', '1', '10', '100', '1000'])
+    """
+    first, last = int(np.floor(np.log10(low))), int(np.ceil(np.log10(high)))
+    values = [10.0**k for k in range(first, last + 1)]
+    labels = [f"{10.0**k:g}" if -3 <= k <= 4 else f"10{str(k).translate(SUPERSCRIPTS)}" for k in range(first, last + 1)]
+    return values, labels
+
+
+def race_figure(step, *, title: str = "", probability_max: float | None = None,
+                arrival_range: tuple[float, float] | None = None):
+    """One row's step of a ``gcs.trace``: each candidate's probability p and, in a race, its arrival time E/p.
+
+    The winner (the first arrival, or IS's inverse-CDF pick) is red; the hover shows each candidate's clock E,
+    its Gumbel form g = -log E and, with GCSwR, the clock after the race. ``probability_max`` and
+    ``arrival_range`` fix the axes (``race_scale`` gives one scale for several rows); the arrival axis is
+    logarithmic with a tick at each power of ten. Token text is shown as text (escaped).
+    """
+    from plotly.subplots import make_subplots
+
+    candidates = step.candidates
+    names = [f"{i + 1}. {html.escape(repr(c.text), quote=False)}" for i, c in enumerate(candidates)]
+    colors = [METHOD_COLORS["gcswr"] if c.token_id == step.winner else "#9ecae1" for c in candidates]
+    hover = [f"p = {c.probability:.4f}" + ("" if c.noise is None else
+                                           f"<br>clock E = {c.noise:.4g} (g = −log E = {c.gumbel:+.3f})"
+                                           f"<br>arrival E/p = {c.arrival:.4g}")
+             + ("" if c.noise_after is None else f"<br>clock after the race: E = {c.noise_after:.4g}")
+             for c in candidates]
+    race = step.uniform is None
+    figure = make_subplots(rows=1, cols=2 if race else 1, shared_yaxes=True, horizontal_spacing=0.04,
+                           subplot_titles=("probability p", "arrival E/p (log scale): first arrival wins") if race
+                           else ("probability p",))
+    figure.add_trace(go.Bar(y=names, x=[c.probability for c in candidates], orientation="h", marker_color=colors,
+                            hovertext=hover, hoverinfo="text"), row=1, col=1)
+    top = probability_max if probability_max is not None else max(c.probability for c in candidates)
+    figure.update_xaxes(range=[0, 1.05 * top], row=1, col=1)
+    if race:
+        arrivals = [c.arrival if np.isfinite(c.arrival) else None for c in candidates]
+        figure.add_trace(go.Bar(y=names, x=arrivals, orientation="h", marker_color=colors, hovertext=hover,
+                                hoverinfo="text"), row=1, col=2)
+        low, high = arrival_range or race_scale([step])["arrival_range"] or (0.1, 10.0)
+        values, labels = power_ticks(low, high)
+        figure.update_xaxes(type="log", range=[np.log10(values[0]), np.log10(values[-1])], tickvals=values,
+                            ticktext=labels, row=1, col=2)
+    figure.update_yaxes(autorange="reversed")
+    figure.update_layout(title=title, template="plotly_white", height=70 + 24 * len(candidates), showlegend=False,
+                         margin=dict(l=10, r=10, t=60, b=30))
+    return figure
+
+
+def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws as q moves away from p",
+                    blended: bool = False):
+    """Theorem 1 and independent sampling (lines) with Monte Carlo estimates (points, ± 2 std.err).
+
+    ``blended``: the curve blends p into a given q (``coupling_curve(p, q)``), so the axis is the blend weight
+    ``w = ε / max ε`` (0 = p, 1 = q) rather than ε.
+    """
+    if blended:
+        largest = curve["epsilon"].max()
+        curve = curve.assign(epsilon=curve["epsilon"] / largest if largest > 0 else 1.0)
+    figure = go.Figure()
+    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["theorem1"], name="shared noise: Theorem 1",
+                                mode="lines", line=dict(color=METHOD_COLORS["gcs"])))
+    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["monte_carlo_shared"], name="shared noise: Monte Carlo",
+                                mode="markers", marker=dict(color=METHOD_COLORS["gcs"]),
+                                error_y=dict(type="data", array=2 * curve["stderr_shared"])))
+    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["independent"], name="independent: Σ p·q",
+                                mode="lines", line=dict(color=METHOD_COLORS["is"])))
+    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["monte_carlo_independent"], name="independent: Monte Carlo",
+                                mode="markers", marker=dict(color=METHOD_COLORS["is"], symbol="square"),
+                                error_y=dict(type="data", array=2 * curve["stderr_independent"])))
+    x_title = ("blend weight w: q_w = (1 − w)·p + w·q (0 = p, 1 = your q)" if blended
+               else "ε: q = softmax(log p + ε·z) for a fixed random direction z")
+    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title="P(same category)",
+                         yaxis_range=[0, 1.02], template="plotly_white")
+    return figure
+
+
+def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many steps vs the target distribution"):
+    """Target probabilities next to GCSwR's token frequencies (and, for contrast, naive noise reuse)."""
+    figure = go.Figure()
+    labels = [str(t) for t in histogram["token"]]
+    figure.add_trace(go.Bar(x=labels, y=histogram["target"], name="target p", marker_color="#2ca02c"))
+    figure.add_trace(go.Bar(x=labels, y=histogram["gcswr"], name="GCSwR (recycled noise)",
+                            marker_color=METHOD_COLORS["gcswr"]))
+    figure.add_trace(go.Bar(x=labels, y=histogram["reuse"], name="same noise, no recycling",
+                            marker_color="#bcbd22", opacity=0.6))
+    figure.update_layout(title=title, xaxis_title="token", yaxis_title="frequency", barmode="group",
+                         template="plotly_white")
+    return figure

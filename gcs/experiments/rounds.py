@@ -1,0 +1,175 @@
+"""The side by side in rounds: seeds run a round at a time, each round is scored and the sequential verdict looks
+again, and the run stops as soon as every comparison is decided (``gcs.stats.sequential``).
+
+    for round_report in gcs.compare_rounds(paraphrases, max_seeds=16):
+        print(round_report.seeds, round_report.tests[["method", "metric", "status"]])
+    print(round_report.reason)     # the last round: why the run stopped ("every comparison decided after 8 seeds")
+    if round_report.more_seeds:    # ended undecided: continue the same sequence
+        *_, round_report = gcs.compare_rounds(paraphrases, resume=round_report)
+
+A round is one batch of its seeds. A seed's answers do not depend on the batch it ran in (``gcs.engines.invariance``, on
+by default on CPU), so every seed gets the answers a one-batch run of the same seeds gives. "More seeds" continues
+an undecided run (``resume=``) with the plan's extension looks, set aside before the first seed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
+from gcs.engines.models import Model, resolve_model
+from gcs.experiments.sweeps import CompareReport, combine_reports, compare_report
+from gcs.generation import compare_with
+from gcs.runtime.quoting import quoted
+from gcs.runtime.stage_timing import timed
+from gcs.scoring.surprise import frame_excess
+from gcs.settings import SamplingSettings
+from gcs.stats.sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
+
+BASELINE = "is"
+
+
+@dataclass(frozen=True)
+class RoundReport:
+    """A run after one round: ``frame`` (every answer so far, ``gcs.compare``'s columns), ``report`` (their scores),
+    ``tests`` (``gcs.sequential_tests`` at this look), the ``plan``, ``look`` (the index of this look in
+    ``plan.looks``), ``settings`` (the run's methods and seeds so far, its sampling), ``final`` and, on the final
+    report, ``reason`` (why the run stopped); ``model`` and ``engine`` ran it. ``excess``: the first round's answers'
+    excess surprise (``gcs.excess_surprise``, recorded as they were generated), the evidence ``gcs.verdict`` flags
+    degenerate answers by."""
+
+    frame: pd.DataFrame
+    report: CompareReport
+    tests: pd.DataFrame
+    plan: SequentialPlan
+    look: int
+    settings: SamplingSettings
+    final: bool
+    reason: str | None
+    model: Model
+    engine: str
+    excess: tuple[float, ...] = ()
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(self.settings.seeds)
+
+    @property
+    def more_seeds(self) -> bool:
+        """Whether "more seeds" can continue this run: it ended undecided, with extension looks left in its plan."""
+        return self.final and (self.tests["status"] == "undecided").any() and self.look < len(self.plan.looks) - 1
+
+
+def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str = METHODS, max_seeds: int = 16,
+                   rounds: Sequence[int] | None = None, confidence: float = 0.95,
+                   metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
+                   temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
+                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str = "transformers",
+                   futility: float = FUTILITY,
+                   report_metrics: Sequence[str] | None = None, resume: RoundReport | None = None,
+                   on_partial: Callable[[pd.DataFrame], None] | None = None,
+                   stop: threading.Event | None = None) -> Iterator[RoundReport]:
+    """The side by side of ``methods`` on ``paraphrases`` with seeds ``seed``, ``seed + 1``, ..., a round at a time
+    (``rounds``: seeds per round, default 4, 12), up to ``max_seeds``; yields a ``RoundReport`` after each round.
+    ``confidence`` and ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early
+    for futility). ``report_metrics``: what each report scores (default ``metrics``; the tests use ``metrics``, which
+    must be among them), e.g. Jaccard and MiniLM for a table beside the verdict.
+
+    The run stops when every comparison of a method with IS under each metric is decided (claimed, or within
+    noise for good) or at ``max_seeds``; the last report says which (``reason``). ``resume``: an undecided final
+    report to continue with "more seeds" (the plan's extension looks; every other argument is taken from it).
+    ``on_partial(frame)`` receives the first round's answers as they grow, token by token (the first answers on
+    screen); later rounds land whole. ``stop`` ends the run after its current token with ``gcs.Cancelled``.
+    """
+    if resume is not None:
+        yield from _continue(resume, on_partial, stop)
+        return
+    paraphrases = check_texts(paraphrases, "paraphrases")
+    if len(paraphrases) < 2:
+        raise ValueError(f"a run in rounds scores how alike the answers to paraphrases are: it needs at least 2, "
+                         f"got {len(paraphrases)}")
+    methods = check_methods(methods)
+    if BASELINE not in methods or len(methods) < 2:
+        raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")
+    max_seeds = check_count(max_seeds, "max_seeds", 1, 1024)
+    seed = check_seed(seed)
+    if seed + max_seeds - 1 > MAX_SEED:
+        raise ValueError(f"seed {seed} with {max_seeds} seeds runs past the largest seed (2^63 - 1)")
+    if not 0 <= futility < 1:
+        raise ValueError(f"futility must be in [0, 1), got {quoted(futility)}")
+    scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))
+    if report_metrics is not None and not set(metrics) <= set(report_metrics):
+        raise ValueError(f"the tested metrics {list(metrics)} must be among report_metrics {list(report_metrics)}")
+    plan = sequential_plan(max_seeds, rounds=rounds, confidence=confidence,
+                           comparisons=(len(methods) - 1) * len(metrics), futility=futility)
+    settings = SamplingSettings(methods, (seed,), temperature, top_k, top_p, max_new_tokens)
+    state = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, seed, scored)
+    yield from state.rounds(0, on_partial, stop)
+
+
+def _continue(report: RoundReport, on_partial, stop) -> Iterator[RoundReport]:
+    if not report.more_seeds:
+        raise ValueError("only an undecided final report can take more seeds (its plan's extension looks are "
+                         "left, and some comparison is undecided)")
+    extended = report.plan.extended()
+    run = _Run(list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"])), report.model,
+               report.settings, extended, tuple(report.tests["metric"].unique()), report.engine, report.seeds[0],
+               tuple(report.report.summary["metric"].unique()))
+    run.frame, run.report, run.excess = report.frame, report.report, report.excess
+    yield from run.rounds(report.look + 1, on_partial, stop)
+
+
+@dataclass
+class _Run:
+    """One run's fixed parts, and its answers and scores so far."""
+
+    paraphrases: list[str]
+    model: Model
+    settings: SamplingSettings
+    plan: SequentialPlan
+    metrics: tuple[str, ...]
+    engine: str
+    first_seed: int
+    scored: tuple[str, ...]
+    frame: pd.DataFrame | None = None
+    report: CompareReport | None = None
+    excess: tuple[float, ...] = ()
+
+    def rounds(self, look: int, on_partial, stop) -> Iterator[RoundReport]:
+        for k in range(look, self.plan.maximum + 1):
+            done = 0 if k == 0 else self.plan.looks[k - 1]
+            seeds = [self.first_seed + i for i in range(done, self.plan.looks[k])]
+            with timed("generate", round=k + 1, seeds=len(seeds), rows=len(seeds) * len(self.settings.methods)
+                       * len(self.paraphrases)):
+                frame = self._answer(seeds, on_partial if k == 0 else None, stop)
+            if not self.excess:
+                self.excess = frame_excess(frame, self.model)
+                frame = frame.drop(columns="excess_surprise")
+            part = compare_report(frame, metrics=self.scored, tokenizer=self.model.tokenizer)
+            self.frame = frame if self.frame is None else pd.concat([self.frame, frame], ignore_index=True)
+            self.report = part if self.report is None else combine_reports([self.report, part])
+            tests = sequential_tests(self.report.scores, plan=self.plan, baseline=BASELINE, metrics=self.metrics)
+            open_ = tests["status"].isin(["open", "undecided"]).any()  # undecided: open at the run's last look
+            final = not open_ or k == self.plan.maximum
+            reason = None if not final else (
+                f"every comparison decided after {self.plan.looks[k]} seeds" if not open_ else
+                f"the maximum of {self.plan.looks[k]} seeds reached")
+            settings = self.settings.replace(seeds=[self.first_seed + i for i in range(self.plan.looks[k])])
+            yield RoundReport(self.frame, self.report, tests, self.plan, k, settings, final, reason, self.model,
+                              self.engine, self.excess)
+            if final:
+                return
+
+    def _answer(self, seeds: list[int], on_partial, stop) -> pd.DataFrame:
+        """The answers of ``seeds``, with their excess surprise in the first round (recorded as they are drawn)."""
+        frames = compare_with(self.paraphrases, self.settings.replace(seeds=seeds), self.model, engine=self.engine,
+                              streaming=on_partial is not None, stop=stop, record_excess=not self.excess)
+        frame = None
+        for frame in frames:
+            if on_partial is not None:
+                on_partial(frame)
+        return frame

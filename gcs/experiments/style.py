@@ -1,0 +1,305 @@
+"""Stylistic consistency (section 6.3, Table 2): p_repeat per style dimension, IS vs GCSwR.
+
+For each seed (one Gumbel latent vector) the model answers every question of a set;
+each response gets a label per classifier ("python", "numbered", True, ...). For each
+dimension "classifier = label", p_repeat is the probability that two responses drawn
+with one seed to two different questions agree on it, estimated without bias per seed
+(``gcs.p_repeat``, appendix C) and averaged over seeds. Under IS the seed only names an
+independent stream, so p_repeat = p^2 + (1-p)^2; shared noise raises it.
+
+Rule-based classifiers decide what rules can (``RULE_CLASSIFIERS``):
+
+    >>> code_language("Here you go:\\n```python\\nprint('hi')\\n```")
+    'python'
+    >>> list_style("1. Paris\\n2. Rome\\n3. Oslo")
+    'numbered'
+    >>> is_terse("Paris, Rome, Oslo, Madrid and Lisbon.")
+    True
+
+Anything else plugs in as a ``Classifier``: a name and a function from (question,
+response) to a label. ``LLMJudge`` is one, asking a language model the appendix G
+prompts and reading its answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
+
+import pandas as pd
+
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, check_methods, check_seeds
+from gcs.engines.batch import Row, check_plain_text
+from gcs.engines.batching import run_batches
+from gcs.engines.models import Model, resolve_model
+from gcs.experiments.data import Group, as_groups
+from gcs.generation import generate
+from gcs.runtime.quoting import quoted
+from gcs.sampling.theory import p_repeat
+from gcs.settings import SamplingSettings
+from gcs.stats.intervals import standard_error
+
+TERSE_WORDS = 40  # a response of fewer words is terse: a list of five names fits, an explanation does not
+STYLE_KEYS = ("question", "method", "seed")
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
+_LANGUAGE_ALIASES = {
+    "py": "python", "python3": "python", "js": "javascript", "node": "javascript", "ts": "typescript",
+    "cpp": "c++", "cc": "c++", "cxx": "c++", "c#": "csharp", "cs": "csharp", "sh": "bash", "shell": "bash",
+    "rb": "ruby", "golang": "go", "rs": "rust",
+}
+# Distinctive markers, checked in order, for code blocks without a language tag.
+_LANGUAGE_MARKERS = [
+    ("c++", r"#include\s*<|std::|cout\s*<<"),
+    ("java", r"public\s+static\s+void\s+main|System\.out\.print|public\s+class\s"),
+    ("csharp", r"Console\.Write|using\s+System;"),
+    ("javascript", r"console\.log|\bfunction\s+\w+\s*\(|=>|\b(?:const|let|var)\s+\w+\s*="),
+    ("go", r"\bfunc\s+\w+\s*\(|fmt\.Print"),
+    ("rust", r"\bfn\s+\w+\s*\(|println!"),
+    ("python", r"^\s*def\s+\w+\s*\(.*\)\s*:|^\s*import\s+\w+|\bprint\s*\(|^\s*for\s+\w+\s+in\s+.*:"),
+    ("c", r"\bprintf\s*\(|\bint\s+main\s*\("),
+]
+_COMMENT = {
+    "python": r"(^|\s)#(?!!)|\"\"\"|'''",
+    "bash": r"(^|\s)#(?!!)",
+    "ruby": r"(^|\s)#",
+}
+_C_STYLE_COMMENT = r"//|/\*"
+
+
+def code_blocks(response: str) -> list[tuple[str, str]]:
+    """The fenced code blocks of a response as (language tag, code); an unclosed fence runs to the end."""
+    return [(tag.lower(), code) for tag, code in _FENCE.findall(response)]
+
+
+def has_code_block(response: str) -> bool:
+    """Contains a fenced (```) code block."""
+    return bool(code_blocks(response))
+
+
+def _language_of(tag: str, code: str) -> str:
+    if tag:
+        return _LANGUAGE_ALIASES.get(tag, tag)
+    for language, pattern in _LANGUAGE_MARKERS:
+        if re.search(pattern, code, re.M):
+            return language
+    return "unknown"
+
+
+def code_language(response: str) -> str:
+    """Language of the first code block (its fence tag, else distinctive syntax); "none" without code."""
+    blocks = code_blocks(response)
+    return _language_of(*blocks[0]) if blocks else "none"
+
+
+def starts_with_code(response: str) -> bool:
+    """The response opens with a code block, not with prose."""
+    return response.lstrip().startswith("```")
+
+
+def code_has_comments(response: str) -> bool:
+    """Some code block contains a comment in its language's syntax (False without code)."""
+    for tag, code in code_blocks(response):
+        language = _language_of(tag, code)
+        pattern = _COMMENT.get(language, _C_STYLE_COMMENT if language != "unknown" else rf"{_C_STYLE_COMMENT}|(^|\s)#")
+        if re.search(pattern, code, re.M):
+            return True
+    return False
+
+
+def list_style(response: str) -> str:
+    """How items are separated: "numbered" (1. / 1)), "lettered" (a. / a)), "bulleted" (- * •) or "none".
+
+    Two or more item lines of one kind are needed to count as a list.
+    """
+    counts = {
+        "numbered": len(re.findall(r"^\s*\d+[.)]\s+\S", response, re.M)),
+        "lettered": len(re.findall(r"^\s*[a-zA-Z][.)]\s+\S", response, re.M)),
+        "bulleted": len(re.findall(r"^\s*[-*•+]\s+\S", response, re.M)),
+    }
+    kind, count = max(counts.items(), key=lambda item: item[1])
+    return kind if count >= 2 else "none"
+
+
+def is_terse(response: str) -> bool:
+    """Fewer than ``TERSE_WORDS`` (40) words."""
+    return len(response.split()) < TERSE_WORDS
+
+
+class Classifier:
+    """A style dimension: ``name`` and ``label(question, response) -> label`` (str or bool)."""
+
+    def __init__(self, name: str, label: Callable[[str, str], object]):
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("a classifier needs a non-empty name")
+        if not callable(label):
+            raise ValueError(f"classifier {quoted(name)}: label must be a function (question, response) -> label")
+        self.name, self.label = name.strip(), label
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list:
+        return [self.label(q, r) for q, r in zip(questions, responses, strict=True)]
+
+
+def _rule(function: Callable[[str], object]) -> Classifier:
+    return Classifier(function.__name__, lambda question, response: function(response))
+
+
+RULE_CLASSIFIERS = {
+    c.name: c
+    for c in map(_rule, (has_code_block, code_language, starts_with_code, code_has_comments, list_style, is_terse))
+}
+STYLE_SETS = {"coding": ("has_code_block", "code_language", "starts_with_code", "code_has_comments"),
+              "lists": ("list_style", "is_terse")}
+
+
+class LLMJudge(Classifier):
+    """Ask a language model (greedy) a zero-shot question about each response; the label is
+    the first of ``choices`` found in its answer, else "unparsed". ``prompt`` has
+    ``{response}`` (and optionally ``{question}``) placeholders; appendix G has the paper's.
+
+    Labels come from one batched ``generate`` per ``labels`` call.
+    """
+
+    def __init__(self, name: str, prompt: str, choices: Sequence[str], model: Model | str | None = None,
+                 max_new_tokens: int = 8):
+        if "{response}" not in prompt:
+            raise ValueError("an LLMJudge prompt needs a {response} placeholder")
+        if not choices or any(not isinstance(c, str) or not c.strip() for c in choices):
+            raise ValueError("LLMJudge choices must be non-empty strings")
+        # Longer choices first, so "not terse" is not read as "terse".
+        self.choices = sorted((c.strip().lower() for c in choices), key=len, reverse=True)
+        self.prompt, self.model, self.max_new_tokens = prompt, model, max_new_tokens
+        super().__init__(name, self._label_one)
+
+    def _parse(self, answer: str) -> str:
+        answer = answer.lower()
+        found = [(answer.find(choice), -len(choice), choice) for choice in self.choices if choice in answer]
+        return min(found)[2] if found else "unparsed"
+
+    def _label_one(self, question: str, response: str) -> str:
+        return self.labels([question], [response])[0]
+
+    def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list[str]:
+        prompts = [self.prompt.format(question=q, response=r) for q, r in zip(questions, responses, strict=True)]
+        answers = generate(prompts, temperature=0, max_new_tokens=self.max_new_tokens, model=self.model)
+        return [self._parse(answer) for answer in answers]
+
+
+def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Classifier]:
+    """Classifier objects from objects or rule names ("list_style", ...; comma-separated accepted)."""
+    classifiers = classifiers.split(",") if isinstance(classifiers, str) else list(classifiers)
+    if not classifiers:
+        raise ValueError("classifiers must not be empty")
+    result = []
+    for classifier in classifiers:
+        if isinstance(classifier, str):
+            if classifier.strip() not in RULE_CLASSIFIERS:
+                raise ValueError(f"unknown classifier {quoted(classifier)}: expected one of "
+                                 f"{', '.join(RULE_CLASSIFIERS)}")
+            classifier = RULE_CLASSIFIERS[classifier.strip()]
+        if not isinstance(classifier, Classifier):
+            raise ValueError(f"a classifier must be a gcs.Classifier or a rule name, got {type(classifier).__name__}")
+        result.append(classifier)
+    return result
+
+
+def style_responses(
+    questions: Sequence[Group] | Sequence[str],
+    *, methods: Sequence[str] = ("is", "gcswr"),
+    seeds: int | Iterable[int] = 20,
+    temperature: float = 1.0,
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+    model: Model | str | None = None,
+    batch_rows: int | None = None,
+    skip: Iterable[tuple] = (),
+    on_results: Callable[[pd.DataFrame], None] | None = None,
+    show_progress: bool = False,
+    engine: str = "transformers",
+) -> pd.DataFrame:
+    """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
+
+    Each question is the first prompt of its group. All questions answered with one seed
+    share its noise (gcs/gcswr). ``skip`` holds (question, method, seed) keys already done;
+    ``on_results`` receives each finished batch; ``batch_rows`` defaults to the automatic size.
+    ``engine``: "transformers" or "vllm" (``gcs.vllm.plugin``).
+    """
+    if questions and all(isinstance(q, str) for q in questions):
+        questions = [Group(str(i), (cast(str, q),)) for i, q in enumerate(questions)]  # all strings, as checked
+    questions = as_groups(questions)
+    settings = SamplingSettings(check_methods(methods), check_seeds(seeds), temperature,
+                                max_new_tokens=max_new_tokens)
+    model = resolve_model(model)
+    check_plain_text([question.prompts[0] for question in questions], model, "questions")
+    skip = {tuple(key) for key in skip}
+    todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in skip]
+    columns = [*STYLE_KEYS, "prompt", "response"]
+    frames = []
+
+    def rows_of(unit: Any) -> list[Row]:  # a unit is (question, method, seed); run_batches types it object
+        return [Row(unit[0].prompts[0], unit[1], unit[2])]
+
+    for chunk, decoded in run_batches(todo, rows_of, lambda unit: settings, model, batch_rows,
+                                      show_progress=show_progress, description="style", engine=engine):
+        frame = pd.DataFrame.from_records(
+            [{"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
+             for (q, m, s), (row,) in zip(chunk, decoded, strict=True)],
+            columns=columns,
+        )
+        frames.append(frame)
+        if on_results is not None:
+            on_results(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=columns)
+
+
+def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
+    """``responses`` with one label column per classifier."""
+    labelled = responses.copy()
+    for classifier in check_classifiers(classifiers):
+        labelled[classifier.name] = classifier.labels(list(labelled["prompt"]), list(labelled["response"]))
+    return labelled
+
+
+def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
+    """p_repeat per (dimension, method): mean ± std.err over seeds of the per-seed unbiased estimate.
+
+    A multi-valued classifier gives one binary dimension per label seen ("code_language =
+    python"); a boolean one gives a single dimension. Seeds with fewer than two questions
+    answered are left out (the estimator needs two).
+    """
+    records = []
+    for classifier in check_classifiers(classifiers):
+        values = labelled[classifier.name]
+        boolean = values.map(lambda v: isinstance(v, bool)).all()
+        levels = [True] if boolean else sorted(values.astype(str).unique())
+        for level in levels:
+            dimension = classifier.name if boolean else f"{classifier.name} = {level}"
+            hits = values.astype(bool) if boolean else values.astype(str) == level
+            for method, part in labelled.assign(hit=hits).groupby("method", sort=False):
+                per_seed = [p_repeat(g["hit"].tolist()) for _, g in part.groupby("seed") if len(g) >= 2]
+                series = pd.Series(per_seed, dtype=float)
+                records.append(
+                    {
+                        "dimension": dimension,
+                        "method": method,
+                        "p_repeat": series.mean(),
+                        "stderr": standard_error(series),
+                        "seeds": len(series),
+                    }
+                )
+    return pd.DataFrame.from_records(records, columns=["dimension", "method", "p_repeat", "stderr", "seeds"])
+
+
+def style_table(consistency: pd.DataFrame) -> pd.DataFrame:
+    """Table 2's layout: rows = style dimensions, columns = methods, "p_repeat ± std.err"."""
+    table = consistency.assign(
+        cell=[f"{p:.2f} ± {e:.2f}"
+              for p, e in zip(consistency["p_repeat"], consistency["stderr"].fillna(0), strict=True)]
+    ).pivot(index="dimension", columns="method", values="cell")
+    order = [m for m in ("is", "gcs", "gcswr") if m in table.columns]
+    table = table[order]
+    table.columns = [METHOD_NAMES[m] for m in order]
+    return table

@@ -1,0 +1,123 @@
+"""Counterfactual edits: what would the model have said had it written something else at one point?
+
+    gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons")
+    # -> 'Lemons are sour ...': the same luck as the response, with its first token changed
+
+The noise is drawn from its posterior given the response (``gcs.hindsight``), the response is
+replayed up to token ``at`` (as the model tokenizes it), the replacement is forced there, and the
+model goes on with the posterior noise. The forced step keeps the race: it runs as it did for the
+response (its winner, the original token, is the one whose noise is renewed and every other
+token keeps its recycled residual), and the forced token, when it is another one, renews its
+noise too (``gcs.Sampler.force``). Averaged over responses, that state is iid Exp(1) whatever was
+forced, so the continuation is an exact sample of the model given the edited prefix; with the
+original token as the replacement nothing changes and the response comes back.
+
+Under GCS later positions keep the response's posterior noise; under IS nothing is shared: the
+response's prefix and the replacement are forced and the rest is an ordinary IS sample.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, is_integer, quoted
+from gcs.engines.batch import Batch, Row, check_plain_text, prompt_stream
+from gcs.engines.models import Model, resolve_model
+from gcs.instrument.replay import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
+from gcs.sampling.samplers import make_sampler
+from gcs.settings import SamplingSettings
+
+
+def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> list[int]:
+    """The token ids to force: a token id, a list of them, or text (tokenized as it would follow earlier text)."""
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    vocab = len(tokenizer)
+    if is_integer(replacement):
+        replacement = [replacement]
+    if isinstance(replacement, str):
+        if not replacement:
+            raise ValueError("replacement must be non-empty text or token ids")
+        check_plain_text(replacement, model, "the replacement")
+        ids = tokenizer.encode(replacement, add_special_tokens=False)
+    elif isinstance(replacement, Sequence) and replacement and all(is_integer(i) for i in replacement):
+        ids = list(replacement)
+    else:
+        raise ValueError(f"replacement must be text, a token id or a list of token ids, got {quoted(replacement)}")
+    if not ids or any(not 0 <= i < vocab for i in ids):
+        raise ValueError(f"replacement token ids must be in [0, {vocab}), got {quoted(ids)}")
+    return refuse_end_of_turn(ids, model, "the replacement", "a response holds none inside it (a finished "
+                              "response's end is its last token, which can be replaced)")
+
+
+def counterfactual_with(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
+                        settings: SamplingSettings, finished: bool = True, model: Model | str | None = None,
+                        stop: threading.Event | None = None) -> str:
+    """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
+    method, seed = check_observation(prompt, settings, finished)
+    model = resolve_model(model)
+    check_plain_text(prompt, model, "prompt")
+    ids = response_ids(response, model)
+    if not is_integer(at) or not 0 <= at < len(ids) + finished:
+        raise ValueError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), "
+                         f"got {quoted(at)}")
+    forced = replacement_ids(replacement, model)
+    if at + len(forced) >= settings.max_new_tokens:
+        raise ValueError(f"max_new_tokens={settings.max_new_tokens} leaves no room after the replacement "
+                         f"(it ends at token {at + len(forced)})")
+    if method == "is":  # nothing shared: force the prefix too, then sample afresh
+        sampler = make_sampler("is", seed=seed, streams=[prompt_stream(prompt)])  # the row's own stream, as generate's
+        forced, at = [*ids[:at], *forced], 0
+    else:
+        sampler = observed_noise(prompt, ids, settings, finished, model, stop=stop).sampler()
+    for offset, token in enumerate(forced):
+        sampler.force(at + offset, [token])
+    batch = Batch([Row(prompt, method, seed)], model, settings, sampler=sampler)
+    tokens = batch.complete(stop)
+    if method != "is" and tokens[0, :at].tolist() != ids[:at]:  # the premise: the replay follows the response
+        raise RuntimeError("the replay parted from the response before the edit; please report this")
+    return batch.decode(tokens)[0]["response"]
+
+
+def counterfactual(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
+                   *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
+                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
+                   model: Model | str | None = None,
+                   stop: threading.Event | None = None) -> str:
+    """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
+
+    ``response`` is text or token ids as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its
+    tokens (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a finished response).
+    ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
+    ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
+    Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
+    Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
+    token with ``gcs.Cancelled``.
+
+    On the embedded model (what follows an edit depends on the machine's kernels; replacing a token by itself
+    does not):
+
+    >>> import gcs
+    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons",
+    ...                    seed=1).startswith("Lemons")
+    True
+    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
+    'Apples are sweet.'
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return counterfactual_with(prompt, response, at, replacement, settings, finished, model, stop)
+
+
+def response_tokens(response: Response, *, model: Model | str | None = None) -> list[str]:
+    """The response's tokens as the model reads them, or as given by their ids (what ``at`` indexes), as text pieces.
+
+    On the embedded model's tokenizer:
+
+    >>> import gcs
+    >>> gcs.response_tokens("Apples are sweet.")
+    ['App', 'les', ' are', ' sweet', '.']
+    """
+    model = resolve_model(model)
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    return [tokenizer.decode([i]) for i in response_ids(response, model)]

@@ -1,0 +1,294 @@
+"""Hindsight: what would the model have said to a paraphrase, with the same luck?
+
+    gcs.hindsight("Why is the sky blue?", "The sky looks blue because", ["What makes the sky blue?"])
+    # -> one answer per paraphrase, generated with noise drawn from its posterior given the response
+
+A response ``Y`` to prompt ``A`` says something about the noise that produced it. Hindsight
+samples the shared noise from its posterior given that ``A`` produced ``Y`` (``gcs.posterior``, from
+the teacher-forced probabilities of ``Y`` under ``A``), then answers each paraphrase ``B`` with that
+noise: a draw of what coupled sampling would have answered to ``B`` in a world where ``A`` got ``Y``.
+Under IS the responses' randomness is independent, so ``B``'s answer is independent of ``Y``.
+
+A finished response (``finished=True``, the default) is observed with its end: the model emitted
+one of its end-of-turn tokens right after ``Y``.
+
+The posterior is computed from the very logits generation uses: ``Y`` is teacher-forced through the
+same ``generate`` path, one row alone, as the replay then runs (``forced_logits``). A replay of ``A``
+with posterior noise therefore reproduces ``Y`` exactly, at any dtype and on any device (checked on
+every draw; ``hindsight_report`` shows it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_prompts, is_integer
+from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
+from gcs.engines.models import Model, resolve_model
+from gcs.instrument.conditioning import Posterior, posterior
+from gcs.runtime.quoting import quoted
+from gcs.sampling.samplers import Sampler
+from gcs.settings import SamplingSettings
+
+MAX_RESPONSE_TOKENS = 1024
+
+
+class _TeacherForcing(Sampler):
+    """Emits fixed responses, one per row, and keeps every step's warped logits (float32): the logits that
+    generation itself computes for those responses, step by step (``forced_logits``)."""
+
+    method = "forced"
+
+    def __init__(self, responses: Sequence[Sequence[int]]):
+        self.responses = [list(r) for r in responses]
+        self.logits: list[torch.Tensor] = []
+        super().__init__(seed=0)
+
+    def _start(self, seeds, streams, state=None):
+        if self.batch_size != len(self.responses):
+            raise ValueError(f"{len(self.responses)} responses to force but {self.batch_size} rows")
+
+    def _peek(self):
+        return torch.zeros(self.batch_size, dtype=torch.float32)
+
+    def _draw(self, logits, row_max, active):
+        step = int(self.steps.max())
+        self.logits.append(logits.clone())
+        self._advance(active)
+        return torch.tensor([r[min(step, len(r) - 1)] for r in self.responses], device=logits.device)
+
+
+Response = str | Sequence[int]  # text (tokenized as the model reads it) or the token ids themselves
+
+
+def response_ids(response: Response, model: Model) -> list[int]:
+    """The token ids of a response: text as the model tokenizes it, or token ids as given (a ``gcs.compare`` frame's
+    ``token_ids``: text does not always read back as the tokens that wrote it, see ``reads_back``); a ValueError
+    for what cannot be one.
+
+    >>> response_ids(" ", model=None)
+    Traceback (most recent call last):
+    ...
+    ValueError: response must be non-empty text or a list of token ids
+    """
+    tokenizer: Any  # a transformers tokenizer (gcs.Model types it as object), read once the text is checked
+    if isinstance(response, str):
+        if not response.strip():
+            raise ValueError("response must be non-empty text or a list of token ids")
+        check_plain_text(response, model, "the response")  # (ids are checked below for end-of-turn tokens alone)
+        tokenizer = model.tokenizer
+        ids = tokenizer.encode(response, add_special_tokens=False)
+    else:
+        tokenizer = model.tokenizer
+        ids = _checked_ids(response, len(tokenizer))
+    if len(ids) > MAX_RESPONSE_TOKENS:
+        raise ValueError(f"the response is {len(ids):,} tokens; at most {MAX_RESPONSE_TOKENS:,}")
+    return refuse_end_of_turn(ids, model, "the response", "give the text before it")
+
+
+def refuse_end_of_turn(ids: Sequence[int], model: Model, what: str, advice: str) -> list[int]:
+    """``ids`` if none is an end-of-turn token: a response holds none inside it (it ends there), whether observed
+    or written in by a counterfactual edit."""
+    ends = set(stop_token_ids(model))
+    inside = [i for i, token in enumerate(ids) if token in ends]
+    if inside:
+        tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+        raise ValueError(f"{what} holds an end-of-turn token at token {inside[0] + 1} "
+                         f"({tokenizer.convert_ids_to_tokens(ids[inside[0]])!r}): {advice}")
+    return list(ids)
+
+
+def _checked_ids(response, vocab: int) -> list[int]:
+    """Token ids given as a sequence (a list, a tuple, a 1-d tensor or array) of whole numbers in [0, ``vocab``)."""
+    if hasattr(response, "tolist") and not isinstance(response, (list, tuple)):
+        response = response.tolist()
+    if not isinstance(response, Sequence) or not response or not all(is_integer(i) for i in response):
+        raise ValueError("response must be non-empty text or a list of token ids")
+    ids = [int(i) for i in response]
+    outside = [i for i in ids if not 0 <= i < vocab]
+    if outside:
+        raise ValueError(f"response token ids must be in [0, {vocab}), got {quoted(outside[0])}")
+    return ids
+
+
+def reads_back(ids: Sequence[int], *, model: Model) -> bool:
+    """Whether the text of ``ids`` tokenizes back to ``ids``: not always (a "\n", "\n" pair reads back as one "\n\n"
+    token; half a character decodes to U+FFFD), and then only the ids observe that response exactly."""
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    text = tokenizer.decode(list(ids), skip_special_tokens=True)
+    return tokenizer.encode(text, add_special_tokens=False) == list(ids)
+
+
+def forced_logits(prompt: str, ids: Sequence[int], model: Model, settings: SamplingSettings, finished: bool,
+                  generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> torch.Tensor:
+    """The warped logits [1, n (+1 when finished), vocab] (float32) with which generation picks each token of
+    the response ``ids`` to ``prompt``, and the end after it: ``ids`` teacher-forced through ``Batch`` (one row,
+    the KV-cached ``generate`` path that the replay runs too), so they are the replay's logits to the bit."""
+    return forced_rows([(prompt, ids, finished)], model, settings, generate_kwargs, stop)[0][None]
+
+
+def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, settings: SamplingSettings,
+                generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> list[torch.Tensor]:
+    """``forced_logits`` of several (prompt, ids, finished) responses in one batch: [n (+1), vocab] each.
+
+    Each row's logits are those it gets alone only where the model computes rows apart
+    (``gcs.engines.invariance``, on by default on CPU); ``forced_logits`` runs one row, which holds everywhere.
+    """
+    end = stop_token_ids(model)[0]
+    forcing = _TeacherForcing([[*ids, end] if finished else ids for _, ids, finished in rows])
+    steps = [len(ids) + finished for _, ids, finished in rows]
+    batch = Batch([Row(prompt, settings.methods[0], settings.seeds[0]) for prompt, _, _ in rows], model,
+                  settings.replace(max_new_tokens=max(steps)), dict(generate_kwargs or {}), sampler=forcing)
+    batch.complete(stop)
+    if len(forcing.logits) != max(steps):
+        raise RuntimeError(f"teacher forcing stopped after {len(forcing.logits)} of {max(steps)} steps")
+    logits = torch.stack(forcing.logits, dim=1).cpu()  # [rows, steps, vocab]
+    return [logits[row, :n] for row, n in enumerate(steps)]
+
+
+@dataclass(frozen=True)
+class HindsightReport:
+    """``hindsight_report``'s answer. ``answers``: one per paraphrase. ``replay``: the prompt itself answered
+    with the same posterior noise (None under IS, whose answers are independent of the response): it
+    reproduces the response, end included when ``finished``; ``parted_at`` is None when it does, else the
+    index of the first token where it differs (it never should: the premise of hindsight). ``reads_back``: whether
+    the response's text tokenizes back to the observed tokens (False only for token ids that its text cannot give:
+    passed as text, such a response would be another observation)."""
+
+    answers: list[str]
+    method: str
+    finished: bool
+    response_tokens: list[str]
+    replay: str | None = None
+    replay_finished: bool | None = None
+    parted_at: int | None = None
+    reads_back: bool = True
+
+    @property
+    def replayed(self) -> bool | None:
+        """Whether the replay reproduced the response exactly (None under IS)."""
+        return None if self.replay is None else self.parted_at is None
+
+
+def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None:
+    """The first index where two token lists differ (a shorter list differs at its end), or None.
+
+    >>> _first_difference([1, 2, 3], [1, 2, 3]), _first_difference([1, 2, 3], [1, 5]), _first_difference([1], [1, 2])
+    (None, 1, 1)
+    """
+    for i, (a, b) in enumerate(zip(expected, got, strict=False)):  # up to the shorter list's end
+        if a != b:
+            return i
+    return None if len(expected) == len(got) else min(len(expected), len(got))
+
+
+def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -> tuple[str, int]:
+    """The method and seed of an observed response's settings, after checking what hindsight and counterfactuals
+    need: a prompt, ``finished`` a bool, one method and one seed, and a temperature above 0 (luck to share)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("prompt must be non-blank text")
+    if not isinstance(finished, bool):
+        raise ValueError(f"finished must be True or False, got {quoted(finished)}")
+    method_and_seed = settings.method_and_seed()
+    if settings.temperature == 0:
+        raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
+                         "above 0")
+    return method_and_seed
+
+
+def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, finished: bool,
+                   model: Model, generate_kwargs: dict | None = None, stop: threading.Event | None = None) -> Posterior:
+    """The posterior of the noise given that ``prompt`` got the response ``ids`` (then ended, when ``finished``)."""
+    logits = forced_logits(prompt, ids, model, settings, finished, generate_kwargs, stop)
+    ends = stop_token_ids(model) if finished else None
+    return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), seed=settings.seeds[0],
+                     ends=ends)
+
+
+def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], settings: SamplingSettings,
+                   finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
+                   **generate_kwargs) -> HindsightReport:
+    """The core of ``hindsight`` and ``hindsight_report``: ``settings`` hold one method and one seed."""
+    method, seed = check_observation(prompt, settings, finished)
+    paraphrases = check_prompts(paraphrases, "paraphrases")
+    model = resolve_model(model)
+    check_plain_text(prompt, model, "prompt")
+    check_plain_text(paraphrases, model, "paraphrases")
+    ids = response_ids(response, model)
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    tokens = [tokenizer.decode([i]) for i in ids]
+    read_back = isinstance(response, str) or reads_back(ids, model=model)
+    if method == "is":  # nothing shared: an ordinary IS sample for each paraphrase
+        batch = Batch([Row(b, method, seed) for b in paraphrases], model, settings, dict(generate_kwargs))
+        return HindsightReport([r["response"] for r in batch.decode(batch.complete(stop))], method, finished, tokens,
+                               reads_back=read_back)
+    noise = observed_noise(prompt, ids, settings, finished, model, generate_kwargs, stop)
+    questions = [prompt, *paraphrases]
+    batch = Batch([Row(q, method, seed) for q in questions], model, settings, dict(generate_kwargs),
+                  sampler=noise.select([0] * len(questions)).sampler())
+    if batch.runner.row_invariant:
+        decoded = batch.decode(tokens_out := batch.complete(stop))
+        replay_ids = batch.until_stop(tokens_out[batch.main[0]].tolist())[0]
+    else:  # the replay alone, as the posterior's logits were computed; the paraphrases apart
+        alone = Batch(batch.rows[:1], model, settings, dict(generate_kwargs), sampler=noise.sampler())
+        replay_tokens = alone.complete(stop)
+        replay_ids = alone.until_stop(replay_tokens[0].tolist())[0]
+        rest = Batch(batch.rows[1:], model, settings, dict(generate_kwargs),
+                     sampler=noise.select([0] * len(paraphrases)).sampler())
+        decoded = alone.decode(replay_tokens) + rest.decode(rest.complete(stop))
+    replay, answers = decoded[0], [row["response"] for row in decoded[1:]]
+    shown = min(len(ids), settings.max_new_tokens)  # the replay runs under the answers' token limit
+    parted = _first_difference(list(ids[:shown]), replay_ids[:shown])
+    if parted is None and finished and len(ids) < settings.max_new_tokens and (
+            len(replay_ids) != len(ids) or not replay["finished"]):
+        parted = len(ids)  # it should have ended here
+    return HindsightReport(answers, method, finished, tokens, replay["response"], replay["finished"], parted, read_back)
+
+
+def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str], *, method: str = "gcswr",
+                     seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
+                     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
+                     model: Model | str | None = None, stop: threading.Event | None = None,
+                     **generate_kwargs) -> HindsightReport:
+    """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
+
+    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
+    batch as the paraphrases where the model's rows are computed independently, ``gcs.engines.invariance``).
+    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
+
+
+def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, method: str = "gcswr", seed: int = 0,
+              temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+              finished: bool = True,
+              model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:
+    """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
+
+    ``response`` is text (typed in), tokenized with the model's tokenizer, or token ids (a ``gcs.compare``
+    frame's ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
+    ``reads_back``); ``seed`` picks the posterior draw. ``finished`` (default): the response ended there (the
+    model's end-of-turn token is part of what was observed); ``finished=False``: it is the beginning of
+    a longer answer. ``method``: "gcswr" (default) or "gcs" share noise with the response; under "is" a
+    paraphrase's answer is independent of it (an ordinary IS sample). Replaying the prompt itself
+    (``paraphrases=[prompt]``) gives the response back, end included when finished, to the token
+    (``hindsight_report`` checks it). A response the settings make impossible (top-p) is a ValueError.
+    Extra keyword arguments go to transformers' ``generate`` (hindsight runs on the transformers engine).
+
+    On the embedded model (the answers depend on the machine's kernels; the replay of the prompt itself does not):
+
+    >>> import gcs
+    >>> gcs.hindsight("Name a colour.", "Blue.", ["Name a colour.", "Tell me a colour."], seed=3)[0]
+    'Blue.'
+    >>> ids = gcs.load_model().tokenizer.encode("Blue.", add_special_tokens=False)
+    >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
+    ['Blue.']
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs).answers

@@ -1,0 +1,293 @@
+"""Inside the sampler: every step of a generation, candidate by candidate (the app's step-through tab).
+
+    t = gcs.trace(["Why is the sky blue?", "What makes the sky blue?"], method="gcswr", seed=0, max_new_tokens=8)
+    step = t.steps[0][1]                  # position 0, second paraphrase
+    step.winner_text, step.candidates[0]  # the token it chose; the most likely candidate's race
+    t.frame()                             # one row per position x paraphrase x candidate
+
+The trace is recorded while ``generate``'s own batch runs, through the processor's observer
+hook, so its winners are ``gcs.generate``'s tokens for the same settings. In the race form
+of ``gcs.sampling.samplers`` every token ``i`` holds Exp(1) noise ``E_i`` (the Gumbel value is
+``g_i = -log E_i``) and arrives at ``E_i / p_i``; the first arrival wins:
+
+- IS draws with an inverse CDF instead: one fresh uniform per row and step, independent between rows.
+- GCS: ``E`` is the position's own noise vector, the same for every row with the seed.
+- GCSwR: ``E`` is the recycled state; after the race every loser keeps ``E_i - T p_i`` (``T`` the
+  winner's arrival) and the winner's noise is redrawn: ``noise_after``. ``carried_win`` finds a race won
+  by a clock that had already won another row's race at an earlier position (the same token's same
+  draw, carried along by recycling in both rows).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pandas as pd
+import torch
+
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_count, check_prompts, check_seed
+from gcs.engines.batch import Batch, Row, check_plain_text
+from gcs.engines.models import Model, resolve_model
+from gcs.runtime.quoting import quoted
+from gcs.sampling.noise import DOMAIN_GUMBEL, exponential_noise, row_keys
+from gcs.sampling.samplers import make_sampler
+from gcs.settings import SamplingSettings
+
+DEFAULT_TOP = 10
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One token in one step's race. ``noise``: its Exp(1) value ``E`` before the draw (None for IS);
+    ``noise_after``: GCSwR's value after recycling (None otherwise); ``arrival``: ``E / p`` (inf if p = 0)."""
+
+    token_id: int
+    text: str
+    probability: float
+    noise: float | None
+    noise_after: float | None
+    arrival: float | None
+
+    @property
+    def gumbel(self) -> float | None:
+        """The Gumbel form of the noise, ``g = -log E``."""
+        return None if self.noise is None else -math.log(self.noise)
+
+
+@dataclass(frozen=True)
+class TraceStep:
+    """One position of one row: the candidates (most likely first, then the winner and any watched token not among
+    them), the winning token, IS's uniform (None for the Gumbel methods) and whether the row had already finished."""
+
+    position: int
+    row: int
+    candidates: tuple[Candidate, ...]
+    winner: int
+    winner_text: str
+    uniform: float | None
+    finished: bool
+    forced: bool = False  # the token was forced here (``trace(forced=...)``), not the race's winner
+
+    @property
+    def winning(self) -> Candidate:
+        """The winner's candidate: its probability, clock and arrival."""
+        return next(c for c in self.candidates if c.token_id == self.winner)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """What ``gcs.trace`` returns: ``steps[position][row]``, the responses and their token ids."""
+
+    prompts: tuple[str, ...]
+    method: str
+    seed: int
+    temperature: float
+    top_p: float | None
+    steps: tuple[tuple[TraceStep, ...], ...]
+    token_ids: tuple[tuple[int, ...], ...]  # per row, up to (not including) its stop token
+    responses: tuple[str, ...]
+    forced: tuple[tuple[int, int, int], ...] = ()  # (position, row, token id) forced, as passed to ``trace``
+    system: str | None = None  # the system message the prompts were asked with (``trace(system=...)``)
+
+    def frame(self) -> pd.DataFrame:
+        """One row per position x paraphrase x candidate; ``won`` marks the winner."""
+        records = [
+            {"position": step.position, "row": step.row, "token_id": c.token_id, "text": c.text,
+             "probability": c.probability, "noise": c.noise, "gumbel": c.gumbel, "noise_after": c.noise_after,
+             "arrival": c.arrival, "won": c.token_id == step.winner, "uniform": step.uniform,
+             "finished": step.finished, "forced": step.forced}
+            for row_steps in self.steps for step in row_steps for c in step.candidates
+        ]
+        return pd.DataFrame.from_records(records)
+
+
+class _Recorder:
+    """The processor's observer: keeps each step's top candidates, their noise and the winners."""
+
+    def __init__(self, method: str, top: int, decode, watch: Sequence[int] = ()):
+        self.method, self.top, self.decode, self.watch = method, top, decode, tuple(watch)
+        self.steps: list[tuple[TraceStep, ...]] = []
+
+    def __call__(self, warped: torch.Tensor, tokens: torch.Tensor, before: torch.Tensor, after: torch.Tensor):
+        probabilities = torch.softmax(warped.float(), dim=-1).cpu()
+        tokens, before, after = tokens.cpu(), before.cpu(), after.cpu()
+        top = probabilities.topk(min(self.top, probabilities.shape[1]), dim=-1).indices
+        row_steps = []
+        for row, winner in enumerate(tokens.tolist()):
+            ids = top[row].tolist()
+            for token in (winner, *self.watch):  # an unlikely winner is part of the story; watched tokens are asked for
+                if token not in ids:
+                    ids.append(token)
+            row_steps.append(TraceStep(len(self.steps), row, tuple(self._candidate(row, i, probabilities, before, after)
+                                                                     for i in ids),
+                                       winner, self.decode(winner), float(before[row]) if self.method == "is" else None,
+                                       finished=False))  # set afterwards, from where each row stopped
+        self.steps.append(tuple(row_steps))
+
+    def _candidate(self, row: int, token: int, probabilities, before, after) -> Candidate:
+        p = float(probabilities[row, token])
+        if self.method == "is":
+            return Candidate(token, self.decode(token), p, None, None, None)
+        noise = float(before[row, token])
+        noise_after = float(after[row, token]) if self.method == "gcswr" else None
+        return Candidate(token, self.decode(token), p, noise, noise_after, noise / p if p > 0 else math.inf)
+
+
+def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DEFAULT_TOP,
+               model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
+               stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
+    """The core of ``trace``: ``settings`` hold one method and one seed, and a temperature above 0."""
+    prompts = check_prompts(prompts)
+    method, seed = settings.method_and_seed()
+    if settings.temperature == 0:
+        raise ValueError("temperature 0 is greedy decoding: there is no noise to trace; use a temperature above 0")
+    top = check_count(top, "top", 1, 100)
+    if system is not None and not isinstance(system, str):
+        raise ValueError(f"system must be None or a string, got {type(system).__name__}")
+    model = resolve_model(model)
+    check_plain_text(prompts, model, "prompts")
+    if system is not None:
+        check_plain_text(system, model, "system")
+    tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
+    forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(tokenizer))
+    if isinstance(watch, (str, bytes)) or not isinstance(watch, Sequence):
+        raise ValueError("watch must be a list of token ids")
+    watch = [check_count(token, "a watched token id", 0, len(tokenizer) - 1) for token in watch]
+    recorder = _Recorder(method, top, lambda token: tokenizer.decode([token]), watch)
+    batch = Batch([Row(p, method, seed, system=system) for p in prompts], model, settings, observer=recorder)
+    if forced:  # the batch's own sampler, with the interventions scheduled
+        batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams)
+        for position in sorted({f[0] for f in forced}):
+            tokens = [-1] * len(prompts)
+            for where, row, token in forced:
+                if where == position:
+                    tokens[row] = token
+            batch.sampler.force(position, tokens)
+    new_tokens = batch.complete(stop)
+    token_ids, responses = [], []
+    for row, record in zip(new_tokens.tolist(), batch.decode(new_tokens), strict=True):
+        ids, _ = batch.until_stop(row)
+        token_ids.append(tuple(ids))
+        responses.append(record["response"])
+    steps = _mark(recorder.steps, token_ids, {(position, row) for position, row, _ in forced})
+    return Trace(tuple(prompts), method, seed, settings.temperature, settings.top_p, steps, tuple(token_ids),
+                 tuple(responses), tuple(forced), system)
+
+
+def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
+          top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, top: int = DEFAULT_TOP,
+          model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
+          stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
+    """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
+
+    Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
+    under the warped distribution, their noise before (and, for GCSwR, after) the draw, their
+    arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
+    ``forced``: (position, row, token id) triples: that row emits that token there instead of its
+    race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
+    it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+    ``system``: a system message for every prompt (``gcs.format_prompt``). ``watch``: token ids recorded at every
+    step besides the candidates (after them, when not among them): ``gcs.parting`` asks for the other arm's token.
+
+    On the embedded model (which tokens win depends on the machine's kernels; that the trace is the same
+    generation does not):
+
+    >>> import gcs
+    >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
+    >>> len(t.steps[0])  # the first position: one race per prompt
+    2
+    >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
+    True
+    """
+    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    return trace_with(prompts, settings, top, model, forced, stop, system, watch)
+
+
+def _checked_forced(forced, rows: int, positions: int, vocab: int) -> tuple[tuple[int, int, int], ...]:
+    """``forced`` as a tuple of (position, row, token id) with each in range, one per (position, row)."""
+    if isinstance(forced, (str, bytes)) or not isinstance(forced, Sequence):
+        raise ValueError("forced must be a list of (position, row, token id) triples")
+    checked = {}
+    for entry in forced:
+        if not isinstance(entry, Sequence) or len(entry) != 3:
+            raise ValueError(f"forced entries are (position, row, token id) triples, got {quoted(entry)}")
+        position = check_count(entry[0], "forced position", 0, positions - 1)
+        row = check_count(entry[1], "forced row", 0, rows - 1)
+        checked[(position, row)] = check_count(entry[2], "forced token id", 0, vocab - 1)
+    return tuple((position, row, token) for (position, row), token in sorted(checked.items()))
+
+
+def _mark(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]], forced: set[tuple[int, int]]):
+    """Steps past a row's stop token are padding (finished); forced steps say so."""
+    return tuple(
+        tuple(TraceStep(s.position, s.row, s.candidates, s.winner, s.winner_text, s.uniform,
+                        s.position > len(token_ids[s.row]), (s.position, s.row) in forced) for s in row_steps)
+        for row_steps in steps
+    )
+
+
+@dataclass(frozen=True)
+class CarriedWin:
+    """GCSwR: the race at (``position``, ``row``) was won by a clock that had already won ``earlier_row``'s race at
+    ``earlier_position``: the same token's same draw (``draw``: how often each row had emitted the token before),
+    so both rows received it as the same value ``drawn`` from the shared seed, and recycling carried it along in
+    each, taking ``T * p`` off at every race it lost: ``clock`` here, ``earlier_clock`` there."""
+
+    position: int
+    row: int
+    token_id: int
+    text: str
+    draw: int
+    drawn: float
+    clock: float
+    earlier_position: int
+    earlier_row: int
+    earlier_clock: float
+
+
+def drawn_clock(seed: int, token_id: int, draw: int) -> float:
+    """The Exp(1) clock GCSwR gives ``token_id`` at its ``draw``-th draw under ``seed`` (draw 0: the start), the same
+    in every row with that seed."""
+    keys = row_keys(torch.tensor([check_seed(seed)]), DOMAIN_GUMBEL)
+    return float(exponential_noise(keys, torch.tensor([draw]), torch.tensor([token_id]))[0])
+
+
+def carried_win(trace: Trace, position: int, row: int) -> CarriedWin | None:
+    """The race at (``position``, ``row``) if its winning clock had already won another row's race at an earlier
+    position (see ``CarriedWin``), else None; the latest such race when there are several.
+
+    Exact, from the trace alone: the same token, the same draw of its clock in both rows (each row's emitted
+    tokens before the race are counted), and in both races a value at most the drawn one (recycling only
+    lowers a clock). Only GCSwR carries clocks; a forced step redraws a clock the trace need not show, so
+    races at or after a row's first forced step are left out.
+    """
+    step = trace.steps[position][row]
+    if trace.method != "gcswr" or not _raced(trace, position, row):
+        return None
+    draw = _emitted(trace, position, row).count(step.winner)
+    drawn = drawn_clock(trace.seed, step.winner, draw)
+    clock = cast(float, step.winning.noise)  # GCSwR: every candidate holds its noise (None is IS's)
+    for earlier in range(position - 1, -1, -1):
+        for other, past in enumerate(trace.steps[earlier]):
+            if other == row or past.winner != step.winner or not _raced(trace, earlier, other):
+                continue
+            earlier_clock = cast(float, past.winning.noise)
+            if _emitted(trace, earlier, other).count(step.winner) == draw and max(clock, earlier_clock) <= drawn:
+                return CarriedWin(position, row, step.winner, step.winner_text, draw, drawn, clock, earlier, other,
+                                  earlier_clock)
+    return None
+
+
+def _raced(trace: Trace, position: int, row: int) -> bool:
+    """The row's token at ``position`` is its race's winner: not finished, and no step of the row forced so far."""
+    return not trace.steps[position][row].finished and not any(
+        where <= position and forced_row == row for where, forced_row, _ in trace.forced)
+
+
+def _emitted(trace: Trace, position: int, row: int) -> list[int]:
+    """The tokens ``row`` emitted before ``position``."""
+    return [trace.steps[t][row].winner for t in range(position)]

