@@ -41,7 +41,7 @@ def test_seeds_for_is_the_smallest_count_whose_simultaneous_interval_is_narrow_e
 
 
 def test_the_statistics_import_no_torch_and_no_engine():
-    code = ("import sys, gcs.stats.intervals, gcs.stats.sequential, gcs.verdict; "
+    code = ("import sys, gcs.stats.intervals, gcs.stats.sequential, gcs.stats.paired; "
             "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('gcs.engines')); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -15,7 +15,8 @@ import scipy.stats
 
 import gcs
 from conftest import P_VALUE_THRESHOLD
-from gcs.stats.sequential import decide, sequential_plan, sequential_tests, sign_flip_interval
+from gcs.stats.sequential import decide, sequential_plan, sequential_tests
+from gcs.stats.signflip import sign_flip_interval
 
 SHAPES = {  # per-seed scores of one method, one metric
     "normal": lambda rng, n: rng.normal(0.8, 0.05, n),
@@ -96,10 +97,10 @@ def test_the_plan_spends_only_where_an_exact_test_can_reject_and_sets_aside_the_
 def test_the_interval_holds_the_centre_of_symmetric_differences_as_often_as_stated():
     rng, alpha, misses, runs = np.random.default_rng(3), 0.1, 0, 400
     for _ in range(runs):
-        low, high = sign_flip_interval(0.5 + rng.standard_t(3, 12), alpha)
+        low, high = sign_flip_interval(0.5 + rng.standard_t(3, 12), alpha=alpha)
         misses += not low <= 0.5 <= high
     assert scipy.stats.binom.sf(misses - 1, runs, alpha) > P_VALUE_THRESHOLD, misses
-    assert all(math.isnan(x) for x in sign_flip_interval([0.1, 0.2, 0.3], 0.05))  # the floor 0.25 is above 0.05
+    assert all(math.isnan(x) for x in sign_flip_interval([0.1, 0.2, 0.3], alpha=0.05))  # the floor 0.25 is above 0.05
 
 
 def test_the_tests_read_a_compare_report_s_scores():

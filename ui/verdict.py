@@ -72,10 +72,10 @@ def verdict(report: gcs.CompareReport, settings: gcs.SamplingSettings, surprise:
         return "\n\n".join(lines)
     scores = report.scores[report.scores["metric"].isin(VERDICT_METRICS)]
     lines += [f"- {line}" for line in gcs.verdict(scores, metrics=VERDICT_METRICS, excess=surprise)]  # no user text
-    scores_e5 = scores[scores["metric"] == "e5"].pivot(index="seed", columns="method", values="consistency")
-    other = "gcswr" if "gcswr" in scores_e5 else next(m for m in scores_e5 if m != "is")
-    needed = gcs.seeds_for(float((scores_e5[other] - scores_e5["is"]).std()),
-                           comparisons=(len(settings.methods) - 1) * 2)
+    tests = gcs.paired_tests(scores, metrics=VERDICT_METRICS)
+    e5 = tests[tests["metric"] == "e5"].set_index("method")
+    other = "gcswr" if "gcswr" in e5.index else e5.index[0]
+    needed = gcs.seeds_for(float(e5.loc[other, "sd"]), comparisons=len(tests))
     if needed is not None:
         lines.append(f"<small>With this spread, about {needed} seeds resolve a 1-point E5 difference between "
                      f"{gcs.METHOD_NAMES[other]} and IS (this run: {len(seeds)}).</small>")

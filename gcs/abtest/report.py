@@ -6,11 +6,11 @@
 
 The seed is the unit, as in ``gcs.verdict``: a seed's noise is shared by every prompt (and both arms), so each
 score is averaged over the prompts within a seed, and the paired differences B - A over seeds are tested with
-``gcs.stats.paired.paired_tests`` (baseline A): simultaneous Bonferroni intervals over the scores, and an exact
-sign-flip test where the differences have no spread (identical arms: every difference is 0, and no claim).
+``gcs.paired_tests`` (baseline A): the exact sign-flip test, simultaneous (Bonferroni) over the scores, which says
+so where the seeds are too few for any claim (identical arms: every difference is 0, and no claim).
 The IS control answers the same prompts and seeds independently; the same test on its differences gives the
 width independent sampling reaches with as many seeds, and ``n * (sd_is / sd_shared)**2`` estimates the seeds
-it would need for shared luck's width (from the two spreads; it ignores the t quantile's small change with n).
+it would need for shared luck's width (from the two spreads: a width shrinks as sd / sqrt(n)).
 
 >>> import pandas as pd
 >>> frame = pd.DataFrame({"prompt_index": 0, "method": ["gcswr"] * 4 + ["is"] * 4, "seed": [0, 1, 2, 3] * 2,
@@ -33,8 +33,9 @@ from gcs.abtest.variants import FRAME_COLUMNS
 from gcs.checks import METHOD_NAMES
 from gcs.stats.intervals import CONFIDENCE, mean_interval
 from gcs.stats.paired import paired_tests
+from gcs.stats.signflip import fewest_seeds
 
-EFFECT_COLUMNS = ("metric", "n", "diff", "low", "high", "p", "test", "beyond_noise", "sd", "control_diff",
+EFFECT_COLUMNS = ("metric", "n", "diff", "low", "high", "p", "claimable", "beyond_noise", "sd", "control_diff",
                   "control_low", "control_high", "control_sd", "is_seeds")
 PAIR_COLUMNS = ("method", "score", "n", "mean", "low", "high")
 
@@ -44,7 +45,7 @@ class ABReport:
     """``gcs.ab_report``'s answer, plain data for a page.
 
     ``effects``: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
-    interval; NaN where the differences have no spread), p, test ("t" or "sign-flip"), beyond_noise, sd (the
+    sign-flip interval; NaN where n seeds are too few for it), p, claimable, beyond_noise, sd (the
     spread of the per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS
     would need for shared luck's width: inf where only IS has spread, NaN where IS has none). ``pairs``: per
     method, the share of identical answers and each pair score (how close the arms' answers are), with a
@@ -75,29 +76,23 @@ def _per_seed(part: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
         columns=["method", "seed", "metric", "consistency"])
 
 
-def _spread(scores: pd.DataFrame, label: str) -> float:
-    per = scores[scores["metric"] == label].pivot(index="seed", columns="method", values="consistency")
-    d = (per["B"] - per["A"]).dropna()
-    return float(d.std(ddof=1)) if len(d) >= 2 else math.nan
-
-
 def _effects(frame: pd.DataFrame, method: str, control: str | None, labels: list[str], confidence: float):
     tests = {}
     for which in (method, control):
         if which is not None and labels:
             scores = _per_seed(frame[frame["method"] == which], labels)
             tested = paired_tests(scores, baseline="A", confidence=confidence, metrics=labels)
-            tests[which] = (tested.set_index("metric"), scores)
+            tests[which] = tested.set_index("metric")
     records = []
     for label in labels:
-        row, scores = tests[method]
-        tested = row.loc[label, ["n", "diff", "low", "high", "p", "test", "beyond_noise"]].to_dict()
-        record = {"metric": label, **tested, "sd": _spread(scores, label), "control_diff": math.nan,
+        row = tests[method]
+        tested = row.loc[label, ["n", "diff", "low", "high", "p", "claimable", "beyond_noise", "sd"]].to_dict()
+        record = {"metric": label, **tested, "control_diff": math.nan,
                   "control_low": math.nan, "control_high": math.nan, "control_sd": math.nan, "is_seeds": math.nan}
         if control is not None:
-            other, other_scores = tests[control]
+            other = tests[control]
             record.update(control_diff=other.loc[label, "diff"], control_low=other.loc[label, "low"],
-                          control_high=other.loc[label, "high"], control_sd=_spread(other_scores, label))
+                          control_high=other.loc[label, "high"], control_sd=other.loc[label, "sd"])
             shared, independent = record["sd"], record["control_sd"]
             if shared > 0 and independent > 0:
                 record["is_seeds"] = record["n"] * (independent / shared) ** 2
@@ -157,15 +152,18 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
     body = sentence.format(B=b, A=a, more=more if row.diff >= 0 else less, amount=_number(abs(row.diff), scale, unit,
                                                                                            signed=False))
     together = "" if family == 1 else f", simultaneous over {family} scores"
-    if row.test == "t":
-        noise = "beyond noise" if row.beyond_noise else "within noise"
-        return (f"{head}{body} ({100 * confidence:g} % CI {_number(row.low, scale, unit, with_unit=False)} to "
-                f"{_number(row.high, scale, unit)}{together}): {noise}.")
-    if row.diff == 0:
+    if row.diff == 0 and not row.sd > 0:
         return f"{head}{b} and {a} gave the same value on each of the {row.n} seeds: no difference, and no claim."
-    bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"
-    return (f"{head}{body} on every seed alike; with no spread an exact sign-flip test decides (p = {row.p:.3g}"
-            f"{bonferroni}): {'beyond noise' if row.beyond_noise else 'within noise'}.")
+    if not row.claimable:
+        needed = fewest_seeds((1 - confidence) / family)
+        return (f"{head}{body}; {row.n} seeds are too few for any claim at {100 * confidence:g} %{together} (the "
+                f"exact sign-flip test needs at least {needed}): within noise, use more seeds.")
+    noise = "beyond noise" if row.beyond_noise else "within noise"
+    if not row.sd > 0:
+        bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"
+        return f"{head}{body} on every seed alike (exact sign-flip test, p = {row.p:.3g}{bonferroni}): {noise}."
+    return (f"{head}{body} ({100 * confidence:g} % CI {_number(row.low, scale, unit, with_unit=False)} to "
+            f"{_number(row.high, scale, unit)}{together}): {noise}.")
 
 
 def _saving_line(row, method: str) -> str:

@@ -96,12 +96,15 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
                                     hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
         row = summary[(summary["method"] == method) & (summary["metric"] == metric)].iloc[0]
         if len(paired) > 1:
+            interval = row["low"] == row["low"]  # NaN where the seeds are too few for the exact test's interval
+            name = f"{label}, mean and simultaneous 95 % interval" if interval else f"{label}, mean (too few seeds " \
+                "for an interval)"
+            bars = dict(type="data", symmetric=False, array=[100 * (row["high"] - row["diff"])],
+                        arrayminus=[100 * (row["diff"] - row["low"])], thickness=2, width=12) if interval else None
             figure.add_trace(go.Scatter(
-                x=[label], y=[100 * row["diff"]], mode="markers", name=f"{label}, mean ± 95 % CI",
+                x=[label], y=[100 * row["diff"]], mode="markers", name=name,
                 marker=dict(color=METHOD_COLORS[method], symbol="diamond", size=14, line=dict(width=1, color="black")),
-                error_y=dict(type="data", symmetric=False, array=[100 * (row["diff_high"] - row["diff"])],
-                             arrayminus=[100 * (row["diff"] - row["diff_low"])], thickness=2, width=12),
-                hovertemplate="mean %{y:+.1f} points<extra></extra>"))
+                error_y=bars, hovertemplate="mean %{y:+.1f} points<extra></extra>"))
     figure.add_hline(y=0, line=dict(color="#555", dash="dot"))
     kind, _ = parse_metric(metric)
     figure.update_layout(title=f"Paired by seed: {METRIC_NAMES[kind]} consistency minus {METHOD_NAMES[baseline]}'s",

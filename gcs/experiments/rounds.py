@@ -28,6 +28,7 @@ from gcs.runtime.quoting import quoted
 from gcs.runtime.stage_timing import timed
 from gcs.scoring.surprise import frame_excess
 from gcs.settings import SamplingSettings
+from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 
 BASELINE = "is"
@@ -65,7 +66,7 @@ class RoundReport:
 
 
 def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str = METHODS, max_seeds: int = 16,
-                   rounds: Sequence[int] | None = None, confidence: float = 0.95,
+                   rounds: Sequence[int] | None = None, confidence: float = CONFIDENCE,
                    metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
                    temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str = "transformers",

@@ -41,6 +41,7 @@ from gcs.runtime.stage_timing import timed
 from gcs.scoring.metrics import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
 from gcs.settings import SamplingSettings
 from gcs.stats.intervals import CONFIDENCE, mean_interval, standard_error
+from gcs.stats.paired import PAIRED_COLUMNS, paired_tests
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
 RESULT_COLUMNS = (*CELL_KEYS, "metric", "consistency", "responses")
@@ -309,28 +310,26 @@ def combine_reports(reports: Sequence[CompareReport]) -> CompareReport:
 
 # -- paired statistics over seeds ------------------------------------------------------------
 def paired_summary(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = CONFIDENCE) -> pd.DataFrame:
-    """Per method and metric: consistency over seeds, and the paired difference from ``baseline``.
+    """Per method and metric: consistency over seeds, and the paired test against ``baseline`` (``gcs.paired_tests``).
 
-    ``scores`` has columns method, seed, metric, consistency (``CompareReport.scores``). Each seed is
-    one paired observation: every method answered the same paraphrases with that seed. Columns: metric,
-    method, mean, stderr, n (seeds), then, for methods other than the baseline with the baseline
-    present: diff (mean of method - baseline over seeds), diff_stderr, diff_low, diff_high (the
-    ``confidence`` t interval) and wins (seeds where the method scored higher).
+    ``scores`` has columns method, seed, metric, consistency (``CompareReport.scores``). Each seed is one paired
+    observation: every method answered the same paraphrases with that seed. Columns: metric, method, mean, stderr,
+    n (seeds scored), then, for methods other than the baseline with the baseline present, ``paired_tests``' own
+    columns under its own names (pairs: its n; wins, diff, sd, low, high: the simultaneous sign-flip interval over
+    the summary's comparisons, p, claimable, beyond_noise), so that a summary and a verdict read the same numbers.
     """
     records = []
     for (metric, method), part in scores.groupby(["metric", "method"], sort=False):
-        by_seed = part.set_index("seed")["consistency"]
-        mean, error, _, _ = mean_interval(by_seed.dropna())
-        record = {"metric": metric, "method": method, "mean": mean, "stderr": error, "n": int(by_seed.notna().sum())}
-        base = scores[(scores["metric"] == metric) & (scores["method"] == baseline)].set_index("seed")["consistency"]
-        if method != baseline and len(base):
-            paired = (by_seed - base).dropna()
-            diff, diff_error, low, high = mean_interval(paired, confidence=confidence)
-            record.update(diff=diff, diff_stderr=diff_error, diff_low=low, diff_high=high,
-                          wins=int((paired > 0).sum()), pairs=len(paired))
-        records.append(record)
-    columns = ["metric", "method", "mean", "stderr", "n", "diff", "diff_stderr", "diff_low", "diff_high", "wins",
-               "pairs"]
-    return pd.DataFrame.from_records(records, columns=columns)
+        values = part["consistency"].dropna()
+        mean, error, _, _ = mean_interval(values)
+        records.append({"metric": metric, "method": method, "mean": mean, "stderr": error, "n": len(values)})
+    summary = pd.DataFrame.from_records(records, columns=["metric", "method", "mean", "stderr", "n"])
+    paired = PAIRED_COLUMNS[2:]
+    if baseline in set(scores["method"]) and scores["method"].nunique() > 1:
+        tests = paired_tests(scores, baseline=baseline, confidence=confidence).rename(columns={"n": "pairs"})
+        summary = summary.merge(tests, on=["metric", "method"], how="left")
+    else:
+        summary = summary.reindex(columns=[*summary.columns, "pairs", *paired[1:]])
+    return summary[["metric", "method", "mean", "stderr", "n", "pairs", *paired[1:]]]
 
 

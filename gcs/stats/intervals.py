@@ -1,4 +1,5 @@
-"""Intervals over seeds: the one place the library computes a standard error, a t interval or a sample size.
+"""Intervals over seeds: the one place the library computes a standard error, a t interval or a sample size (the
+paired tests' interval is the sign-flip test's, ``gcs.stats.signflip``; a t interval describes one method's mean).
 
     >>> standard_error([1.0, 2.0, 3.0]) == 1 / 3 ** 0.5
     True
@@ -16,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 import scipy.stats
+
+from gcs.stats.signflip import fewest_seeds
 
 CONFIDENCE = 0.95  # every interval's default, library and app alike
 
@@ -54,15 +57,17 @@ def mean_interval(values: Sequence[float], *, confidence: float = CONFIDENCE) ->
 
 def seeds_for(spread: float, *, comparisons: int, difference: float = 0.01,
               confidence: float = CONFIDENCE) -> int | None:
-    """How many seeds make the simultaneous interval's half-width at most ``difference`` for paired differences
-    with standard deviation ``spread`` (None when there is no spread to go by).
+    """How many seeds a run should plan for its simultaneous interval's half-width to be at most ``difference``, for
+    paired differences with standard deviation ``spread`` (None when there is no spread to go by): the t
+    approximation of that width, and never fewer than the exact sign-flip test needs to claim at all.
 
-    >>> seeds_for(0.02, comparisons=4), seeds_for(0.0, comparisons=4)
-    (29, None)
+    >>> seeds_for(0.02, comparisons=4), seeds_for(0.0, comparisons=4), seeds_for(0.5, comparisons=4, difference=1)
+    (29, None, 8)
     """
     if not spread > 0:
         return None
+    floor = fewest_seeds((1 - confidence) / comparisons)
     for n in range(2, 100_000):
         if t_half_width(spread / math.sqrt(n), n, confidence, comparisons) <= difference:
-            return n
+            return max(n, floor)
     return None

@@ -5,36 +5,39 @@
     #     ...]
 
 Each seed is one paired observation (every method answered the same paraphrases with that seed).
-Every line is one comparison (a method against the baseline under one metric), and the lines
-hold *together*: each interval is a simultaneous one (Bonferroni over all comparisons printed), and
-a line says "beyond noise" only when its interval excludes 0, so the chance that any line claims
-an effect that is not there stays at most 1 - ``confidence``. Where the differences have no
-spread (every seed gave the same difference, ties included) a t interval says nothing; the exact
-sign-flip test decides instead (with n seeds it cannot go below 2 / 2**n).
+Every line is one comparison (a method against the baseline under one metric), tested with the exact sign-flip
+test (``gcs.stats.signflip``), and the lines hold *together*: each test runs at a Bonferroni share of
+1 - ``confidence``, so the chance that any line claims an effect that is not there stays at most that, whatever
+the scores' shape. A line says "beyond noise" only when its interval excludes 0; with too few seeds for the
+exact test to reach its level at all (4 seeds: the smallest p is 0.125), the line says so and claims nothing.
 
 >>> import pandas as pd
->>> scores = pd.DataFrame({"method": ["is"] * 4 + ["gcswr"] * 4, "seed": [0, 1, 2, 3] * 2, "metric": "e5",
-...                        "consistency": [0.80, 0.81, 0.79, 0.80, 0.85, 0.86, 0.83, 0.86]})
+>>> scores = pd.DataFrame({"method": ["is"] * 8 + ["gcswr"] * 8, "seed": list(range(8)) * 2, "metric": "e5",
+...                        "consistency": [0.80, 0.81, 0.79, 0.80, 0.82, 0.78, 0.80, 0.81,
+...                                        0.85, 0.86, 0.83, 0.86, 0.84, 0.85, 0.86, 0.83]})
 >>> print(verdict(scores)[0])
-On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points
-(95 % CI +3.7 to +6.3): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
+On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS in 8 of 8 seeds, by +4.6 E5 points
+(95 % CI +3.0 to +6.0): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
+>>> print(verdict(scores[scores["seed"] < 4])[0])
+On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points;
+4 seeds are too few for any claim at 95 % (the exact sign-flip test needs at least 6): within noise, use more seeds.
+E5 is the paper's semantic similarity of the answers.
 """
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-import scipy.stats
 
 from gcs.checks import METHOD_NAMES
 from gcs.runtime.quoting import quoted
-from gcs.stats.intervals import standard_error, t_half_width
+from gcs.stats.intervals import CONFIDENCE
+from gcs.stats.signflip import fewest_seeds, sign_flip_test
 
+PAIRED_COLUMNS = ("method", "metric", "n", "wins", "diff", "sd", "low", "high", "p", "claimable", "beyond_noise")
 METRIC_WORDS = {
     "e5": ("E5", "E5 is the paper's semantic similarity of the answers."),
     "aligned": ("aligned-agreement", "Aligned agreement is the share of tokens in identical runs of 3 or more: "
@@ -42,8 +45,7 @@ METRIC_WORDS = {
     "jaccard": ("Jaccard", "Jaccard is the overlap of the answers' sets of tokens."),
     "minilm": ("MiniLM", "MiniLM is a second embedding model's similarity of the answers."),
 }
-SIGN_FLIP_EXACT = 16  # seeds up to which the sign-flip test enumerates all 2**n sign patterns
-SIGN_FLIP_PATTERNS = 200_000  # random sign patterns beyond that
+
 
 
 DEGENERATE_EXCESS = 1.5  # nats per token, median over a run's responses (gcs.excess_surprise; bench/bench_surprise.py)
@@ -60,48 +62,16 @@ def degenerate(excess: Sequence[float], threshold: float = DEGENERATE_EXCESS) ->
     return bool(len(values)) and float(np.median(values)) > threshold
 
 
-def sign_flip_p(differences: Sequence[float] | np.ndarray) -> float:
-    """Two-sided p-value of the sign-flip (paired permutation) test on the mean difference.
-
-    Under the null (the two methods are exchangeable) every difference is as likely negated; the p-value is
-    the share of the 2**n sign patterns whose mean is at least as far from 0 as the observed one (beyond 16
-    differences, 200,000 random patterns with a fixed seed, counted as (b + 1) / (B + 1) so that it stays valid).
-
-    >>> sign_flip_p([0.1, 0.1]), sign_flip_p([0.1, 0.1, 0.1, 0.1]), sign_flip_p([0.0, 0.0, 0.0])
-    (0.5, 0.125, 1.0)
-    """
-    d = np.asarray(differences, dtype=float)
-    if len(d) == 0:
-        return 1.0
-    observed = abs(d.sum()) * (1 - 1e-12)
-    if len(d) <= SIGN_FLIP_EXACT:
-        return float(np.mean(np.abs(_sign_patterns(len(d)) @ d) >= observed))
-    signs = np.random.default_rng(0).choice((1.0, -1.0), size=(SIGN_FLIP_PATTERNS, len(d)))
-    return float((np.sum(np.abs(signs @ d) >= observed) + 1) / (SIGN_FLIP_PATTERNS + 1))
-
-
-@functools.lru_cache(maxsize=SIGN_FLIP_EXACT)
-def _sign_patterns(n: int) -> np.ndarray:
-    """The 2**(n - 1) patterns of n signs that start with +, [2**(n - 1), n]: a pattern and its negation give the same
-    |sum|, so these count as all 2**n."""
-    rest = np.array(list(itertools.product((1.0, -1.0), repeat=n - 1)), dtype=float).reshape(2 ** (n - 1), n - 1)
-    return np.hstack([np.ones((len(rest), 1)), rest])
-
-
-def _has_spread(d: np.ndarray) -> bool:
-    """Whether the differences vary beyond float rounding (a t interval needs some spread to mean anything)."""
-    return len(d) >= 2 and float(np.std(d, ddof=1)) > 1e-9 * max(1.0, float(np.abs(d).max()))
-
-
-def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = 0.95,
+def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = CONFIDENCE,
                  metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per (method, metric) against ``baseline``: the paired differences over seeds and their test.
 
-    Columns: method, metric, n (paired seeds), wins, diff (mean), low, high (the simultaneous interval:
-    level ``1 - (1 - confidence) / comparisons``), p (two-sided: paired t, or the exact sign-flip test
-    when the differences have no spread), test ("t" or "sign-flip"), beyond_noise (the interval
-    excludes 0, or the sign-flip p is at most the per-comparison level). Comparisons with fewer than 2
-    paired seeds get no interval and never a claim.
+    Every comparison is tested with the exact sign-flip test (``gcs.stats.signflip``) at the Bonferroni level
+    ``alpha = (1 - confidence) / comparisons``, so that all lines hold together. Columns (``PAIRED_COLUMNS``):
+    method, metric, n (paired seeds), wins, diff (mean), sd (the differences' standard deviation), low, high (the
+    test's simultaneous interval: NaN where n seeds cannot reach ``alpha`` at all), p (two-sided, exact up to 16
+    seeds), claimable (whether n seeds can reach ``alpha``: ``fewest_seeds(alpha)`` or more) and beyond_noise
+    (p <= ``alpha``, the interval excluding 0).
     """
     _check_scores(scores, confidence)
     metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)
@@ -115,21 +85,8 @@ def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: floa
     for method, metric in pairs:
         mine, base = by_key.loc[(method, metric)], by_key.loc[(baseline, metric)]
         d = (mine - base).dropna().to_numpy()
-        record = dict(method=method, metric=metric, n=len(d), wins=int((d > 0).sum()),
-                      diff=float(d.mean()) if len(d) else math.nan, low=math.nan, high=math.nan, p=math.nan,
-                      test="", beyond_noise=False)
-        if _has_spread(d):
-            error = standard_error(d)
-            half = t_half_width(error, len(d), confidence, len(pairs))
-            p = float(2 * scipy.stats.t.sf(abs(record["diff"]) / error, len(d) - 1))
-            record.update(low=record["diff"] - half, high=record["diff"] + half, p=p, test="t",
-                          beyond_noise=not (record["diff"] - half <= 0 <= record["diff"] + half))
-        elif len(d) >= 2:
-            p = sign_flip_p(d)
-            record.update(p=p, test="sign-flip", beyond_noise=p <= alpha)
-        records.append(record)
-    return pd.DataFrame.from_records(records, columns=["method", "metric", "n", "wins", "diff", "low", "high", "p",
-                                                       "test", "beyond_noise"])
+        records.append(dict(method=method, metric=metric, **sign_flip_test(d, alpha=alpha)))
+    return pd.DataFrame.from_records(records, columns=list(PAIRED_COLUMNS))
 
 
 def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
@@ -155,7 +112,7 @@ def points(fraction: float) -> str:
     return f"{100 * fraction:+.2g}" if fraction != 0 and float(text) == 0 else text
 
 
-def verdict(scores, *, baseline: str = "is", confidence: float = 0.95,
+def verdict(scores, *, baseline: str = "is", confidence: float = CONFIDENCE,
             metrics: Sequence[str] | None = None, scope: str = "On these paraphrases, with this model",
             excess: Sequence[float] | None = None) -> list[str]:
     """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
@@ -192,11 +149,13 @@ def verdict(scores, *, baseline: str = "is", confidence: float = 0.95,
             lines.append(f"{head}: {diff}. One seed is an anecdote, not evidence: use more seeds.")
             continue
         body = _agreed(head, base, row, words)
-        if row.test == "t":
-            body += f" ({100 * confidence:g} % CI {points(row.low)} to {points(row.high)}{together})"
-        else:
-            body += (f"; every seed gave the same difference, so the spread says nothing and an exact sign-flip "
-                     f"test decides (p = {row.p:.3g}{together.replace(', simultaneous', '; Bonferroni')})")
+        if not row.claimable:
+            needed = fewest_seeds((1 - confidence) / comparisons)
+            body += (f"; {row.n} seeds are too few for any claim at {100 * confidence:g} %{together} (the exact "
+                     f"sign-flip test needs at least {needed}): within noise, use more seeds.")
+            lines.append(f"{body} {meaning}".strip())
+            continue
+        body += f" ({100 * confidence:g} % CI {points(row.low)} to {points(row.high)}{together})"
         if flagged:
             body += ": not interpreted (degenerate answers)."
         elif row.beyond_noise:

@@ -35,39 +35,14 @@ import pandas as pd
 import scipy.stats
 
 from gcs.runtime.quoting import quoted
-from gcs.stats.paired import _check_scores, sign_flip_p
+from gcs.stats.intervals import CONFIDENCE
+from gcs.stats.paired import _check_scores
+from gcs.stats.signflip import can_claim, sign_flip_interval, sign_flip_p
 
 DEFAULT_ROUNDS = (4, 12)  # looks after 4 and 16 seeds: the same claims as 4, 4, 8 on 16 real groups, 10 % faster
 EXTENSION_ROUNDS = (8, 8)  # "more seeds": looks after 24 and 32
 EXTENSION_SHARE = 0.15  # of every comparison's budget, kept for the extension's looks
 FUTILITY = 0.10  # a comparison whose chance to be claimed by the last look is below this stops, within noise
-
-
-def sign_flip_interval(differences: Sequence[float], alpha: float) -> tuple[float, float]:
-    """The shifts ``delta`` that the sign-flip test at level ``alpha`` does not reject for ``differences - delta``:
-    a confidence interval for the centre of symmetric paired differences (NaN, NaN where no shift is rejected:
-    too few seeds for this level).
-
-    >>> low, high = sign_flip_interval([0.02, 0.03, 0.01, 0.04, 0.02, 0.03, 0.05, 0.01], 0.05)
-    >>> bool(0 < low < 0.0263 < high < 0.05)
-    True
-    """
-    d = np.asarray(differences, dtype=float)
-    if len(d) == 0 or 2 / 2 ** min(len(d), 60) > alpha:
-        return math.nan, math.nan
-    centre, spread = float(d.mean()), float(np.ptp(d)) + 1e-12
-
-    def inside(delta: float) -> bool:
-        return sign_flip_p(d - delta) > alpha
-
-    def edge(outside: float) -> float:  # bisection between the mean (inside) and a rejected shift
-        low, high = centre, outside
-        for _ in range(40):
-            middle = (low + high) / 2
-            low, high = (middle, high) if inside(middle) else (low, middle)
-        return low
-
-    return edge(centre - 2 * spread), edge(centre + 2 * spread)
 
 
 @dataclass(frozen=True)
@@ -82,7 +57,7 @@ class SequentialPlan:
     looks: tuple[int, ...]
     spend: tuple[float, ...]
     maximum: int  # index of the run's last look (before any extension)
-    confidence: float = 0.95
+    confidence: float = CONFIDENCE
     futility: float = FUTILITY
 
     def extended(self) -> SequentialPlan:
@@ -91,7 +66,7 @@ class SequentialPlan:
         return dataclasses.replace(self, maximum=len(self.looks) - 1)
 
 
-def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None, confidence: float = 0.95,
+def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None, confidence: float = CONFIDENCE,
                     comparisons: int = 4, extension: Sequence[int] = EXTENSION_ROUNDS,
                     futility: float = FUTILITY, spending: str = "proportional") -> SequentialPlan:
     """The plan of a run of at most ``max_seeds`` seeds in ``rounds`` (seeds per round; default 4, 12, cut or
@@ -131,7 +106,7 @@ def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None,
     for size in extension:
         looks.append(looks[-1] + int(size))
     budget = (1 - confidence) / max(1, comparisons)
-    usable = [2 / 2 ** min(n, 60) <= budget for n in looks]
+    usable = [can_claim(n, budget) for n in looks]
     extra_seeds = sum(n for n, ok in zip(looks[maximum + 1 :], usable[maximum + 1 :], strict=True) if ok)
     share = EXTENSION_SHARE if extra_seeds else 0.0
     spend = [0.0] * (maximum + 1)
@@ -180,7 +155,7 @@ def sequential_tests(scores: pd.DataFrame, *, plan: SequentialPlan, baseline: st
         n = plan.looks[decisions.look] if decisions.look is not None else len(d)
         d = d[:n]
         level = decisions.level if decisions.look is not None else 0.0
-        low, high = sign_flip_interval(d, level) if level else (math.nan, math.nan)
+        low, high = sign_flip_interval(d, alpha=level) if level else (math.nan, math.nan)
         status, decided_at = decisions.status[(method, metric)]
         records.append(dict(method=method, metric=metric, n=len(d), wins=int((d > 0).sum()),
                             diff=float(d.mean()) if len(d) else math.nan, low=low, high=high,
@@ -250,7 +225,7 @@ def _conditional_power(d: np.ndarray, plan: SequentialPlan, budget: float) -> fl
     normal approximation: the mean and spread so far, the seeds to come, the last look's level)."""
     n, final = len(d), plan.looks[plan.maximum]
     level = budget * plan.spend[plan.maximum]
-    if n < 2 or final <= n or level <= 0 or 2 / 2 ** min(final, 60) > level:
+    if n < 2 or final <= n or level <= 0 or not can_claim(final, level):
         return 0.0
     spread = float(np.std(d, ddof=1))
     if spread <= 1e-12:
