@@ -86,14 +86,14 @@ def main() -> None:
                 if "at" not in first and (frame[frame["seed"] == 0]["n_tokens"] > 0).all():
                     first["at"] = time.perf_counter() - start
 
-            for update in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds,
+            for update in gcs.compare_rounds(prompts, seeds=args.seeds, rounds=rounds,
                                              max_new_tokens=args.tokens, model=model, on_partial=partial):
                 report = update
                 first.setdefault("round", time.perf_counter() - start)
             seen.update(first=first["at"], first_round=first["round"], seeds=len(report.seeds), reason=report.reason)
 
         def with_table(prompts=prompts):
-            for _ in gcs.compare_rounds(prompts, max_seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
+            for _ in gcs.compare_rounds(prompts, seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
                                         model=model, metrics=VERDICT_METRICS, report_metrics=TABLE_METRICS):
                 pass
 

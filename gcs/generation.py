@@ -18,11 +18,19 @@ from typing import cast
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
+from gcs.checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    MAX_NEW_TOKENS,
+    METHODS,
+    ArgumentTypeError,
+    check_engine,
+    check_prompts,
+    is_integer,
+)
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.rewording import reword
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, one_or_built
 
 __all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", "generate_with", "compare_with",
            "prepare"]
@@ -83,7 +91,7 @@ def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
 
 def _checked(settings: SamplingSettings) -> SamplingSettings:
     if not isinstance(settings, SamplingSettings):
-        raise ValueError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
     return settings
 
 
@@ -98,11 +106,12 @@ def decoded_rows(batch: Batch, streaming: bool = False, stop: threading.Event | 
 
 def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
                   rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
-                  streaming: bool = False, **generate_kwargs) -> Iterator[list[str]]:
+                  streaming: bool = False, stop: threading.Event | None = None,
+                  **generate_kwargs) -> Iterator[list[str]]:
     """The core of ``generate`` and ``stream``: one response per row (method x seed x prompt) under ``settings``,
-    after every step when ``streaming``, else once."""
+    after every step when ``streaming``, else once (``stop``: see ``decoded_rows``)."""
     batch, _ = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
-    for rows in decoded_rows(batch, streaming):
+    for rows in decoded_rows(batch, streaming, stop):
         yield [row["response"] for row in rows]
 
 
@@ -122,6 +131,7 @@ def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Mode
 def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
              top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
              model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
+             settings: SamplingSettings | None = None, stop: threading.Event | None = None,
              **generate_kwargs) -> list[str]:
     """One response per prompt, all rows in one batched ``generate`` (KV cache, left padding).
 
@@ -134,21 +144,28 @@ def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, te
     raw text). Extra keyword arguments go to transformers' ``generate``. A prompt too
     long for the context window (after making room for ``max_new_tokens``) is refused.
     ``engine="vllm"`` runs the same samplers inside vLLM (``gcs.vllm.plugin``; no ensembling there).
+    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens and a
+    count of rewordings. Setting ``stop`` (from another thread) ends the work after its current step with
+    ``gcs.Cancelled``.
     """
     count, rewordings = _ensemble(ensemble)
-    settings = SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, count)
-    (responses,) = generate_with(prompts, settings, model, rewordings, engine, **generate_kwargs)
+    settings = one_or_built(settings, caller="gcs.generate", method=method, seed=seed, temperature=temperature,
+                            top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
+    (responses,) = generate_with(prompts, settings, model, rewordings, engine, stop=stop, **generate_kwargs)
     return responses
 
 
 def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
            top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
            model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
+           settings: SamplingSettings | None = None, stop: threading.Event | None = None,
            **generate_kwargs) -> Iterator[list[str]]:
     """Like ``generate`` (same arguments), but yields all partial responses after every token; the last is final."""
     count, rewordings = _ensemble(ensemble)
-    settings = SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, count)
-    yield from generate_with(prompts, settings, model, rewordings, engine, streaming=True, **generate_kwargs)
+    settings = one_or_built(settings, caller="gcs.stream", method=method, seed=seed, temperature=temperature,
+                            top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
+    yield from generate_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop,
+                             **generate_kwargs)
 
 
 def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
     METHODS,
+    ArgumentTypeError,
     check_max_new_tokens,
     check_method,
     check_methods,
@@ -106,3 +107,35 @@ class SamplingSettings:
     def warping(self) -> tuple[float, int | None, float | None]:
         """(temperature, top_k, top_p): all that a sampler's warpers need."""
         return self.temperature, self.top_k, self.top_p
+
+
+def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str, seed: int, temperature: float,
+                 top_k: int | None = None, top_p: float | None, max_new_tokens: int, ensemble: int = 0,
+                 takes_top_k: bool = True, takes_ensemble: bool = True) -> SamplingSettings:
+    """The settings of an entry point that samples one method with one seed (``generate``, ``trace``,
+    ``hindsight``...): ``settings`` when given (it replaces ``method`` ... ``ensemble``; it must hold one method and
+    one seed, and only what ``caller`` can take), else the single settings those arguments make.
+
+    >>> one_or_built(None, caller="gcs.trace", method="gcs", seed=2, temperature=0.5, top_p=None,
+    ...              max_new_tokens=8).methods
+    ('gcs',)
+    >>> one_or_built(SamplingSettings(methods="is,gcs"), caller="gcs.generate", method="gcswr", seed=0,
+    ...              temperature=1.0, top_p=None, max_new_tokens=8)
+    Traceback (most recent call last):
+    ...
+    ValueError: gcs.generate samples one method with one seed, but settings holds methods ['is', 'gcs'] ...
+    """
+    if settings is None:
+        return SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, ensemble)
+    if not isinstance(settings, SamplingSettings):
+        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    if len(settings.methods) != 1 or len(settings.seeds) != 1:
+        raise ValueError(f"{caller} samples one method with one seed, but settings holds methods "
+                         f"{list(settings.methods)} and seeds {list(settings.seeds)}: pass one of each "
+                         "(gcs.compare runs several)")
+    if not takes_top_k and settings.top_k is not None:
+        raise ValueError(f"{caller} takes no top_k (its race is read over the whole vocabulary; top_p is "
+                         f"supported), but settings has top_k={settings.top_k}")
+    if not takes_ensemble and settings.ensemble:
+        raise ValueError(f"{caller} does not ensemble, but settings has ensemble={settings.ensemble}")
+    return settings

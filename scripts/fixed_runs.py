@@ -44,7 +44,7 @@ def runs(vllm: bool = False, only: tuple[str, ...] | None = None) -> dict[str, l
         out["compare-ensembled"] = ids(gcs.compare(PROMPTS, methods=["gcs", "gcswr"], seeds=[3], ensemble=1,
                                                    max_new_tokens=TOKENS, model=model))
     if wanted("rounds"):
-        *_, last = gcs.compare_rounds(PROMPTS, methods=["is", "gcswr"], max_seeds=4, rounds=(2, 2),
+        *_, last = gcs.compare_rounds(PROMPTS, methods=["is", "gcswr"], seeds=4, rounds=(2, 2),
                                       max_new_tokens=TOKENS, model=model, metrics=("aligned",))
         out["rounds"] = ids(last.frame)
     observed = gcs.compare(PROMPTS[:1], methods=["gcswr"], seeds=[4], max_new_tokens=TOKENS, model=model)

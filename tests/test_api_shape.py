@@ -76,6 +76,9 @@ DATA_ARGUMENTS: dict[str, tuple[str, ...]] = {
     "verdict": ("scores",),
     "paired_tests": ("scores",),
     "sign_flip_p": ("differences",),
+    "sign_flip_interval": ("differences",),
+    "sign_flip_test": ("differences",),
+    "fewest_seeds": ("alpha",),
     "sequential_plan": ("max_seeds",),
     "sequential_tests": ("scores",),
     # experiments

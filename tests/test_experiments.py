@@ -48,13 +48,14 @@ def test_sweep_responses_match_compare_and_greedy_agrees(small_sweep, embedded_m
 
 
 @pytest.mark.slow
-def test_sweep_skips_finished_cells(small_sweep, embedded_model):
+def test_sweep_resumes_from_earlier_results_or_their_keys(small_sweep, embedded_model):
     frame, _, _ = small_sweep
+    assert gcs.sweep(GROUPS, temperatures=[0, 1], seeds=2, model=embedded_model, max_new_tokens=FEW,
+                     resume=frame).empty  # an earlier sweep's frame: every cell is done
     keys = {tuple(k) for k in frame[list(experiments.CELL_KEYS)].itertuples(index=False)}
-    assert gcs.sweep(GROUPS, temperatures=[0, 1], seeds=2, model=embedded_model, max_new_tokens=FEW, skip=keys).empty
-    one_left = keys - {("dna", "is", 1, 1.0, False)}
+    one_left = keys - {("dna", "is", 1, 1.0, 0)}
     rest = gcs.sweep(GROUPS, temperatures=[0, 1], seeds=2, metrics=["e5", "jaccard"], model=embedded_model,
-                     max_new_tokens=FEW, skip=one_left)
+                     max_new_tokens=FEW, resume=one_left)
     expected = frame[(frame.group == "dna") & (frame.method == "is") & (frame.seed == 1) & (frame.temperature == 1)]
     assert rest.drop(columns="consistency").equals(expected.drop(columns="consistency").reset_index(drop=True))
     np.testing.assert_allclose(rest["consistency"], expected["consistency"], atol=1e-6)
@@ -85,8 +86,8 @@ def test_sweep_scores_aligned_agreement(embedded_model):
 @pytest.mark.slow
 def test_sweep_with_ensembling(embedded_model):
     frame = gcs.sweep(GROUPS[:1], temperatures=[1], methods=["gcswr"], seeds=1, metrics=["jaccard"],
-                      model=embedded_model, max_new_tokens=FEW, ensembling=[False, True], rewordings=1)
-    assert sorted(frame["ensemble"]) == [False, True]
+                      model=embedded_model, max_new_tokens=FEW, ensemble=[0, 1])
+    assert sorted(frame["ensemble"]) == [0, 1]
     assert gcs.summary_table(frame).shape == (1, 2)
 
 
@@ -103,8 +104,11 @@ def test_sweep_with_ensembling(embedded_model):
         (dict(metrics=["bleu"]), "unknown metric"),
         (dict(max_new_tokens=0), "max_new_tokens"),
         (dict(top_p=0), "top_p"),
-        (dict(ensembling=[]), "ensembling"),
-        (dict(ensembling=[True], rewordings=0), "rewordings"),
+        (dict(ensemble=[]), "ensemble must not be empty"),
+        (dict(ensemble=[0, 9]), "rewordings"),
+        (dict(settings=gcs.SamplingSettings(), temperatures=[]), "temperatures must not be empty"),
+        (dict(progress="yes"), "progress must be"),
+        (dict(resume=[("dna", "is")]), "resume"),
     ],
 )
 def test_sweep_bad_settings(kwargs, message):

@@ -19,7 +19,7 @@ def test_cli_summary_covers_only_the_requested_cells(tmp_path, capsys):
                      "--seeds", "2"]) == 0
     results = Path(out) / "results.csv"
     with open(results, "a") as file:  # a hand-added row for a group nobody asked for
-        file.write("stranger,is,0,1.0,False,jaccard,0.5,[]\n")
+        file.write("stranger,is,0,1.0,0,jaccard,0.5,[]\n")
     assert cli.main([*common_args, "--limit", "1", "--methods", "is", "--temperatures", "1", "--seeds", "1"]) == 0
     summary = (Path(out) / "summary.md").read_text()
     assert "(1 groups)" in summary and "1 cells." in summary and "GCSwR" not in summary

@@ -23,7 +23,7 @@ def answers(frame: pd.DataFrame) -> list[tuple]:
 
 @pytest.mark.slow
 def test_each_round_s_answers_are_a_one_batch_run_s_and_the_last_report_says_why_it_stopped(embedded_model):
-    reports = list(gcs.compare_rounds(PARAPHRASES, methods=["is", "gcswr"], max_seeds=8, rounds=(3, 5),
+    reports = list(gcs.compare_rounds(PARAPHRASES, methods=["is", "gcswr"], seeds=8, rounds=(3, 5),
                                       metrics=("aligned",), max_new_tokens=8, model=embedded_model, futility=0))
     assert [r.seeds for r in reports] == [[0, 1, 2], list(range(8))]  # no futility stop, nothing claimable at 3
     assert [r.final for r in reports] == [False, True] and reports[0].reason is None
@@ -40,7 +40,7 @@ def test_each_round_s_answers_are_a_one_batch_run_s_and_the_last_report_says_why
 def test_more_seeds_continues_the_same_sequence(embedded_model):
     """4 seeds with 2 comparisons can claim nothing (the exact test's floor 0.125 is above 0.025): the run ends
     undecided, and "more seeds" answers seeds 4 to 11 at the plan's first extension look."""
-    (first,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=4, rounds=(4,), metrics=("aligned",),
+    (first,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], seeds=4, rounds=(4,), metrics=("aligned",),
                                   max_new_tokens=6, model=embedded_model, futility=0)
     assert first.final and first.more_seeds and set(first.tests["status"]) == {"undecided"}
     more = list(gcs.compare_rounds(PARAPHRASES, resume=first))
@@ -54,14 +54,16 @@ def test_more_seeds_continues_the_same_sequence(embedded_model):
 @pytest.mark.slow
 def test_bad_runs_are_refused_before_any_answer(embedded_model):
     for arguments, message in (({"methods": ["gcs", "gcswr"]}, "methods must hold is and another"),
-                               ({"max_seeds": 0}, "max_seeds"), ({"futility": 1.0}, "futility must be in"),
-                               ({"seed": gcs.checks.MAX_SEED}, "runs past the largest seed")):
+                               ({"seeds": 0}, "seeds"), ({"seeds": []}, "seeds must not be empty"),
+                               ({"futility": 1.0}, "futility must be in"),
+                               ({"seeds": [gcs.checks.MAX_SEED]}, "runs past the largest seed"),
+                               ({"settings": gcs.SamplingSettings(methods="is,gcs", ensemble=2)}, "does not ensemble")):
         with pytest.raises(ValueError, match=message):
             next(gcs.compare_rounds(PARAPHRASES, model=embedded_model, **arguments))
     for paraphrases, message in ((PARAPHRASES[:1], "needs at least 2, got 1"), ("Name a colour.", "must be a list")):
         with pytest.raises(ValueError, match=message):
             next(gcs.compare_rounds(paraphrases, model=embedded_model))
-    (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=4, rounds=(4,),
+    (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], seeds=4, rounds=(4,),
                                    metrics=("aligned",), max_new_tokens=2, model=embedded_model)
     with pytest.raises(ValueError, match="only an undecided final report"):  # a round before the last
         next(gcs.compare_rounds(PARAPHRASES, resume=dataclasses.replace(report, final=False)))
@@ -79,7 +81,7 @@ def _round_report(differences: dict, seeds: int, plan: gcs.SequentialPlan) -> gc
     final = look == plan.maximum or not (tests["status"] == "open").any()
     reason = None if not final else "the maximum of 16 seeds reached"
     settings = gcs.SamplingSettings(methods=["is", *differences], seeds=list(range(seeds)))
-    report = gcs.experiments.sweeps.CompareReport.__new__(gcs.experiments.sweeps.CompareReport)
+    report = gcs.experiments.comparison.CompareReport.__new__(gcs.experiments.comparison.CompareReport)
     return gcs.RoundReport(pd.DataFrame(), report, tests, plan, look, settings, final, reason, None, "transformers")
 
 
@@ -108,7 +110,7 @@ def test_the_verdict_of_a_run_in_rounds_says_what_each_look_decided_and_why_it_s
 
 @pytest.mark.slow
 def test_a_run_in_rounds_scores_more_than_it_tests(embedded_model):
-    (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=2, rounds=(2,), metrics=("aligned",),
+    (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], seeds=2, rounds=(2,), metrics=("aligned",),
                                    report_metrics=("jaccard", "aligned"), max_new_tokens=4, model=embedded_model)
     assert set(report.report.scores["metric"]) == {"jaccard", "aligned"} and set(report.tests["metric"]) == {"aligned"}
     with pytest.raises(ValueError, match="must be among report_metrics"):

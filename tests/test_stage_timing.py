@@ -18,7 +18,7 @@ PARAPHRASES = ["w5 w6 w7", "w8 w9 w10"]
 
 
 def rounds_run(**options) -> list:
-    return list(gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], max_seeds=6, rounds=(2, 6),
+    return list(gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], seeds=6, rounds=(2, 6),
                                    metrics=("jaccard",), report_metrics=("jaccard", "aligned"), max_new_tokens=4,
                                    model=tiny_gcs_model(), futility=0, **options))
 

@@ -83,7 +83,7 @@ def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(
     paraphrases = ["What is DNA?", "Can you explain what DNA is?", "Describe the molecule called DNA."]
     medians = {}
     for temperature in (1.0, 2.0):
-        first = next(gcs.compare_rounds(paraphrases, max_seeds=4, rounds=[2, 2], temperature=temperature,
+        first = next(gcs.compare_rounds(paraphrases, seeds=4, rounds=[2, 2], temperature=temperature,
                                         max_new_tokens=24, model=embedded_model))
         assert "excess_surprise" not in first.frame and len(first.excess) == len(first.frame)
         passed = gcs.excess_surprise(list(first.frame["prompt"]), list(first.frame["token_ids"]), model=embedded_model)

@@ -81,7 +81,7 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
         model = variant.model if isinstance(variant.model, gcs.Model) else load_allowed_model(variant.model)
         check_work([variant.text(p) for p in prompts], model, 2 * seeds, max_new_tokens, "ab work tokens")
     return gcs.ab(prompts, a, b, seeds=range(seeds), method=method, metrics=list(scores),
-                  max_new_tokens=max_new_tokens, show_progress=True, stop=stop)
+                  max_new_tokens=max_new_tokens, progress=True, stop=stop)
 
 
 def effects_table(report: gcs.ABReport) -> pd.DataFrame:

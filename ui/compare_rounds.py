@@ -44,11 +44,8 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
     def rounds(on_partial, stop):
         if resume is not None:
             return gcs.compare_rounds(prompts, resume=resume, on_partial=on_partial, stop=stop)
-        return gcs.compare_rounds(prompts, methods=settings.methods, max_seeds=len(settings.seeds),
-                                  seed=settings.seeds[0], temperature=settings.temperature, top_p=settings.top_p,
-                                  max_new_tokens=settings.max_new_tokens, metrics=VERDICT_METRICS,
-                                  report_metrics=METRICS, model=model, engine=ENGINE.for_request(False),
-                                  on_partial=on_partial, stop=stop)
+        return gcs.compare_rounds(prompts, settings=settings, metrics=VERDICT_METRICS, report_metrics=METRICS,
+                                  model=model, engine=ENGINE.for_request(False), on_partial=on_partial, stop=stop)
     return rounds
 
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from gcs.abtest.variants import Variant, arms, parts_at
+from gcs.abtest.answers import parts_at
+from gcs.abtest.variants import Variant, arms
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_count, check_max_new_tokens, check_prompts, check_seed
 from gcs.engines.batch import check_plain_text, stop_token_ids
 from gcs.instrument.tracing import DEFAULT_TOP, Trace, TraceStep, trace_with

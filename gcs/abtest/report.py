@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from gcs.abtest.answers import FRAME_COLUMNS
 from gcs.abtest.scores import PAIR_SCORES
-from gcs.abtest.variants import FRAME_COLUMNS
 from gcs.checks import METHOD_NAMES
 from gcs.stats.intervals import CONFIDENCE, mean_interval
 from gcs.stats.paired import paired_tests

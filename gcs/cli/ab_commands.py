@@ -61,9 +61,10 @@ def _variants(args: argparse.Namespace):
 
 
 def command_ab(args: argparse.Namespace) -> Path:
+    from gcs.abtest.answers import ab
     from gcs.abtest.report import ab_report
     from gcs.abtest.scores import check_scores
-    from gcs.abtest.variants import ab, arms
+    from gcs.abtest.variants import arms
     from gcs.checks import check_seeds
 
     groups = load_groups(args.data)[: args.limit]
@@ -100,7 +101,7 @@ def command_ab(args: argparse.Namespace) -> Path:
     done = {(flat[(group, index)], seed, method) for group, index, seed, method in log.done()
             if (group, index) in flat}
     ab(prompts, a, b, seeds=seeds, method=args.method, metrics=args.metrics, max_new_tokens=args.max_new_tokens,
-       engine=args.engine, batch_rows=args.batch_rows, skip=done, on_results=save, show_progress=not args.quiet)
+       engine=args.engine, batch_rows=args.batch_rows, resume=done, on_results=save, progress=not args.quiet)
     requested = {(group, index, seed, method) for group, index in places for seed in seeds
                  for method in (args.method, "is")}
     results = log.load()  # may hold rows of an earlier, larger run in the same folder: report ours only

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS
-from gcs.cli.support import claim_out_dir, csv_list, float_list, parse_ensembling, parse_seeds, run_record, write_atomic
+from gcs.cli.support import claim_out_dir, csv_list, float_list, parse_ensemble, parse_seeds, run_record, write_atomic
 from gcs.experiments.data import BUILTIN_SETS, load_groups
 from gcs.experiments.export import csv_safe
 from gcs.experiments.results import ResultsLog
@@ -39,7 +39,7 @@ def _sweep_log(out: Path, metrics: list[str]) -> ResultsLog:
     from gcs.experiments.sweeps import CELL_KEYS, RESULT_COLUMNS
 
     return ResultsLog(out / "results.csv", RESULT_COLUMNS, CELL_KEYS, rows_per_unit=len(metrics),
-                      types={"seed": int, "temperature": float, "ensemble": bool, "consistency": float})
+                      types={"seed": int, "temperature": float, "ensemble": int, "consistency": float})
 
 
 def command_run(args: argparse.Namespace) -> Path:
@@ -48,18 +48,19 @@ def command_run(args: argparse.Namespace) -> Path:
     from gcs.experiments.sweeps import CELL_KEYS, check_sweep, consistency_by_temperature, summary_table, sweep
 
     groups = load_groups(args.data)[: args.limit]
-    plan = check_sweep(groups, args.temperatures, args.methods, args.seeds, args.metrics, args.max_new_tokens,
-                       args.top_k, args.top_p, args.ensembling, args.rewordings)
+    plan = check_sweep(groups, temperatures=args.temperatures, methods=args.methods, seeds=args.seeds,
+                       metrics=args.metrics, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
+                       ensemble=args.ensemble)
     metrics = list(plan.metrics)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
     claim_out_dir(out, run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
-                                    top_k=args.top_k, top_p=args.top_p, rewordings=args.rewordings))
+                                    top_k=args.top_k, top_p=args.top_p, ensemble=list(plan.ensembles)))
     log = _sweep_log(out, metrics)
     sweep(plan.groups, temperatures=plan.temperatures, methods=plan.settings.methods, seeds=plan.settings.seeds,
           metrics=metrics, model=model, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
-          ensembling=plan.ensembling, rewordings=args.rewordings, batch_rows=args.batch_rows,
-          skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
+          ensemble=plan.ensembles, batch_rows=args.batch_rows, resume=log.load(), on_results=log.append,
+          progress=not args.quiet, engine=args.engine)
     requested = {cell.key for cell in plan.cells()}
     results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
     results = results[[key in requested for key in results[list(CELL_KEYS)].itertuples(index=False, name=None)]]
@@ -106,7 +107,7 @@ def command_style(args: argparse.Namespace) -> Path:
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
     style_responses(questions, methods=settings.methods, seeds=settings.seeds, temperature=settings.temperature,
                     max_new_tokens=settings.max_new_tokens, model=model, batch_rows=args.batch_rows,
-                    skip=log.done(), on_results=log.append, show_progress=not args.quiet, engine=args.engine)
+                    resume=log.load(), on_results=log.append, progress=not args.quiet, engine=args.engine)
     requested = {(q.id, m, s) for q in questions for m in settings.methods for s in settings.seeds}
     responses = log.load()  # summarise the requested responses only, not others an earlier run left there
     responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
@@ -169,8 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
     run.add_argument("--top-k", type=int, default=None)
     run.add_argument("--top-p", type=float, default=None)
-    run.add_argument("--ensembling", type=parse_ensembling, default=[False], help="off, on or both")
-    run.add_argument("--rewordings", type=int, default=2, help="rewordings per prompt when ensembling")
+    run.add_argument("--ensemble", type=parse_ensemble, default=[0],
+                     help="rewordings the model writes per prompt for ensembling (0: off, the default), or a list "
+                          "of them, each a setting (0,2: without and with)")
 
     style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
     common(style, "20")

@@ -42,11 +42,13 @@ def parse_seeds(text: str) -> int | list[int]:
                                          f"{quoted(text)}") from None
 
 
-def parse_ensembling(text: str) -> list[bool]:
-    choices = {"off": [False], "on": [True], "both": [False, True]}
-    if text not in choices:
-        raise argparse.ArgumentTypeError("expected off, on or both")
-    return choices[text]
+def parse_ensemble(text: str) -> list[int]:
+    """``2`` = two rewordings per prompt; ``0,2`` = without and with (each a setting of the sweep); ``0`` = off."""
+    try:
+        return [int(s) for s in csv_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected rewordings per prompt (0 = off) or a comma-separated list of "
+                                         f"them, got {quoted(text)}") from None
 
 
 def write_atomic(path: Path, text: str) -> None:

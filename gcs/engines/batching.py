@@ -10,6 +10,7 @@ different sampling settings never share a batch (``pack``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from gcs.checks import ArgumentTypeError
 from gcs.engines.batch import Batch, Cancelled, Row
 from gcs.engines.models import Model
 from gcs.settings import SamplingSettings
@@ -59,6 +61,44 @@ def pack(units: Sequence, rows_of: Callable, settings_of: Callable, batch_rows: 
     return chunks
 
 
+Progress = Any  # bool, a callback (done, total) or a tqdm-like bar: see ``reporting``
+
+
+def check_progress(progress: Progress) -> Progress:
+    """``progress`` as ``reporting`` takes it, or ArgumentTypeError."""
+    if not (progress is None or isinstance(progress, bool) or hasattr(progress, "update") or callable(progress)):
+        raise ArgumentTypeError(f"progress must be True, False, a tqdm-like bar or a callback (done, total), got "
+                                f"{type(progress).__name__}")
+    return progress
+
+
+@contextlib.contextmanager
+def reporting(progress: Progress, total: int, description: str, unit: str = "unit") -> Iterator[Callable[[int], None]]:
+    """``advance(n)``: n more of ``total`` units done, told to ``progress``, which means the same wherever gcs takes it:
+    False or None (nothing), True (a tqdm bar of gcs's own, which gradio's ``Progress(track_tqdm=True)`` follows), a
+    tqdm-like bar (its ``update(n)``) or a callback ``progress(done, total)``.
+
+    >>> seen = []
+    >>> with reporting(lambda done, total: seen.append((done, total)), 3, "demo") as advance:
+    ...     advance(2); advance(1)
+    >>> seen
+    [(2, 3), (3, 3)]
+    """
+    check_progress(progress)
+    done = 0
+    with tqdm(total=total, desc=description, unit=unit, disable=progress is not True) as bar:
+        def advance(n: int) -> None:
+            nonlocal done
+            done += n
+            bar.update(n)
+            if hasattr(progress, "update"):  # a tqdm-like bar (tqdm, gr.Progress().tqdm, ...)
+                progress.update(n)
+            elif callable(progress):
+                progress(done, total)
+
+        yield advance
+
+
 def run_batches(
     units: Sequence,
     rows_of: Callable[[object], list[Row]],
@@ -66,8 +106,7 @@ def run_batches(
     model: Model,
     batch_rows: int | None = None,
     generate_kwargs: dict | None = None,
-    progress=None,
-    show_progress: bool = False,
+    progress: Progress = False,
     description: str = "generate",
     stop: threading.Event | None = None,
     engine: str = "transformers",
@@ -78,8 +117,7 @@ def run_batches(
     rewordings): ``rows_of(unit)`` gives its rows, ``settings_of(unit)`` its sampling
     settings (units with different settings never share a batch). Yields ``(units,
     decoded)`` for each batch, ``decoded[i]`` being ``Batch.decode``'s records of
-    ``units[i]``'s rows. ``progress`` is a tqdm-like bar (``update(n)`` gets the units done)
-    or a callback ``progress(done, total)``; ``show_progress`` shows a tqdm bar of its own.
+    ``units[i]``'s rows. ``progress``: see ``reporting`` (it counts units).
     ``batch_rows`` defaults to ``auto_batch_rows``; on the vLLM engine, to all rows (vLLM batches
     them itself). Setting ``stop`` ends the running batch after its current token and raises
     ``Cancelled`` (nothing partial is yielded).
@@ -90,7 +128,7 @@ def run_batches(
         batch_rows = max(1, sum(map(len, unit_rows))) if engine == "vllm" else auto_batch_rows(model, tokens + 128)
     chunks = pack(range(len(units)), lambda i: unit_rows[i], lambda i: settings_of(units[i]), batch_rows)
     done = 0
-    with tqdm(total=len(units), desc=description, unit="unit", disable=not show_progress) as bar:
+    with reporting(progress, len(units), description) as advance:
         for chunk in chunks:
             batch = Batch([row for i in chunk for row in unit_rows[i]], model, settings_of(units[chunk[0]]),
                           dict(generate_kwargs or {}), engine)
@@ -105,8 +143,4 @@ def run_batches(
                 start += len(unit_rows[i])
             yield [units[i] for i in chunk], per_unit
             done += len(chunk)
-            bar.update(len(chunk))
-            if hasattr(progress, "update"):  # a tqdm-like bar (tqdm, gr.Progress().tqdm, ...)
-                progress.update(len(chunk))
-            elif progress is not None:
-                progress(done, len(units))
+            advance(len(chunk))

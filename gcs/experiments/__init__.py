@@ -1,6 +1,7 @@
 """Many runs at once, and what they leave behind.
 
-- ``sweeps``: methods x temperatures x seeds over paraphrase sets (``gcs.sweep``), a comparison's report;
+- ``sweeps``: methods x temperatures x seeds over paraphrase sets (``gcs.sweep``);
+- ``comparison``: a side by side's scores and paired statistics (``gcs.compare_report``);
 - ``rounds``: seeds in rounds until the sequential verdict is reached (``gcs.compare_rounds``);
 - ``style``: how a response is written (classifiers, an LLM judge) and its consistency;
 - ``figures``: the plotly figures of the app and the docs;

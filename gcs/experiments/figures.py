@@ -18,7 +18,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from gcs.checks import METHOD_NAMES
-from gcs.experiments.sweeps import consistency_by_temperature
+from gcs.experiments.sweeps import consistency_by_temperature, ensembling_label
 from gcs.scoring.metrics import METRIC_NAMES, parse_metric
 
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
@@ -31,7 +31,7 @@ def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title:
     summary = consistency_by_temperature(frame[frame["metric"] == metric])
     figure = go.Figure()
     for (method, ensemble), part in summary.groupby(["method", "ensemble"], sort=False):
-        name = METHOD_NAMES[method] + (" + ensembling" if ensemble else "")
+        name = METHOD_NAMES[method] + (f" +{ensembling_label(ensemble)}" if ensemble else "")
         figure.add_trace(
             go.Scatter(
                 x=part["temperature"], y=part["mean"], name=name, mode="lines+markers",

@@ -13,13 +13,15 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from gcs.checks import ArgumentTypeError
 from gcs.experiments.export import csv_safe, unescape_cell
+from gcs.runtime.quoting import quoted
 
 LIST_COLUMNS = ("responses",)  # stored as JSON text in the CSV
 
@@ -138,3 +140,29 @@ class ResultsLog:
             os.fsync(descriptor)
         finally:
             os.close(descriptor)
+
+
+def finished_keys(resume, keys: Sequence[str]) -> set[tuple]:
+    """The units an earlier run finished, from what ``resume`` means wherever gcs takes it: that run's results (a
+    DataFrame with the ``keys`` columns, as the function returned them or handed them to ``on_results``, e.g. read
+    back from a file) or the keys themselves (tuples in ``keys``' order).
+
+    >>> sorted(finished_keys(pd.DataFrame({"seed": [0, 0, 1], "method": ["is"] * 3}), ["seed", "method"]))
+    [(0, 'is'), (1, 'is')]
+    >>> finished_keys([(2, "gcs")], ["seed", "method"])
+    {(2, 'gcs')}
+    """
+    if isinstance(resume, pd.DataFrame):
+        missing = [key for key in keys if key not in resume.columns]
+        if missing:
+            raise ValueError(f"resume: the earlier results lack the columns {missing} (they need {list(keys)})")
+        return {tuple(row) for row in resume[list(keys)].itertuples(index=False)}
+    if isinstance(resume, (str, bytes)) or not isinstance(resume, Iterable):
+        raise ArgumentTypeError(f"resume must be an earlier run's results (a DataFrame) or their keys, got "
+                                f"{type(resume).__name__}")
+    found = set()
+    for i, key in enumerate(resume):
+        if isinstance(key, (str, bytes)) or not isinstance(key, Sequence) or len(key) != len(keys):
+            raise ValueError(f"resume[{i}] must be a key ({', '.join(keys)}), got {quoted(key)}")
+        found.add(tuple(key))
+    return found

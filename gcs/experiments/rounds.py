@@ -1,7 +1,7 @@
 """The side by side in rounds: seeds run a round at a time, each round is scored and the sequential verdict looks
 again, and the run stops as soon as every comparison is decided (``gcs.stats.sequential``).
 
-    for round_report in gcs.compare_rounds(paraphrases, max_seeds=16):
+    for round_report in gcs.compare_rounds(paraphrases, seeds=16):
         print(round_report.seeds, round_report.tests[["method", "metric", "status"]])
     print(round_report.reason)     # the last round: why the run stopped ("every comparison decided after 8 seeds")
     if round_report.more_seeds:    # ended undecided: continue the same sequence
@@ -15,14 +15,14 @@ an undecided run (``resume=``) with the plan's extension looks, set aside before
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, ArgumentTypeError, check_texts
 from gcs.engines.models import Model, resolve_model
-from gcs.experiments.sweeps import CompareReport, combine_reports, compare_report
+from gcs.experiments.comparison import CompareReport, combine_reports, compare_report
 from gcs.generation import compare_with
 from gcs.runtime.quoting import quoted
 from gcs.runtime.stage_timing import timed
@@ -32,6 +32,7 @@ from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 
 BASELINE = "is"
+MAX_ROUND_SEEDS = 1024
 
 
 @dataclass(frozen=True)
@@ -65,68 +66,81 @@ class RoundReport:
         return self.final and (self.tests["status"] == "undecided").any() and self.look < len(self.plan.looks) - 1
 
 
-def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str = METHODS, max_seeds: int = 16,
-                   rounds: Sequence[int] | None = None, confidence: float = CONFIDENCE,
-                   metrics: Sequence[str] = ("e5", "aligned"), model: Model | str | None = None, seed: int = 0,
-                   temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                   max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str = "transformers",
-                   futility: float = FUTILITY,
-                   report_metrics: Sequence[str] | None = None, resume: RoundReport | None = None,
+def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str = METHODS,
+                   seeds: int | Iterable[int] = 16, rounds: Sequence[int] | None = None,
+                   confidence: float = CONFIDENCE, metrics: Sequence[str] = ("e5", "aligned"),
+                   model: Model | str | None = None, temperature: float = 1.0, top_k: int | None = None,
+                   top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                   engine: str = "transformers", futility: float = FUTILITY,
+                   report_metrics: Sequence[str] | None = None, settings: SamplingSettings | None = None,
+                   resume: RoundReport | None = None, on_results: Callable[[pd.DataFrame], None] | None = None,
                    on_partial: Callable[[pd.DataFrame], None] | None = None,
                    stop: threading.Event | None = None) -> Iterator[RoundReport]:
-    """The side by side of ``methods`` on ``paraphrases`` with seeds ``seed``, ``seed + 1``, ..., a round at a time
-    (``rounds``: seeds per round, default 4, 12), up to ``max_seeds``; yields a ``RoundReport`` after each round.
-    ``confidence`` and ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early
-    for futility). ``report_metrics``: what each report scores (default ``metrics``; the tests use ``metrics``, which
-    must be among them), e.g. Jaccard and MiniLM for a table beside the verdict.
+    """The side by side of ``methods`` on ``paraphrases`` over ``seeds``, a round at a time (``rounds``: seeds per
+    round, default 4, 12); yields a ``RoundReport`` after each round. ``seeds``: a count n (seeds 0 to n - 1) or the
+    seeds themselves, in the order the rounds take them; their number is the run's maximum. ``confidence`` and
+    ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early for futility).
+    ``report_metrics``: what each report scores (default ``metrics``; the tests use ``metrics``, which must be among
+    them), e.g. Jaccard and MiniLM for a table beside the verdict. ``settings`` (a ``gcs.SamplingSettings``, no
+    ensembling) replaces methods, seeds, temperature, top_k, top_p and max_new_tokens.
 
     The run stops when every comparison of a method with IS under each metric is decided (claimed, or within
-    noise for good) or at ``max_seeds``; the last report says which (``reason``). ``resume``: an undecided final
-    report to continue with "more seeds" (the plan's extension looks; every other argument is taken from it).
-    ``on_partial(frame)`` receives the first round's answers as they grow, token by token (the first answers on
-    screen); later rounds land whole. ``stop`` ends the run after its current token with ``gcs.Cancelled``.
+    noise for good) or when its seeds run out; the last report says which (``reason``). ``resume``: an undecided
+    final report to continue with "more seeds" (the plan's extension looks, on the seeds after the largest one
+    run; every other argument is taken from it). ``on_results(frame)`` receives each round's answers once they are
+    final, as ``gcs.sweep``'s does each batch's; ``on_partial(frame)`` receives the first round's answers as they
+    grow, token by token (the first answers on screen). ``stop`` ends the run after its current token with
+    ``gcs.Cancelled``.
     """
     if resume is not None:
-        yield from _continue(resume, on_partial, stop)
+        yield from _continue(resume, on_results, on_partial, stop)
         return
     paraphrases = check_texts(paraphrases, "paraphrases")
     if len(paraphrases) < 2:
         raise ValueError(f"a run in rounds scores how alike the answers to paraphrases are: it needs at least 2, "
                          f"got {len(paraphrases)}")
-    methods = check_methods(methods)
+    if settings is None:
+        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens)
+    elif not isinstance(settings, SamplingSettings):
+        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    elif settings.ensemble:
+        raise ValueError(f"a run in rounds does not ensemble, but settings has ensemble={settings.ensemble}")
+    methods = list(settings.methods)
     if BASELINE not in methods or len(methods) < 2:
         raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")
-    max_seeds = check_count(max_seeds, "max_seeds", 1, 1024)
-    seed = check_seed(seed)
-    if seed + max_seeds - 1 > MAX_SEED:
-        raise ValueError(f"seed {seed} with {max_seeds} seeds runs past the largest seed (2^63 - 1)")
+    if len(settings.seeds) > MAX_ROUND_SEEDS:
+        raise ValueError(f"seeds: a run in rounds takes at most {MAX_ROUND_SEEDS} seeds, got {len(settings.seeds)}")
     if not 0 <= futility < 1:
         raise ValueError(f"futility must be in [0, 1), got {quoted(futility)}")
     scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))
     if report_metrics is not None and not set(metrics) <= set(report_metrics):
         raise ValueError(f"the tested metrics {list(metrics)} must be among report_metrics {list(report_metrics)}")
-    plan = sequential_plan(max_seeds, rounds=rounds, confidence=confidence,
+    plan = sequential_plan(len(settings.seeds), rounds=rounds, confidence=confidence,
                            comparisons=(len(methods) - 1) * len(metrics), futility=futility)
-    settings = SamplingSettings(methods, (seed,), temperature, top_k, top_p, max_new_tokens)
-    state = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, seed, scored)
-    yield from state.rounds(0, on_partial, stop)
+    extra = plan.looks[-1] - len(settings.seeds)
+    if max(settings.seeds) + extra > MAX_SEED:
+        raise ValueError(f"seeds: the {extra} seeds \"more seeds\" may add after the largest, "
+                         f"{max(settings.seeds)}, run past the largest seed (2^63 - 1)")
+    run = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, scored)
+    yield from run.rounds(0, on_results, on_partial, stop)
 
 
-def _continue(report: RoundReport, on_partial, stop) -> Iterator[RoundReport]:
+def _continue(report: RoundReport, on_results, on_partial, stop) -> Iterator[RoundReport]:
     if not report.more_seeds:
         raise ValueError("only an undecided final report can take more seeds (its plan's extension looks are "
                          "left, and some comparison is undecided)")
     extended = report.plan.extended()
     run = _Run(list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"])), report.model,
-               report.settings, extended, tuple(report.tests["metric"].unique()), report.engine, report.seeds[0],
+               report.settings, extended, tuple(report.tests["metric"].unique()), report.engine,
                tuple(report.report.summary["metric"].unique()))
     run.frame, run.report, run.excess = report.frame, report.report, report.excess
-    yield from run.rounds(report.look + 1, on_partial, stop)
+    yield from run.rounds(report.look + 1, on_results, on_partial, stop)
 
 
 @dataclass
 class _Run:
-    """One run's fixed parts, and its answers and scores so far."""
+    """One run's fixed parts, and its answers and scores so far. ``settings.seeds``: the seeds run so far, or all the
+    run may take (before its first round); the extension's go on after the largest."""
 
     paraphrases: list[str]
     model: Model
@@ -134,16 +148,20 @@ class _Run:
     plan: SequentialPlan
     metrics: tuple[str, ...]
     engine: str
-    first_seed: int
     scored: tuple[str, ...]
     frame: pd.DataFrame | None = None
     report: CompareReport | None = None
     excess: tuple[float, ...] = ()
 
-    def rounds(self, look: int, on_partial, stop) -> Iterator[RoundReport]:
+    def seeds_through(self, n: int) -> list[int]:
+        """The run's first ``n`` seeds: its own, then the ones after the largest (the extension's)."""
+        own = list(self.settings.seeds)
+        return own[:n] + list(range(max(own) + 1, max(own) + 1 + n - len(own)))
+
+    def rounds(self, look: int, on_results, on_partial, stop) -> Iterator[RoundReport]:
         for k in range(look, self.plan.maximum + 1):
             done = 0 if k == 0 else self.plan.looks[k - 1]
-            seeds = [self.first_seed + i for i in range(done, self.plan.looks[k])]
+            seeds = self.seeds_through(self.plan.looks[k])[done:]
             with timed("generate", round=k + 1, seeds=len(seeds), rows=len(seeds) * len(self.settings.methods)
                        * len(self.paraphrases)):
                 frame = self._answer(seeds, on_partial if k == 0 else None, stop)
@@ -159,7 +177,9 @@ class _Run:
             reason = None if not final else (
                 f"every comparison decided after {self.plan.looks[k]} seeds" if not open_ else
                 f"the maximum of {self.plan.looks[k]} seeds reached")
-            settings = self.settings.replace(seeds=[self.first_seed + i for i in range(self.plan.looks[k])])
+            if on_results is not None:
+                on_results(frame)
+            settings = self.settings.replace(seeds=self.seeds_through(self.plan.looks[k]))
             yield RoundReport(self.frame, self.report, tests, self.plan, k, settings, final, reason, self.model,
                               self.engine, self.excess)
             if final:

@@ -29,11 +29,12 @@ from typing import Any, cast
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, check_methods, check_seeds
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, ArgumentTypeError
 from gcs.engines.batch import Row, check_plain_text
-from gcs.engines.batching import run_batches
+from gcs.engines.batching import Progress, check_progress, run_batches
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.data import Group, as_groups
+from gcs.experiments.results import finished_keys
 from gcs.generation import generate
 from gcs.runtime.quoting import quoted
 from gcs.sampling.theory import p_repeat
@@ -209,33 +210,41 @@ def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Cla
 
 def style_responses(
     questions: Sequence[Group] | Sequence[str],
-    *, methods: Sequence[str] = ("is", "gcswr"),
+    *, methods: Sequence[str] | str = ("is", "gcswr"),
     seeds: int | Iterable[int] = 20,
     temperature: float = 1.0,
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
     model: Model | str | None = None,
+    settings: SamplingSettings | None = None,
     batch_rows: int | None = None,
-    skip: Iterable[tuple] = (),
+    resume: pd.DataFrame | Iterable[tuple] = (),
     on_results: Callable[[pd.DataFrame], None] | None = None,
-    show_progress: bool = False,
+    progress: Progress = False,
     engine: str = "transformers",
 ) -> pd.DataFrame:
     """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
 
     Each question is the first prompt of its group. All questions answered with one seed
-    share its noise (gcs/gcswr). ``skip`` holds (question, method, seed) keys already done;
-    ``on_results`` receives each finished batch; ``batch_rows`` defaults to the automatic size.
-    ``engine``: "transformers" or "vllm" (``gcs.vllm.plugin``).
+    share its noise (gcs/gcswr). ``settings`` (a ``gcs.SamplingSettings``, no ensembling) replaces methods, seeds,
+    temperature and max_new_tokens (and brings its top_k and top_p). ``resume``: an earlier run's results (its frame,
+    or the rows ``on_results`` received) or their keys (question, method, seed): those are not answered again.
+    ``on_results`` receives each finished batch; ``progress``: as in ``gcs.sweep``; ``batch_rows`` defaults to the
+    automatic size. ``engine``: "transformers" or "vllm" (``gcs.vllm.plugin``).
     """
     if questions and all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (cast(str, q),)) for i, q in enumerate(questions)]  # all strings, as checked
     questions = as_groups(questions)
-    settings = SamplingSettings(check_methods(methods), check_seeds(seeds), temperature,
-                                max_new_tokens=max_new_tokens)
+    if settings is None:
+        settings = SamplingSettings(methods, seeds, temperature, max_new_tokens=max_new_tokens)
+    elif not isinstance(settings, SamplingSettings):
+        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    elif settings.ensemble:
+        raise ValueError(f"style responses are not ensembled, but settings has ensemble={settings.ensemble}")
+    done = finished_keys(resume, STYLE_KEYS)
+    check_progress(progress)
     model = resolve_model(model)
     check_plain_text([question.prompts[0] for question in questions], model, "questions")
-    skip = {tuple(key) for key in skip}
-    todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in skip]
+    todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in done]
     columns = [*STYLE_KEYS, "prompt", "response"]
     frames = []
 
@@ -243,7 +252,7 @@ def style_responses(
         return [Row(unit[0].prompts[0], unit[1], unit[2])]
 
     for chunk, decoded in run_batches(todo, rows_of, lambda unit: settings, model, batch_rows,
-                                      show_progress=show_progress, description="style", engine=engine):
+                                      progress=progress, description="style", engine=engine):
         frame = pd.DataFrame.from_records(
             [{"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
              for (q, m, s), (row,) in zip(chunk, decoded, strict=True)],

@@ -27,7 +27,7 @@ from gcs.engines.batch import Batch, Row, check_plain_text, prompt_stream
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.replay import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
 from gcs.sampling.samplers import make_sampler
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, one_or_built
 
 
 def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> list[int]:
@@ -83,8 +83,8 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
 def counterfactual(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
                    *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
-                   model: Model | str | None = None,
-                   stop: threading.Event | None = None) -> str:
+                   model: Model | str | None = None, stop: threading.Event | None = None,
+                   settings: SamplingSettings | None = None) -> str:
     """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
 
     ``response`` is text or token ids as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its
@@ -93,7 +93,8 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
     ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
     Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
     Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
-    token with ``gcs.Cancelled``.
+    token with ``gcs.Cancelled``. ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces
+    method ... max_new_tokens.
 
     On the embedded model (what follows an edit depends on the machine's kernels; replacing a token by itself
     does not):
@@ -105,7 +106,9 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
     >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
     'Apples are sweet.'
     """
-    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    settings = one_or_built(settings, caller="gcs.counterfactual", method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
+                            takes_ensemble=False)
     return counterfactual_with(prompt, response, at, replacement, settings, finished, model, stop)
 
 

@@ -33,7 +33,7 @@ from gcs.engines.models import Model, resolve_model
 from gcs.instrument.conditioning import Posterior, posterior
 from gcs.runtime.quoting import quoted
 from gcs.sampling.samplers import Sampler
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, one_or_built
 
 MAX_RESPONSE_TOKENS = 1024
 
@@ -254,21 +254,25 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
                      seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
                      max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
                      model: Model | str | None = None, stop: threading.Event | None = None,
-                     **generate_kwargs) -> HindsightReport:
+                     settings: SamplingSettings | None = None, **generate_kwargs) -> HindsightReport:
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
 
     The replay runs through the path the posterior was computed on (the prompt alone, or in the same
     batch as the paraphrases where the model's rows are computed independently, ``gcs.engines.invariance``).
     Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
+    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens.
     """
-    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    settings = one_or_built(settings, caller="gcs.hindsight_report", method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
+                            takes_ensemble=False)
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
 
 
 def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, method: str = "gcswr", seed: int = 0,
               temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
               finished: bool = True,
-              model: Model | str | None = None, stop: threading.Event | None = None, **generate_kwargs) -> list[str]:
+              model: Model | str | None = None, stop: threading.Event | None = None,
+              settings: SamplingSettings | None = None, **generate_kwargs) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
     ``response`` is text (typed in), tokenized with the model's tokenizer, or token ids (a ``gcs.compare``
@@ -280,6 +284,7 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
     (``paraphrases=[prompt]``) gives the response back, end included when finished, to the token
     (``hindsight_report`` checks it). A response the settings make impossible (top-p) is a ValueError.
     Extra keyword arguments go to transformers' ``generate`` (hindsight runs on the transformers engine).
+    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens.
 
     On the embedded model (the answers depend on the machine's kernels; the replay of the prompt itself does not):
 
@@ -290,5 +295,7 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
     >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
     ['Blue.']
     """
-    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    settings = one_or_built(settings, caller="gcs.hindsight", method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
+                            takes_ensemble=False)
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs).answers

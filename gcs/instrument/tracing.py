@@ -35,7 +35,7 @@ from gcs.engines.models import Model, resolve_model
 from gcs.runtime.quoting import quoted
 from gcs.sampling.noise import DOMAIN_GUMBEL, exponential_noise, row_keys
 from gcs.sampling.samplers import make_sampler
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, one_or_built
 
 DEFAULT_TOP = 10
 
@@ -181,7 +181,8 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
 def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
           top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, top: int = DEFAULT_TOP,
           model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
-          stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
+          stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = (),
+          settings: SamplingSettings | None = None) -> Trace:
     """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
 
     Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
@@ -192,6 +193,7 @@ def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, tempe
     it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
     ``system``: a system message for every prompt (``gcs.format_prompt``). ``watch``: token ids recorded at every
     step besides the candidates (after them, when not among them): ``gcs.parting`` asks for the other arm's token.
+    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens.
 
     On the embedded model (which tokens win depends on the machine's kernels; that the trace is the same
     generation does not):
@@ -203,7 +205,9 @@ def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, tempe
     >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
     True
     """
-    settings = SamplingSettings.single(method, seed, temperature, None, top_p, max_new_tokens)
+    settings = one_or_built(settings, caller="gcs.trace", method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
+                            takes_ensemble=False)
     return trace_with(prompts, settings, top, model, forced, stop, system, watch)
 
 
