@@ -119,8 +119,8 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
                            comparisons=(len(methods) - 1) * len(metrics), futility=futility)
     extra = plan.looks[-1] - len(settings.seeds)
     if max(settings.seeds) + extra > MAX_SEED:
-        raise ValueError(f"seeds: the {extra} seeds \"more seeds\" may add after the largest, "
-                         f"{max(settings.seeds)}, run past the largest seed (2^63 - 1)")
+        raise ValueError(f"seeds: {max(settings.seeds)} and the {extra} seeds \"more seeds\" may add after it "
+                         "runs past the largest seed (2^63 - 1)")
     run = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, scored)
     yield from run.rounds(0, on_results, on_partial, stop)
 
