@@ -9,9 +9,9 @@ import threading
 
 import pandas as pd
 import pytest
-from conftest import tiny_gcs_model
 
 import gcs
+from conftest import tiny_gcs_model
 
 PROMPTS = ["w5 w6 w7", "w7 w6 w5"]
 ONE = dict(method="gcs", seed=3, temperature=0.7, top_p=0.9, max_new_tokens=5)
