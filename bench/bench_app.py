@@ -36,7 +36,7 @@ def measure(engine: str, repeats: int, seeds: int) -> tuple[float, float, list[f
 
         def call() -> float:
             begin = time.perf_counter()
-            client.predict(PARAPHRASES, 1.0, 64, 0, seeds=seeds, api_name="/compare")
+            client.predict(PARAPHRASES, 1.0, 64, seeds, api_name="/compare")
             return time.perf_counter() - begin
 
         first = call()

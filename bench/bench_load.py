@@ -188,7 +188,7 @@ def endpoint_calls(tokens: int, seeds: int) -> dict:
     """One call per endpoint of the flood, each a function of a Client."""
     answer = "DNA is the molecule that carries genetic information."
     return {
-        "/compare": lambda c: c.predict(PARAPHRASES, 1.0, tokens, 0, seeds=seeds, api_name="/compare"),
+        "/compare": lambda c: c.predict(PARAPHRASES, 1.0, tokens, seeds, api_name="/compare"),
         "/trace": lambda c: c.predict("What is DNA?\nExplain DNA.", "gcswr", 0, 1.0, 1.0, tokens, api_name="/trace"),
         "/hindsight": lambda c: c.predict("What is DNA?", answer, "Explain DNA.\nDescribe DNA.", "gcswr", 0, 1.0, 1.0,
                                           tokens, api_name="/hindsight"),
@@ -203,7 +203,7 @@ SUBMITTING = ("import sys, time; from gradio_client import Client; c = Client(sy
               "job = c.submit(*ARGUMENTS)\n"
               "while not job.outputs() and not job.done(): time.sleep(0.05)\n"
               "print('under way', flush=True); job.result()")
-STORIES = [chr(10).join(f"Tell me a long story about dragon number {i}." for i in range(8)), 1.0, 256, 0]
+STORIES = [chr(10).join(f"Tell me a long story about dragon number {i}." for i in range(8)), 1.0, 256, 1]
 SWEEP_48_ROWS = ["builtin:8", "1", 1, "is,gcswr", "jaccard", 128]  # 8 groups x 3 paraphrases x 2 methods
 COMPARE = {"paraphrases": STORIES[0], "max_new_tokens": 256, "seeds": 1}
 MCP_CALLING = ("import asyncio, sys\nfrom mcp import ClientSession\n"
@@ -217,7 +217,7 @@ MCP_CALLING = ("import asyncio, sys\nfrom mcp import ClientSession\n"
                f"            await session.call_tool('compare', {COMPARE!r}, progress_callback=told)\n"
                "asyncio.run(main())")
 ABANDONING = {
-    "/compare": SUBMITTING.replace("*ARGUMENTS", f"*{json.dumps(STORIES)}, seeds=1, api_name='/compare'"),
+    "/compare": SUBMITTING.replace("*ARGUMENTS", f"*{json.dumps(STORIES)}, api_name='/compare'"),
     "48-row /sweep": SUBMITTING.replace("*ARGUMENTS", f"*{json.dumps(SWEEP_48_ROWS)}, api_name='/sweep'"),
     "MCP call (/compare as a tool)": MCP_CALLING,
 }
@@ -236,7 +236,7 @@ def abandoned_call(url: str, script: str) -> float:
 def short_compare(url: str) -> float:
     """Seconds until a short /compare (2 paraphrases, 4 greedy tokens) is served, from now."""
     start = time.perf_counter()
-    Client(url, verbose=False).predict("What is DNA?\nExplain DNA.", 0.0, 4, 0, 1.0, "gcswr", api_name="/compare")
+    Client(url, verbose=False).predict("What is DNA?\nExplain DNA.", 0.0, 4, 16, 1.0, "gcswr", api_name="/compare")
     return time.perf_counter() - start
 
 
@@ -251,7 +251,7 @@ def hostile_requests(url: str) -> dict[str, bool]:
             refused[metric] = "not offered here" in str(error)
     eight = "\n".join(f"Question {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
     try:
-        client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True, api_name="/compare")
+        client.predict(eight, 1.0, 256, 16, 1.0, "is,gcs,gcswr", 2, api_name="/compare")
         refused["work over the cap"] = False
     except Exception as error:
         refused["work over the cap"] = "tokens of work" in str(error)

@@ -132,11 +132,11 @@ def through_gradio(prompts, settings, engine: str) -> float:
     server, url = start_app(queue_size=4, engine=engine)
     try:
         client = Client(url, verbose=False)
-        arguments = ("\n".join(prompts), settings.temperature, settings.max_new_tokens, settings.seeds[0])
-        seeds = len(settings.seeds)  # seeds[0], seeds[0] + 1, ...: the in-process run's seeds (the app's default is 16)
-        client.predict(*arguments, seeds=seeds, api_name="/compare")  # warm: models, kernel, embedders
+        # the in-process run's seeds, as a list (the app's default is a count, 16)
+        arguments = ("\n".join(prompts), settings.temperature, settings.max_new_tokens, list(settings.seeds))
+        client.predict(*arguments, api_name="/compare")  # warm: models, kernel, embedders
         start = time.perf_counter()
-        client.predict(*arguments, seeds=seeds, api_name="/compare")
+        client.predict(*arguments, api_name="/compare")
         return time.perf_counter() - start
     finally:
         server.terminate()

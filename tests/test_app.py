@@ -20,23 +20,24 @@ def test_api_lists_the_endpoints(client):
     endpoints = client.view_api(print_info=False, return_format="dict")["named_endpoints"]
     assert {"/compare", "/sweep", "/coupling", "/trace", "/hindsight"} <= set(endpoints)
     names = [p["parameter_name"] for p in endpoints["/compare"]["parameters"]]
-    assert names[:4] == ["paraphrases", "temperature", "max_new_tokens", "seed"] and names[-2:] == ["seeds", "rounds"]
+    assert names == ["paraphrases", "temperature", "max_new_tokens", "seeds", "top_p", "methods", "ensemble", "model",
+                     "rounds"]  # seeds: a count or the seeds, as everywhere in gcs
 
 
 @pytest.mark.slow
 def test_compare_endpoint(client):
-    result = client.predict(PARAPHRASES, 1.0, 12, 3, seeds=4, api_name="/compare")
-    assert result["paraphrases"] == PARAPHRASES.splitlines() and result["settings"]["seeds"] == [3, 4, 5, 6]
+    result = client.predict(PARAPHRASES, 1.0, 12, 4, api_name="/compare")  # a count: seeds 0 to 3, in rounds
+    assert result["paraphrases"] == PARAPHRASES.splitlines() and result["settings"]["seeds"] == [0, 1, 2, 3]
     assert set(result["responses"]) == {"is", "gcs", "gcswr"}
     assert all(len(r) == 3 and all(isinstance(t, str) for t in r) for r in result["responses"].values())
     for scores in result["scores"].values():
         assert set(scores) == {"e5", "jaccard", "minilm", "aligned"} and all(-1 <= v <= 1 for v in scores.values())
-    assert len(result["per_seed"]) == 3 * 4 and {r["seed"] for r in result["per_seed"]} == {3, 4, 5, 6}
+    assert len(result["per_seed"]) == 3 * 4 and {r["seed"] for r in result["per_seed"]} == {0, 1, 2, 3}
     assert all(len(r["responses"]) == 3 for r in result["per_seed"])
     summary = {(r["method"], r["metric"]): r for r in result["summary"]}
     per_seed = {(r["method"], r["seed"]): r for r in result["per_seed"]}
     gain = summary[("gcswr", "e5")]
-    paired = [per_seed[("gcswr", s)]["e5"] - per_seed[("is", s)]["e5"] for s in (3, 4, 5, 6)]
+    paired = [per_seed[("gcswr", s)]["e5"] - per_seed[("is", s)]["e5"] for s in (0, 1, 2, 3)]
     assert gain["n"] == 4 and gain["pairs"] == 4 and gain["diff"] == pytest.approx(sum(paired) / 4)
     # the verdict, in rounds (the default): one line per method and metric against IS (E5 and aligned agreement),
     # then how many seeds it used and why it stopped; the stopping fields say the same
@@ -46,9 +47,9 @@ def test_compare_endpoint(client):
     assert lines[-1].startswith("- Stopped: the maximum of 4 seeds reached")
     stopping = result["stopping"]
     assert stopping["seeds_used"] == 4 and stopping["in_rounds"] and len(stopping["tests"]) == 4
-    again = client.predict(PARAPHRASES, 1.0, 12, 3, 1.0, "gcswr", seeds=[3], api_name="/compare")
+    again = client.predict(PARAPHRASES, 1.0, 12, [0, 7], 1.0, "gcswr", api_name="/compare")  # a list: one batch
     assert again["responses"] == {"gcswr": result["responses"]["gcswr"]}  # same seed, same responses
-    assert again["settings"]["seeds"] == [3]
+    assert again["settings"]["seeds"] == [0, 7] and not again["stopping"]["in_rounds"]
 
 
 @pytest.mark.slow
@@ -67,12 +68,12 @@ def test_trace_and_hindsight_endpoints(client):
     with pytest.raises(Exception, match="enter the response"):
         client.predict("Why?", "  ", "How come?", api_name="/hindsight")
     with pytest.raises(Exception, match="seeds per run must be a whole number from 1 to 16"):
-        client.predict(PARAPHRASES, 1.0, 8, 0, seeds=17, api_name="/compare")
+        client.predict(PARAPHRASES, 1.0, 8, 17, api_name="/compare")
 
 
 @pytest.mark.slow
 def test_greedy_compare_agrees_across_methods(client):
-    result = client.predict(PARAPHRASES, 0.0, 8, 0, seeds=1, api_name="/compare")
+    result = client.predict(PARAPHRASES, 0.0, 8, 1, api_name="/compare")
     assert result["responses"]["is"] == result["responses"]["gcs"] == result["responses"]["gcswr"]
 
 
@@ -106,8 +107,10 @@ BAD_COMPARE = [
     ("temperature negative", dict(temperature=-1.0), "temperature must be between 0 and 2"),
     ("temperature 1e6", dict(temperature=1e6), "temperature must be between 0 and 2"),
     ("top_p 0", dict(top_p=0.0), "top_p must be in (0, 1]"),
-    ("seed negative", dict(seed=-1), "seed must be a whole number"),
-    ("seed above 2^63", dict(seed=2**63 + 10), "seed must be a whole number"),
+    ("seed negative", dict(seeds=[-1]), "seed must be a whole number"),
+    ("seed above 2^63", dict(seeds=[2**63 + 10]), "seed must be a whole number"),
+    ("no seeds", dict(seeds=0), "seeds per run must be a whole number from 1 to 16"),
+    ("ensemble 3", dict(ensemble=3), "ensemble must be a whole number from 0 to 2"),
     ("max_new_tokens 0", dict(max_new_tokens=0), "max_new_tokens must be a whole number from 1"),
     ("max_new_tokens 10^6", dict(max_new_tokens=10**6), "max_new_tokens must be a whole number from 1"),
     ("unknown method", dict(methods="beam"), "unknown method"),
@@ -119,7 +122,7 @@ BAD_COMPARE = [
 @pytest.mark.slow
 @pytest.mark.parametrize("case, changes, message", BAD_COMPARE, ids=[c[0] for c in BAD_COMPARE])
 def test_bad_compare_input_is_a_clear_error_and_the_app_keeps_serving(client, case, changes, message):
-    arguments = dict(paraphrases=PARAPHRASES, temperature=1.0, max_new_tokens=8, seed=0, top_p=1.0, methods="gcswr")
+    arguments = dict(paraphrases=PARAPHRASES, temperature=1.0, max_new_tokens=8, seeds=1, top_p=1.0, methods="gcswr")
     arguments.update(changes)
     with pytest.raises(Exception, match=re.escape(message)):
         client.predict(**arguments, api_name="/compare")
@@ -132,9 +135,9 @@ def test_nan_temperature_is_refused_by_the_app_itself():
     from ui import compare
 
     with pytest.raises(ValueError, match="temperature must be a number"):
-        compare.compare_inputs("a\nb", math.nan, 8, 0, 1.0, "gcswr", False, "x")
+        compare.compare_inputs("a\nb", math.nan, 8, [0], 1.0, "gcswr", 0, "x")
     with pytest.raises(ValueError, match="top_p must be a number"):
-        compare.compare_inputs("a\nb", 1.0, 8, 0, math.inf * 0, "gcswr", False, "x")
+        compare.compare_inputs("a\nb", 1.0, 8, [0], math.inf * 0, "gcswr", 0, "x")
 
 
 @pytest.mark.slow
@@ -142,7 +145,7 @@ def test_emoji_and_right_to_left_text_work(client, embedded_model):
     """Emoji and Arabic reach the model intact: the app echoes them unchanged and answers them exactly as the library
     does with the same seed (the same model, dtype and kernels on this machine)."""
     prompts = ["What is DNA? 🧬", "ما هو الحمض النووي؟"]
-    result = client.predict("\n".join(prompts), 1.0, 8, 0, 1.0, "gcswr", seeds=1, api_name="/compare")
+    result = client.predict("\n".join(prompts), 1.0, 8, 1, 1.0, "gcswr", api_name="/compare")
     assert result["paraphrases"] == prompts
     expected = gcs.compare(prompts, methods="gcswr", seeds=[0], max_new_tokens=8, model=embedded_model)
     assert result["responses"]["gcswr"] == list(expected["response"]) and all(expected["response"].str.strip())

@@ -30,7 +30,7 @@ STORIES = "\n".join(f"Tell me a long story about dragon number {i}, with every d
 # Each call as long as the demo's limits allow (256 new tokens, 64 traced), so that it cannot end in the moment
 # between its first progress update and its client's kill, on any machine.
 ABANDONED = [
-    ("/compare", (STORIES, 1.0, 256, 0, 1.0, "is,gcs,gcswr", False, MODEL, 4)),  # 96 rows: ~27,000 of 32,768 tokens
+    ("/compare", (STORIES, 1.0, 256, 4, 1.0, "is,gcs,gcswr", 0, MODEL)),  # 96 rows: ~27,000 of 32,768 tokens
     ("/trace", ("Tell me a long story about a dragon.\nTell me a long tale about a dragon.", "gcswr", 0, 1.0, 1.0, 64,
                 MODEL)),
     ("/hindsight", ("Tell me a long story.", "Once upon a time", "Tell me a long tale.\nTell me a story, a long one.\n"

@@ -83,14 +83,14 @@ def test_a_run_without_is_or_with_rounds_off_is_one_batch(embedded_model):
 
 @pytest.mark.slow
 def test_the_endpoint_says_how_many_seeds_it_used_and_why_it_stopped(embedded_model):
-    *_, answer = compare.compare(PARAPHRASES, 1.0, 4, 0, methods="is,gcswr", seeds=4)
+    *_, answer = compare.compare(PARAPHRASES, 1.0, 4, 4, methods="is,gcswr")
     stopping = answer["stopping"]
     assert stopping["in_rounds"] and stopping["seeds_used"] == 4 and stopping["max_seeds"] == 4
     assert stopping["reason"] == "the maximum of 4 seeds reached" and stopping["more_seeds"]
     assert {(t["method"], t["metric"]) for t in stopping["tests"]} == {("gcswr", "e5"), ("gcswr", "aligned")}
     assert answer["settings"]["seeds"] == [0, 1, 2, 3] and "Stopped" in "\n".join([answer["verdict"]])
-    *_, fixed = compare.compare(PARAPHRASES, 1.0, 4, 0, methods="is,gcswr", seeds=[3, 5])
+    *_, fixed = compare.compare(PARAPHRASES, 1.0, 4, [3, 5], methods="is,gcswr")
     assert not fixed["stopping"]["in_rounds"] and fixed["stopping"]["seeds_used"] == 2
     assert "a list of seeds runs in one batch" in fixed["stopping"]["reason"]
     with pytest.raises(Exception, match="rounds must be true or false"):
-        list(compare.compare(PARAPHRASES, 1.0, 4, 0, rounds="yes"))
+        list(compare.compare(PARAPHRASES, 1.0, 4, 4, rounds="yes"))

@@ -73,8 +73,8 @@ def test_a_message_is_cut_after_escaping_and_never_inside_an_escape():
 
 
 @pytest.mark.parametrize("endpoint, arguments, message", [
-    ("/compare", ("What is DNA?\nExplain DNA.", 1.0, 4, 0, 1.0, "m" * 100_000), "unknown method 'mmm"),
-    ("/compare", ("What is DNA?\nExplain DNA.", 1.0, 4, 0, 1.0, "gcswr", False, "m" * 100_000), "is not offered here"),
+    ("/compare", ("What is DNA?\nExplain DNA.", 1.0, 4, 1, 1.0, "m" * 100_000), "unknown method 'mmm"),
+    ("/compare", ("What is DNA?\nExplain DNA.", 1.0, 4, 1, 1.0, "gcswr", 0, "m" * 100_000), "is not offered here"),
     ("/sweep", ("builtin:" + "9" * 1_900_000,), "builtin:N needs a whole number N from 1 to 50"),
     ("/trace", ("Why?\nHow come?", "gcswr", 0, "t" * 100_000), "temperature must be a number, got 'ttt"),
 ])

@@ -81,7 +81,7 @@ def test_out_of_memory_during_generation_is_reported_and_the_app_recovers(app_mo
     with failing_forward(app_model, out_of_memory, on_call=3):
         refused_in_ui(compare_ui, "out of memory for this request")
     with failing_forward(app_model, out_of_memory, on_call=3), pytest.raises(gr.Error, match="out of memory"):
-        final(compare.compare(PARAPHRASES, 1.0, 8, 0))
+        final(compare.compare(PARAPHRASES, 1.0, 8, 16))
     updates = compare_ui()
     assert updates[-1]["status"] == "Done."
 
@@ -101,8 +101,8 @@ def test_model_load_failure_is_a_clear_error(monkeypatch):
     offered = (*deployment.SETTINGS.allowed_models, "no-such-org/no-such-model")
     monkeypatch.setattr(deployment, "SETTINGS", dataclasses.replace(deployment.SETTINGS, allowed_models=offered))
     with pytest.raises(gr.Error, match="could not load model 'no-such-org/no-such-model'"):
-        final(compare.compare(PARAPHRASES, 1.0, 8, 0, model="no-such-org/no-such-model"))
-    assert final(compare.compare(PARAPHRASES, 0.0, 4, 0, methods="gcswr"))["responses"]["gcswr"]
+        final(compare.compare(PARAPHRASES, 1.0, 8, 16, model="no-such-org/no-such-model"))
+    assert final(compare.compare(PARAPHRASES, 0.0, 4, 16, methods="gcswr"))["responses"]["gcswr"]
 
 
 def test_a_model_that_needs_remote_code_is_refused(tmp_path):
@@ -117,7 +117,7 @@ def test_a_model_that_needs_remote_code_is_refused(tmp_path):
     with pytest.raises(ValueError, match="could not load model"):
         gcs.load_model(str(folder))
     with pytest.raises(gr.Error, match="is not offered here"):  # and the app never even tries
-        final(compare.compare(PARAPHRASES, 1.0, 8, 0, model=str(folder)))
+        final(compare.compare(PARAPHRASES, 1.0, 8, 16, model=str(folder)))
 
 
 @pytest.mark.slow
@@ -128,13 +128,13 @@ def test_full_queue_is_told_clearly_and_the_server_keeps_serving(app_url, app_pr
     it likes; here the holder is a real job of 96 rows x 256 tokens, checked to still run when the burst is
     placed.) A busy machine is slow, not broken: no client gives up on it, each waits on the app's progress."""
     status = lambda: served("GET", app_url.rstrip("/") + "/gradio_api/queue/status", app_progress).json()  # noqa: E731
-    holder = app_client(app_url, app_progress).submit(PARAPHRASES, 1.0, 256, 0, seeds=16, api_name="/compare")
+    holder = app_client(app_url, app_progress).submit(PARAPHRASES, 1.0, 256, 16, api_name="/compare")
     until(lambda: holder.outputs() or holder.done(), "the long job's first heartbeat", app_progress)
     assert not holder.done(), f"the long job did not start: {holder.exception()}"  # it runs, and holds the lane
     outcomes, lock = [], threading.Lock()
 
     def one_client():
-        outcome = call_outcome(app_url, app_progress, PARAPHRASES, 1.0, 4, 0, seeds=1, api_name="/compare")
+        outcome = call_outcome(app_url, app_progress, PARAPHRASES, 1.0, 4, 1, api_name="/compare")
         with lock:
             outcomes.append(outcome)
 

@@ -140,8 +140,8 @@ def test_sweep_metric_cannot_name_a_server_path(client, tmp_path):
     "endpoint, arguments, message",
     [("/coupling", ("0.5, 0.5", "", 3.0, 1000, 1000, 1.5), "coupling seed must be a whole number"),
      ("/sweep", ("builtin:-1", "1", 1, "is", "e5", 8), "builtin:N needs a whole number"),
-     ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, "gcswr", "yes"), "ensembling must be true or false"),
-     ("/compare", (PARAPHRASES, 1.0, 8, 0, 1.0, 5), "methods must be")],
+     ("/compare", (PARAPHRASES, 1.0, 8, 1, 1.0, "gcswr", "yes"), "ensemble must be"),
+     ("/compare", (PARAPHRASES, 1.0, 8, 1, 1.0, 5), "methods must be")],
 )
 @pytest.mark.slow
 def test_small_bad_inputs(client, endpoint, arguments, message):
@@ -169,7 +169,7 @@ def test_a_response_with_control_characters_is_refused_by_hindsight(client, resp
 
 # -- bad input is refused, not logged as a fault -------------------------------------------------------------
 @pytest.mark.parametrize("endpoint, arguments, message", [
-    ("/compare", ("What is DNA?\nExplain\ud800 DNA.", 1.0, 4, 0), "paraphrase 2 contains an unpaired surrogate"),
+    ("/compare", ("What is DNA?\nExplain\ud800 DNA.", 1.0, 4, 1), "paraphrase 2 contains an unpaired surrogate"),
     ("/trace", ("What is DNA?\n\u200b\u200d\ufeff",), "paraphrase 2 shows nothing"),
     ("/counterfactual", ("Why is the sky blue?", "Because of scattering.", 1, "<|im_end|>"),
      "the replacement holds an end-of-turn token"),

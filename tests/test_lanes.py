@@ -68,13 +68,13 @@ def test_coupling_answers_while_the_model_lane_is_full(held_lane_app):
     wait and 6 are told the queue is full, while the coupling explorer answers in its own lane. Released, the
     lane serves the 4 waiting ones. Nothing here depends on how fast the machine is."""
     url, release, progress = held_lane_app  # no client gives up on a busy machine: each waits on the app's progress
-    holder = app_client(url, progress).submit(HOLD, 1.0, 8, 0, seeds=1, rounds=False, api_name="/compare")
+    holder = app_client(url, progress).submit(HOLD, 1.0, 8, 1, rounds=False, api_name="/compare")
     until(lambda: holder.outputs() or holder.done(), "the held job to stream progress", progress)
     assert not holder.done(), holder.exception()
     outcomes, lock = [], threading.Lock()
 
     def one_client():
-        outcome = call_outcome(url, progress, PARAPHRASES, 0.0, 4, 0, seeds=1, api_name="/compare")
+        outcome = call_outcome(url, progress, PARAPHRASES, 0.0, 4, 1, api_name="/compare")
         with lock:
             outcomes.append(outcome)
 

@@ -144,7 +144,7 @@ def test_what_the_server_prints_reaches_its_log_file_line_by_line(tmp_path):
 @pytest.mark.slow
 def test_a_refused_request_logs_one_line(client, app_log, app_progress):
     before = app_log.read_text()
-    message = error_text(lambda: client.predict("only one line", 1.0, 8, 0, api_name="/compare"))
+    message = error_text(lambda: client.predict("only one line", 1.0, 8, 1, api_name="/compare"))
     assert "enter 2 to 8 paraphrases" in message
     # the log is written by another process: wait for the line, however slow
     until(lambda: "refused: enter 2 to 8 paraphrases" in app_log.read_text()[len(before):], "the refusal's line",

@@ -75,10 +75,10 @@ def test_a_coupling_tool_call_returns_the_documented_result(app_url, app_progres
 @pytest.mark.slow
 def test_a_compare_tool_call_gives_what_the_http_api_gives(app_url, app_progress):
     paraphrases = "What is DNA?\nExplain DNA briefly."
-    arguments = {"paraphrases": paraphrases, "temperature": 1.0, "max_new_tokens": 8, "seed": 5,
-                 "methods": "is,gcswr", "seeds": 1}
+    arguments = {"paraphrases": paraphrases, "temperature": 1.0, "max_new_tokens": 8, "seeds": [5],
+                 "methods": "is,gcswr"}
     by_tool = call_tool(app_url, app_progress, "compare", arguments)
-    by_http = app_client(app_url, app_progress).predict(paraphrases, 1.0, 8, 5, 1.0, "is,gcswr", seeds=1,
+    by_http = app_client(app_url, app_progress).predict(paraphrases, 1.0, 8, [5], 1.0, "is,gcswr",
                                                         api_name="/compare")
     assert by_tool["paraphrases"] == paraphrases.splitlines()
     assert by_tool["responses"] == by_http["responses"]  # same seed, same answers, whichever door

@@ -26,18 +26,18 @@ HIEROGLYPHS = "\U00013000" * 1000  # 1,000 characters, about 4,000 tokens
 # -- repeated methods, and the total work ---------------------------------------------------------------------
 @pytest.mark.slow
 def test_repeated_methods_run_once(client):
-    result = client.predict(PARAPHRASES, 0.0, 4, 0, 1.0, ",".join(["is"] * 150), api_name="/compare")
+    result = client.predict(PARAPHRASES, 0.0, 4, 1, 1.0, ",".join(["is"] * 150), api_name="/compare")
     assert list(result["responses"]) == ["is"] and len(result["responses"]["is"]) == 2
 
 
 @pytest.mark.slow
 def test_total_work_is_capped(client):
     eight = "\n".join(f"Question number {i}: " + "why is the sky blue and not green? " * 12 for i in range(8))
-    message = error_text(lambda: client.predict(eight, 1.0, 256, 0, 1.0, "is,gcs,gcswr", True,
+    message = error_text(lambda: client.predict(eight, 1.0, 256, 16, 1.0, "is,gcs,gcswr", 2,
                                                  api_name="/compare"))
     assert "tokens of work" in message and "the limit here is 32,768" in message
     long_one = "What is DNA?\n" + "1 2 3 4 5 6 7 8 9 " * 55  # under 1,000 characters, ~500 tokens
-    assert "tokens long as the model sees it" in error_text(lambda: client.predict(long_one, 1.0, 8, 0,
+    assert "tokens long as the model sees it" in error_text(lambda: client.predict(long_one, 1.0, 8, 1,
                                                                                     api_name="/compare"))
 
 

@@ -40,7 +40,8 @@ DEFAULT_TEMPERATURE = 1.0
 
 
 def seed_list(seed, seeds) -> list[int]:
-    """The seeds of a run: a count (``seed``, ``seed + 1``, ...) or an explicit list (at most 16 entries; a repeated
+    """The seeds of a run: a count from ``seed`` (``seed``, ``seed + 1``, ...: the page's "first seed" and "seeds";
+    the API's ``seeds`` counts from 0, as everywhere in gcs) or an explicit list (at most 16 entries; a repeated
     seed runs once), within the demo's limits. The count is checked before any element.
 
     >>> seed_list(7, 3), seed_list(0, [5, 2, 5])
@@ -56,16 +57,16 @@ def seed_list(seed, seeds) -> list[int]:
     return [seed + i for i in range(count)]
 
 
-def compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods, ensembling, model_name,
-                   seeds=DEFAULT_SEEDS):
-    """The request as (prompts, settings, model), checked against the demo's limits."""
+def compare_inputs(paraphrases, temperature, max_new_tokens, seeds: list[int], top_p, methods, ensemble: int,
+                   model_name):
+    """The request as (prompts, settings, model), checked against the demo's limits (``seeds``: from ``seed_list``;
+    ``ensemble``: rewordings per prompt, 0 for none)."""
     prompts = parse_paraphrases(paraphrases)
     top_p = check("top_p", top_p)
     settings = gcs.SamplingSettings(
-        methods=gcs.check_methods(methods if methods is not None else []), seeds=seed_list(seed, seeds),
+        methods=gcs.check_methods(methods if methods is not None else []), seeds=seeds,
         temperature=check("temperature", temperature), top_p=None if top_p == 1 else top_p,
-        max_new_tokens=check("max_new_tokens", max_new_tokens),
-        ensemble=REWORDINGS if check_flag(ensembling, "ensembling") else 0,
+        max_new_tokens=check("max_new_tokens", max_new_tokens), ensemble=check("ensemble", ensemble),
     )
     model = load_allowed_model(model_name)
     rows_per_prompt = len(settings.methods) * len(settings.seeds) * (1 + settings.ensemble)
@@ -106,8 +107,9 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
     A refused or failed run shows its message as a toast and in the status line; earlier results stay.
     """
     try:
-        prompts, settings, model = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
-                                                  ensembling, model_name, seeds)
+        ensemble = REWORDINGS if check_flag(ensembling, "ensembling") else 0
+        prompts, settings, model = compare_inputs(paraphrases, temperature, max_new_tokens, seed_list(seed, seeds),
+                                                  top_p, methods, ensemble, model_name)
         one_batch = one_batch_because(settings, seeds, check_flag(rounds, "stop once decided"))
         yield {"more-seeds": gr.update(visible=False)}  # a new run: the last one's continuation is gone
         if one_batch is None:
@@ -163,12 +165,11 @@ def compare(
     paraphrases: str,
     temperature: float = DEFAULT_TEMPERATURE,
     max_new_tokens: int = 64,
-    seed: int = 0,
+    seeds: int | list[int] = DEFAULT_SEEDS,
     top_p: float = 1.0,
     methods: str = "is,gcs,gcswr",
-    ensembling: bool = False,
+    ensemble: int = 0,
     model: str = DEFAULT_MODEL,
-    seeds: int | list[int] = DEFAULT_SEEDS,
     rounds: bool = True,
 ) -> dict:
     """IS, GCS and GCSwR side by side: every method answers every paraphrase under each seed, and the verdict
@@ -178,20 +179,19 @@ def compare(
         paraphrases: 2 to 8 rewordings of one question, one per line (each up to 1,000 characters).
         temperature: sampling temperature, 0 to 2 (0 is greedy: every method gives the same answer).
         max_new_tokens: tokens per response, 1 to 256.
-        seed: the first seed; seeds are whole numbers from 0 to 2^63 - 1.
+        seeds: how many seeds (seeds 0 to n - 1), 1 to 16, or the seeds themselves (distinct whole numbers from 0 to 2^63 - 1).
         top_p: nucleus sampling mass in (0, 1]; 1 keeps every token.
         methods: comma-separated methods among is, gcs, gcswr (IS is the baseline of the verdict).
-        ensembling: true to average the paraphrases' distributions (geometric mean) at every step.
+        ensemble: rewordings the model writes per paraphrase, 0 (off, the default) to 2, whose distributions are averaged (geometric mean) at every step.
         model: a model offered by this server (see the app's model list; the default works offline).
-        seeds: how many seeds (seed, seed + 1, ...), 1 to 16, or an explicit list of distinct seeds.
         rounds: true (the default) to run a count of seeds in rounds of 4 then 12 and stop once every comparison with IS is decided (sequential tests, valid over every look); false, or a list of seeds, ensembling or no IS, runs every seed in one batch.
     Returns:
         {"paraphrases", "responses" (the first seed's, {method: [answer per paraphrase]}), "scores" ({method: {metric: mean over seeds}}), "per_seed" (a record per seed and method: each metric and its responses), "summary" (per method and metric: mean, stderr, n and the paired difference from IS with its interval), "verdict" (the same in plain sentences, simultaneous over every line), "stopping" ({"seeds_used", "max_seeds", "reason", "in_rounds", "more_seeds", "tests": the sequential tests per comparison, in rounds}), "settings"}.
         While it works it streams {"status": "generating", "tokens": n}; a client that leaves stops the work.
     """  # noqa: E501 (gradio's API and MCP docs read each argument, and each line of Returns, from one line)
     try:
-        prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed, top_p, methods,
-                                                   ensembling, model, seeds)
+        prompts, settings, loaded = compare_inputs(paraphrases, temperature, max_new_tokens, seed_list(0, seeds),
+                                                   top_p, methods, ensemble, model)
         one_batch = one_batch_because(settings, seeds, check_flag(rounds, "rounds"))
         progress = {"tokens": 0, "frame": None, "rounds": []}
         work = generation(prompts, settings, loaded, progress) if one_batch else \
@@ -231,8 +231,8 @@ def compare(
         "verdict": said,
         "stopping": stopping,
         "settings": {"temperature": settings.temperature, "max_new_tokens": settings.max_new_tokens,
-                     "seed": settings.seeds[0], "seeds": list(settings.seeds), "top_p": settings.top_p or 1.0,
-                     "ensembling": bool(settings.ensemble), "model": loaded.name},
+                     "seeds": list(settings.seeds), "top_p": settings.top_p or 1.0, "ensemble": settings.ensemble,
+                     "model": loaded.name},
     }
 
 

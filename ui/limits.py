@@ -54,6 +54,7 @@ LIMITS = {
     "work tokens": Limit(1, 64 * (256 + 256), whole=True),  # rows x (prompt + new tokens) of one side-by-side run
     "seed": Limit(0, gcs.MAX_SEED, whole=True, high_text="2^63 - 1"),
     "seeds per run": Limit(1, 16, whole=True),  # side by side: every method x seed x paraphrase in one batch
+    "ensemble": Limit(0, 2, whole=True),  # side by side: rewordings the model writes per paraphrase
     "trace tokens": Limit(1, 64, whole=True),
     "hindsight paraphrases": Limit(1, 4, whole=True),
     "hindsight response tokens": Limit(1, 256, whole=True),
