@@ -18,7 +18,15 @@ from typing import cast
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_NEW_TOKENS, METHODS, check_engine, check_prompts, is_integer
+from gcs.checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    MAX_NEW_TOKENS,
+    METHODS,
+    ArgumentTypeError,
+    check_engine,
+    check_prompts,
+    is_integer,
+)
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.rewording import reword
@@ -37,7 +45,8 @@ def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | No
     if ensemble is None or is_integer(ensemble):
         return None
     if isinstance(ensemble, (str, bool)) or not isinstance(ensemble, Sequence):
-        raise ValueError("ensemble must be None, a number of rewordings (0-8), or one list of rewordings per prompt")
+        raise ArgumentTypeError(f"ensemble must be None, a number of rewordings (0-8), or one list of rewordings per "
+                                f"prompt, got {type(ensemble).__name__}")
     if len(ensemble) != n_prompts:
         raise ValueError(f"ensemble has {len(ensemble)} lists of rewordings for {n_prompts} prompts")
     return [tuple(check_prompts(r, f"ensemble[{i}]")) if len(r) else () for i, r in enumerate(ensemble)]
@@ -83,7 +92,7 @@ def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
 
 def _checked(settings: SamplingSettings) -> SamplingSettings:
     if not isinstance(settings, SamplingSettings):
-        raise ValueError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
     return settings
 
 

@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from gcs.abtest.scores import Score, check_scores, pair_scores
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
+    ArgumentTypeError,
     check_count,
     check_engine,
     check_max_new_tokens,
@@ -65,7 +66,7 @@ def check_template(template: str) -> str:
     ValueError: template must hold the field {prompt} exactly once and no other field, got '{prompt} {style}'
     """
     if not isinstance(template, str):
-        raise ValueError(f"template must be a string holding {{prompt}}, got {type(template).__name__}")
+        raise ArgumentTypeError(f"template must be a string holding {{prompt}}, got {type(template).__name__}")
     try:
         fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
                   if name is not None]
@@ -110,12 +111,17 @@ class Variant:
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
-        if self.model is not None and not isinstance(self.model, Model) and \
-                (not isinstance(self.model, str) or not self.model.strip()):
+        if self.model is not None and not isinstance(self.model, (Model, str)):
+            raise ArgumentTypeError(f"model must be a gcs.Model, a model name or None, got "
+                                    f"{type(self.model).__name__} {quoted(self.model)}")
+        if isinstance(self.model, str) and not self.model.strip():
             raise ValueError(f"model must be a gcs.Model, a model name or None, got {quoted(self.model)}")
         for field in ("system", "name"):
             value = getattr(self, field)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
+            if value is not None and not isinstance(value, str):
+                raise ArgumentTypeError(f"{field} must be None or a non-blank string, got {type(value).__name__} "
+                                        f"{quoted(value)}")
+            if value is not None and not value.strip():
                 raise ValueError(f"{field} must be None or a non-blank string, got {quoted(value)}")
         check_template(self.template)
         check_sampling_settings(self.temperature, None, self.top_p)
@@ -181,7 +187,7 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
     """Both variants loaded and checked: their vocabularies equal, their system messages accepted."""
     for slot, variant in (("a", a), ("b", b)):
         if not isinstance(variant, Variant):
-            raise ValueError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
+            raise ArgumentTypeError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
     names = (a.name or "A", b.name or "B")
     if names[0] == names[1]:
         raise ValueError(f"the variants need different names to be told apart, both are {quoted(names[0])}")
@@ -303,7 +309,7 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     max_new_tokens = check_max_new_tokens(max_new_tokens)
     engine = check_engine("transformers" if engine is None else engine)
     if not isinstance(control, bool):
-        raise ValueError(f"control must be True or False, got {quoted(control)}")
+        raise ArgumentTypeError(f"control must be True or False, got {type(control).__name__} {quoted(control)}")
     if batch_rows is not None:
         check_count(batch_rows, "batch_rows", 1, 1_000_000)
     pair = arms(a, b, max_new_tokens)

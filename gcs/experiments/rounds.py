@@ -14,13 +14,23 @@ an undecided run (``resume=``) with the plan's extension looks, set aside before
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, check_count, check_methods, check_seed, check_texts
+from gcs.checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    MAX_SEED,
+    METHODS,
+    ArgumentTypeError,
+    check_count,
+    check_methods,
+    check_seed,
+    check_texts,
+)
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.sweeps import CompareReport, combine_reports, compare_report
 from gcs.generation import compare_with
@@ -100,6 +110,9 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
     seed = check_seed(seed)
     if seed + max_seeds - 1 > MAX_SEED:
         raise ValueError(f"seed {seed} with {max_seeds} seeds runs past the largest seed (2^63 - 1)")
+    if isinstance(futility, bool) or not isinstance(futility, numbers.Real):
+        raise ArgumentTypeError(f"futility must be a number in [0, 1), got {type(futility).__name__} "
+                                f"{quoted(futility)}")
     if not 0 <= futility < 1:
         raise ValueError(f"futility must be in [0, 1), got {quoted(futility)}")
     scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))

@@ -25,6 +25,7 @@ from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
     METHOD_NAMES,
     METHODS,
+    ArgumentTypeError,
     check_count,
     check_engine,
     check_methods,
@@ -90,8 +91,13 @@ def check_sweep(groups, temperatures=(0.0, 0.5, 1.0), methods=METHODS, seeds=3, 
     temperatures = check_temperatures(temperatures)
     settings = SamplingSettings(check_methods(methods), check_seeds(seeds), temperatures[0], top_k, top_p,
                                 max_new_tokens)
+    if not isinstance(ensembling, (bool, Iterable)) or isinstance(ensembling, str):
+        raise ArgumentTypeError(f"ensembling must list one or both of False/True, got {type(ensembling).__name__} "
+                                f"{quoted(ensembling)}")
     ensembling = [ensembling] if isinstance(ensembling, bool) else list(ensembling)
-    if not ensembling or any(not isinstance(e, bool) for e in ensembling):
+    if any(not isinstance(e, bool) for e in ensembling):
+        raise ArgumentTypeError(f"ensembling must list one or both of False/True, got {quoted(ensembling)}")
+    if not ensembling:
         raise ValueError(f"ensembling must list one or both of False/True, got {quoted(ensembling)}")
     if True in ensembling:
         check_count(rewordings, "rewordings", 1, 8)
