@@ -1,4 +1,6 @@
-"""Argument checks shared by the whole library: each raises ValueError naming the problem.
+"""Argument checks shared by the whole library: each names the argument and the problem, raising
+``ArgumentTypeError`` (a TypeError, and a ValueError too) for an argument of the wrong type and ValueError for a bad
+value of the right type.
 
 Every public entry point validates its arguments here, before any model work, so one
 rule has one wording wherever it applies.
@@ -47,7 +49,10 @@ def check_count(value, name: str, low: int, high: int) -> int:
     >>> check_count(3, "n", 1, 8)
     3
     """
-    if not is_integer(value) or not low <= value <= high:
+    if not is_integer(value):
+        raise ArgumentTypeError(f"{name} must be an integer in [{low}, {high}], got {type(value).__name__} "
+                                f"{quoted(value)}")
+    if not low <= value <= high:
         raise ValueError(f"{name} must be an integer in [{low}, {high}], got {quoted(value)}")
     return value
 
@@ -62,7 +67,10 @@ def check_engine(engine: str, *, ensembling: bool = False) -> str:
     >>> check_engine("transformers", ensembling=True)
     'transformers'
     """
-    if not isinstance(engine, str) or engine.strip().lower() not in ENGINES:
+    if not isinstance(engine, str):
+        raise ArgumentTypeError(f"engine must be a string, one of {', '.join(ENGINES)}, got {type(engine).__name__} "
+                                f"{quoted(engine)}")
+    if engine.strip().lower() not in ENGINES:
         raise ValueError(f"unknown engine {quoted(engine)}; expected one of {', '.join(ENGINES)}")
     engine = engine.strip().lower()
     if engine == "vllm":
@@ -82,7 +90,10 @@ def check_method(method: str) -> str:
     >>> check_method("GCSwR")
     'gcswr'
     """
-    if not isinstance(method, str) or method.strip().lower() not in METHODS:
+    if not isinstance(method, str):
+        raise ArgumentTypeError(f"method must be a string, one of {', '.join(METHODS)}, got {type(method).__name__} "
+                                f"{quoted(method)}")
+    if method.strip().lower() not in METHODS:
         raise ValueError(f"unknown method {quoted(method)}; expected one of {', '.join(METHODS)}")
     return method.strip().lower()
 
@@ -92,7 +103,8 @@ def check_methods(methods: Sequence[str] | str) -> list[str]:
     if isinstance(methods, str):
         methods = methods.split(",")
     elif not isinstance(methods, Iterable):
-        raise ValueError(f"methods must be a list of method names or a comma-separated string, got {quoted(methods)}")
+        raise ArgumentTypeError(f"methods must be a list of method names or a comma-separated string, got "
+                                f"{type(methods).__name__} {quoted(methods)}")
     methods = [check_method(m) for m in methods]
     if not methods:
         raise ValueError("methods must not be empty")
@@ -106,11 +118,11 @@ def check_seed(seed, name: str = "seed") -> int:
     5
     """
     if isinstance(seed, bool):
-        raise ValueError(f"{name} must be an integer, got a bool")
+        raise ArgumentTypeError(f"{name} must be an integer, got a bool")
     try:
         value = operator.index(seed)
     except TypeError:
-        raise ValueError(f"{name} must be an integer, got {type(seed).__name__} {quoted(seed)}") from None
+        raise ArgumentTypeError(f"{name} must be an integer, got {type(seed).__name__} {quoted(seed)}") from None
     if not 0 <= value <= MAX_SEED:
         raise ValueError(f"{name} must be in [0, 2**63 - 1], got {quoted(value)}")
     return value
@@ -164,29 +176,38 @@ def check_temperature(temperature) -> float:
     ...
     ValueError: temperature must be a finite number, 0 (greedy) or at least 0.0001 (the floor: ...), got 1e-300
     """
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not finite(temperature) \
-            or temperature < 0 or 0 < temperature < MIN_TEMPERATURE:
-        raise ValueError(f"temperature must be a finite number, 0 (greedy) or at least {MIN_TEMPERATURE:g} (the floor: "
-                         f"below it logits / temperature overflows), got {quoted(temperature)}")
+    wanted = f"temperature must be a finite number, 0 (greedy) or at least {MIN_TEMPERATURE:g} (the floor: below it " \
+             "logits / temperature overflows)"
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ArgumentTypeError(f"{wanted}, got {type(temperature).__name__} {quoted(temperature)}")
+    if not finite(temperature) or temperature < 0 or 0 < temperature < MIN_TEMPERATURE:
+        raise ValueError(f"{wanted}, got {quoted(temperature)}")
     return float(temperature)
 
 
 def check_sampling_settings(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise ValueError with a clear message for an invalid temperature, top_k or top_p.
+    """Raise ArgumentTypeError (a wrong type) or ValueError (a bad value) naming an invalid temperature, top_k or
+    top_p.
 
     >>> check_sampling_settings(0.7, 50, 0.9)
     """
     check_temperature(temperature)
-    if top_k is not None and (not is_integer(top_k) or top_k < 1):
+    if top_k is not None and not is_integer(top_k):
+        raise ArgumentTypeError(f"top_k must be None or an integer >= 1, got {type(top_k).__name__} {quoted(top_k)}")
+    if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be None or an integer >= 1, got {quoted(top_k)}")
-    if top_p is not None and (
-        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not finite(top_p) or not 0 < top_p <= 1
-    ):
+    if top_p is not None and (isinstance(top_p, bool) or not isinstance(top_p, (int, float))):
+        raise ArgumentTypeError(f"top_p must be None or a number in (0, 1], got {type(top_p).__name__} "
+                                f"{quoted(top_p)}")
+    if top_p is not None and (not finite(top_p) or not 0 < top_p <= 1):
         raise ValueError(f"top_p must be None or a number in (0, 1], got {quoted(top_p)}")
 
 
 def check_temperatures(temperatures) -> list[float]:
     """One temperature or a non-empty list of them, each once."""
+    if not isinstance(temperatures, (int, float, Iterable)):
+        raise ArgumentTypeError(f"temperatures must be a number or a list of numbers, got "
+                                f"{type(temperatures).__name__} {quoted(temperatures)}")
     temperatures = [temperatures] if isinstance(temperatures, (int, float)) else list(temperatures)
     if not temperatures:
         raise ValueError("temperatures must not be empty")
@@ -198,14 +219,15 @@ def check_max_new_tokens(max_new_tokens: int) -> int:
 
 
 def check_prompts(prompts: Sequence[str], name: str = "prompts") -> list[str]:
-    """A non-empty list of non-blank strings, or ValueError naming the offending entry."""
+    """A non-empty list of non-blank strings; ArgumentTypeError (a wrong type) or ValueError (empty, blank) naming the
+    offending entry."""
     if isinstance(prompts, str) or not isinstance(prompts, Sequence):
-        raise ValueError(f"{name} must be a list of strings, got {type(prompts).__name__}")
+        raise ArgumentTypeError(f"{name} must be a list of strings, got {type(prompts).__name__}")
     if len(prompts) == 0:
         raise ValueError(f"{name} must not be empty")
     for i, prompt in enumerate(prompts):
         if not isinstance(prompt, str):
-            raise ValueError(f"{name}[{i}] must be a string, got {type(prompt).__name__}")
+            raise ArgumentTypeError(f"{name}[{i}] must be a string, got {type(prompt).__name__}")
         if not prompt.strip():
             raise ValueError(f"{name}[{i}] is blank")
     return list(prompts)
@@ -214,13 +236,13 @@ def check_prompts(prompts: Sequence[str], name: str = "prompts") -> list[str]:
 def check_texts(texts: Sequence[str], name: str = "texts") -> list[str]:
     """A list of strings (empty strings allowed: an empty response is still a response)."""
     if isinstance(texts, str) or not isinstance(texts, Sequence):
-        raise ValueError(f"{name} must be a list of strings, got {type(texts).__name__}")
+        raise ArgumentTypeError(f"{name} must be a list of strings, got {type(texts).__name__}")
     for i, text in enumerate(texts):
         if not isinstance(text, str):
-            raise ValueError(f"{name}[{i}] must be a string, got {type(text).__name__}")
+            raise ArgumentTypeError(f"{name}[{i}] must be a string, got {type(text).__name__}")
     return list(texts)
 
 
 def check_rewordings(rewordings) -> int:
     """How many rewordings the model writes per prompt for ensembling: 0 (off) to 8."""
-    return check_count(rewordings, "rewordings", 0, MAX_REWORDINGS)
+    return check_count(rewordings, "ensemble (rewordings per prompt)", 0, MAX_REWORDINGS)

@@ -45,7 +45,8 @@ def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | No
     if ensemble is None or is_integer(ensemble):
         return None
     if isinstance(ensemble, (str, bool)) or not isinstance(ensemble, Sequence):
-        raise ValueError("ensemble must be None, a number of rewordings (0-8), or one list of rewordings per prompt")
+        raise ArgumentTypeError(f"ensemble must be None, a number of rewordings (0-8), or one list of rewordings per "
+                                f"prompt, got {type(ensemble).__name__}")
     if len(ensemble) != n_prompts:
         raise ValueError(f"ensemble has {len(ensemble)} lists of rewordings for {n_prompts} prompts")
     return [tuple(check_prompts(r, f"ensemble[{i}]")) if len(r) else () for i, r in enumerate(ensemble)]

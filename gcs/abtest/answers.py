@@ -168,7 +168,7 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     finished_keys(resume, KEYS)  # checked before the arms' models load
     engine = check_engine("transformers" if engine is None else engine)
     if not isinstance(control, bool):
-        raise ValueError(f"control must be True or False, got {quoted(control)}")
+        raise ArgumentTypeError(f"control must be True or False, got {type(control).__name__} {quoted(control)}")
     if batch_rows is not None:
         check_count(batch_rows, "batch_rows", 1, 1_000_000)
     pair = arms(a, b, max_new_tokens)

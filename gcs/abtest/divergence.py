@@ -22,7 +22,14 @@ import pandas as pd
 
 from gcs.abtest.answers import parts_at
 from gcs.abtest.variants import Variant, arms
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_count, check_max_new_tokens, check_prompts, check_seed
+from gcs.checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    ArgumentTypeError,
+    check_count,
+    check_max_new_tokens,
+    check_prompts,
+    check_seed,
+)
 from gcs.engines.batch import check_plain_text, stop_token_ids
 from gcs.instrument.tracing import DEFAULT_TOP, Trace, TraceStep, trace_with
 from gcs.runtime.quoting import quoted
@@ -89,7 +96,9 @@ def parting(a: Variant, b: Variant, prompt: str, *, seed: int, method: str = "gc
     """
     prompt = check_prompts([prompt], "prompt")[0]
     seed, max_new_tokens, top = check_seed(seed), check_max_new_tokens(max_new_tokens), check_count(top, "top", 1, 100)
-    if not isinstance(method, str) or method.strip().lower() not in ("gcs", "gcswr"):
+    if not isinstance(method, str):
+        raise ArgumentTypeError(f"method must be 'gcs' or 'gcswr', got {type(method).__name__} {quoted(method)}")
+    if method.strip().lower() not in ("gcs", "gcswr"):
         raise ValueError(f"method must be 'gcs' or 'gcswr' (the arms share luck only there; under IS they share "
                          f"nothing, so a parting has no race to explain), got {quoted(method)}")
     method = method.strip().lower()

@@ -30,7 +30,7 @@ import pandas as pd
 
 from gcs.abtest.answers import FRAME_COLUMNS
 from gcs.abtest.scores import PAIR_SCORES
-from gcs.checks import METHOD_NAMES
+from gcs.checks import METHOD_NAMES, ArgumentTypeError
 from gcs.stats.intervals import CONFIDENCE, mean_interval
 from gcs.stats.paired import paired_tests
 from gcs.stats.signflip import fewest_seeds
@@ -212,7 +212,10 @@ def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tup
     ``names``: the arms' names in the sentences (default: ``frame.attrs["arms"]``, else "A" and "B"). The shared
     method is the frame's method other than "is" (or "is" when that is all it holds); its "is" rows are the control.
     """
-    if not isinstance(frame, pd.DataFrame) or not {"prompt_index", "method", "seed", "identical"} <= set(frame.columns):
+    if not isinstance(frame, pd.DataFrame):
+        raise ArgumentTypeError(f"frame must be gcs.ab's DataFrame (columns prompt_index, method, seed, identical, "
+                                f"scores), got {type(frame).__name__}")
+    if not {"prompt_index", "method", "seed", "identical"} <= set(frame.columns):
         raise ValueError("frame must be gcs.ab's DataFrame (columns prompt_index, method, seed, identical, scores)")
     if frame.empty:
         raise ValueError("frame holds no answers")

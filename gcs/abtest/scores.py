@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 import regex
 
+from gcs.checks import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import aligned_agreement, embedder, similarity_to
 
@@ -71,7 +72,10 @@ class Score:
             value = self.argument(answer)
             if isinstance(value, bool):
                 value = float(value)
-            if not isinstance(value, (int, float, np.integer, np.floating)) or not math.isfinite(value):
+            if not isinstance(value, (int, float, np.integer, np.floating)):
+                raise ArgumentTypeError(f"scorer returned {type(value).__name__} {quoted(value)} for {where(i)}: a "
+                                        "score must be a finite number")
+            if not math.isfinite(value):
                 raise ValueError(f"scorer returned {quoted(value)} for {where(i)}: a score must be a finite number")
             values.append(float(value))
         return np.array(values)
@@ -99,7 +103,7 @@ def _argument(metric: str, kind: str, argument: str) -> str:
 def _score(metric: str) -> Score | str:
     """One metric as an arm ``Score``, or the name of a pair score."""
     if not isinstance(metric, str):
-        raise ValueError(f"a metric must be a string such as 'length', got {type(metric).__name__}")
+        raise ArgumentTypeError(f"a metric must be a string such as 'length', got {type(metric).__name__}")
     kind, colon, argument = metric.strip().partition(":")
     kind = kind.strip().lower()
     if kind in ("length", *PAIR_SCORES):
@@ -129,9 +133,9 @@ def check_scores(metrics: Sequence[str] | str, scorer: Callable[[str], float] | 
     if isinstance(metrics, str):
         metrics = [m for m in metrics.split(",") if m.strip()]
     elif not isinstance(metrics, Sequence):
-        raise ValueError(f"metrics must be a list of metric names, got {type(metrics).__name__}")
+        raise ArgumentTypeError(f"metrics must be a list of metric names, got {type(metrics).__name__}")
     if scorer is not None and not callable(scorer):
-        raise ValueError(f"scorer must be a function answer -> number, got {type(scorer).__name__}")
+        raise ArgumentTypeError(f"scorer must be a function answer -> number, got {type(scorer).__name__}")
     if not metrics and scorer is None:
         raise ValueError(f"metrics must name at least one score ({EXPECTED}), or pass a scorer")
     arm: dict[str, Score] = {}

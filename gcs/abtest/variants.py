@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gcs.checks import (
+    ArgumentTypeError,
     check_sampling_settings,
     check_temperature,
     quoted,
@@ -35,7 +36,7 @@ def check_template(template: str) -> str:
     ValueError: template must hold the field {prompt} exactly once and no other field, got '{prompt} {style}'
     """
     if not isinstance(template, str):
-        raise ValueError(f"template must be a string holding {{prompt}}, got {type(template).__name__}")
+        raise ArgumentTypeError(f"template must be a string holding {{prompt}}, got {type(template).__name__}")
     try:
         fields = [(name, spec, conversion) for _, name, spec, conversion in string.Formatter().parse(template)
                   if name is not None]
@@ -80,12 +81,17 @@ class Variant:
 
     def __post_init__(self):
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
-        if self.model is not None and not isinstance(self.model, Model) and \
-                (not isinstance(self.model, str) or not self.model.strip()):
+        if self.model is not None and not isinstance(self.model, (Model, str)):
+            raise ArgumentTypeError(f"model must be a gcs.Model, a model name or None, got "
+                                    f"{type(self.model).__name__} {quoted(self.model)}")
+        if isinstance(self.model, str) and not self.model.strip():
             raise ValueError(f"model must be a gcs.Model, a model name or None, got {quoted(self.model)}")
         for field in ("system", "name"):
             value = getattr(self, field)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
+            if value is not None and not isinstance(value, str):
+                raise ArgumentTypeError(f"{field} must be None or a non-blank string, got {type(value).__name__} "
+                                        f"{quoted(value)}")
+            if value is not None and not value.strip():
                 raise ValueError(f"{field} must be None or a non-blank string, got {quoted(value)}")
         check_template(self.template)
         check_sampling_settings(self.temperature, None, self.top_p)
@@ -151,7 +157,7 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
     """Both variants loaded and checked: their vocabularies equal, their system messages accepted."""
     for slot, variant in (("a", a), ("b", b)):
         if not isinstance(variant, Variant):
-            raise ValueError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
+            raise ArgumentTypeError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
     names = (a.name or "A", b.name or "B")
     if names[0] == names[1]:
         raise ValueError(f"the variants need different names to be told apart, both are {quoted(names[0])}")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from gcs.checks import ArgumentTypeError
 from gcs.environment import env_text
 from gcs.runtime import internals
 from gcs.runtime.quoting import quoted
@@ -105,6 +106,9 @@ def check_dtype(dtype, name: str = "dtype") -> torch.dtype | None:
         return dtype
     if isinstance(dtype, str) and dtype.strip().lower().removeprefix("torch.") in DTYPES:
         return DTYPES[dtype.strip().lower().removeprefix("torch.")]
+    if not isinstance(dtype, (str, torch.dtype)):
+        raise ArgumentTypeError(f"{name} must be one of float32, bfloat16, float16 or auto, got "
+                                f"{type(dtype).__name__} {quoted(dtype)}")
     raise ValueError(f"{name} must be one of float32, bfloat16, float16 or auto, got {quoted(dtype)}")
 
 
@@ -206,7 +210,10 @@ def load_model(name: str | None = None, *, device: str | torch.device | None = N
     name) to ``default_dtype``: bf16 on CUDA and on CPUs with hardware bf16, else fp32
     (``$GCS_DTYPE`` overrides). Raises ValueError saying what was tried when the name cannot be loaded.
     """
-    if name is not None and (not isinstance(name, str) or not name.strip()):
+    if name is not None and not isinstance(name, str):
+        raise ArgumentTypeError(f"model name must be a non-empty string or None, got {type(name).__name__} "
+                                f"{quoted(name)}")
+    if name is not None and not name.strip():
         raise ValueError(f"model name must be a non-empty string or None, got {quoted(name)}")
     name = DEFAULT_MODEL if name is None or name.strip().lower() == DEFAULT_MODEL else name.strip()
     device = torch.device(device) if device is not None else default_device()

@@ -37,6 +37,7 @@ from typing import Any, cast
 import torch
 from transformers import StoppingCriteria
 
+from gcs.checks import ArgumentTypeError
 from gcs.engines.invariance import is_row_invariant
 from gcs.environment import setting
 from gcs.runtime import internals
@@ -68,7 +69,10 @@ class ThreadChoice:
     """
 
     def __init__(self, ceiling: int):
-        if not isinstance(ceiling, int) or ceiling < 1:
+        if not isinstance(ceiling, int):
+            raise ArgumentTypeError(f"ceiling must be a thread count of at least 1, got {type(ceiling).__name__} "
+                                    f"{ceiling!r}")
+        if ceiling < 1:
             raise ValueError(f"ceiling must be a thread count of at least 1, got {ceiling!r}")
         self.ceiling = self.threads = ceiling
         self.times: dict[int, deque[float]] = {ceiling: deque(maxlen=WINDOW), 1: deque(maxlen=WINDOW)}

@@ -23,12 +23,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcs.checks import check_prompts
+from gcs.checks import ArgumentTypeError, check_prompts
 from gcs.runtime.quoting import quoted
 
 MAX_DATA_BYTES = 5_000_000
@@ -116,7 +117,12 @@ def _csv_groups(text: str) -> list[Group]:
 
 
 def parse_groups(text: str, fmt: str) -> list[Group]:
-    """Groups from the text of a ``"jsonl"`` or ``"csv"`` file; ValueError naming the problem."""
+    """Groups from the text of a ``"jsonl"`` or ``"csv"`` file; ValueError naming the problem (ArgumentTypeError for
+    an argument of the wrong type)."""
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"text must be the text of a data file (a string), got {type(text).__name__}")
+    if not isinstance(fmt, str):
+        raise ArgumentTypeError(f"fmt must be jsonl or csv, got {type(fmt).__name__} {quoted(fmt)}")
     if fmt not in ("jsonl", "csv"):
         raise ValueError(f"unknown data format {quoted(fmt)}: expected jsonl or csv")
     if "\x00" in text:
@@ -134,6 +140,9 @@ def parse_groups(text: str, fmt: str) -> list[Group]:
 
 def load_groups(source: str | Path) -> list[Group]:
     """Groups from a built-in set name or a ``.jsonl`` / ``.csv`` file (at most 5 MB)."""
+    if not isinstance(source, (str, os.PathLike)):
+        raise ArgumentTypeError(f"source must be a built-in set name or a data file's path, got "
+                                f"{type(source).__name__} {quoted(source)}")
     if isinstance(source, str) and source in BUILTIN_SETS:
         source = builtin_path(source)
     path = Path(source)
@@ -162,13 +171,15 @@ def load_groups(source: str | Path) -> list[Group]:
 
 def as_groups(groups: Sequence[Group] | Sequence[Sequence[str]], min_size: int = 1) -> list[Group]:
     """Accept ``Group`` objects or plain lists of prompts (named "0", "1", ...)."""
-    if isinstance(groups, (str, Group)) or not isinstance(groups, Sequence) or not groups:
+    if isinstance(groups, (str, Group)) or not isinstance(groups, Sequence):
+        raise ArgumentTypeError(f"groups must be a non-empty list of groups of prompts, got {type(groups).__name__}")
+    if not groups:
         raise ValueError("groups must be a non-empty list of groups of prompts")
     result = []
     for i, group in enumerate(groups):
         if not isinstance(group, Group):
             if isinstance(group, str) or not isinstance(group, Sequence):
-                raise ValueError(f"groups[{i}] must be a list of prompts, got {type(group).__name__}")
+                raise ArgumentTypeError(f"groups[{i}] must be a list of prompts, got {type(group).__name__}")
             group = Group(str(i), tuple(group))
         if len(group.prompts) < min_size:
             raise ValueError(f"group {quoted(group.id)} has {len(group.prompts)} prompt(s); this needs at least "

@@ -14,6 +14,7 @@ an undecided run (``resume=``) with the plan's extension looks, set aside before
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,9 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
         raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")
     if len(settings.seeds) > MAX_ROUND_SEEDS:
         raise ValueError(f"seeds: a run in rounds takes at most {MAX_ROUND_SEEDS} seeds, got {len(settings.seeds)}")
+    if isinstance(futility, bool) or not isinstance(futility, numbers.Real):
+        raise ArgumentTypeError(f"futility must be a number in [0, 1), got {type(futility).__name__} "
+                                f"{quoted(futility)}")
     if not 0 <= futility < 1:
         raise ValueError(f"futility must be in [0, 1), got {quoted(futility)}")
     scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))

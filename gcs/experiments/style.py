@@ -132,10 +132,14 @@ class Classifier:
     """A style dimension: ``name`` and ``label(question, response) -> label`` (str or bool)."""
 
     def __init__(self, name: str, label: Callable[[str, str], object]):
-        if not isinstance(name, str) or not name.strip():
+        if not isinstance(name, str):
+            raise ArgumentTypeError(f"a classifier needs a non-empty name (a string), got {type(name).__name__} "
+                                    f"{quoted(name)}")
+        if not name.strip():
             raise ValueError("a classifier needs a non-empty name")
         if not callable(label):
-            raise ValueError(f"classifier {quoted(name)}: label must be a function (question, response) -> label")
+            raise ArgumentTypeError(f"classifier {quoted(name)}: label must be a function (question, response) -> "
+                                    f"label, got {type(label).__name__}")
         self.name, self.label = name.strip(), label
 
     def __repr__(self) -> str:
@@ -167,8 +171,14 @@ class LLMJudge(Classifier):
 
     def __init__(self, name: str, prompt: str, choices: Sequence[str], model: Model | str | None = None,
                  max_new_tokens: int = 8):
+        if not isinstance(prompt, str):
+            raise ArgumentTypeError(f"an LLMJudge prompt must be a string with a {{response}} placeholder, got "
+                                    f"{type(prompt).__name__}")
         if "{response}" not in prompt:
             raise ValueError("an LLMJudge prompt needs a {response} placeholder")
+        if isinstance(choices, Sequence) and any(not isinstance(c, str) for c in choices):
+            raise ArgumentTypeError("LLMJudge choices must be non-empty strings, got "
+                                    f"{', '.join(sorted({type(c).__name__ for c in choices}))}")
         if not choices or any(not isinstance(c, str) or not c.strip() for c in choices):
             raise ValueError("LLMJudge choices must be non-empty strings")
         # Longer choices first, so "not terse" is not read as "terse".
@@ -192,6 +202,9 @@ class LLMJudge(Classifier):
 
 def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Classifier]:
     """Classifier objects from objects or rule names ("list_style", ...; comma-separated accepted)."""
+    if not isinstance(classifiers, Iterable):
+        raise ArgumentTypeError(f"classifiers must be a list of gcs.Classifier or rule names, or a comma-separated "
+                                f"string, got {type(classifiers).__name__}")
     classifiers = classifiers.split(",") if isinstance(classifiers, str) else list(classifiers)
     if not classifiers:
         raise ValueError("classifiers must not be empty")
@@ -203,7 +216,8 @@ def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Cla
                                  f"{', '.join(RULE_CLASSIFIERS)}")
             classifier = RULE_CLASSIFIERS[classifier.strip()]
         if not isinstance(classifier, Classifier):
-            raise ValueError(f"a classifier must be a gcs.Classifier or a rule name, got {type(classifier).__name__}")
+            raise ArgumentTypeError(f"a classifier must be a gcs.Classifier or a rule name, got "
+                                    f"{type(classifier).__name__}")
         result.append(classifier)
     return result
 
@@ -231,7 +245,12 @@ def style_responses(
     ``on_results`` receives each finished batch; ``progress``: as in ``gcs.sweep``; ``batch_rows`` defaults to the
     automatic size. ``engine``: "transformers" or "vllm" (``gcs.vllm.plugin``).
     """
-    if questions and all(isinstance(q, str) for q in questions):
+    if isinstance(questions, str) or not isinstance(questions, Sequence):
+        raise ArgumentTypeError(f"questions must be a list of questions (strings) or of gcs.Group, got "
+                                f"{type(questions).__name__}")
+    if not questions:
+        raise ValueError("questions must not be empty")
+    if all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (cast(str, q),)) for i, q in enumerate(questions)]  # all strings, as checked
     questions = as_groups(questions)
     if settings is None:

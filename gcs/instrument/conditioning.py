@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gcs.checks import check_method, check_seed
+from gcs.checks import ArgumentTypeError, check_method, check_seed
 from gcs.sampling.noise import HashedNoise, derive_seed, derive_seeds
 from gcs.sampling.samplers import GumbelSampler, RecyclingGumbelSampler, Sampler, relative_rates
 
@@ -129,6 +129,9 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed
     method = check_method(method)
     if method == "is":
         raise ValueError("IS has no shared noise to infer: a paraphrase's answer is independent of the response")
+    for name, tensor in (("logits", logits), ("response", response)):
+        if not isinstance(tensor, torch.Tensor):
+            raise ArgumentTypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
     steps = response.shape[1] + (ends is not None) if response.dim() == 2 else -1
     if logits.dim() != 3 or response.shape[0] != logits.shape[0] or logits.shape[1] != steps or steps == 0:
         raise ValueError(f"logits must be [rows, n{' + 1' if ends is not None else ''}, vocab] and response [rows, n] "

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, is_integer, quoted
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, is_integer, quoted
 from gcs.engines.batch import Batch, Row, check_plain_text, prompt_stream
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.replay import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
@@ -41,10 +41,13 @@ def replacement_ids(replacement: str | int | Sequence[int], model: Model) -> lis
             raise ValueError("replacement must be non-empty text or token ids")
         check_plain_text(replacement, model, "the replacement")
         ids = tokenizer.encode(replacement, add_special_tokens=False)
-    elif isinstance(replacement, Sequence) and replacement and all(is_integer(i) for i in replacement):
+    elif isinstance(replacement, Sequence) and all(is_integer(i) for i in replacement):
+        if not replacement:
+            raise ValueError(f"replacement must be text, a token id or a list of token ids, got {quoted(replacement)}")
         ids = list(replacement)
     else:
-        raise ValueError(f"replacement must be text, a token id or a list of token ids, got {quoted(replacement)}")
+        raise ArgumentTypeError(f"replacement must be text, a token id or a list of token ids, got "
+                                f"{type(replacement).__name__} {quoted(replacement)}")
     if not ids or any(not 0 <= i < vocab for i in ids):
         raise ValueError(f"replacement token ids must be in [0, {vocab}), got {quoted(ids)}")
     return refuse_end_of_turn(ids, model, "the replacement", "a response holds none inside it (a finished "
@@ -59,7 +62,10 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
     model = resolve_model(model)
     check_plain_text(prompt, model, "prompt")
     ids = response_ids(response, model)
-    if not is_integer(at) or not 0 <= at < len(ids) + finished:
+    if not is_integer(at):
+        raise ArgumentTypeError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), "
+                                f"got {type(at).__name__} {quoted(at)}")
+    if not 0 <= at < len(ids) + finished:
         raise ValueError(f"at must index the response's {len(ids)} tokens (0 to {len(ids) - 1 + finished}), "
                          f"got {quoted(at)}")
     forced = replacement_ids(replacement, model)

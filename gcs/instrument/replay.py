@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_prompts, is_integer
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_prompts, is_integer
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.conditioning import Posterior, posterior
@@ -107,7 +107,10 @@ def _checked_ids(response, vocab: int) -> list[int]:
     """Token ids given as a sequence (a list, a tuple, a 1-d tensor or array) of whole numbers in [0, ``vocab``)."""
     if hasattr(response, "tolist") and not isinstance(response, (list, tuple)):
         response = response.tolist()
-    if not isinstance(response, Sequence) or not response or not all(is_integer(i) for i in response):
+    if not isinstance(response, Sequence) or not all(is_integer(i) for i in response):
+        raise ArgumentTypeError(f"response must be non-empty text or a list of token ids, got "
+                                f"{type(response).__name__} {quoted(response)}")
+    if not response:
         raise ValueError("response must be non-empty text or a list of token ids")
     ids = [int(i) for i in response]
     outside = [i for i in ids if not 0 <= i < vocab]
@@ -190,10 +193,12 @@ def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None
 def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -> tuple[str, int]:
     """The method and seed of an observed response's settings, after checking what hindsight and counterfactuals
     need: a prompt, ``finished`` a bool, one method and one seed, and a temperature above 0 (luck to share)."""
-    if not isinstance(prompt, str) or not prompt.strip():
+    if not isinstance(prompt, str):
+        raise ArgumentTypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
+    if not prompt.strip():
         raise ValueError("prompt must be non-blank text")
     if not isinstance(finished, bool):
-        raise ValueError(f"finished must be True or False, got {quoted(finished)}")
+        raise ArgumentTypeError(f"finished must be True or False, got {type(finished).__name__} {quoted(finished)}")
     method_and_seed = settings.method_and_seed()
     if settings.temperature == 0:
         raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "

@@ -29,7 +29,7 @@ from typing import Any, cast
 import pandas as pd
 import torch
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_count, check_prompts, check_seed
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_count, check_prompts, check_seed
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.runtime.quoting import quoted
@@ -147,7 +147,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
         raise ValueError("temperature 0 is greedy decoding: there is no noise to trace; use a temperature above 0")
     top = check_count(top, "top", 1, 100)
     if system is not None and not isinstance(system, str):
-        raise ValueError(f"system must be None or a string, got {type(system).__name__}")
+        raise ArgumentTypeError(f"system must be None or a string, got {type(system).__name__}")
     model = resolve_model(model)
     check_plain_text(prompts, model, "prompts")
     if system is not None:
@@ -155,7 +155,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
     tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
     forced = _checked_forced(forced, len(prompts), settings.max_new_tokens, len(tokenizer))
     if isinstance(watch, (str, bytes)) or not isinstance(watch, Sequence):
-        raise ValueError("watch must be a list of token ids")
+        raise ArgumentTypeError(f"watch must be a list of token ids, got {type(watch).__name__}")
     watch = [check_count(token, "a watched token id", 0, len(tokenizer) - 1) for token in watch]
     recorder = _Recorder(method, top, lambda token: tokenizer.decode([token]), watch)
     batch = Batch([Row(p, method, seed, system=system) for p in prompts], model, settings, observer=recorder)
@@ -214,10 +214,14 @@ def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, tempe
 def _checked_forced(forced, rows: int, positions: int, vocab: int) -> tuple[tuple[int, int, int], ...]:
     """``forced`` as a tuple of (position, row, token id) with each in range, one per (position, row)."""
     if isinstance(forced, (str, bytes)) or not isinstance(forced, Sequence):
-        raise ValueError("forced must be a list of (position, row, token id) triples")
+        raise ArgumentTypeError(f"forced must be a list of (position, row, token id) triples, got "
+                                f"{type(forced).__name__}")
     checked = {}
     for entry in forced:
-        if not isinstance(entry, Sequence) or len(entry) != 3:
+        if not isinstance(entry, Sequence):
+            raise ArgumentTypeError(f"forced entries are (position, row, token id) triples, got "
+                                    f"{type(entry).__name__} {quoted(entry)}")
+        if len(entry) != 3:
             raise ValueError(f"forced entries are (position, row, token id) triples, got {quoted(entry)}")
         position = check_count(entry[0], "forced position", 0, positions - 1)
         row = check_count(entry[1], "forced row", 0, rows - 1)

@@ -12,13 +12,14 @@ shows what generation does, not a separate re-implementation.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 
-from gcs.checks import check_count, check_seed
+from gcs.checks import ArgumentTypeError, check_count, check_seed
 from gcs.runtime.quoting import quoted
 from gcs.sampling.noise import derive_seed, derive_seeds
 from gcs.sampling.samplers import make_sampler
@@ -34,7 +35,8 @@ def check_distribution(values, name: str = "p") -> torch.Tensor:
     try:
         p = torch.as_tensor(values, dtype=torch.float64)
     except (TypeError, ValueError, RuntimeError):
-        raise ValueError(f"{name} must be a list of numbers") from None
+        raise ArgumentTypeError(f"{name} must be a list of numbers, got {type(values).__name__} {quoted(values)}") \
+            from None
     if p.dim() != 1 or not 2 <= len(p) <= MAX_CATEGORIES:
         raise ValueError(f"{name} must list 2 to {MAX_CATEGORIES} probabilities, got shape {tuple(p.shape)}")
     if not torch.isfinite(p).all() or (p < 0).any():
@@ -52,6 +54,9 @@ def perturb(p, *, epsilon: float, seed: int = 0) -> torch.Tensor:
     [0.5, 0.5]
     """
     p = check_distribution(p)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
+        raise ArgumentTypeError(f"epsilon must be a finite number >= 0, got {type(epsilon).__name__} "
+                                f"{quoted(epsilon)}")
     if not np.isfinite(epsilon) or epsilon < 0:
         raise ValueError(f"epsilon must be a finite number >= 0, got {quoted(epsilon)}")
     direction = torch.randn(len(p), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
@@ -85,7 +90,11 @@ def coupling_curve(p, q=None, *, epsilons: Sequence[float] = tuple(np.linspace(0
         q = check_distribution(q, "q")
         if len(q) != len(p):
             raise ValueError(f"p and q must have the same number of categories, got {len(p)} and {len(q)}")
-    epsilons = [float(e) for e in epsilons]
+    try:
+        epsilons = [float(e) for e in epsilons]
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"epsilons must be 1 to 101 finite numbers >= 0, got {type(epsilons).__name__} "
+                                f"{quoted(epsilons)}") from None
     if not epsilons or len(epsilons) > 101 or any(not np.isfinite(e) or e < 0 for e in epsilons):
         raise ValueError("epsilons must be 1 to 101 finite numbers >= 0")
     check_count(trials, "trials", 1, MAX_TRIALS)

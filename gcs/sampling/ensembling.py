@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from gcs.checks import ArgumentTypeError
+
 
 def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:
     """Log-probabilities [..., vocab] of the normalised geometric mean of [..., n, vocab] logits.
@@ -22,7 +24,8 @@ def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:
     count equally; the mean is taken over the second-to-last axis.
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
-        raise ValueError("logits must be a floating torch.Tensor")
+        raise ArgumentTypeError(f"logits must be a floating torch.Tensor, got "
+                                f"{getattr(logits, 'dtype', None) or type(logits).__name__}")
     if logits.dim() < 2 or logits.shape[-2] == 0 or logits.shape[-1] == 0:
         raise ValueError(f"logits must have shape [..., n, vocab] with n, vocab > 0, got {list(logits.shape)}")
     members = torch.log_softmax(logits.float(), dim=-1)

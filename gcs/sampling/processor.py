@@ -34,7 +34,7 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from gcs.checks import check_sampling_settings
+from gcs.checks import ArgumentTypeError, check_sampling_settings
 from gcs.sampling.ensembling import grouped_geometric_ensemble
 from gcs.sampling.samplers import Sampler, SeedLike, make_sampler
 
@@ -89,9 +89,10 @@ class GumbelLogitsProcessor(LogitsProcessor):
         self.warpers = make_warpers(temperature, top_k, top_p)
         self.temperature = temperature
         if sampler is not None and not isinstance(sampler, Sampler):
-            raise ValueError(f"sampler must be a gcs.Sampler, got {type(sampler).__name__}")
+            raise ArgumentTypeError(f"sampler must be a gcs.Sampler, got {type(sampler).__name__}")
         if observer is not None and not callable(observer):
-            raise ValueError("observer must be callable: observer(warped, tokens, before, after)")
+            raise ArgumentTypeError(f"observer must be callable: observer(warped, tokens, before, after), got "
+                                    f"{type(observer).__name__}")
         self.sampler = sampler if sampler is not None else make_sampler(method, seed=seed, streams=streams)
         self.observer = observer
         self.reset()

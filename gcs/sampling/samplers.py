@@ -31,11 +31,12 @@ clamped to the smallest positive float. On CPU one fused kernel computes the who
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import torch
 
-from gcs.checks import METHOD_NAMES, check_method, check_seed  # noqa: F401  (METHOD_NAMES: gcs.METHOD_NAMES)
+from gcs.checks import METHOD_NAMES, METHODS, ArgumentTypeError, check_method, check_seed  # noqa: F401  (METHOD_NAMES: gcs.METHOD_NAMES)
+from gcs.runtime.quoting import quoted
 from gcs.sampling.kernels import cpu_kernel
 from gcs.sampling.noise import DOMAIN_INDEPENDENT, HashedNoise, row_keys, splitmix64, uniform
 
@@ -152,7 +153,7 @@ class Sampler:
         self.seed = _seed_list(seed, "seed")
         self.streams = _seed_list(streams, "streams")
         if isinstance(self.streams, int):
-            raise ValueError("streams must be a sequence with one integer per row")
+            raise ArgumentTypeError("streams must be a sequence with one integer per row, got an int")
         if isinstance(self.seed, list) and isinstance(self.streams, list) and len(self.seed) != len(self.streams):
             raise ValueError(f"seed and streams have different lengths ({len(self.seed)} vs {len(self.streams)})")
         self.reset()
@@ -202,7 +203,10 @@ class Sampler:
         >>> int(second[0]), bool(first[0] == first[1])
         (4, True)
         """
-        if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise ArgumentTypeError(f"index must be an output index (an integer >= 0), got {type(index).__name__} "
+                                    f"{index!r}")
+        if index < 0:
             raise ValueError(f"index must be an output index (an integer >= 0), got {index!r}")
         tokens = torch.as_tensor(tokens, dtype=torch.long).reshape(-1).cpu()
         if len(tokens) == 0 or (tokens < -1).any():
@@ -265,9 +269,9 @@ class Sampler:
     # -- helpers ----------------------------------------------------------------------------
     def _checked(self, logits: torch.Tensor) -> torch.Tensor:
         if not isinstance(logits, torch.Tensor):
-            raise ValueError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
+            raise ArgumentTypeError(f"logits must be a torch.Tensor, got {type(logits).__name__}")
         if not logits.is_floating_point():
-            raise ValueError(f"logits must have a floating dtype, got {logits.dtype}")
+            raise ArgumentTypeError(f"logits must have a floating dtype, got {logits.dtype}")
         if logits.dim() != 2 or logits.shape[0] == 0 or logits.shape[1] == 0:
             raise ValueError(f"logits must have shape [batch, vocab] with both > 0, got {list(logits.shape)}")
         batch, vocab = logits.shape
@@ -338,8 +342,8 @@ class _GumbelSamplerBase(Sampler):
 
     def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None, noise: HashedNoise | None = None):
         if noise is not None and not isinstance(noise, HashedNoise):
-            raise ValueError(f"noise must be a gcs.sampling.noise.HashedNoise (or a subclass), "
-                             f"got {type(noise).__name__}")
+            raise ArgumentTypeError(f"noise must be a gcs.sampling.noise.HashedNoise (or a subclass), "
+                                    f"got {type(noise).__name__}")
         self.noise = noise if noise is not None else HashedNoise()
         super().__init__(seed, streams)
 
@@ -532,6 +536,9 @@ def make_sampler(
     """
     if isinstance(method, str):
         return _SAMPLERS[check_method(method)](seed=seed, streams=streams)
+    if not isinstance(method, Iterable):
+        raise ArgumentTypeError(f"method must be a method name ({', '.join(METHODS)}) or a list of them, got "
+                                f"{type(method).__name__} {quoted(method)}")
     methods = [check_method(m) for m in method]
     if len(set(methods)) == 1:  # one method after all: skip the per-method dispatch
         return _SAMPLERS[methods[0]](seed=seed, streams=streams)

@@ -13,13 +13,18 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gcs.checks import check_method
+from gcs.checks import ArgumentTypeError, check_method
+from gcs.runtime.quoting import quoted
 
 PROBABILITY_TOLERANCE = 1e-4
 
 
 def _probabilities(values, name: str) -> torch.Tensor:
-    p = torch.as_tensor(np.asarray(values, dtype=np.float64) if not isinstance(values, torch.Tensor) else values)
+    try:
+        p = torch.as_tensor(np.asarray(values, dtype=np.float64) if not isinstance(values, torch.Tensor) else values)
+    except (TypeError, ValueError):
+        raise ArgumentTypeError(f"{name} must be probabilities (numbers), got {type(values).__name__} "
+                                f"{quoted(values)}") from None
     p = p.to(torch.float64)
     if p.dim() == 0 or p.shape[-1] == 0:
         raise ValueError(f"{name} must have at least one category, got shape {list(p.shape)}")
@@ -85,6 +90,8 @@ def p_repeat(labels: Sequence[bool]) -> float:
         raise ValueError(f"labels must be one-dimensional, got shape {values.shape}")
     if values.size < 2:
         raise ValueError(f"p_repeat needs at least 2 labels, got {values.size}")
+    if values.dtype.kind not in "biuf":
+        raise ArgumentTypeError(f"labels must be booleans (or 0/1), got {values.dtype} values")
     if values.dtype != bool:
         if not np.isin(values, (0, 1)).all():
             raise ValueError("labels must be booleans (or 0/1)")

@@ -35,12 +35,12 @@ import difflib
 import functools
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import numpy as np
 
-from gcs.checks import check_texts
+from gcs.checks import ArgumentTypeError, check_texts
 from gcs.runtime.quoting import quoted
 from gcs.scoring import embedders
 
@@ -54,7 +54,7 @@ MIN_ALIGNED_RUN = 3
 def parse_metric(metric: str) -> tuple[str, str | None]:
     """``"e5"`` -> ("e5", None); ``"e5:intfloat/e5-large-v2"`` -> ("e5", "intfloat/e5-large-v2")."""
     if not isinstance(metric, str):
-        raise ValueError(f"metric must be a string such as 'e5', got {type(metric).__name__}")
+        raise ArgumentTypeError(f"metric must be a string such as 'e5', got {type(metric).__name__}")
     kind, _, name = metric.strip().partition(":")
     kind = kind.lower()
     if kind not in METRICS:
@@ -69,6 +69,9 @@ def parse_metric(metric: str) -> tuple[str, str | None]:
 
 def check_metrics(metrics: Sequence[str] | str) -> list[str]:
     """A non-empty list of valid metric strings (a comma-separated string is accepted)."""
+    if not isinstance(metrics, Iterable):
+        raise ArgumentTypeError(f"metrics must be a list of metric names or a comma-separated string, got "
+                                f"{type(metrics).__name__}")
     metrics = [m for m in metrics.split(",")] if isinstance(metrics, str) else list(metrics)
     if not metrics:
         raise ValueError("metrics must not be empty")
@@ -97,7 +100,8 @@ def _token_lists(texts: list[str], tokenizer) -> list[list]:
         return [tokenizer.encode(text, add_special_tokens=False) for text in texts]
     if callable(tokenizer):
         return [list(tokenizer(text)) for text in texts]
-    raise ValueError("tokenizer must be a transformers tokenizer or a callable text -> tokens")
+    raise ArgumentTypeError(f"tokenizer must be a transformers tokenizer or a callable text -> tokens, got "
+                            f"{type(tokenizer).__name__}")
 
 
 def aligned_agreement(a: Sequence, b: Sequence, min_run: int = MIN_ALIGNED_RUN) -> float:
@@ -289,6 +293,8 @@ def similarity(texts: Sequence[str], *, metric: str = "e5", tokenizer=None) -> n
 
 def similarity_to(text: str, others: Sequence[str], *, metric: str = "e5", tokenizer=None) -> np.ndarray:
     """Similarity of ``text`` to each of ``others`` under ``metric`` (all embedded in one call)."""
+    if not isinstance(text, str):
+        raise ArgumentTypeError(f"text must be a string, got {type(text).__name__}")
     return similarity([text, *check_texts(others, "others")], metric=metric, tokenizer=tokenizer)[0, 1:]
 
 

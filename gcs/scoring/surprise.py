@@ -26,7 +26,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from gcs.checks import check_prompts, check_texts, is_integer
+from gcs.checks import ArgumentTypeError, check_prompts, check_texts, is_integer
 from gcs.engines.models import Model, resolve_model
 from gcs.engines.prompts import format_prompt
 from gcs.engines.transformers import generating
@@ -42,7 +42,7 @@ def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[
     ``responses``: texts, or token id lists (a frame's token_ids: the tokens drawn, which a text need not encode
     back to)."""
     prompts = check_prompts(prompts)
-    given_ids = not isinstance(responses, str) and len(responses) > 0 and \
+    given_ids = isinstance(responses, Sequence) and not isinstance(responses, str) and len(responses) > 0 and \
         all(not isinstance(r, str) and isinstance(r, Sequence) for r in responses)
     if not given_ids:  # then texts (check_texts refuses anything else)
         responses = check_texts(cast("Sequence[str]", responses), "responses")
@@ -64,7 +64,9 @@ def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[
 
 
 def _token_ids(response: Sequence[Any], vocab: int, name: str) -> list[int]:  # as given: checked here
-    if not all(is_integer(i) and 0 <= i < vocab for i in response):
+    if not all(is_integer(i) for i in response):
+        raise ArgumentTypeError(f"{name} must be token ids: whole numbers in [0, {vocab})")
+    if not all(0 <= i < vocab for i in response):
         raise ValueError(f"{name} must be token ids: whole numbers in [0, {vocab})")
     return [int(i) for i in response]
 

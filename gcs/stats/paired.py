@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from gcs.checks import METHOD_NAMES
+from gcs.checks import METHOD_NAMES, ArgumentTypeError
 from gcs.runtime.quoting import quoted
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.signflip import fewest_seeds, sign_flip_test
@@ -90,10 +90,16 @@ def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: floa
 
 
 def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
-    if not isinstance(scores, pd.DataFrame) or not {"method", "seed", "metric", "consistency"} <= set(scores.columns):
+    if not isinstance(scores, pd.DataFrame):
+        raise ArgumentTypeError(f"scores must be a DataFrame with columns method, seed, metric, consistency "
+                                f"(CompareReport.scores), got {type(scores).__name__}")
+    if not {"method", "seed", "metric", "consistency"} <= set(scores.columns):
         raise ValueError("scores must be a DataFrame with columns method, seed, metric, consistency "
                          "(CompareReport.scores)")
-    if not isinstance(confidence, float | int) or isinstance(confidence, bool) or not 0.5 <= confidence < 1:
+    if not isinstance(confidence, float | int) or isinstance(confidence, bool):
+        raise ArgumentTypeError(f"confidence must be a number in [0.5, 1), got {type(confidence).__name__} "
+                                f"{quoted(confidence)}")
+    if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be a number in [0.5, 1), got {quoted(confidence)}")
     repeated = scores.duplicated(["method", "metric", "seed"], keep=False)
     if repeated.any():

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,6 +35,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
+from gcs.checks import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.paired import _check_scores
@@ -87,10 +89,19 @@ def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None,
     >>> sequential_plan(16, rounds=(4, 4, 8)).looks
     (4, 8, 16, 24, 32)
     """
-    if not isinstance(max_seeds, int) or isinstance(max_seeds, bool) or max_seeds < 1:
+    if not isinstance(max_seeds, int) or isinstance(max_seeds, bool):
+        raise ArgumentTypeError(f"max_seeds must be a whole number of at least 1, got {type(max_seeds).__name__} "
+                                f"{quoted(max_seeds)}")
+    if max_seeds < 1:
         raise ValueError(f"max_seeds must be a whole number of at least 1, got {quoted(max_seeds)}")
+    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
+        raise ArgumentTypeError(f"confidence must be a number in [0.5, 1), got {type(confidence).__name__} "
+                                f"{quoted(confidence)}")
     if not 0.5 <= confidence < 1:
         raise ValueError(f"confidence must be in [0.5, 1), got {quoted(confidence)}")
+    if not isinstance(spending, str):
+        raise ArgumentTypeError(f"spending must be 'proportional' or 'floor-first', got {type(spending).__name__} "
+                                f"{quoted(spending)}")
     if spending not in ("proportional", "floor-first"):
         raise ValueError(f"spending must be 'proportional' or 'floor-first', got {quoted(spending)}")
     sizes = [int(r) for r in (rounds if rounds is not None else DEFAULT_ROUNDS)]

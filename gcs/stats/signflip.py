@@ -25,9 +25,13 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import numbers
 from collections.abc import Sequence
 
 import numpy as np
+
+from gcs.checks import ArgumentTypeError
+from gcs.runtime.quoting import quoted
 
 SIGN_FLIP_EXACT = 16  # seeds up to which the test enumerates all 2**n sign patterns
 SIGN_FLIP_PATTERNS = 200_000  # random sign patterns beyond that
@@ -38,6 +42,8 @@ _BISECTIONS = 36  # the interval to 2**-34 of the differences' range
 def fewest_seeds(alpha: float) -> int:
     """The fewest seeds at which the exact test can reject at level ``alpha`` at all: the first n with 2 / 2**n <=
     ``alpha``."""
+    if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
+        raise ArgumentTypeError(f"alpha must be a number in (0, 1), got {type(alpha).__name__} {quoted(alpha)}")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     return max(1, math.ceil(math.log2(2 / alpha) - 1e-12))
