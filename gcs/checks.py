@@ -246,3 +246,15 @@ def check_texts(texts: Sequence[str], name: str = "texts") -> list[str]:
 def check_rewordings(rewordings) -> int:
     """How many rewordings the model writes per prompt for ensembling: 0 (off) to 8."""
     return check_count(rewordings, "ensemble (rewordings per prompt)", 0, MAX_REWORDINGS)
+
+
+def check_stop(stop) -> None:
+    """``stop``: None or a ``threading.Event`` (anything with ``is_set``), which ends the work when set."""
+    if stop is not None and not callable(getattr(stop, "is_set", None)):
+        raise ArgumentTypeError(f"stop must be None or a threading.Event, got {type(stop).__name__}")
+
+
+def check_callback(callback, name: str) -> None:
+    """A callback argument (``on_results``, ``on_partial``): None or callable."""
+    if callback is not None and not callable(callback):
+        raise ArgumentTypeError(f"{name} must be None or a function, got {type(callback).__name__}")

@@ -25,12 +25,13 @@ from gcs.checks import (
     ArgumentTypeError,
     check_engine,
     check_prompts,
+    check_stop,
     is_integer,
 )
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.rewording import reword
-from gcs.settings import SamplingSettings, one_or_built
+from gcs.settings import SamplingSettings, one_or_built, refuse_beside
 
 __all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", "generate_with", "compare_with",
            "prepare"]
@@ -96,6 +97,15 @@ def _checked(settings: SamplingSettings) -> SamplingSettings:
     return settings
 
 
+def _many(settings, caller: str, methods, seeds, temperature, top_k, top_p, max_new_tokens, count) -> SamplingSettings:
+    """``compare``'s settings: ``settings`` (refused beside an argument it replaces), else the arguments'."""
+    refuse_beside(settings, caller, methods=(methods, METHODS), seeds=(seeds, (0,)), temperature=(temperature, 1.0),
+                  top_k=(top_k, None), top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
+                  ensemble=(count, 0))
+    return SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count) if settings is None \
+        else settings
+
+
 def decoded_rows(batch: Batch, streaming: bool = False, stop: threading.Event | None = None) -> Iterator[list[dict]]:
     """The batch's decoded rows: after every step when ``streaming`` (the last item is final), else once, at the end.
     Setting ``stop`` (from another thread) ends the work early with ``Cancelled``."""
@@ -111,6 +121,7 @@ def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Mod
                   **generate_kwargs) -> Iterator[list[str]]:
     """The core of ``generate`` and ``stream``: one response per row (method x seed x prompt) under ``settings``,
     after every step when ``streaming``, else once (``stop``: see ``decoded_rows``)."""
+    check_stop(stop)
     batch, _ = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
     for rows in decoded_rows(batch, streaming, stop):
         yield [row["response"] for row in rows]
@@ -123,6 +134,7 @@ def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Mode
     """The core of ``compare`` and ``stream_compare``: the tidy frame of every method x seed x prompt under
     ``settings``, after every step when ``streaming``, else once (``stop``: see ``decoded_rows``). With
     ``record_excess`` the final frame has one more column, "excess_surprise" (``Batch``; NaN until then)."""
+    check_stop(stop)
     batch, ensembled = prepare(prompts, _checked(settings), model, rewordings, engine, record_excess,
                                **generate_kwargs)
     for rows in decoded_rows(batch, streaming, stop):
@@ -202,8 +214,7 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
     the work after its current step with ``gcs.Cancelled``.
     """
     count, rewordings = _ensemble(ensemble)
-    if settings is None:
-        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    settings = _many(settings, "gcs.compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
     (table,) = compare_with(prompts, settings, model, rewordings, engine, stop=stop, **generate_kwargs)
     return table
 
@@ -218,6 +229,5 @@ def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = MET
     """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is
     final (setting ``stop`` ends it with ``gcs.Cancelled`` instead)."""
     count, rewordings = _ensemble(ensemble)
-    if settings is None:
-        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    settings = _many(settings, "gcs.stream_compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
     yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop, **generate_kwargs)

@@ -127,6 +127,9 @@ def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str,
     """
     if settings is None:
         return SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, ensemble)
+    refuse_beside(settings, caller, method=(method, "gcswr"), seed=(seed, 0), temperature=(temperature, 1.0),
+                  top_k=(top_k, None), top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
+                  ensemble=(ensemble, 0))
     if not isinstance(settings, SamplingSettings):
         raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
     if len(settings.methods) != 1 or len(settings.seeds) != 1:
@@ -139,3 +142,31 @@ def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str,
     if not takes_ensemble and settings.ensemble:
         raise ValueError(f"{caller} does not ensemble, but settings has ensemble={settings.ensemble}")
     return settings
+
+
+def refuse_beside(settings: SamplingSettings | None, caller: str, **given: tuple) -> None:
+    """ValueError where ``settings`` was given together with an argument it replaces (``given``: name -> (value,
+    default); an argument left at its default is not counted), so that no argument is silently ignored.
+
+    >>> refuse_beside(SamplingSettings(), "gcs.compare", temperature=(0.5, 1.0), seeds=((0,), (0,)))
+    Traceback (most recent call last):
+    ...
+    ValueError: gcs.compare takes settings or temperature, not both: settings replaces temperature=0.5 ...
+    """
+    if settings is None:
+        return
+    clashing = [f"{name}={value!r}" for name, (value, default) in given.items() if _differs(value, default)]
+    if clashing:
+        names = ", ".join(name.partition("=")[0] for name in clashing)
+        raise ValueError(f"{caller} takes settings or {names}, not both: settings replaces {', '.join(clashing)} "
+                         "(set it in the settings: settings.replace(...))")
+
+
+def _differs(value, default) -> bool:
+    if isinstance(value, Iterable) and isinstance(default, Iterable) and not isinstance(value, str) \
+            and not isinstance(default, str):
+        try:
+            return tuple(value) != tuple(default)
+        except TypeError:
+            return True
+    return bool(value != default)

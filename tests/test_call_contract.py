@@ -158,3 +158,45 @@ def test_resume_takes_an_earlier_run_s_results_or_their_keys(tiny):
     assert gcs.ab(PROMPTS, a, b, seeds=2, max_new_tokens=2, metrics=["length"], resume=done).empty
     with pytest.raises(ValueError, match="resume: the earlier results lack the columns"):
         gcs.ab(PROMPTS, a, b, seeds=2, metrics=["length"], resume=first)
+
+
+# -- nothing silently ignored, every argument checked first ---------------------------------------------------------
+@pytest.mark.parametrize("call", [
+    lambda m: gcs.generate(PROMPTS, method="is", settings=ONE_SETTINGS, model=m),
+    lambda m: gcs.trace(PROMPTS, seed=7, settings=ONE_SETTINGS, model=m),
+    lambda m: gcs.compare(PROMPTS, temperature=0.5, settings=MANY_SETTINGS, model=m),
+    lambda m: next(gcs.compare_rounds(PROMPTS, seeds=8, settings=MANY_SETTINGS, model=m)),
+    lambda m: gcs.sweep([PROMPTS], max_new_tokens=2, settings=MANY_SETTINGS, model=m),
+    lambda m: gcs.style_responses(PROMPTS, seeds=2, settings=MANY_SETTINGS, model=m),
+    lambda m: gcs.ab(PROMPTS, gcs.Variant(model=m), gcs.Variant(model=m), seeds=2,
+                     settings=gcs.SamplingSettings(methods="gcs")),
+], ids=["generate", "trace", "compare", "compare_rounds", "sweep", "style_responses", "ab"])
+def test_an_argument_beside_the_settings_that_replace_it_is_refused(call, tiny):
+    with pytest.raises(ValueError, match="takes settings or .*, not both"):
+        call(tiny)
+
+
+def test_stop_callbacks_and_resume_of_the_wrong_type_are_refused_before_any_work(tiny):
+    refused = {
+        "stop": [lambda: gcs.generate(PROMPTS, stop=True, model=tiny),
+                 lambda: gcs.sweep([PROMPTS], stop=True, model=tiny),
+                 lambda: gcs.style_responses(PROMPTS, stop="now", model=tiny),
+                 lambda: next(gcs.compare_rounds(PROMPTS, stop=1, model=tiny)),
+                 lambda: gcs.trace(PROMPTS, stop=True, model=tiny)],
+        "on_results": [lambda: gcs.sweep([PROMPTS], on_results=5, model=tiny),
+                       lambda: next(gcs.compare_rounds(PROMPTS, on_results=5, model=tiny))],
+        "resume": [lambda: next(gcs.compare_rounds(PROMPTS, resume=5, model=tiny))],
+    }
+    for name, calls in refused.items():
+        for call in calls:
+            with pytest.raises(TypeError, match=rf"^{name} must be"):
+                call()
+
+
+def test_compare_rounds_takes_metrics_as_a_list_or_a_comma_string(tiny):
+    run = dict(methods="is,gcs", seeds=2, rounds=(2,), max_new_tokens=2, model=tiny)
+    (listed,) = gcs.compare_rounds(PROMPTS, metrics=["aligned", "jaccard"], **run)
+    (comma,) = gcs.compare_rounds(PROMPTS, metrics="aligned,jaccard", **run)
+    assert listed.tests.equals(comma.tests) and set(comma.tests["metric"]) == {"aligned", "jaccard"}
+    with pytest.raises(ValueError, match="unknown metric 'bleu'"):
+        next(gcs.compare_rounds(PROMPTS, metrics="aligned,bleu", **run))

@@ -30,18 +30,20 @@ from gcs.abtest.variants import Arm, Variant, arms
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
     ArgumentTypeError,
+    check_callback,
     check_count,
     check_engine,
     check_max_new_tokens,
     check_method,
     check_prompts,
     check_seeds,
+    check_stop,
     quoted,
 )
 from gcs.engines.batch import check_plain_text
 from gcs.engines.batching import Progress, auto_batch_rows, check_progress, reporting, run_batches
 from gcs.experiments.results import finished_keys
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, refuse_beside
 
 END = -1  # an answer's end, as a token: two answers that stop at different places part there
 KEYS = ("prompt_index", "seed", "method")
@@ -158,6 +160,8 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     if repeated is not None:
         raise ValueError(f"prompts[{repeated}] repeats prompts[{prompts.index(prompts[repeated])}]: a prompt answered "
                          "twice with one seed is one observation counted twice")
+    refuse_beside(settings, "gcs.ab", method=(method, "gcswr"), seeds=(seeds, range(16)),
+                  max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
     if settings is None:
         method, seeds = check_method(method), check_seeds(seeds)
         max_new_tokens = check_max_new_tokens(max_new_tokens)
@@ -165,6 +169,8 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
         method, seeds, max_new_tokens = _from_settings(settings)
     scores, pair_names = check_scores(metrics, scorer)
     check_progress(progress)
+    check_stop(stop)
+    check_callback(on_results, "on_results")
     finished_keys(resume, KEYS)  # checked before the arms' models load
     engine = check_engine("transformers" if engine is None else engine)
     if not isinstance(control, bool):

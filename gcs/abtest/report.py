@@ -157,7 +157,7 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
     if not row.claimable:
         needed = fewest_seeds((1 - confidence) / family)
         return (f"{head}{body}; {row.n} seeds are too few for any claim at {100 * confidence:g} %{together} (the "
-                f"exact sign-flip test needs at least {needed}): within noise, use more seeds.")
+                f"exact sign-flip test needs at least {needed}): no claim either way; use more seeds.")
     noise = "beyond noise" if row.beyond_noise else "within noise"
     if not row.sd > 0:
         bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"

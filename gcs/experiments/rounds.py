@@ -21,14 +21,23 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, ArgumentTypeError, check_texts
+from gcs.checks import (
+    DEFAULT_MAX_NEW_TOKENS,
+    MAX_SEED,
+    METHODS,
+    ArgumentTypeError,
+    check_callback,
+    check_stop,
+    check_texts,
+)
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.comparison import CompareReport, combine_reports, compare_report
 from gcs.generation import compare_with
 from gcs.runtime.quoting import quoted
 from gcs.runtime.stage_timing import timed
+from gcs.scoring.metrics import check_metrics
 from gcs.scoring.surprise import frame_excess
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, refuse_beside
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 
@@ -93,13 +102,24 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
     grow, token by token (the first answers on screen). ``stop`` ends the run after its current token with
     ``gcs.Cancelled``.
     """
+    check_stop(stop)
+    check_callback(on_results, "on_results")
+    check_callback(on_partial, "on_partial")
     if resume is not None:
+        if not isinstance(resume, RoundReport):
+            raise ArgumentTypeError(f"resume must be a gcs.RoundReport (a run's last report), got "
+                                    f"{type(resume).__name__}")
         yield from _continue(resume, on_results, on_partial, stop)
         return
     paraphrases = check_texts(paraphrases, "paraphrases")
     if len(paraphrases) < 2:
         raise ValueError(f"a run in rounds scores how alike the answers to paraphrases are: it needs at least 2, "
                          f"got {len(paraphrases)}")
+    refuse_beside(settings, "gcs.compare_rounds", methods=(methods, METHODS), seeds=(seeds, 16),
+                  temperature=(temperature, 1.0), top_k=(top_k, None), top_p=(top_p, None),
+                  max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
+    metrics = tuple(check_metrics(metrics))
+    report_metrics = None if report_metrics is None else tuple(check_metrics(report_metrics))
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens)
     elif not isinstance(settings, SamplingSettings):

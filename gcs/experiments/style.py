@@ -24,12 +24,13 @@ prompts and reading its answer.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, ArgumentTypeError
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, ArgumentTypeError, check_callback, check_stop
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import Progress, check_progress, run_batches
 from gcs.engines.models import Model, resolve_model
@@ -38,7 +39,7 @@ from gcs.experiments.results import finished_keys
 from gcs.generation import generate
 from gcs.runtime.quoting import quoted
 from gcs.sampling.theory import p_repeat
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, refuse_beside
 from gcs.stats.intervals import standard_error
 
 TERSE_WORDS = 40  # a response of fewer words is terse: a list of five names fits, an explanation does not
@@ -234,6 +235,7 @@ def style_responses(
     resume: pd.DataFrame | Iterable[tuple] = (),
     on_results: Callable[[pd.DataFrame], None] | None = None,
     progress: Progress = False,
+    stop: threading.Event | None = None,
     engine: str = "transformers",
 ) -> pd.DataFrame:
     """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
@@ -242,8 +244,9 @@ def style_responses(
     share its noise (gcs/gcswr). ``settings`` (a ``gcs.SamplingSettings``, no ensembling) replaces methods, seeds,
     temperature and max_new_tokens (and brings its top_k and top_p). ``resume``: an earlier run's results (its frame,
     or the rows ``on_results`` received) or their keys (question, method, seed): those are not answered again.
-    ``on_results`` receives each finished batch; ``progress``: as in ``gcs.sweep``; ``batch_rows`` defaults to the
-    automatic size. ``engine``: "transformers" or "vllm" (``gcs.vllm.plugin``).
+    ``on_results`` receives each finished batch; ``progress`` and ``stop``: as in ``gcs.sweep``; ``batch_rows``
+    defaults to the automatic size; the frame returned holds what this call answered. ``engine``: "transformers" or
+    "vllm" (``gcs.vllm.plugin``).
     """
     if isinstance(questions, str) or not isinstance(questions, Sequence):
         raise ArgumentTypeError(f"questions must be a list of questions (strings) or of gcs.Group, got "
@@ -253,6 +256,8 @@ def style_responses(
     if all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (cast(str, q),)) for i, q in enumerate(questions)]  # all strings, as checked
     questions = as_groups(questions)
+    refuse_beside(settings, "gcs.style_responses", methods=(methods, ("is", "gcswr")), seeds=(seeds, 20),
+                  temperature=(temperature, 1.0), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, max_new_tokens=max_new_tokens)
     elif not isinstance(settings, SamplingSettings):
@@ -261,6 +266,8 @@ def style_responses(
         raise ValueError(f"style responses are not ensembled, but settings has ensemble={settings.ensemble}")
     done = finished_keys(resume, STYLE_KEYS)
     check_progress(progress)
+    check_stop(stop)
+    check_callback(on_results, "on_results")
     model = resolve_model(model)
     check_plain_text([question.prompts[0] for question in questions], model, "questions")
     todo = [(q, m, s) for m in settings.methods for s in settings.seeds for q in questions if (q.id, m, s) not in done]
@@ -271,7 +278,7 @@ def style_responses(
         return [Row(unit[0].prompts[0], unit[1], unit[2])]
 
     for chunk, decoded in run_batches(todo, rows_of, lambda unit: settings, model, batch_rows,
-                                      progress=progress, description="style", engine=engine):
+                                      progress=progress, description="style", stop=stop, engine=engine):
         frame = pd.DataFrame.from_records(
             [{"question": q.id, "method": m, "seed": s, "prompt": q.prompts[0], "response": row["response"]}
              for (q, m, s), (row,) in zip(chunk, decoded, strict=True)],

@@ -28,8 +28,10 @@ from gcs.checks import (
     METHOD_NAMES,
     METHODS,
     ArgumentTypeError,
+    check_callback,
     check_engine,
     check_rewordings,
+    check_stop,
     check_temperatures,
     is_integer,
 )
@@ -41,7 +43,7 @@ from gcs.experiments.results import finished_keys
 from gcs.rewording import reword
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
-from gcs.settings import SamplingSettings
+from gcs.settings import SamplingSettings, refuse_beside
 from gcs.stats.intervals import standard_error
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
@@ -87,6 +89,8 @@ def check_sweep(groups, *, temperatures=None, methods=METHODS, seeds=3, metrics=
                 settings: SamplingSettings | None = None) -> SweepPlan:
     """Validate a sweep's arguments (ValueError naming the problem) into a ``SweepPlan``; see ``sweep``."""
     groups = as_groups(groups, min_size=2)
+    refuse_beside(settings, "gcs.sweep", methods=(methods, METHODS), seeds=(seeds, 3), top_k=(top_k, None),
+                  top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
     if settings is None:
         temperatures = check_temperatures((0.0, 0.5, 1.0) if temperatures is None else temperatures)
         settings = SamplingSettings(methods, seeds, temperatures[0], top_k, top_p, max_new_tokens)
@@ -145,7 +149,8 @@ def sweep(
     from the geometric mean over itself and its rewordings. ``settings`` (a ``gcs.SamplingSettings``) replaces
     methods, seeds, top_k, top_p, max_new_tokens and, unless given, temperatures and ensemble.
     ``resume``: an earlier sweep's results (its frame, or the rows ``on_results`` received, e.g. read back from a
-    file; or their cell keys ``(group, method, seed, temperature, ensemble)``): those cells are not run again.
+    file; or their cell keys ``(group, method, seed, temperature, ensemble)``): those cells are not run again, and
+    the frame returned holds the cells this call ran (concatenate it with the earlier results for the whole sweep).
     ``on_results`` gets each finished batch's rows; ``progress``: True for a tqdm bar (gradio's
     ``Progress(track_tqdm=True)`` follows it), a tqdm-like bar (``update(n)`` gets the cells done) or a callback
     ``progress(done, total)``. Setting ``stop`` (a ``threading.Event``) ends the sweep after the current token with
@@ -159,6 +164,8 @@ def sweep(
     engine = check_engine(engine, ensembling=any(plan.ensembles))
     cells = plan.cells(resume)
     check_progress(progress)
+    check_stop(stop)
+    check_callback(on_results, "on_results")
     model = resolve_model(model)
     for group in plan.groups:
         check_plain_text(group.prompts, model, f"group {quoted(group.id)} prompts")

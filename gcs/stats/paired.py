@@ -20,7 +20,7 @@ On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS i
 (95 % CI +3.0 to +6.0): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
 >>> print(verdict(scores[scores["seed"] < 4])[0])
 On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points;
-4 seeds are too few for any claim at 95 % (the exact sign-flip test needs at least 6): within noise, use more seeds.
+4 seeds are too few for any claim at 95 % (the exact sign-flip test needs at least 6): no claim either way; use more seeds.
 E5 is the paper's semantic similarity of the answers.
 """
 
@@ -158,7 +158,7 @@ def verdict(scores, *, baseline: str = "is", confidence: float = CONFIDENCE,
         if not row.claimable:
             needed = fewest_seeds((1 - confidence) / comparisons)
             body += (f"; {row.n} seeds are too few for any claim at {100 * confidence:g} %{together} (the exact "
-                     f"sign-flip test needs at least {needed}): within noise, use more seeds.")
+                     f"sign-flip test needs at least {needed}): no claim either way; use more seeds.")
             lines.append(f"{body} {meaning}".strip())
             continue
         body += f" ({100 * confidence:g} % CI {points(row.low)} to {points(row.high)}{together})"
