@@ -120,7 +120,7 @@ def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str,
     ...              max_new_tokens=8).methods
     ('gcs',)
     >>> one_or_built(SamplingSettings(methods="is,gcs"), caller="gcs.generate", method="gcswr", seed=0,
-    ...              temperature=1.0, top_p=None, max_new_tokens=8)
+    ...              temperature=1.0, top_p=None, max_new_tokens=64)
     Traceback (most recent call last):
     ...
     ValueError: gcs.generate samples one method with one seed, but settings holds methods ['is', 'gcs'] ...

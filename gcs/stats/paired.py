@@ -20,8 +20,8 @@ On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS i
 (95 % CI +3.0 to +6.0): GCSwR is more consistent, beyond noise. E5 is the paper's semantic similarity of the answers.
 >>> print(verdict(scores[scores["seed"] < 4])[0])
 On these paraphrases, with this model, over 4 seeds: GCSwR agreed more than IS in 4 of 4 seeds, by +5.0 E5 points;
-4 seeds are too few for any claim at 95 % (the exact sign-flip test needs at least 6): no claim either way; use more seeds.
-E5 is the paper's semantic similarity of the answers.
+4 seeds are too few for any claim at 95 % (the exact sign-flip test needs at least 6): no claim either way; use
+more seeds. E5 is the paper's semantic similarity of the answers.
 """
 
 from __future__ import annotations
