@@ -85,8 +85,9 @@ def main() -> None:
             verdict = "-" if not moved else "yes" if fewer >= GOAL else "NO"
             met, counted = met + (verdict == "yes"), counted + moved
             name = "length" if row.metric == "length" else "E5 ref"
-            interval = f"{scale * row.diff:+.2f} [{scale * row.low:+.2f}, {scale * row.high:+.2f}]" \
-                if row.test == "t" else f"{scale * row.diff:+.2f} (no spread)"
+            interval = f"{scale * row.diff:+.2f} " + (
+                "(too few seeds)" if not row.claimable else "(no spread)" if not row.sd > 0 else
+                f"[{scale * row.low:+.2f}, {scale * row.high:+.2f}]")
             print(f"  {change:<14} {name:<7} {interval:>27} {'beyond' if row.beyond_noise else 'within':>7} "
                   f"{shared:>12.2f} {independent:>9.2f} {ratio:>8.2f}x {row.is_seeds:>8.1f} {fewer:>5.1f}x "
                   f"{verdict:>5} {same:>17}")

@@ -18,6 +18,7 @@ ValueError: temperature must be a finite number, 0 (greedy) or at least 0.0001 (
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from collections.abc import Iterable, Sequence
 from typing import TypeGuard
@@ -258,3 +259,16 @@ def check_callback(callback, name: str) -> None:
     """A callback argument (``on_results``, ``on_partial``): None or callable."""
     if callback is not None and not callable(callback):
         raise ArgumentTypeError(f"{name} must be None or a function, got {type(callback).__name__}")
+
+
+def check_share(value, name: str, low: float) -> float:
+    """A number in [``low``, 1): a confidence level, a futility bound.
+
+    >>> check_share(0.95, "confidence", 0.5)
+    0.95
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a number in [{low:g}, 1), got {type(value).__name__} {quoted(value)}")
+    if not low <= value < 1:
+        raise ValueError(f"{name} must be in [{low:g}, 1), got {quoted(value)}")
+    return float(value)

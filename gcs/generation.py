@@ -182,13 +182,15 @@ def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temp
 
 
 def frame(batch: Batch, decoded: list[dict], ensembled: bool) -> pd.DataFrame:
-    """``compare``'s tidy frame of a batch's decoded rows; ``ensemble`` says whether ensembling was requested."""
+    """``compare``'s tidy frame of a batch's decoded rows. ``ensemble``, one value for the whole frame as in a sweep's
+    cell: the rewordings per prompt (those the model wrote, or the most given for a prompt; 0 where none)."""
     prompts = list(dict.fromkeys(row.prompt for row in batch.rows))
     settings = batch.settings
+    rewordings = settings.ensemble or max((len(row.rewordings) for row in batch.rows), default=0) if ensembled else 0
     records = [
         {"prompt_index": prompts.index(row.prompt), "prompt": row.prompt, "method": row.method, "seed": row.seed,
          "temperature": settings.temperature, "top_k": settings.top_k, "top_p": settings.top_p,
-         "ensemble": ensembled, **result}
+         "ensemble": rewordings, **result}
         for row, result in zip(batch.rows, decoded, strict=True)
     ]
     table = pd.DataFrame.from_records(records, columns=list(FRAME_COLUMNS))
@@ -204,9 +206,9 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
             engine: str = "transformers", stop: threading.Event | None = None, **generate_kwargs) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
 
-    Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble
-    (whether ensembling was requested), raw_response, response (follow-ups stripped),
-    n_tokens, token_ids (the response's tokens, before the stop token: what ``gcs.hindsight`` and
+    Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble (the rewordings per
+    prompt, 0 without ensembling: a count, as in ``gcs.sweep``'s frame), raw_response, response (follow-ups
+    stripped), n_tokens, token_ids (the response's tokens, before the stop token: what ``gcs.hindsight`` and
     ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
     ``seeds``: a count n (seeds 0 to n - 1) or a list of seeds; repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.

@@ -104,7 +104,8 @@ def test_compare_report_with_partial_or_no_rewordings(embedded_model, rewordings
     prompts = ["What is DNA?", "Explain DNA.", "Tell me about DNA."]
     rewordings = rewordings + [[]]
     frame = gcs.compare(prompts, seeds=[0, 1], max_new_tokens=4, model=embedded_model, ensemble=rewordings)
-    assert frame["ensemble"].all()  # what was requested, for every row
+    assert frame["ensemble"].nunique() == 1  # one value for the frame: the most rewordings given for a prompt
+    assert frame["ensemble"].iloc[0] == max(map(len, rewordings))
     report = gcs.compare_report(frame, metrics=["jaccard"], tokenizer=embedded_model.tokenizer)
     assert len(report.scores) == 3 * 2 and report.scores["consistency"].notna().all()
     assert all(matrix.shape == (3, 3) for matrix in report.matrices.values())

@@ -42,7 +42,7 @@ def compare_report(frame: pd.DataFrame, *, metrics: Sequence[str] = ("e5",), tok
     """Score every (method, seed) group of responses of a ``gcs.compare`` frame under each metric.
 
     Each metric embeds all responses in one call. Groups are keyed by method and seed
-    only: ``ensemble`` is one setting for the whole frame (whether ensembling was requested).
+    only: ``ensemble`` is one setting for the whole frame (its rewordings per prompt).
     """
     metrics = check_metrics(metrics)
     prompts = frame["prompt_index"].nunique() if len(frame) else 0

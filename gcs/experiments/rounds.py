@@ -14,7 +14,6 @@ an undecided run (``resume=``) with the plan's extension looks, set aside before
 
 from __future__ import annotations
 
-import numbers
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -27,13 +26,13 @@ from gcs.checks import (
     METHODS,
     ArgumentTypeError,
     check_callback,
+    check_share,
     check_stop,
     check_texts,
 )
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.comparison import CompareReport, combine_reports, compare_report
 from gcs.generation import compare_with
-from gcs.runtime.quoting import quoted
 from gcs.runtime.stage_timing import timed
 from gcs.scoring.metrics import check_metrics
 from gcs.scoring.surprise import frame_excess
@@ -131,11 +130,7 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
         raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")
     if len(settings.seeds) > MAX_ROUND_SEEDS:
         raise ValueError(f"seeds: a run in rounds takes at most {MAX_ROUND_SEEDS} seeds, got {len(settings.seeds)}")
-    if isinstance(futility, bool) or not isinstance(futility, numbers.Real):
-        raise ArgumentTypeError(f"futility must be a number in [0, 1), got {type(futility).__name__} "
-                                f"{quoted(futility)}")
-    if not 0 <= futility < 1:
-        raise ValueError(f"futility must be in [0, 1), got {quoted(futility)}")
+    check_share(futility, "futility", 0)
     scored = tuple(dict.fromkeys([*metrics, *(report_metrics or ())]))
     if report_metrics is not None and not set(metrics) <= set(report_metrics):
         raise ValueError(f"the tested metrics {list(metrics)} must be among report_metrics {list(report_metrics)}")

@@ -32,8 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from gcs.checks import METHOD_NAMES, ArgumentTypeError
-from gcs.runtime.quoting import quoted
+from gcs.checks import METHOD_NAMES, ArgumentTypeError, check_share
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.signflip import fewest_seeds, sign_flip_test
 
@@ -96,11 +95,7 @@ def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
     if not {"method", "seed", "metric", "consistency"} <= set(scores.columns):
         raise ValueError("scores must be a DataFrame with columns method, seed, metric, consistency "
                          "(CompareReport.scores)")
-    if not isinstance(confidence, float | int) or isinstance(confidence, bool):
-        raise ArgumentTypeError(f"confidence must be a number in [0.5, 1), got {type(confidence).__name__} "
-                                f"{quoted(confidence)}")
-    if not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be a number in [0.5, 1), got {quoted(confidence)}")
+    check_share(confidence, "confidence", 0.5)
     repeated = scores.duplicated(["method", "metric", "seed"], keep=False)
     if repeated.any():
         row = scores[repeated].iloc[0]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -35,7 +34,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from gcs.checks import ArgumentTypeError
+from gcs.checks import ArgumentTypeError, check_share
 from gcs.runtime.quoting import quoted
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.paired import _check_scores
@@ -94,11 +93,7 @@ def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None,
                                 f"{quoted(max_seeds)}")
     if max_seeds < 1:
         raise ValueError(f"max_seeds must be a whole number of at least 1, got {quoted(max_seeds)}")
-    if isinstance(confidence, bool) or not isinstance(confidence, numbers.Real):
-        raise ArgumentTypeError(f"confidence must be a number in [0.5, 1), got {type(confidence).__name__} "
-                                f"{quoted(confidence)}")
-    if not 0.5 <= confidence < 1:
-        raise ValueError(f"confidence must be in [0.5, 1), got {quoted(confidence)}")
+    check_share(confidence, "confidence", 0.5)
     if not isinstance(spending, str):
         raise ArgumentTypeError(f"spending must be 'proportional' or 'floor-first', got {type(spending).__name__} "
                                 f"{quoted(spending)}")
