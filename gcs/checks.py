@@ -269,6 +269,7 @@ def check_share(value, name: str, low: float) -> float:
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ArgumentTypeError(f"{name} must be a number in [{low:g}, 1), got {type(value).__name__} {quoted(value)}")
-    if not low <= value < 1:
+    number = float(value)
+    if not low <= number < 1:
         raise ValueError(f"{name} must be in [{low:g}, 1), got {quoted(value)}")
-    return float(value)
+    return number
