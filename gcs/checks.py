@@ -106,6 +106,11 @@ def check_methods(methods: Sequence[str] | str) -> list[str]:
     elif not isinstance(methods, Iterable):
         raise ArgumentTypeError(f"methods must be a list of method names or a comma-separated string, got "
                                 f"{type(methods).__name__} {quoted(methods)}")
+    methods = list(methods)
+    for i, method in enumerate(methods):
+        if not isinstance(method, str):
+            raise ArgumentTypeError(f"methods[{i}] must be a method name, got {type(method).__name__} "
+                                    f"{quoted(method)}")
     methods = [check_method(m) for m in methods]
     if not methods:
         raise ValueError("methods must not be empty")

@@ -34,6 +34,7 @@ from gcs.checks import (
     check_seeds,
     check_temperature,
 )
+from gcs.runtime.quoting import quoted
 
 
 @dataclass(frozen=True)
@@ -144,22 +145,23 @@ def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str,
     return settings
 
 
-def refuse_beside(settings: SamplingSettings | None, caller: str, **given: tuple) -> None:
-    """ValueError where ``settings`` was given together with an argument it replaces (``given``: name -> (value,
-    default); an argument left at its default is not counted), so that no argument is silently ignored.
+def refuse_beside(replacing: object, caller: str, /, *, what: str = "settings", **given: tuple) -> None:
+    """ValueError where ``replacing`` (the settings, or what else ``what`` names: a report to resume) was given
+    together with an argument it replaces (``given``: name -> (value, default); an argument left at its default is not
+    counted), so that no argument is silently ignored.
 
     >>> refuse_beside(SamplingSettings(), "gcs.compare", temperature=(0.5, 1.0), seeds=((0,), (0,)))
     Traceback (most recent call last):
     ...
     ValueError: gcs.compare takes settings or temperature, not both: settings replaces temperature=0.5 ...
     """
-    if settings is None:
+    if replacing is None:
         return
-    clashing = [f"{name}={value!r}" for name, (value, default) in given.items() if _differs(value, default)]
+    clashing = [f"{name}={quoted(value)}" for name, (value, default) in given.items() if _differs(value, default)]
     if clashing:
         names = ", ".join(name.partition("=")[0] for name in clashing)
-        raise ValueError(f"{caller} takes settings or {names}, not both: settings replaces {', '.join(clashing)} "
-                         "(set it in the settings: settings.replace(...))")
+        hint = "(set it in the settings: settings.replace(...))" if what == "settings" else f"(they come from {what})"
+        raise ValueError(f"{caller} takes {what} or {names}, not both: {what} replaces {', '.join(clashing)} {hint}")
 
 
 def _differs(value, default) -> bool:

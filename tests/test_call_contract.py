@@ -106,6 +106,10 @@ def test_compare_rounds_runs_the_seeds_it_is_given_and_continues_after_the_large
     assert by_settings[-1].frame.equals(reports[-1].frame)
     last = reports[-1]
     assert last.final and last.more_seeds  # 4 seeds cannot claim: the run ends undecided
+    with pytest.raises(ValueError, match="paraphrases: resume continues its own run"):
+        next(gcs.compare_rounds(["w20 w21", "w21 w20"], resume=last))
+    with pytest.raises(ValueError, match="takes resume or methods, not both"):
+        next(gcs.compare_rounds(PROMPTS, methods="is,gcswr", resume=last))
     more = list(gcs.compare_rounds(PROMPTS, resume=last))
     assert more[0].seeds[:4] == [9, 3, 7, 5] and more[0].seeds[4:] == list(range(10, 10 + len(more[0].seeds) - 4))
     fresh = gcs.compare(PROMPTS, methods="is,gcs", seeds=more[0].seeds[4:], max_new_tokens=4, model=tiny)

@@ -160,7 +160,7 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
             raise ArgumentTypeError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
     names = (a.name or "A", b.name or "B")
     if names[0] == names[1]:
-        raise ValueError(f"the variants need different names to be told apart, both are {quoted(names[0])}")
+        raise ValueError(f"a and b need different names to be told apart, both are {quoted(names[0])}")
     ready = []
     for slot, name, variant in zip("ab", names, (a, b), strict=True):
         model = variant.load()

@@ -124,7 +124,7 @@ def parse_groups(text: str, fmt: str) -> list[Group]:
     if not isinstance(fmt, str):
         raise ArgumentTypeError(f"fmt must be jsonl or csv, got {type(fmt).__name__} {quoted(fmt)}")
     if fmt not in ("jsonl", "csv"):
-        raise ValueError(f"unknown data format {quoted(fmt)}: expected jsonl or csv")
+        raise ValueError(f"fmt: unknown data format {quoted(fmt)}: expected jsonl or csv")
     if "\x00" in text:
         raise ValueError("the data file looks binary (it contains NUL bytes), expected UTF-8 text")
     groups = _jsonl_groups(text) if fmt == "jsonl" else _csv_groups(text)
@@ -151,7 +151,7 @@ def load_groups(source: str | Path) -> list[Group]:
     except OSError:  # a name past the file system's limit (ENAMETOOLONG) names no file either
         found = False
     if not found:
-        raise ValueError(f"data file {quoted(str(path))} does not exist (or name a built-in set: "
+        raise ValueError(f"source: data file {quoted(str(path))} does not exist (or name a built-in set: "
                          f"{', '.join(BUILTIN_SETS)})")
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("jsonl", "csv"):

@@ -108,6 +108,12 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
         if not isinstance(resume, RoundReport):
             raise ArgumentTypeError(f"resume must be a gcs.RoundReport (a run's last report), got "
                                     f"{type(resume).__name__}")
+        if list(check_texts(paraphrases, "paraphrases")) != _paraphrases(resume):
+            raise ValueError("paraphrases: resume continues its own run, on that run's paraphrases")
+        refuse_beside(resume, "gcs.compare_rounds", what="resume", methods=(methods, METHODS), seeds=(seeds, 16),
+                      temperature=(temperature, 1.0), top_k=(top_k, None), top_p=(top_p, None),
+                      max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS), settings=(settings, None),
+                      model=(model, None))
         yield from _continue(resume, on_results, on_partial, stop)
         return
     paraphrases = check_texts(paraphrases, "paraphrases")
@@ -144,12 +150,16 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
     yield from run.rounds(0, on_results, on_partial, stop)
 
 
+def _paraphrases(report: RoundReport) -> list[str]:
+    return list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"]))
+
+
 def _continue(report: RoundReport, on_results, on_partial, stop) -> Iterator[RoundReport]:
     if not report.more_seeds:
         raise ValueError("only an undecided final report can take more seeds (its plan's extension looks are "
                          "left, and some comparison is undecided)")
     extended = report.plan.extended()
-    run = _Run(list(dict.fromkeys(report.frame.sort_values("prompt_index")["prompt"])), report.model,
+    run = _Run(_paraphrases(report), report.model,
                report.settings, extended, tuple(report.tests["metric"].unique()), report.engine,
                tuple(report.report.summary["metric"].unique()))
     run.frame, run.report, run.excess = report.frame, report.report, report.excess

@@ -189,7 +189,8 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
         tests = tests[tests["metric"].isin(list(metrics))]
     flagged = excess is not None and degenerate(excess)
     lines = _degenerate_lines(excess) if flagged and excess is not None else []  # mypy cannot narrow via flagged
-    held = f"{100 * plan.confidence:g} % over every look and all {len(run.tests)} comparisons together"
+    compared = f"all {len(run.tests)} comparisons together" if len(run.tests) != 1 else "its one comparison"
+    held = f"{100 * plan.confidence:g} % over every look and {compared}"
     base = METHOD_NAMES.get("is", "is")
     for row in tests.itertuples():
         name = METHOD_NAMES.get(row.method, row.method)
