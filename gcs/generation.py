@@ -31,7 +31,7 @@ from gcs.checks import (
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.rewording import reword
-from gcs.settings import SamplingSettings, one_or_built, refuse_beside
+from gcs.settings import SamplingSettings, check_settings, one_or_built, refuse_beside
 
 __all__ = ["MAX_NEW_TOKENS", "generate", "stream", "compare", "stream_compare", "generate_with", "compare_with",
            "prepare"]
@@ -91,12 +91,6 @@ def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
     return 0, cast("Sequence[Sequence[str]]", ensemble)  # neither off nor a count: rewordings (prepare checks them)
 
 
-def _checked(settings: SamplingSettings) -> SamplingSettings:
-    if not isinstance(settings, SamplingSettings):
-        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
-    return settings
-
-
 def _many(settings, caller: str, methods, seeds, temperature, top_k, top_p, max_new_tokens, count) -> SamplingSettings:
     """``compare``'s settings: ``settings`` (refused beside an argument it replaces), else the arguments'."""
     refuse_beside(settings, caller, methods=(methods, METHODS), seeds=(seeds, (0,)), temperature=(temperature, 1.0),
@@ -122,7 +116,7 @@ def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Mod
     """The core of ``generate`` and ``stream``: one response per row (method x seed x prompt) under ``settings``,
     after every step when ``streaming``, else once (``stop``: see ``decoded_rows``)."""
     check_stop(stop)
-    batch, _ = prepare(prompts, _checked(settings), model, rewordings, engine, **generate_kwargs)
+    batch, _ = prepare(prompts, check_settings(settings), model, rewordings, engine, **generate_kwargs)
     for rows in decoded_rows(batch, streaming, stop):
         yield [row["response"] for row in rows]
 
@@ -135,7 +129,7 @@ def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Mode
     ``settings``, after every step when ``streaming``, else once (``stop``: see ``decoded_rows``). With
     ``record_excess`` the final frame has one more column, "excess_surprise" (``Batch``; NaN until then)."""
     check_stop(stop)
-    batch, ensembled = prepare(prompts, _checked(settings), model, rewordings, engine, record_excess,
+    batch, ensembled = prepare(prompts, check_settings(settings), model, rewordings, engine, record_excess,
                                **generate_kwargs)
     for rows in decoded_rows(batch, streaming, stop):
         yield frame(batch, rows, ensembled)

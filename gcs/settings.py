@@ -110,6 +110,13 @@ class SamplingSettings:
         return self.temperature, self.top_k, self.top_p
 
 
+def check_settings(settings) -> SamplingSettings:
+    """``settings`` if it is a ``SamplingSettings``, else ArgumentTypeError (every entry point's one type check)."""
+    if not isinstance(settings, SamplingSettings):
+        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    return settings
+
+
 def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str, seed: int, temperature: float,
                  top_k: int | None = None, top_p: float | None, max_new_tokens: int, ensemble: int = 0,
                  takes_top_k: bool = True, takes_ensemble: bool = True) -> SamplingSettings:
@@ -131,8 +138,7 @@ def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str,
     refuse_beside(settings, caller, method=(method, "gcswr"), seed=(seed, 0), temperature=(temperature, 1.0),
                   top_k=(top_k, None), top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
                   ensemble=(ensemble, 0))
-    if not isinstance(settings, SamplingSettings):
-        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    check_settings(settings)
     if len(settings.methods) != 1 or len(settings.seeds) != 1:
         raise ValueError(f"{caller} samples one method with one seed, but settings holds methods "
                          f"{list(settings.methods)} and seeds {list(settings.seeds)}: pass one of each "

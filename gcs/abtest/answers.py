@@ -43,7 +43,7 @@ from gcs.checks import (
 from gcs.engines.batch import check_plain_text
 from gcs.engines.batching import Progress, auto_batch_rows, check_progress, reporting, run_batches
 from gcs.experiments.results import finished_keys
-from gcs.settings import SamplingSettings, refuse_beside
+from gcs.settings import SamplingSettings, check_settings, refuse_beside
 
 END = -1  # an answer's end, as a token: two answers that stop at different places part there
 KEYS = ("prompt_index", "seed", "method")
@@ -68,8 +68,7 @@ def parts_at(ids_a: Sequence[int], finished_a: bool, ids_b: Sequence[int], finis
 
 def _from_settings(settings: SamplingSettings) -> tuple[str, list[int], int]:
     """``ab``'s method, seeds and max_new_tokens from ``settings``, which must leave sampling to the variants."""
-    if not isinstance(settings, SamplingSettings):
-        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
+    check_settings(settings)
     if len(settings.methods) != 1:
         raise ValueError(f"gcs.ab shares one method between its arms (control=True adds IS), but settings holds "
                          f"methods {list(settings.methods)}")

@@ -108,8 +108,7 @@ class ResultsLog:
 
     def done(self) -> set[tuple]:
         """Keys of the finished units."""
-        frame = self.load()
-        return {tuple(row) for row in frame[self.keys].itertuples(index=False)}
+        return finished_keys(self.load(), self.keys)
 
     def _replace(self, frame: pd.DataFrame) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

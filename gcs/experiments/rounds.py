@@ -36,7 +36,7 @@ from gcs.generation import compare_with
 from gcs.runtime.stage_timing import timed
 from gcs.scoring.metrics import check_metrics
 from gcs.scoring.surprise import frame_excess
-from gcs.settings import SamplingSettings, refuse_beside
+from gcs.settings import SamplingSettings, check_settings, refuse_beside
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 
@@ -127,9 +127,7 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
     report_metrics = None if report_metrics is None else tuple(check_metrics(report_metrics))
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens)
-    elif not isinstance(settings, SamplingSettings):
-        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
-    elif settings.ensemble:
+    elif check_settings(settings).ensemble:
         raise ValueError(f"a run in rounds does not ensemble, but settings has ensemble={settings.ensemble}")
     methods = list(settings.methods)
     if BASELINE not in methods or len(methods) < 2:

@@ -39,7 +39,7 @@ from gcs.experiments.results import finished_keys
 from gcs.generation import generate
 from gcs.runtime.quoting import quoted
 from gcs.sampling.theory import p_repeat
-from gcs.settings import SamplingSettings, refuse_beside
+from gcs.settings import SamplingSettings, check_settings, refuse_beside
 from gcs.stats.intervals import standard_error
 
 TERSE_WORDS = 40  # a response of fewer words is terse: a list of five names fits, an explanation does not
@@ -260,9 +260,7 @@ def style_responses(
                   temperature=(temperature, 1.0), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
     if settings is None:
         settings = SamplingSettings(methods, seeds, temperature, max_new_tokens=max_new_tokens)
-    elif not isinstance(settings, SamplingSettings):
-        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
-    elif settings.ensemble:
+    elif check_settings(settings).ensemble:
         raise ValueError(f"style responses are not ensembled, but settings has ensemble={settings.ensemble}")
     done = finished_keys(resume, STYLE_KEYS)
     check_progress(progress)

@@ -43,7 +43,7 @@ from gcs.experiments.results import finished_keys
 from gcs.rewording import reword
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
-from gcs.settings import SamplingSettings, refuse_beside
+from gcs.settings import SamplingSettings, check_settings, refuse_beside
 from gcs.stats.intervals import standard_error
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
@@ -95,9 +95,8 @@ def check_sweep(groups, *, temperatures=None, methods=METHODS, seeds=3, metrics=
         temperatures = check_temperatures((0.0, 0.5, 1.0) if temperatures is None else temperatures)
         settings = SamplingSettings(methods, seeds, temperatures[0], top_k, top_p, max_new_tokens)
         ensembles = _ensembles(0 if ensemble is None else ensemble)
-    elif not isinstance(settings, SamplingSettings):
-        raise ArgumentTypeError(f"settings must be a gcs.SamplingSettings, got {type(settings).__name__}")
     else:
+        check_settings(settings)
         temperatures = check_temperatures(settings.temperature if temperatures is None else temperatures)
         ensembles = _ensembles(settings.ensemble if ensemble is None else ensemble)
         settings = settings.replace(temperature=temperatures[0], ensemble=0)
