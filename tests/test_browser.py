@@ -104,11 +104,24 @@ def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
         new MutationObserver(() => window.answersSeen.push([status.innerText, element.innerText]))
             .observe(element, {subtree: true, childList: true, characterData: true});
     }""")
+    joined = []  # the events the run puts in Gradio's queue, by function name
+
+    def note_join(request):
+        if urlsplit(request.url).path.endswith("/queue/join"):
+            joined.append(request.post_data_json["fn_index"])
+
+    page.on("request", note_join)
     page.locator("#run-compare").click()
     for method in ("is", "gcs", "gcswr"):  # responses arrive in every column, then the heatmaps
         expect(page.locator(f"#responses-{method}")).to_contain_text("[3]", timeout=TIMEOUT_MS)
         expect(page.locator(f"#heatmap-{method} .js-plotly-plot")).to_be_visible(timeout=TIMEOUT_MS)
     expect(page.locator("#status")).to_contain_text("Done", timeout=TIMEOUT_MS)
+    page.remove_listener("request", note_join)
+    names = {d["id"]: d["api_name"] for d in page.request.get(app_url + "config").json()["dependencies"]}
+    # the run's own two events and nothing else: a round's update carries its seed's view, and no event of the
+    # seed browser draws those heatmaps and responses a second time while the next round generates
+    run = [re.sub(r"_\d+$", "", names[index]) for index in joined]  # (Gradio numbers a second endpoint's name)
+    assert run == ["say_working_in_lane", "compare_stream"], run
     seen = page.evaluate("window.answersSeen")
     early = [answers for status, answers in seen if "[3]" in answers and "Round 1: generating" in status]
     assert early, f"no answer was on screen while the first round generated: {seen[:3]}"

@@ -309,9 +309,11 @@ def build(examples: list[list[str]]) -> Tab:
                       concurrency_id="model", concurrency_limit=1, show_progress="hidden")
         click_working(more, status, by_name(compare_more, components), [state, highlight],
                       list(components.values()), concurrency_id="model", concurrency_limit=1, show_progress="hidden")
+        # .input, not .change: a run's own update sets the seed shown (and already carries its view); .change
+        # would fire on that too and draw the same three heatmaps and responses a second time, mid-run
         for control in (seed_shown, highlight):
-            control.change(by_name(seed_view, shown), [state, seed_shown, highlight], list(shown.values()),
-                           api_visibility="private", concurrency_id="browse", concurrency_limit=4)
+            control.input(by_name(seed_view, shown), [state, seed_shown, highlight], list(shown.values()),
+                          api_visibility="private", concurrency_id="browse", concurrency_limit=4)
     links = {"q": paraphrases, "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
              "seed": seed, "seeds": seeds, "methods": methods, "model": model, "highlight": highlight,
              "rounds": rounds}
