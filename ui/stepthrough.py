@@ -16,7 +16,7 @@ import gcs
 
 from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
-from .messages import as_text, click_working, failed, one_paragraph_pieces, say_working, user_error
+from .messages import as_text, click_working, failed, one_paragraph_pieces, user_error, working_in
 from .serving import run_cancellable
 from .tab import Tab
 from .zerogpu import gpu
@@ -72,18 +72,29 @@ def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_n
 
 
 def start_linked(*inputs_and_step):
-    """``start`` for a link's step; nothing to compute when the step was cleared (None)."""
+    """``start`` for a link's step."""
     *inputs, step = inputs_and_step
-    if step is None:
-        yield (gr.skip(),) * (1 + len(OUTPUTS))
-        return
     yield from start(*inputs, token=step)
 
 
+class NoStepAsked(gr.Error):
+    """Ends the page load's chain where its link asked for no step: nothing is queued in the model lane (a page
+    load that did not ask for a trace must not wait there behind other visitors' runs). Never shown."""
+
+    def __init__(self):
+        super().__init__("the link asks for no step", visible=False, print_exception=False)
+
+
 def linked_step(tab: str, token):
-    """After a link is applied: its step (``tab=trace&step=k``, k >= 1) asks for the trace up to token k, else
-    nothing happens (no model work on a page load that did not ask for it)."""
-    return int(token) if tab == "trace" and isinstance(token, (int, float)) and token >= 1 else gr.skip()
+    """After a link is applied: its step (``tab=trace&step=k``, k >= 1) asks for the trace up to token k; any other
+    link raises ``NoStepAsked``, which ends the chain before the model lane.
+
+    >>> linked_step("trace", 10)
+    10
+    """
+    if tab == "trace" and isinstance(token, (int, float)) and token >= 1:
+        return int(token)
+    raise NoStepAsked()
 
 
 def last_position(trace: gcs.Trace) -> int:
@@ -336,12 +347,13 @@ def build() -> Tab:
                       [trace_state, *outputs], **model_lane)
         for event in (step.click, back.click, start_button.click, force_button.click):
             event(None, None, None, cancels=[playing], api_visibility="private")
-        requested.change(lambda step: say_working() if step is not None else gr.skip(), requested, status,
-                         **browse_lane).then(start_linked, [*inputs, requested], [trace_state, *outputs],
-                                             api_visibility="private", **model_lane)
 
     def follow_link(load, selected: gr.State) -> None:
-        load.then(linked_step, [selected, shown], requested, **browse_lane)
+        # .success: a link that asks for no step ends here (NoStepAsked), queueing nothing in the model lane
+        load.then(linked_step, [selected, shown], requested, **browse_lane).success(
+            working_in("model"), None, status, **browse_lane).then(start_linked, [*inputs, requested],
+                                                           [trace_state, *outputs], api_visibility="private",
+                                                           **model_lane)
 
     links = {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
              "max_new_tokens": tokens, "model": model, "step": shown}
