@@ -61,16 +61,23 @@ def check_count(value, name: str, low: int, high: int) -> int:
 ENGINES = ("transformers", "vllm")
 
 
-def check_engine(engine: str, *, ensembling: bool = False) -> str:
+def check_engine(engine, *, ensembling: bool = False):
     """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed and
     cannot ensemble (ensembling mixes several rows' logits in each step, which a per-request processor never sees).
+    Served endpoints, a ``gcs.Endpoint`` or a list of them, come back as one ``gcs.engines.endpoints.Endpoints``.
 
     >>> check_engine("transformers", ensembling=True)
     'transformers'
     """
+    served = _served(engine)
+    if served is not None:
+        if ensembling:
+            raise ValueError("ensembling is not available on served endpoints (the plugin sees one request at a "
+                             "time); use engine='transformers'")
+        return served
     if not isinstance(engine, str):
-        raise ArgumentTypeError(f"engine must be a string, one of {', '.join(ENGINES)}, got {type(engine).__name__} "
-                                f"{quoted(engine)}")
+        raise ArgumentTypeError(f"engine must be a string, one of {', '.join(ENGINES)}, or a gcs.Endpoint or a list "
+                                f"of them, got {type(engine).__name__} {quoted(engine)}")
     if engine.strip().lower() not in ENGINES:
         raise ValueError(f"unknown engine {quoted(engine)}; expected one of {', '.join(ENGINES)}")
     engine = engine.strip().lower()
@@ -83,6 +90,20 @@ def check_engine(engine: str, *, ensembling: bool = False) -> str:
             raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
                              "in each step); use engine='transformers'")
     return engine
+
+
+def _served(engine):
+    """Served endpoints as one engine (their ``as_engine``: ``gcs.engines.endpoints``, a layer above), or None.
+    A list must hold endpoints only."""
+    if hasattr(engine, "as_engine") and not isinstance(engine, type):
+        return engine.as_engine()
+    if isinstance(engine, (list, tuple)) and any(hasattr(item, "url") for item in engine):
+        strays = [i for i, item in enumerate(engine) if type(item) is not type(engine[0]) or not hasattr(item, "url")]
+        if strays:
+            raise ArgumentTypeError(f"engine[{strays[0]}] must be a gcs.Endpoint, like engine[0], got "
+                                    f"{type(engine[strays[0]]).__name__}")
+        return engine[0].as_engine(*engine[1:])
+    return None
 
 
 def check_method(method: str) -> str:

@@ -22,7 +22,17 @@ import sys
 from pathlib import Path
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS
-from gcs.cli.support import claim_out_dir, csv_list, float_list, parse_ensemble, parse_seeds, run_record, write_atomic
+from gcs.cli.support import (
+    claim_out_dir,
+    csv_list,
+    engine_of,
+    engine_options,
+    float_list,
+    parse_ensemble,
+    parse_seeds,
+    run_record,
+    write_atomic,
+)
 from gcs.experiments.data import BUILTIN_SETS, load_groups
 from gcs.experiments.export import csv_safe
 from gcs.experiments.results import ResultsLog
@@ -60,7 +70,7 @@ def command_run(args: argparse.Namespace) -> Path:
     sweep(plan.groups, temperatures=plan.temperatures, methods=plan.settings.methods, seeds=plan.settings.seeds,
           metrics=metrics, model=model, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
           ensemble=plan.ensembles, batch_rows=args.batch_rows, resume=log.load(), on_results=log.append,
-          progress=not args.quiet, engine=args.engine)
+          progress=not args.quiet, engine=engine_of(args))
     requested = {cell.key for cell in plan.cells()}
     results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
     results = results[[key in requested for key in results[list(CELL_KEYS)].itertuples(index=False, name=None)]]
@@ -129,19 +139,12 @@ def command_compare(args: argparse.Namespace) -> None:
 
     frame = compare(args.prompts, methods=args.methods, seeds=[args.seed], temperature=args.temperature,
                     top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                    model=load_model(args.model, dtype=args.dtype), engine=args.engine)
+                    model=load_model(args.model, dtype=args.dtype), engine=engine_of(args))
     for method, part in frame.groupby("method", sort=False):
         score = consistency(list(part["response"]), metric="e5") if len(part) > 1 else float("nan")
         print(f"== {method}  (E5 consistency {score:.3f})")
         for prompt, response in zip(part["prompt"], part["response"], strict=True):
             print(f"  > {prompt}\n    {response.strip()}\n")
-
-
-def engine_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
-                     help="generate with transformers (default) or inside vLLM (gcs.vllm.plugin; needs vLLM installed)")
-    sub.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
-                     help="model weights (auto: bf16 on CUDA and on CPUs with hardware bf16, else fp32)")
 
 
 def build_parser() -> argparse.ArgumentParser:
