@@ -249,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as error:
         print(f"gcs: error: {error}", file=sys.stderr)
         return 2
+    except ConnectionError as error:  # a served endpoint that failed (gcs.EndpointError): it says which and why
+        print(f"gcs: error: {error}", file=sys.stderr)
+        return 2
     except OSError as error:  # a full disk, a read-only or vanished --out: say so, no traceback
         print(f"gcs: error: {error.strerror or error} ({error.filename or 'writing results'})", file=sys.stderr)
         return 2

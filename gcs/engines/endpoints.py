@@ -46,7 +46,7 @@ PROBE_QUESTION = "What is DNA?"
 NOT_A_METHOD = "not-a-gcs-method"
 
 
-class EndpointError(RuntimeError):
+class EndpointError(ConnectionError):
     """A served endpoint could not do its part: it names the endpoint (never its key) and what the server said."""
 
 
@@ -224,7 +224,8 @@ def said(endpoint: Endpoint, answer: httpx.Response) -> str:
     """What an error answer says, in at most 300 characters (its ``error.message`` where it is OpenAI's shape)."""
     try:
         body = answer.json()
-        text = str(body["error"]["message"] if isinstance(body.get("error"), dict) else body)
+        error = body.get("error", body)
+        text = str(error.get("message", error) if isinstance(error, dict) else error)
     except (ValueError, KeyError, TypeError, AttributeError):
         text = answer.text or answer.reason_phrase
     text = " ".join(endpoint.redact(text).split())

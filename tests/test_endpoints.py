@@ -1,0 +1,182 @@
+"""``gcs.Endpoint``: real ``gcs vllm-serve`` processes (vLLM's CPU build, the embedded model) as gcs's engine.
+
+Two servers for the module (A with a key, B without), started once; a third, vLLM without the gcs plugin, only for
+the test that refuses it. Every test sends few requests of few tokens. The frame of one endpoint equals the
+in-process vLLM engine's; several endpoints give the frame of one where each server answers one request at a time
+(``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst equal its tokens
+alone, docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+import torch
+from test_vllm_serve import metric, shared_prefix
+from waiting import WaitingTransport, until
+
+import gcs
+from conftest import free_port, running_server
+from gcs.cli.commands import main
+from gcs.cli.vllm_server import vllm_serve_command
+from gcs.engines.models import default_dtype
+
+pytestmark = pytest.mark.slow  # real vLLM servers
+
+KEY = "gcs-test-key-7f3a9c21"  # what no link, log, error or download may show
+PROMPTS = ["What is DNA?", "Explain what DNA is."]
+DTYPE = str(default_dtype(torch.device("cpu"))).removeprefix("torch.")  # the embedded model's, as the client's
+SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(512 << 20), "--max-model-len", "1024"]
+
+
+@contextlib.contextmanager
+def start(tmp_path_factory, name: str, extra: list[str], command=None, env=None):
+    """``gcs vllm-serve -- extra`` (or ``command``, whose port is ``extra``'s) on a free port, once it is up:
+    (its URL, its process, its progress)."""
+    port, log = free_port(), tmp_path_factory.mktemp(name) / "serve.log"
+    url = f"http://127.0.0.1:{port}"
+    command = [part.replace("PORT", str(port)) for part in command] if command else \
+        [sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port), "--", *extra]
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "OMP_NUM_THREADS": "1", **(env or {})}
+    # (/health: a server with --api-key answers /v1/models with 401 to a request without the key)
+    with running_server(command, log, f"{url}/health", env) as (process, progress):
+        until(lambda: httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200,
+              "the model to be listed", progress)
+        yield url, process, progress
+
+
+@pytest.fixture(scope="module")
+def server_a(tmp_path_factory):
+    with start(tmp_path_factory, "a", [*SMALL, "--api-key", KEY]) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def server_b(tmp_path_factory):
+    with start(tmp_path_factory, "b", SMALL) as served:
+        yield served
+
+
+def endpoint_a(server_a, **options) -> gcs.Endpoint:
+    return gcs.Endpoint(server_a[0], api_key=KEY, **options)
+
+
+def answered(url: str) -> float:
+    """The requests a server finished, whatever their finish reason."""
+    return sum(float(line.split()[-1]) for line in httpx.get(f"{url}/metrics").text.splitlines()
+               if line.startswith("vllm:request_success_total{"))
+
+
+def settings(**changes) -> dict:
+    return {"seeds": [0, 1], "max_new_tokens": 12, **changes}
+
+
+def tokens(frame) -> list[list[int]]:
+    return [list(ids) for ids in frame["token_ids"]]
+
+
+def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_model):
+    served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
+    local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
+    gcs.close()  # the in-process engine's memory, for the servers
+    assert len(served) == 12 and tokens(served) == tokens(local)
+    assert list(served["finished"]) == list(local["finished"])
+    assert list(served["response"]) == list(local["response"])
+
+
+def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(server_a, embedded_model):
+    whole = gcs.compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]), model=embedded_model,
+                        engine=endpoint_a(server_a, max_requests=1))
+    frames = list(gcs.stream_compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]),
+                                     model=embedded_model, engine=endpoint_a(server_a, max_requests=1)))
+    assert len(frames) > 2 and tokens(frames[-1]) == tokens(whole)  # partial frames first, as tokens arrive
+
+    def shared(method: str) -> int:
+        pairs = whole[whole["method"] == method].groupby("seed")["token_ids"]
+        return sum(shared_prefix(*map(list, pair)) for _, pair in pairs)
+
+    assert shared("gcswr") > shared("is") + 8, (shared("gcswr"), shared("is"))  # measured: 38 against 4
+
+
+def test_two_endpoints_give_the_frame_of_one_and_share_the_rows(server_a, server_b, embedded_model):
+    done = answered(server_b[0])
+    one = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
+    two = gcs.compare(PROMPTS, **settings(), model=embedded_model,
+                      engine=[endpoint_a(server_a, max_requests=1), gcs.Endpoint(server_b[0], max_requests=1)])
+    assert tokens(two) == tokens(one)
+    assert answered(server_b[0]) > done  # B answered some
+
+
+def test_the_cli_generates_on_an_endpoint_with_the_key_from_the_environment(server_a, monkeypatch, capsys):
+    monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
+    assert main(["compare", PROMPTS[0], "--endpoint", server_a[0], "--max-new-tokens", "6", "--methods", "gcswr"]) == 0
+    assert "== gcswr" in capsys.readouterr().out
+    monkeypatch.delenv("GCS_ENDPOINT_KEY")
+    assert main(["compare", PROMPTS[0], "--endpoint", server_a[0], "--max-new-tokens", "6"]) == 2
+    error = capsys.readouterr().err
+    assert f"endpoint {server_a[0]} answered /v1/models with HTTP 401" in error and "Traceback" not in error
+
+
+def test_a_request_the_server_refuses_is_a_sentence_naming_the_endpoint(server_a, embedded_model):
+    """A prompt within the local model's context window but past the server's (--max-model-len 1024)."""
+    with pytest.raises(ValueError, match=rf"endpoint {server_a[0]} refused a request with HTTP 400: .*1024"):
+        gcs.compare(["DNA " * 1100], methods="gcswr", max_new_tokens=4, model=embedded_model,
+                    engine=endpoint_a(server_a))
+
+
+def test_another_chat_template_is_refused_before_any_row(server_a, embedded_model):
+    import copy
+
+    tokenizer = copy.deepcopy(embedded_model.tokenizer)
+    tokenizer.chat_template = tokenizer.chat_template.replace("<|im_start|>", "<|im_start|> ")
+    other = gcs.Model(name="smollm2-other-template", model=embedded_model.model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="with another chat template than the local model 'smollm2-other-template'"):
+        gcs.compare(PROMPTS, max_new_tokens=4, model=other, engine=endpoint_a(server_a))
+
+
+def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
+    endpoint = endpoint_a(server_a)
+    frame = gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=endpoint)
+    gcs.write_csv(frame, tmp_path / "frame.csv")
+    wrong = gcs.Endpoint(server_a[0], api_key="not-" + KEY)
+    with pytest.raises(gcs.EndpointError) as refused:
+        gcs.compare(PROMPTS[:1], max_new_tokens=4, model=embedded_model, engine=wrong)
+    shown = [repr(endpoint), str(endpoint.as_engine()), str(refused.value), caplog.text,
+             (tmp_path / "frame.csv").read_text(), frame.to_json()]
+    assert "HTTP 401" in str(refused.value)
+    assert not [text for text in shown if KEY in text]
+
+
+def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model):
+    """vLLM itself, with gcs's entry point hidden from it: it would sample gcs requests freely."""
+    hide = ("import runpy, vllm.v1.sample.logits_processor as lp; lp._load_logitsprocs_plugins = lambda: []; "
+            "runpy.run_module('vllm.entrypoints.openai.api_server', run_name='__main__')")
+    command = [sys.executable, "-c", hide, *vllm_serve_command(None, port=1, cpu=True, registered=True)[3:], *SMALL]
+    command[command.index("--port") + 1] = "PORT"
+    with start(tmp_path_factory, "plain", [], command, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}) as (url, _, _):
+        with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
+            gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
+
+
+def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(server_a, server_b, embedded_model):
+    """B is killed while it answers: its rows start again on A, and the frame is A's alone. Then B alone fails with
+    an error naming it and what it said."""
+    one = gcs.compare(PROMPTS, **settings(max_new_tokens=24), model=embedded_model,
+                      engine=endpoint_a(server_a, max_requests=1))
+    url_b, process_b, progress_b = server_b
+    b = gcs.Endpoint(url_b, max_requests=1)
+    b.as_engine().connect(embedded_model)  # (now: its probe's requests are not the one awaited below)
+    with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=url_b, transport=WaitingTransport(progress_b)) as http:
+        running = pool.submit(gcs.compare, PROMPTS, **settings(max_new_tokens=24), model=embedded_model,
+                              engine=[endpoint_a(server_a, max_requests=1), b])
+        until(lambda: metric(http, "vllm:num_requests_running") >= 1, "a request on B", progress_b)
+        os.kill(process_b.pid, signal.SIGKILL)
+        assert tokens(running.result()) == tokens(one)
+    with pytest.raises(gcs.EndpointError, match=rf"every endpoint failed \({url_b}: .*onnect"):
+        gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=b)
