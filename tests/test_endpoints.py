@@ -13,6 +13,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -24,10 +25,8 @@ from waiting import WaitingTransport, until
 import gcs
 from conftest import free_port, running_server
 from gcs.cli.commands import main
-from gcs.cli.vllm_server import vllm_serve_command
+from gcs.cli.vllm_server import batch_invariant_environment, vllm_serve_command
 from gcs.engines.models import default_dtype
-
-pytestmark = pytest.mark.slow  # real vLLM servers
 
 KEY = "gcs-test-key-7f3a9c21"  # what no link, log, error or download may show
 PROMPTS = ["What is DNA?", "Explain what DNA is."]
@@ -81,6 +80,7 @@ def tokens(frame) -> list[list[int]]:
     return [list(ids) for ids in frame["token_ids"]]
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_model):
     served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
     local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
@@ -90,6 +90,7 @@ def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_mo
     assert list(served["response"]) == list(local["response"])
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(server_a, embedded_model):
     whole = gcs.compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]), model=embedded_model,
                         engine=endpoint_a(server_a, max_requests=1))
@@ -104,6 +105,7 @@ def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrase
     assert shared("gcswr") > shared("is") + 8, (shared("gcswr"), shared("is"))  # measured: 38 against 4
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_two_endpoints_give_the_frame_of_one_and_share_the_rows(server_a, server_b, embedded_model):
     done = answered(server_b[0])
     one = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
@@ -113,6 +115,7 @@ def test_two_endpoints_give_the_frame_of_one_and_share_the_rows(server_a, server
     assert answered(server_b[0]) > done  # B answered some
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_the_cli_generates_on_an_endpoint_with_the_key_from_the_environment(server_a, monkeypatch, capsys):
     monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
     assert main(["compare", PROMPTS[0], "--endpoint", server_a[0], "--max-new-tokens", "6", "--methods", "gcswr"]) == 0
@@ -123,6 +126,7 @@ def test_the_cli_generates_on_an_endpoint_with_the_key_from_the_environment(serv
     assert f"endpoint {server_a[0]} answered /v1/models with HTTP 401" in error and "Traceback" not in error
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_a_request_the_server_refuses_is_a_sentence_naming_the_endpoint(server_a, embedded_model):
     """A prompt within the local model's context window but past the server's (--max-model-len 1024)."""
     with pytest.raises(ValueError, match=rf"endpoint {server_a[0]} refused a request with HTTP 400: .*1024"):
@@ -130,6 +134,7 @@ def test_a_request_the_server_refuses_is_a_sentence_naming_the_endpoint(server_a
                     engine=endpoint_a(server_a))
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_another_chat_template_is_refused_before_any_row(server_a, embedded_model):
     import copy
 
@@ -140,6 +145,7 @@ def test_another_chat_template_is_refused_before_any_row(server_a, embedded_mode
         gcs.compare(PROMPTS, max_new_tokens=4, model=other, engine=endpoint_a(server_a))
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
     endpoint = endpoint_a(server_a)
     frame = gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=endpoint)
@@ -153,6 +159,7 @@ def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
     assert not [text for text in shown if KEY in text]
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model):
     """vLLM itself, with gcs's entry point hidden from it: it would sample gcs requests freely."""
     hide = ("import runpy, vllm.v1.sample.logits_processor as lp; lp._load_logitsprocs_plugins = lambda: []; "
@@ -164,6 +171,7 @@ def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model
             gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
 
 
+@pytest.mark.slow  # real vLLM servers
 def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(server_a, server_b, embedded_model):
     """B is killed while it answers: its rows start again on A, and the frame is A's alone. Then B alone fails with
     an error naming it and what it said."""
@@ -180,3 +188,62 @@ def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(serve
         assert tokens(running.result()) == tokens(one)
     with pytest.raises(gcs.EndpointError, match=rf"every endpoint failed \({url_b}: .*onnect"):
         gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=b)
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_sweep_ab_and_rounds_run_on_endpoints_and_stop_aborts_the_requests(server_a, embedded_model):
+    endpoint = endpoint_a(server_a)
+    swept = gcs.sweep([PROMPTS], temperatures=[1.0], methods=["gcswr"], seeds=2, metrics=["jaccard"],
+                      model=embedded_model, max_new_tokens=6, engine=endpoint)
+    assert len(swept) == 2 and swept["consistency"].notna().all()
+    variant = gcs.Variant(embedded_model, system="Answer briefly.")
+    pairs = gcs.ab(PROMPTS[:1], gcs.Variant(embedded_model), variant, seeds=2, metrics=["length"], max_new_tokens=6,
+                   engine=[endpoint])
+    assert len(pairs) == 4 and pairs["answer_a"].str.len().gt(0).all()
+    *_, last = gcs.compare_rounds(PROMPTS, methods=["is", "gcswr"], seeds=4, rounds=[4], metrics=["jaccard"],
+                                  model=embedded_model, max_new_tokens=6, engine=gcs.Endpoint(server_a[0],
+                                                                                              api_key=KEY,
+                                                                                              max_requests=1))
+    assert last.final and "each request ran alone on its server (max_requests=1)" in last.reason
+    stop = threading.Event()
+    _, _, progress = server_a
+    with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=server_a[0]) as http:
+        running = pool.submit(gcs.compare, ["Count from 1 to 1000, one number a line."], methods="gcswr",
+                              seeds=[0, 1], max_new_tokens=1000, model=embedded_model, engine=endpoint, stop=stop)
+        until(lambda: metric(http, "vllm:num_requests_running") >= 1, "a request to run", progress)
+        stop.set()
+        with pytest.raises(gcs.Cancelled):
+            running.result()
+        until(lambda: metric(http, "vllm:num_requests_running") == 0, "the requests to be aborted", progress)
+
+
+def test_an_endpoint_is_checked_and_keeps_its_key_to_itself():
+    endpoint = gcs.Endpoint("https://gpu.example:8000/v1/", api_key=KEY, max_requests=2)
+    assert endpoint.url == "https://gpu.example:8000" and KEY not in repr(endpoint) + repr(endpoint.as_engine())
+    for bad, error, message in [
+        ({"url": 8000}, TypeError, "url must be a string"),
+        ({"url": "https://user:pass@gpu.example"}, ValueError, "must not hold credentials"),
+        ({"url": "http://gpu.example?x=1"}, ValueError, "no query"),
+        ({"url": "http://a", "timeout": "5"}, TypeError, "timeout must be a number"),
+        ({"url": "http://a", "timeout": 0}, ValueError, "timeout must be a positive"),
+        ({"url": "http://a", "max_requests": 1.0}, TypeError, "max_requests must be an integer"),
+        ({"url": "http://a", "max_requests": 0}, ValueError, "max_requests must be 1 to 1024"),
+        ({"url": "http://a", "api_key": 5}, TypeError, "api_key must be a string"),
+        ({"url": "http://a", "model": ""}, ValueError, "model must be a served model's name"),
+    ]:
+        with pytest.raises(error, match=message):
+            gcs.Endpoint(**bad)
+    with pytest.raises(TypeError, match=r"engine\[1\] must be a gcs.Endpoint"):
+        gcs.check_engine([endpoint, "vllm"])
+    with pytest.raises(ValueError, match="names an endpoint twice"):
+        gcs.check_engine([endpoint, endpoint])
+    with pytest.raises(ValueError, match="ensembling is not available on served endpoints"):
+        gcs.check_engine(endpoint, ensembling=True)
+
+
+def test_the_cli_refuses_two_engines_and_batch_invariance_on_cpu(capsys):
+    assert main(["compare", "Why?", "--engine", "vllm", "--endpoint", "http://127.0.0.1:9"]) == 2
+    assert "--engine vllm and --endpoint name two engines" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--batch-invariant needs a GPU"):
+        batch_invariant_environment(cpu=True)
+    assert batch_invariant_environment(cpu=False) == {"VLLM_BATCH_INVARIANT": "1"}

@@ -180,6 +180,18 @@ class Endpoints:
         batches before it: sweeps and A/B tests resume from there)."""
         return 4 * sum(endpoint.max_requests for endpoint in self.endpoints)
 
+    @property
+    def promise(self) -> str:
+        """What the endpoints promise about batches, as a verdict's sentence says it.
+
+        >>> Endpoint("http://a:1", max_requests=1).as_engine().promise
+        'each request ran alone on its server (max_requests=1): the answers of one endpoint, row for row'
+        """
+        if all(endpoint.max_requests == 1 for endpoint in self.endpoints):
+            return "each request ran alone on its server (max_requests=1): the answers of one endpoint, row for row"
+        return ("requests ran in bursts: the answers of one request at a time only where every server runs "
+                "batch-invariant (gcs vllm-serve --batch-invariant, on GPUs vLLM supports; not gcs vllm-serve on CPU)")
+
     def describe(self) -> str:
         """The endpoints' addresses (never their keys), for a page or a log."""
         return ", ".join(endpoint.url for endpoint in self.endpoints)
