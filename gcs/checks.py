@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TypeGuard
 
@@ -104,6 +105,25 @@ def _served(engine):
                                     f"{type(engine[strays[0]]).__name__}")
         return engine[0].as_engine(*engine[1:])
     return None
+
+
+def check_url(url, name: str = "url") -> str:
+    """A served endpoint's base URL (``gcs.Endpoint``): http(s), a host, no credentials, query or fragment; a
+    trailing ``/`` or ``/v1`` off.
+
+    >>> check_url("https://gpu.example:8000/v1")
+    'https://gpu.example:8000'
+    """
+    if not isinstance(url, str):
+        raise ArgumentTypeError(f"{name} must be a string, got {type(url).__name__}")
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{name} must start with http:// or https:// and name a host, got {quoted(url)}")
+    if parts.username or parts.password:  # (not quoted: the URL holds a secret)
+        raise ValueError(f"{name} must not hold credentials: pass the key as api_key (GCS_ENDPOINT_KEY)")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{name} must have no query or fragment, got {quoted(url)}")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/").removesuffix("/v1"), "", ""))
 
 
 def check_method(method: str) -> str:

@@ -247,3 +247,30 @@ def test_the_cli_refuses_two_engines_and_batch_invariance_on_cpu(capsys):
     with pytest.raises(ValueError, match="--batch-invariant needs a GPU"):
         batch_invariant_environment(cpu=True)
     assert batch_invariant_environment(cpu=False) == {"VLLM_BATCH_INVARIANT": "1"}
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_nowhere(server_a, embedded_model,
+                                                                                    monkeypatch, caplog):
+    """GCS_ENDPOINTS and GCS_ENDPOINT_KEY, as the app reads them at start: the side by side (in rounds) and its API
+    (what MCP answers) generate there, and neither they, their downloads nor the log show the key."""
+    from gcs.engines.endpoints import configured_endpoints
+    from ui import compare, compare_rounds, deployment
+
+    monkeypatch.setenv("GCS_ENDPOINTS", server_a[0])
+    monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
+    engine = deployment.Engine("transformers", configured_endpoints())
+    engine.start(embedded_model)
+    assert engine.endpoints is not None and engine.for_request(False, embedded_model) is engine.endpoints
+    assert engine.for_request(True, embedded_model) == "transformers"  # ensembling needs every logit: here
+    for module in (deployment, compare, compare_rounds):
+        monkeypatch.setattr(module, "ENGINE", engine)
+    page = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
+                                       deployment.DEFAULT_MODEL, 4))
+    assert "on served endpoints, requests ran in bursts" in page[-1]["status"], page[-1]["status"]
+    answer = [update for update in compare.compare("\n".join(PROMPTS), 1.0, 4, 2, 1.0, "is,gcswr")
+              if "stopping" in update][-1]
+    assert "on served endpoints" in answer["stopping"]["reason"]
+    downloads = [open(path).read() for update in page for path in (update.get("downloads") or [])]
+    shown = [repr(page), repr(answer), caplog.text, *downloads]
+    assert downloads and not [text for text in shown if KEY in text]

@@ -76,7 +76,7 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seeds: list[int], t
 
 def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool, stop=None):
     """The run's frames (its last is final), with the excess surprise generation records (``gcs.generation``)."""
-    engine = ENGINE.for_request(bool(settings.ensemble))
+    engine = ENGINE.for_request(bool(settings.ensemble), model)
     return compare_with(prompts, settings, model, engine=engine, streaming=streaming, stop=stop, record_excess=True)
 
 

@@ -78,7 +78,8 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
     prompts = [p for group in groups for p in group.prompts]
     check_work(prompts, model, len(temperatures) * len(methods) * seeds, max_new_tokens, "sweep work tokens")
     return gcs.sweep(groups, temperatures=temperatures, methods=methods, seeds=seeds, metrics=[metric], model=model,
-                     max_new_tokens=max_new_tokens, progress=True, stop=stop, engine=ENGINE.for_request(False))
+                     max_new_tokens=max_new_tokens, progress=True, stop=stop,
+                     engine=ENGINE.for_request(False, model))
 
 
 CURVE_HEADERS = {"method": "method", "temperature": "temperature", "mean": "mean consistency",

@@ -27,16 +27,15 @@ from __future__ import annotations
 import math
 import os
 import threading
-import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import httpx
 
-from gcs.checks import ArgumentTypeError, is_integer
+from gcs.checks import ArgumentTypeError, check_url, is_integer
 from gcs.engines.models import Model
 from gcs.engines.prompts import format_prompt
-from gcs.environment import env_text
+from gcs.environment import env_text, env_urls
 from gcs.runtime.quoting import quoted
 
 DEFAULT_TIMEOUT = 120.0  # seconds a server may take to answer, or between two tokens of a streamed answer
@@ -119,24 +118,6 @@ class Endpoint:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
-def check_url(url) -> str:
-    """An endpoint's base URL: http(s), a host, no credentials, query or fragment; a trailing ``/`` or ``/v1`` off.
-
-    >>> check_url("https://gpu.example:8000/v1")
-    'https://gpu.example:8000'
-    """
-    if not isinstance(url, str):
-        raise ArgumentTypeError(f"url must be a string, got {type(url).__name__}")
-    parts = urllib.parse.urlsplit(url.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"url must start with http:// or https:// and name a host, got {quoted(url)}")
-    if parts.username or parts.password:  # (not quoted: the URL holds a secret)
-        raise ValueError("url must not hold credentials: pass the key as api_key")
-    if parts.query or parts.fragment:
-        raise ValueError(f"url must have no query or fragment, got {quoted(url)}")
-    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/").removesuffix("/v1"), "", ""))
-
-
 def endpoints_from(urls: Sequence[str], environ: Mapping[str, str] = os.environ) -> Endpoints:
     """The endpoints an operator named (``--endpoint``, ``GCS_ENDPOINTS``), each with the key in
     ``$GCS_ENDPOINT_KEY`` (none when unset).
@@ -146,6 +127,16 @@ def endpoints_from(urls: Sequence[str], environ: Mapping[str, str] = os.environ)
     """
     key = env_text("GCS_ENDPOINT_KEY", environ=environ) or None
     return Endpoints([Endpoint(url, api_key=key) for url in urls])
+
+
+def configured_endpoints(environ: Mapping[str, str] = os.environ) -> Endpoints | None:
+    """The app's endpoints: ``$GCS_ENDPOINTS`` (comma-separated URLs) with ``$GCS_ENDPOINT_KEY``; None when unset.
+
+    >>> configured_endpoints({"GCS_ENDPOINTS": "http://a:8000"}), configured_endpoints({})
+    (Endpoints(Endpoint('http://a:8000')), None)
+    """
+    urls = env_urls("GCS_ENDPOINTS", environ)
+    return endpoints_from(urls, environ) if urls else None
 
 
 class Endpoints:

@@ -208,7 +208,7 @@ class _Run:
                 f"every comparison decided after {self.plan.looks[k]} seeds" if not open_ else
                 f"the maximum of {self.plan.looks[k]} seeds reached")
             if reason is not None and not isinstance(self.engine, str):  # served endpoints: what they promise
-                reason += f"; on {self.engine.describe()}, {self.engine.promise}"
+                reason += f"; on served endpoints, {self.engine.promise}"  # (no URLs: a page may show it)
             if on_results is not None:
                 on_results(frame)
             settings = self.settings.replace(seeds=self.seeds_through(self.plan.looks[k]))
