@@ -10,6 +10,7 @@ alone, docs/deploy.md).
 from __future__ import annotations
 
 import contextlib
+import http.server
 import os
 import signal
 import sys
@@ -17,6 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pandas as pd
 import pytest
 import torch
 from test_vllm_serve import metric, shared_prefix
@@ -274,3 +276,92 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     downloads = [open(path).read() for update in page for path in (update.get("downloads") or [])]
     shown = [repr(page), repr(answer), caplog.text, *downloads]
     assert downloads and not [text for text in shown if KEY in text]
+
+
+class FaultyProxy(http.server.ThreadingHTTPServer):
+    """An HTTP proxy in front of a real server that answers its next ``busy`` completion requests with 503 (Retry-After
+    0), and every completion request after ``alive`` of them with 500: the faults a loaded or dying server shows."""
+
+    def __init__(self, upstream: str):
+        super().__init__(("127.0.0.1", 0), _Forward)
+        self.upstream, self.busy, self.alive, self.completions, self.refused = upstream, 0, None, 0, 0
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def fault(self, path: str) -> int | None:
+        """The status to answer ``path`` with instead of the server's, if any."""
+        with self.lock:
+            if path != "/v1/completions":
+                return None
+            if self.busy:
+                self.busy, self.refused = self.busy - 1, self.refused + 1
+                return 503
+            if self.alive is not None and self.completions >= self.alive:
+                return 500
+            self.completions += 1
+            return None
+
+
+class _Forward(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):  # (the test's output stays the test's)
+        pass
+
+    def do_GET(self):
+        self.forward(b"")
+
+    def do_POST(self):
+        self.forward(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def forward(self, body: bytes) -> None:
+        status = self.server.fault(self.path)
+        if status is not None:
+            self.send_response(status)
+            self.send_header("Retry-After", "0")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "injected"}}')
+            return
+        headers = {name: self.headers[name] for name in ("Content-Type", "Authorization") if self.headers[name]}
+        with httpx.stream(self.command, self.server.upstream + self.path, content=body, headers=headers,
+                          timeout=None) as answer:
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
+            self.end_headers()  # (HTTP/1.0: the body ends when the connection closes)
+            for chunk in answer.iter_raw():
+                self.wfile.write(chunk)
+                self.wfile.flush()
+
+
+@contextlib.contextmanager
+def faulty_proxy(upstream: str):
+    proxy = FaultyProxy(upstream)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume(server_a, embedded_model):
+    with faulty_proxy(server_a[0]) as proxy:
+        through = gcs.Endpoint(proxy.url, api_key=KEY, max_requests=1)
+        through.as_engine().connect(embedded_model)
+        proxy.busy = 3
+        frame = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=through)
+        assert proxy.refused == 3 and proxy.busy == 0
+        assert tokens(frame) == tokens(gcs.compare(PROMPTS, **settings(), model=embedded_model,
+                                                   engine=endpoint_a(server_a, max_requests=1)))
+        kept: list = []
+        proxy.alive = proxy.completions + 4  # two cells of two paraphrases, then every answer a 500
+        sweep = {"temperatures": [1.0], "methods": ["gcswr"], "seeds": 4, "metrics": ["jaccard"],
+                 "model": embedded_model, "max_new_tokens": 6, "batch_rows": 2}
+        with pytest.raises(gcs.EndpointError, match=rf"{proxy.url}: HTTP 500: injected"):
+            gcs.sweep([PROMPTS], **sweep, on_results=kept.append, engine=through)
+        assert [len(part) for part in kept] == [1, 1]  # the batches before the fault
+        rest = gcs.sweep([PROMPTS], **sweep, resume=pd.concat(kept), engine=endpoint_a(server_a, max_requests=1))
+        assert sorted(rest["seed"]) == [2, 3]
