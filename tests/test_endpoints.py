@@ -86,7 +86,6 @@ def tokens(frame) -> list[list[int]]:
 def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_model):
     served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
     local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
-    gcs.close()  # the in-process engine's memory, for the servers
     assert len(served) == 12 and tokens(served) == tokens(local)
     assert list(served["finished"]) == list(local["finished"])
     assert list(served["response"]) == list(local["response"])
