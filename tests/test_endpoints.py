@@ -269,6 +269,10 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     page = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
                                        deployment.DEFAULT_MODEL, 4))
     assert "on served endpoints, requests ran in bursts" in page[-1]["status"], page[-1]["status"]
+    one_batch = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
+                                            deployment.DEFAULT_MODEL, 2, compare.HIGHLIGHTS[0], False))  # one batch
+    assert one_batch[-1]["status"] == f"Done: {gcs.DEFAULT_MODEL}, generated on 1 served vLLM endpoint(s)."
+    page += one_batch
     answer = [update for update in compare.compare("\n".join(PROMPTS), 1.0, 4, 2, 1.0, "is,gcswr")
               if "stopping" in update][-1]
     assert "on served endpoints" in answer["stopping"]["reason"]

@@ -104,7 +104,8 @@ def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, me
         frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * 4)
         path = download_folder("gcs-sweep-") / "gcs_sweep.csv"
         gcs.write_csv(frame, path)  # spreadsheet-safe: user text never starts a formula
-        yield gcs.consistency_figure(frame, metric=metric), curve_table(frame), str(path), "Done."
+        yield (gcs.consistency_figure(frame, metric=metric), curve_table(frame), str(path),
+               ENGINE.done(False, model_name))
     except Exception as error:
         yield failed(error, 4)
 
