@@ -9,7 +9,7 @@ the model, generation lays out the responses, scoring and statistics judge them,
     sampling/     noise, the IS / GCS / GCSwR samplers (the literal algorithm, the fused CPU kernel), the logits
                   processor, ensembling, Theorem 1's agreement probability and the coupling curves
     vllm/         the vLLM plugin: the same samplers as a logits processor, per-request options and state
-    engines/      models, prompts, rows laid out as one batch and many, decoded by transformers or vLLM
+    engines/      models, prompts, rows laid out as one batch and many, decoded by transformers, vLLM or endpoints
     scoring/      similarity metrics, E5 and the other embedders, the model's excess surprise
     generation, rewording   ``generate``, ``stream``, ``compare``: the public way to sample responses
     instrument/   the race step by step (trace), the noise given a response (posterior), hindsight, counterfactuals
@@ -59,6 +59,7 @@ _EXPORTS = {
     "engines.prompts": ("format_prompt", "strip_followups"),
     "engines.invariance": ("make_row_invariant", "row_invariant_kernels"),
     "engines.batch": ("prompt_lengths", "Cancelled"),
+    "engines.endpoints": ("Endpoint", "EndpointError"),
     "scoring.metrics": ("METRICS", "METRIC_NAMES", "embedder", "similarity", "similarity_to", "consistency",
         "shared_tokens", "aligned_spans", "common_prefix_length"),
     "scoring.surprise": ("excess_surprise",),

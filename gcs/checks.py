@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TypeGuard
 
@@ -61,16 +62,23 @@ def check_count(value, name: str, low: int, high: int) -> int:
 ENGINES = ("transformers", "vllm")
 
 
-def check_engine(engine: str, *, ensembling: bool = False) -> str:
+def check_engine(engine, *, ensembling: bool = False):
     """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed and
     cannot ensemble (ensembling mixes several rows' logits in each step, which a per-request processor never sees).
+    Served endpoints, a ``gcs.Endpoint`` or a list of them, come back as one ``gcs.engines.endpoints.Endpoints``.
 
     >>> check_engine("transformers", ensembling=True)
     'transformers'
     """
+    served = _served(engine)
+    if served is not None:
+        if ensembling:
+            raise ValueError("ensembling is not available on served endpoints (the plugin sees one request at a "
+                             "time); use engine='transformers'")
+        return served
     if not isinstance(engine, str):
-        raise ArgumentTypeError(f"engine must be a string, one of {', '.join(ENGINES)}, got {type(engine).__name__} "
-                                f"{quoted(engine)}")
+        raise ArgumentTypeError(f"engine must be a string, one of {', '.join(ENGINES)}, or a gcs.Endpoint or a list "
+                                f"of them, got {type(engine).__name__} {quoted(engine)}")
     if engine.strip().lower() not in ENGINES:
         raise ValueError(f"unknown engine {quoted(engine)}; expected one of {', '.join(ENGINES)}")
     engine = engine.strip().lower()
@@ -83,6 +91,39 @@ def check_engine(engine: str, *, ensembling: bool = False) -> str:
             raise ValueError("ensembling is not available on the vLLM engine (it mixes several requests' logits "
                              "in each step); use engine='transformers'")
     return engine
+
+
+def _served(engine):
+    """Served endpoints as one engine (their ``as_engine``: ``gcs.engines.endpoints``, a layer above), or None.
+    A list must hold endpoints only."""
+    if hasattr(engine, "as_engine") and not isinstance(engine, type):
+        return engine.as_engine()
+    if isinstance(engine, (list, tuple)) and any(hasattr(item, "url") for item in engine):
+        strays = [i for i, item in enumerate(engine) if type(item) is not type(engine[0]) or not hasattr(item, "url")]
+        if strays:
+            raise ArgumentTypeError(f"engine[{strays[0]}] must be a gcs.Endpoint, like engine[0], got "
+                                    f"{type(engine[strays[0]]).__name__}")
+        return engine[0].as_engine(*engine[1:])
+    return None
+
+
+def check_url(url, name: str = "url") -> str:
+    """A served endpoint's base URL (``gcs.Endpoint``): http(s), a host, no credentials, query or fragment; a
+    trailing ``/`` or ``/v1`` off.
+
+    >>> check_url("https://gpu.example:8000/v1")
+    'https://gpu.example:8000'
+    """
+    if not isinstance(url, str):
+        raise ArgumentTypeError(f"{name} must be a string, got {type(url).__name__}")
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{name} must start with http:// or https:// and name a host, got {quoted(url)}")
+    if parts.username or parts.password:  # (not quoted: the URL holds a secret)
+        raise ValueError(f"{name} must not hold credentials: pass the key as api_key (GCS_ENDPOINT_KEY)")
+    if parts.query or parts.fragment:
+        raise ValueError(f"{name} must have no query or fragment, got {quoted(url)}")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/").removesuffix("/v1"), "", ""))
 
 
 def check_method(method: str) -> str:

@@ -12,6 +12,8 @@
     GCS_QUEUE_SIZE      1 to 1000       runs that may wait in the app's queue (16)  app.py
     GCS_ALLOWED_MODELS  model ids       more models the app offers (comma-separated)  ui.deployment
     GCS_DEFAULT_MODEL   a model id      the app's default model                     ui.deployment
+    GCS_ENDPOINTS       URLs            served vLLM endpoints the app generates on (comma-separated)  ui.deployment
+    GCS_ENDPOINT_KEY    a key           their bearer token (never shown)            ui.deployment, gcs.cli
 
 ``check_environment()`` reads every one of them at once and raises one ValueError naming each bad value: the app
 calls it before anything else, so a typo stops it at start with a sentence, not at the first request.
@@ -34,7 +36,7 @@ import ipaddress
 import os
 from collections.abc import Callable, Mapping, Sequence
 
-from gcs.checks import ENGINES
+from gcs.checks import ENGINES, check_url
 from gcs.runtime.quoting import quoted
 
 SWITCH = ("auto", "on", "off")
@@ -138,6 +140,16 @@ def env_count(name: str, default: int, low: int, high: int, environ: Mapping[str
     return int(value)
 
 
+def env_urls(name: str, environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
+    """``environ[name]`` read as comma-separated endpoint URLs (``gcs.checks.check_url``); a ValueError naming the
+    setting and the entry otherwise. Only the operator sets these: no visitor's request names a URL.
+
+    >>> env_urls("GCS_EXAMPLE", environ={"GCS_EXAMPLE": "http://a:8000/v1, https://b"})
+    ('http://a:8000', 'https://b')
+    """
+    return tuple(check_url(url, f"{name} entry {i + 1}") for i, url in enumerate(env_list(name, environ)))
+
+
 QUEUE_SIZE = ("GCS_QUEUE_SIZE", 16, 1, 1000)  # (name, default, low, high): the app's waiting runs
 
 
@@ -154,6 +166,7 @@ def check_environment(environ: Mapping[str, str] = os.environ) -> None:
         lambda: env_networks("GCS_TRUSTED_PROXIES", environ=environ),
         lambda: env_count(*QUEUE_SIZE, environ=environ),
         lambda: _check_dtype_name(env_text("GCS_DTYPE", environ=environ)),
+        lambda: env_urls("GCS_ENDPOINTS", environ=environ),
     ]
     problems = []
     for check in checks:

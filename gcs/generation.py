@@ -206,7 +206,8 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
     ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
     ``seeds``: a count n (seeds 0 to n - 1) or a list of seeds; repeated methods or seeds run once.
     ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
-    ``engine``: "transformers" (default) or "vllm" (``gcs.vllm.plugin``). Setting ``stop`` (from another thread) ends
+    ``engine``: "transformers" (default), "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a
+    list of them: several servers, one engine; docs/deploy.md). Setting ``stop`` (from another thread) ends
     the work after its current step with ``gcs.Cancelled``.
     """
     count, rewordings = _ensemble(ensemble)

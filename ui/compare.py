@@ -76,7 +76,7 @@ def compare_inputs(paraphrases, temperature, max_new_tokens, seeds: list[int], t
 
 def _run(prompts, settings: gcs.SamplingSettings, model, streaming: bool, stop=None):
     """The run's frames (its last is final), with the excess surprise generation records (``gcs.generation``)."""
-    engine = ENGINE.for_request(bool(settings.ensemble))
+    engine = ENGINE.for_request(bool(settings.ensemble), model)
     return compare_with(prompts, settings, model, engine=engine, streaming=streaming, stop=stop, record_excess=True)
 
 
@@ -137,7 +137,8 @@ def compare_stream(paraphrases, temperature, max_new_tokens, seed, top_p, method
                "verdict": verdict(report, settings, progress["excess"]), "paired": paired,
                "scores": score_table(report), "downloads": save_run(frame, report),
                "seed-shown": gr.update(choices=list(settings.seeds), value=first, visible=len(settings.seeds) > 1),
-               "run-state": state, "more-seeds": gr.update(visible=False), "status": "Done."}
+               "run-state": state, "more-seeds": gr.update(visible=False),
+               "status": ENGINE.done(bool(settings.ensemble), model.name)}
     except Exception as error:
         yield {"status": failure(error)}
 

@@ -45,7 +45,8 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
         if resume is not None:
             return gcs.compare_rounds(prompts, resume=resume, on_partial=on_partial, stop=stop)
         return gcs.compare_rounds(prompts, settings=settings, metrics=VERDICT_METRICS, report_metrics=METRICS,
-                                  model=model, engine=ENGINE.for_request(False), on_partial=on_partial, stop=stop)
+                                  model=model, engine=ENGINE.for_request(False, model), on_partial=on_partial,
+                                  stop=stop)
     return rounds
 
 

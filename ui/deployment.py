@@ -4,9 +4,13 @@ generates with.
     GCS_ALLOWED_MODELS   extra models to offer (comma-separated; self-hosting)
     GCS_DEFAULT_MODEL    the model the page opens with
     GCS_ENGINE           "transformers", "vllm" or "auto" (vLLM where it is installed)
+    GCS_ENDPOINTS        served vLLM endpoints (comma-separated URLs) that generate the default model's answers
+    GCS_ENDPOINT_KEY     their key (never shown: not on the page, in a log, an error, a download or an MCP answer)
 
 ``SETTINGS`` never changes after start-up. What can change is whether the vLLM engine actually started:
-``ENGINE`` holds that, and falls back to transformers (once, logged) when it cannot start.
+``ENGINE`` holds that, and falls back to transformers (once, logged) when it cannot start; so do the endpoints,
+checked at start (``gcs.engines.endpoints``), which fall back to this process. Only the operator names endpoints:
+no request, link or upload carries a URL the server would call.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import torch
 
 import gcs
 from gcs.checks import quoted
+from gcs.engines.endpoints import Endpoints, configured_endpoints
 from gcs.environment import env_list, env_text, setting
 
 from .logs import logger
@@ -69,14 +74,23 @@ DEFAULT_MODEL = SETTINGS.default_model
 
 
 class Engine:
-    """What the demo generates with now: ``SETTINGS.engine``, until a vLLM engine fails to start."""
+    """What the demo generates with now: ``SETTINGS.engine``, until a vLLM engine fails to start; and for the default
+    model, the endpoints of ``GCS_ENDPOINTS`` while they pass their checks."""
 
-    def __init__(self, name: str):
-        self.name = name
+    def __init__(self, name: str, endpoints: Endpoints | None = None):
+        self.name, self.endpoints = name, endpoints
 
     def start(self, model: gcs.Model) -> None:
-        """Start the vLLM engine for ``model`` (nothing to do for transformers); if it cannot start, the demo
-        generates with transformers from then on."""
+        """Check the endpoints against ``model`` and start the vLLM engine for it (nothing to do for transformers);
+        what cannot start is logged, and the demo generates in this process from then on."""
+        if self.endpoints is not None:
+            try:
+                self.endpoints.connect(model)
+                logger.info("generating %s on %d endpoint(s): %s", model.name, len(self.endpoints.endpoints),
+                            self.endpoints.describe())
+            except Exception as error:  # (its text names the endpoint, never the key: gcs.engines.endpoints)
+                logger.error("the endpoints cannot generate %s, so this process will: %s", model.name, error)
+                self.endpoints = None
         if self.name != "vllm":
             return
         try:
@@ -88,12 +102,28 @@ class Engine:
             logger.exception("could not start the vLLM engine: generating with transformers instead")
             self.name = "transformers"
 
-    def for_request(self, ensembling: bool) -> str:
-        """Ensembling mixes several rows' logits in each step, which only the transformers engine does."""
-        return "transformers" if ensembling else self.name
+    def for_request(self, ensembling: bool, model: gcs.Model | None = None):
+        """Ensembling mixes several rows' logits in each step, which only the transformers engine does; the
+        endpoints serve the default model only."""
+        if ensembling:
+            return "transformers"
+        if self.endpoints is not None and (model is None or model.name == SETTINGS.default_model):
+            return self.endpoints
+        return self.name
+
+    def done(self, ensembling: bool, model_name: str) -> str:
+        """A finished run's status line: "Done.", and where served endpoints answered, which model they served
+        (no URL: they are the operator's).
+
+        >>> Engine("transformers").done(False, "m")
+        'Done.'
+        """
+        if ensembling or self.endpoints is None or model_name != SETTINGS.default_model:
+            return "Done."
+        return f"Done: {model_name}, generated on {len(self.endpoints.endpoints)} served vLLM endpoint(s)."
 
 
-ENGINE = Engine(SETTINGS.engine)
+ENGINE = Engine(SETTINGS.engine, configured_endpoints())
 
 
 def check_allowed_model(name: str) -> str:

@@ -78,7 +78,8 @@ def run_sweep(groups, temperatures, seeds, methods, metric, max_new_tokens, mode
     prompts = [p for group in groups for p in group.prompts]
     check_work(prompts, model, len(temperatures) * len(methods) * seeds, max_new_tokens, "sweep work tokens")
     return gcs.sweep(groups, temperatures=temperatures, methods=methods, seeds=seeds, metrics=[metric], model=model,
-                     max_new_tokens=max_new_tokens, progress=True, stop=stop, engine=ENGINE.for_request(False))
+                     max_new_tokens=max_new_tokens, progress=True, stop=stop,
+                     engine=ENGINE.for_request(False, model))
 
 
 CURVE_HEADERS = {"method": "method", "temperature": "temperature", "mean": "mean consistency",
@@ -103,7 +104,8 @@ def sweep_ui(source, groups_text, builtin_count, upload, temperatures, seeds, me
         frame = yield from run_cancellable(work, heartbeat=(gr.skip(),) * 4)
         path = download_folder("gcs-sweep-") / "gcs_sweep.csv"
         gcs.write_csv(frame, path)  # spreadsheet-safe: user text never starts a formula
-        yield gcs.consistency_figure(frame, metric=metric), curve_table(frame), str(path), "Done."
+        yield (gcs.consistency_figure(frame, metric=metric), curve_table(frame), str(path),
+               ENGINE.done(False, model_name))
     except Exception as error:
         yield failed(error, 4)
 

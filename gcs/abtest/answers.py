@@ -41,7 +41,7 @@ from gcs.checks import (
     quoted,
 )
 from gcs.engines.batch import check_plain_text
-from gcs.engines.batching import Progress, auto_batch_rows, check_progress, reporting, run_batches
+from gcs.engines.batching import Progress, check_progress, default_batch_rows, reporting, run_batches
 from gcs.experiments.results import finished_keys
 from gcs.settings import SamplingSettings, check_settings, refuse_beside
 
@@ -145,7 +145,8 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     n_tokens_*, finished_*, token_ids_*, aligned (their aligned agreement), e5_between (when asked for), and
     LABEL_a, LABEL_b per arm score. ``frame.attrs["arms"]`` holds the arms' names (``name``, else "A" and "B").
 
-    ``engine``: "transformers" (None) or "vllm". ``batch_rows``: rows per generate call (default: automatic);
+    ``engine``: "transformers" (None), "vllm", or served endpoints (a ``gcs.Endpoint`` or a list; both variants
+    then run the client's one model). ``batch_rows``: rows per generate call (default: automatic);
     the rows are done in chunks of that many keys, each handed to ``on_results`` once both arms answered it, so a
     caller can save results as they come and continue with them: ``resume`` takes an earlier run's results (its
     frame, or the rows ``on_results`` received) or their keys (prompt_index, seed, method), not answered again.
@@ -177,13 +178,16 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     if batch_rows is not None:
         check_count(batch_rows, "batch_rows", 1, 1_000_000)
     pair = arms(a, b, max_new_tokens)
+    if not isinstance(engine, str) and pair[0].model is not pair[1].model:
+        raise ValueError(f"variants {quoted(pair[0].name)} and {quoted(pair[1].name)} run other models (or dtypes), "
+                         "and served endpoints serve one: compare models on the transformers or vLLM engine")
     check_plain_text(prompts, pair[0].model, "prompts")  # (both models read one vocabulary: arms checks it)
     for arm in pair:  # what the model reads: a token split between the template and a prompt is whole here
         check_plain_text([arm.variant.text(p) for p in prompts], arm.model,
                          f"the template of variant {quoted(arm.name)} filled with prompts")
     methods = list(dict.fromkeys([method, *(["is"] if control else [])]))
     keys = _keys(len(prompts), seeds, methods, resume)
-    chunk = batch_rows or (len(keys) if engine == "vllm" else auto_batch_rows(pair[0].model, max_new_tokens + 128))
+    chunk = batch_rows or default_batch_rows(engine, pair[0].model, max_new_tokens, len(keys))
     frames = []
     with reporting(progress, len(keys), "ab", unit="pair") as advance:
         for start in range(0, len(keys), max(1, chunk)):

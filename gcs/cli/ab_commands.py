@@ -16,7 +16,16 @@ import argparse
 from pathlib import Path
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS
-from gcs.cli.support import claim_out_dir, csv_list, parse_seeds, run_record, write_atomic
+from gcs.cli.support import (
+    claim_out_dir,
+    csv_list,
+    engine_name,
+    engine_of,
+    engine_options,
+    parse_seeds,
+    run_record,
+    write_atomic,
+)
 from gcs.experiments.data import BUILTIN_SETS, load_groups
 from gcs.experiments.results import ResultsLog
 
@@ -38,7 +47,7 @@ def add_parser(commands) -> None:
                      help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
     sub.add_argument("--limit", type=int, default=None, help="use only the first N groups")
     sub.add_argument("--batch-rows", type=int, default=None, help="rows per generate call (default: automatic)")
-    sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers")
+    engine_options(sub, dtype=False)
     sub.add_argument("--out", required=True, help="output folder (re-running resumes)")
     sub.add_argument("--quiet", action="store_true", help="no progress bar")
     for arm in "ab":
@@ -101,7 +110,7 @@ def command_ab(args: argparse.Namespace) -> Path:
     done = {(flat[(group, index)], seed, method) for group, index, seed, method in log.done()
             if (group, index) in flat}
     ab(prompts, a, b, seeds=seeds, method=args.method, metrics=args.metrics, max_new_tokens=args.max_new_tokens,
-       engine=args.engine, batch_rows=args.batch_rows, resume=done, on_results=save, progress=not args.quiet)
+       engine=engine_of(args), batch_rows=args.batch_rows, resume=done, on_results=save, progress=not args.quiet)
     requested = {(group, index, seed, method) for group, index in places for seed in seeds
                  for method in (args.method, "is")}
     results = log.load()  # may hold rows of an earlier, larger run in the same folder: report ours only
@@ -113,7 +122,8 @@ def command_ab(args: argparse.Namespace) -> Path:
                           for arm in pair)
     summary = (f"# Shared luck for A/B\n\nData `{args.data}` ({len(groups)} groups, {len(prompts)} prompts), "
                f"{len(seeds)} seeds, {args.method} against the IS control, max_new_tokens={args.max_new_tokens}, "
-               f"engine {args.engine}.\n\n{arms_text}\n\n" + "\n".join(f"- {line}" for line in report.lines) +
+               f"engine {engine_name(args)}.\n\n{arms_text}\n\n" + "\n".join(f"- {line}" for line in report.lines)
+               +
                f"\n\n## Effects\n\n{report.effects.to_markdown(index=False, floatfmt='.4g')}\n\n"
                f"## How close the answers stay\n\n{report.pairs.to_markdown(index=False, floatfmt='.3f')}\n")
     write_atomic(out / "summary.md", summary)

@@ -22,7 +22,17 @@ import sys
 from pathlib import Path
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS
-from gcs.cli.support import claim_out_dir, csv_list, float_list, parse_ensemble, parse_seeds, run_record, write_atomic
+from gcs.cli.support import (
+    claim_out_dir,
+    csv_list,
+    engine_of,
+    engine_options,
+    float_list,
+    parse_ensemble,
+    parse_seeds,
+    run_record,
+    write_atomic,
+)
 from gcs.experiments.data import BUILTIN_SETS, load_groups
 from gcs.experiments.export import csv_safe
 from gcs.experiments.results import ResultsLog
@@ -52,6 +62,7 @@ def command_run(args: argparse.Namespace) -> Path:
                        metrics=args.metrics, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
                        ensemble=args.ensemble)
     metrics = list(plan.metrics)
+    engine = engine_of(args)
     model = load_model(args.model, dtype=args.dtype)
     out = Path(args.out)
     claim_out_dir(out, run_record("run", model, args, metrics=metrics, max_new_tokens=args.max_new_tokens,
@@ -60,7 +71,7 @@ def command_run(args: argparse.Namespace) -> Path:
     sweep(plan.groups, temperatures=plan.temperatures, methods=plan.settings.methods, seeds=plan.settings.seeds,
           metrics=metrics, model=model, max_new_tokens=args.max_new_tokens, top_k=args.top_k, top_p=args.top_p,
           ensemble=plan.ensembles, batch_rows=args.batch_rows, resume=log.load(), on_results=log.append,
-          progress=not args.quiet, engine=args.engine)
+          progress=not args.quiet, engine=engine)
     requested = {cell.key for cell in plan.cells()}
     results = log.load()  # may hold other cells of an earlier, larger run in the same folder: summarise ours only
     results = results[[key in requested for key in results[list(CELL_KEYS)].itertuples(index=False, name=None)]]
@@ -107,7 +118,7 @@ def command_style(args: argparse.Namespace) -> Path:
     log = ResultsLog(out / "results.csv", [*STYLE_KEYS, "prompt", "response"], STYLE_KEYS, types={"seed": int})
     style_responses(questions, methods=settings.methods, seeds=settings.seeds, temperature=settings.temperature,
                     max_new_tokens=settings.max_new_tokens, model=model, batch_rows=args.batch_rows,
-                    resume=log.load(), on_results=log.append, progress=not args.quiet, engine=args.engine)
+                    resume=log.load(), on_results=log.append, progress=not args.quiet, engine=engine_of(args))
     requested = {(q.id, m, s) for q in questions for m in settings.methods for s in settings.seeds}
     responses = log.load()  # summarise the requested responses only, not others an earlier run left there
     responses = responses[[key in requested for key in responses[list(STYLE_KEYS)].itertuples(index=False, name=None)]]
@@ -127,21 +138,15 @@ def command_compare(args: argparse.Namespace) -> None:
     from gcs.generation import compare
     from gcs.scoring.metrics import consistency
 
+    engine = engine_of(args)  # (before the model loads: a contradiction costs nothing)
     frame = compare(args.prompts, methods=args.methods, seeds=[args.seed], temperature=args.temperature,
                     top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                    model=load_model(args.model, dtype=args.dtype), engine=args.engine)
+                    model=load_model(args.model, dtype=args.dtype), engine=engine)
     for method, part in frame.groupby("method", sort=False):
         score = consistency(list(part["response"]), metric="e5") if len(part) > 1 else float("nan")
         print(f"== {method}  (E5 consistency {score:.3f})")
         for prompt, response in zip(part["prompt"], part["response"], strict=True):
             print(f"  > {prompt}\n    {response.strip()}\n")
-
-
-def engine_options(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
-                     help="generate with transformers (default) or inside vLLM (gcs.vllm.plugin; needs vLLM installed)")
-    sub.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
-                     help="model weights (auto: bf16 on CUDA and on CPUs with hardware bf16, else fp32)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,6 +213,9 @@ def serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("model", nargs="?", default=None, help="hub id or local folder (default: the embedded model)")
     parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (this machine only) unless you say otherwise")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--batch-invariant", action="store_true",
+                        help="VLLM_BATCH_INVARIANT=1: a request's tokens do not depend on its batch (GPUs vLLM "
+                             "supports it on; refused on CPU)")
     return parser
 
 
@@ -217,7 +225,7 @@ def command_vllm_serve(argv: list[str]) -> int:
     from gcs.cli.vllm_server import vllm_serve
 
     try:
-        vllm_serve(args.model, args.host, args.port, extra)  # returns only if it could not start
+        vllm_serve(args.model, args.host, args.port, extra, args.batch_invariant)  # returns only if it could not start
     except (ValueError, ImportError) as error:
         print(f"gcs vllm-serve: error: {error}", file=sys.stderr)
         return 2
@@ -244,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             out = command_run(args) if args.command == "run" else command_style(args)
     except ValueError as error:
+        print(f"gcs: error: {error}", file=sys.stderr)
+        return 2
+    except ConnectionError as error:  # a served endpoint that failed (gcs.EndpointError): it says which and why
         print(f"gcs: error: {error}", file=sys.stderr)
         return 2
     except OSError as error:  # a full disk, a read-only or vanished --out: say so, no traceback

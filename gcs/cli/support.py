@@ -89,5 +89,36 @@ def run_record(command: str, model, args: argparse.Namespace, **settings) -> dic
     """What a run's rows depend on, as ``run.json`` records it: the command, the model with its engine and the dtype
     it ran in (resolved: "auto" is bf16 on one machine and fp32 on another), the data's fingerprint and ``settings``."""
     dtype = str(next(model.model.parameters()).dtype).removeprefix("torch.")
-    return {"command": command, "model": model.name, "engine": args.engine, "dtype": dtype, **settings,
+    return {"command": command, "model": model.name, "engine": engine_name(args), "dtype": dtype, **settings,
             "data": data_fingerprint(args.data)}
+
+
+def engine_name(args: argparse.Namespace) -> str:
+    """The engine a run records: its name, or "endpoints" (not their URLs: rows do not depend on which server ran
+    them, so a run may resume on others)."""
+    return "endpoints" if getattr(args, "endpoint", None) else args.engine
+
+
+def engine_of(args: argparse.Namespace):
+    """What ``--engine`` and ``--endpoint`` (repeatable) ask for: the engine's name, or the endpoints as
+    ``gcs.Endpoint`` with the key from ``$GCS_ENDPOINT_KEY`` (an environment variable, never an argument: a command
+    line is visible to every user of the machine)."""
+    if not getattr(args, "endpoint", None):
+        return args.engine
+    if args.engine != "transformers":
+        raise ValueError(f"--engine {args.engine} and --endpoint name two engines: give one")
+    from gcs.engines.endpoints import endpoints_from
+
+    return endpoints_from(args.endpoint)
+
+
+def engine_options(sub: argparse.ArgumentParser, dtype: bool = True) -> None:
+    sub.add_argument("--engine", choices=["transformers", "vllm"], default="transformers",
+                     help="generate with transformers (default) or inside vLLM (gcs.vllm.plugin; needs vLLM installed)")
+    sub.add_argument("--endpoint", action="append", default=None, metavar="URL",
+                     help="generate on a served endpoint (gcs vllm-serve); repeat it for several, one engine; the "
+                          "key, if any, from $GCS_ENDPOINT_KEY")
+    if not dtype:
+        return
+    sub.add_argument("--dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
+                     help="model weights (auto: bf16 on CUDA and on CPUs with hardware bf16, else fp32)")

@@ -244,9 +244,29 @@ class BoundedErrors:
         await self.app(scope, receive, bounding)
 
 
+def batch_invariant_environment(cpu: bool) -> dict[str, str]:
+    """What ``--batch-invariant`` sets: vLLM's ``VLLM_BATCH_INVARIANT=1``, under which a request's tokens do not
+    depend on the requests batched beside it (vLLM supports it on some GPUs only, and says so at start where it
+    cannot keep it). On CPU it is refused: vLLM's CPU build does not promise it.
+
+    >>> batch_invariant_environment(cpu=False)
+    {'VLLM_BATCH_INVARIANT': '1'}
+    """
+    if cpu:
+        raise ValueError("--batch-invariant needs a GPU vLLM supports it on (VLLM_BATCH_INVARIANT); on CPU a request "
+                         "answers alone as it does in a burst only one request at a time: give each "
+                         "gcs.Endpoint max_requests=1")
+    return {"VLLM_BATCH_INVARIANT": "1"}
+
+
 def vllm_serve(model: str | None = None, host: str = "127.0.0.1", port: int = 8000,
-               extra: Sequence[str] = ()) -> None:
-    """Replace this process with the server (signals and exit status are the server's own)."""
+               extra: Sequence[str] = (), batch_invariant: bool = False) -> None:
+    """Replace this process with the server (signals and exit status are the server's own). ``batch_invariant``:
+    see ``batch_invariant_environment``."""
+    if batch_invariant:
+        import torch
+
+        os.environ.update(batch_invariant_environment(cpu=not torch.cuda.is_available()))
     command = vllm_serve_command(model, host, port, extra)
     print("+ " + " ".join(command), file=sys.stderr, flush=True)
     os.execv(sys.executable, command)

@@ -10,6 +10,7 @@ step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, the
 
 - ``transformers``: transformers' ``generate`` with gcs's processors only (``TransformersRunner``);
 - ``vllm``: vLLM with the gcs plugin (``gcs.vllm.plugin``) loaded (``VLLMRunner``; imports vLLM);
+- ``endpoints``, ``remote``: served vLLM endpoints with the plugin, ``gcs.Endpoint`` (``EndpointRunner``; over HTTP);
 - ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
 - ``threads``: on transformers on CPU, each decode step on torch's threads or one, whichever is faster now;
 - ``padding``: rows of token ids of different lengths as one tensor.
@@ -24,11 +25,15 @@ from gcs.runtime.lazy import submodule
 
 
 def runner_for(batch):
-    """The runner of ``batch.engine``: ``TransformersRunner``, or ``VLLMRunner`` (imports vLLM)."""
+    """The runner of ``batch.engine``: ``TransformersRunner``, ``VLLMRunner`` (imports vLLM) or ``EndpointRunner``."""
     if batch.engine == "vllm":
         from gcs.engines.vllm import VLLMRunner
 
         return VLLMRunner(batch)
+    if not isinstance(batch.engine, str):  # served endpoints (gcs.engines.endpoints)
+        from gcs.engines.remote import EndpointRunner
+
+        return EndpointRunner(batch)
     from gcs.engines.transformers import TransformersRunner
 
     return TransformersRunner(batch)

@@ -131,18 +131,18 @@ class Batch:
     model: Model
     settings: SamplingSettings
     generate_kwargs: dict = field(default_factory=dict)
-    engine: str = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm.plugin)
+    engine: Any = "transformers"  # or "vllm": the same samplers inside vLLM (gcs.vllm.plugin); or served endpoints
     sampler: Sampler | None = None  # replaces the rows' own samplers (gcs.hindsight's posterior noise)
     observer: Callable | None = None  # sees every step's race (gcs.trace); see GumbelLogitsProcessor
     record_excess: bool = False  # each row's excess surprise from generation's own logits (``decode``'s "excess")
 
     def __post_init__(self):
         self.engine = check_engine(self.engine, ensembling=any(row.rewordings for row in self.rows))
-        if self.engine == "vllm" and (self.sampler is not None or self.observer is not None):
+        if self.engine != "transformers" and (self.sampler is not None or self.observer is not None):
             raise ValueError("tracing and hindsight run on the transformers engine only")
-        if self.engine == "vllm" and self.generate_kwargs:
+        if self.engine != "transformers" and self.generate_kwargs:
             raise ValueError(f"extra generate arguments ({', '.join(self.generate_kwargs)}) are for transformers' "
-                             "generate; the vLLM engine takes none")
+                             f"generate; the {'vLLM' if self.engine == 'vllm' else 'endpoints'} engine takes none")
         questions, texts, self.groups, methods, seeds, streams, self.main = [], [], [], [], [], [], []
         tokenizer = self.model.tokenizer
         for group, row in enumerate(self.rows):

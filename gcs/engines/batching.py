@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from gcs.checks import ArgumentTypeError
+from gcs.checks import ArgumentTypeError, check_engine
 from gcs.engines.batch import Batch, Cancelled, Row
 from gcs.engines.models import Model
 from gcs.settings import SamplingSettings
@@ -37,6 +37,17 @@ def auto_batch_rows(model: Model, tokens_per_row: int) -> int:
     bytes_per_token = 2 * config.num_hidden_layers * heads * head_dim * next(model.model.parameters()).element_size()
     free, _ = torch.cuda.mem_get_info(model.device)
     return max(1, min(1024, int(0.5 * free / (bytes_per_token * tokens_per_row))))
+
+
+def default_batch_rows(engine, model: Model, max_new_tokens: int, rows: int) -> int:
+    """Rows per batch when the caller names none: all of them on vLLM (it batches and queues requests itself), a
+    few rounds of every endpoint's requests on served endpoints (``Endpoints.batch_rows``: a run that fails keeps the
+    batches before it), ``auto_batch_rows`` on transformers."""
+    if engine == "vllm":
+        return max(1, rows)
+    if engine != "transformers":
+        return engine.batch_rows
+    return auto_batch_rows(model, max_new_tokens + 128)
 
 
 def pack(units: Sequence, rows_of: Callable, settings_of: Callable, batch_rows: int) -> list[list]:
@@ -109,7 +120,7 @@ def run_batches(
     progress: Progress = False,
     description: str = "generate",
     stop: threading.Event | None = None,
-    engine: str = "transformers",
+    engine: Any = "transformers",
 ) -> Iterator[tuple[list, list[list[dict]]]]:
     """Generate the rows of every unit in as few batches as ``batch_rows`` allows; yield per batch.
 
@@ -124,8 +135,9 @@ def run_batches(
     """
     tokens = max((settings_of(u).max_new_tokens for u in units), default=1)
     unit_rows = [rows_of(unit) for unit in units]  # each unit's rows, built once
+    engine = check_engine(engine)
     if not batch_rows:  # vLLM batches (and queues) requests itself: hand it all rows of a setting at once
-        batch_rows = max(1, sum(map(len, unit_rows))) if engine == "vllm" else auto_batch_rows(model, tokens + 128)
+        batch_rows = default_batch_rows(engine, model, tokens, sum(map(len, unit_rows)))
     chunks = pack(range(len(units)), lambda i: unit_rows[i], lambda i: settings_of(units[i]), batch_rows)
     done = 0
     with reporting(progress, len(units), description) as advance:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 
@@ -26,6 +27,7 @@ from gcs.checks import (
     METHODS,
     ArgumentTypeError,
     check_callback,
+    check_engine,
     check_share,
     check_stop,
     check_texts,
@@ -62,7 +64,7 @@ class RoundReport:
     final: bool
     reason: str | None
     model: Model
-    engine: str
+    engine: Any  # "transformers", "vllm" or served endpoints (gcs.engines.endpoints.Endpoints)
     excess: tuple[float, ...] = ()
 
     @property
@@ -80,7 +82,7 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
                    confidence: float = CONFIDENCE, metrics: Sequence[str] = ("e5", "aligned"),
                    model: Model | str | None = None, temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                   engine: str = "transformers", futility: float = FUTILITY,
+                   engine: Any = "transformers", futility: float = FUTILITY,
                    report_metrics: Sequence[str] | None = None, settings: SamplingSettings | None = None,
                    resume: RoundReport | None = None, on_results: Callable[[pd.DataFrame], None] | None = None,
                    on_partial: Callable[[pd.DataFrame], None] | None = None,
@@ -99,7 +101,8 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
     run; every other argument is taken from it). ``on_results(frame)`` receives each round's answers once they are
     final, as ``gcs.sweep``'s does each batch's; ``on_partial(frame)`` receives the first round's answers as they
     grow, token by token (the first answers on screen). ``stop`` ends the run after its current token with
-    ``gcs.Cancelled``.
+    ``gcs.Cancelled``. ``engine``: "transformers", "vllm" or served endpoints (a ``gcs.Endpoint`` or a list), whose
+    final ``reason`` says what they promise about batches.
     """
     check_stop(stop)
     check_callback(on_results, "on_results")
@@ -144,7 +147,7 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
     if max(settings.seeds) + extra > MAX_SEED:
         raise ValueError(f"seeds: {max(settings.seeds)} and the {extra} seeds \"more seeds\" may add after it "
                          "runs past the largest seed (2^63 - 1)")
-    run = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), engine, scored)
+    run = _Run(list(paraphrases), resolve_model(model), settings, plan, tuple(metrics), check_engine(engine), scored)
     yield from run.rounds(0, on_results, on_partial, stop)
 
 
@@ -174,7 +177,7 @@ class _Run:
     settings: SamplingSettings
     plan: SequentialPlan
     metrics: tuple[str, ...]
-    engine: str
+    engine: Any
     scored: tuple[str, ...]
     frame: pd.DataFrame | None = None
     report: CompareReport | None = None
@@ -204,6 +207,8 @@ class _Run:
             reason = None if not final else (
                 f"every comparison decided after {self.plan.looks[k]} seeds" if not open_ else
                 f"the maximum of {self.plan.looks[k]} seeds reached")
+            if reason is not None and not isinstance(self.engine, str):  # served endpoints: what they promise
+                reason += f"; on served endpoints, {self.engine.promise}"  # (no URLs: a page may show it)
             if on_results is not None:
                 on_results(frame)
             settings = self.settings.replace(seeds=self.seeds_through(self.plan.looks[k]))

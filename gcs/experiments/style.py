@@ -245,8 +245,8 @@ def style_responses(
     temperature and max_new_tokens (and brings its top_k and top_p). ``resume``: an earlier run's results (its frame,
     or the rows ``on_results`` received) or their keys (question, method, seed): those are not answered again.
     ``on_results`` receives each finished batch; ``progress`` and ``stop``: as in ``gcs.sweep``; ``batch_rows``
-    defaults to the automatic size; the frame returned holds what this call answered. ``engine``: "transformers" or
-    "vllm" (``gcs.vllm.plugin``).
+    defaults to the automatic size; the frame returned holds what this call answered. ``engine``: "transformers",
+    "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a list).
     """
     if isinstance(questions, str) or not isinstance(questions, Sequence):
         raise ArgumentTypeError(f"questions must be a list of questions (strings) or of gcs.Group, got "

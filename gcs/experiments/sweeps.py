@@ -155,7 +155,9 @@ def sweep(
     ``progress(done, total)``. Setting ``stop`` (a ``threading.Event``) ends the sweep after the current token with
     ``gcs.Cancelled``; batches already passed to ``on_results`` stay there. Extra keyword arguments go to
     transformers' ``generate``. ``engine="vllm"`` submits all cells of a temperature to vLLM at once and lets it
-    batch them (no ensembling there; ``stop`` then takes effect between temperatures).
+    batch them (no ensembling there; ``stop`` then takes effect between temperatures). Served endpoints (a
+    ``gcs.Endpoint`` or a list) take the cells in batches of a few rounds of their requests
+    (``Endpoints.batch_rows``): a run that fails keeps every batch passed to ``on_results``, to resume from.
     """
     plan = check_sweep(groups, temperatures=temperatures, methods=methods, seeds=seeds, metrics=metrics,
                        max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, ensemble=ensemble,

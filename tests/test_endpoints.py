@@ -1,0 +1,370 @@
+"""``gcs.Endpoint``: real ``gcs vllm-serve`` processes (vLLM's CPU build, the embedded model) as gcs's engine.
+
+Two servers for the module (A with a key, B without), started once; a third, vLLM without the gcs plugin, only for
+the test that refuses it. Every test sends few requests of few tokens. The frame of one endpoint equals the
+in-process vLLM engine's; several endpoints give the frame of one where each server answers one request at a time
+(``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst equal its tokens
+alone, docs/deploy.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pandas as pd
+import pytest
+import torch
+from test_vllm_serve import metric, shared_prefix
+from waiting import WaitingTransport, until
+
+import gcs
+from conftest import free_port, running_server
+from gcs.cli.commands import main
+from gcs.cli.vllm_server import batch_invariant_environment, vllm_serve_command
+from gcs.engines.models import default_dtype
+
+KEY = "gcs-test-key-7f3a9c21"  # what no link, log, error or download may show
+PROMPTS = ["What is DNA?", "Explain what DNA is."]
+DTYPE = str(default_dtype(torch.device("cpu"))).removeprefix("torch.")  # the embedded model's, as the client's
+SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(512 << 20), "--max-model-len", "1024"]
+
+
+@contextlib.contextmanager
+def start(tmp_path_factory, name: str, extra: list[str], command=None, env=None):
+    """``gcs vllm-serve -- extra`` (or ``command``, whose port is ``extra``'s) on a free port, once it is up:
+    (its URL, its process, its progress)."""
+    port, log = free_port(), tmp_path_factory.mktemp(name) / "serve.log"
+    url = f"http://127.0.0.1:{port}"
+    command = [part.replace("PORT", str(port)) for part in command] if command else \
+        [sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port), "--", *extra]
+    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "OMP_NUM_THREADS": "1", **(env or {})}
+    # (/health: a server with --api-key answers /v1/models with 401 to a request without the key)
+    with running_server(command, log, f"{url}/health", env) as (process, progress):
+        until(lambda: httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200,
+              "the model to be listed", progress)
+        yield url, process, progress
+
+
+@pytest.fixture(scope="module")
+def server_a(tmp_path_factory):
+    with start(tmp_path_factory, "a", [*SMALL, "--api-key", KEY]) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def server_b(tmp_path_factory):
+    with start(tmp_path_factory, "b", SMALL) as served:
+        yield served
+
+
+def endpoint_a(server_a, **options) -> gcs.Endpoint:
+    return gcs.Endpoint(server_a[0], api_key=KEY, **options)
+
+
+def answered(url: str) -> float:
+    """The requests a server finished, whatever their finish reason."""
+    return sum(float(line.split()[-1]) for line in httpx.get(f"{url}/metrics").text.splitlines()
+               if line.startswith("vllm:request_success_total{"))
+
+
+def settings(**changes) -> dict:
+    return {"seeds": [0, 1], "max_new_tokens": 12, **changes}
+
+
+def tokens(frame) -> list[list[int]]:
+    return [list(ids) for ids in frame["token_ids"]]
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_model):
+    served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
+    local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
+    assert len(served) == 12 and tokens(served) == tokens(local)
+    assert list(served["finished"]) == list(local["finished"])
+    assert list(served["response"]) == list(local["response"])
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(server_a, embedded_model):
+    whole = gcs.compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]), model=embedded_model,
+                        engine=endpoint_a(server_a, max_requests=1))
+    frames = list(gcs.stream_compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]),
+                                     model=embedded_model, engine=endpoint_a(server_a, max_requests=1)))
+    assert len(frames) > 2 and tokens(frames[-1]) == tokens(whole)  # partial frames first, as tokens arrive
+
+    def shared(method: str) -> int:
+        pairs = whole[whole["method"] == method].groupby("seed")["token_ids"]
+        return sum(shared_prefix(*map(list, pair)) for _, pair in pairs)
+
+    assert shared("gcswr") > shared("is") + 8, (shared("gcswr"), shared("is"))  # measured: 38 against 4
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_two_endpoints_give_the_frame_of_one_and_share_the_rows(server_a, server_b, embedded_model):
+    done = answered(server_b[0])
+    one = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
+    two = gcs.compare(PROMPTS, **settings(), model=embedded_model,
+                      engine=[endpoint_a(server_a, max_requests=1), gcs.Endpoint(server_b[0], max_requests=1)])
+    assert tokens(two) == tokens(one)
+    assert answered(server_b[0]) > done  # B answered some
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_the_cli_generates_on_an_endpoint_with_the_key_from_the_environment(server_a, monkeypatch, capsys):
+    monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
+    assert main(["compare", PROMPTS[0], "--endpoint", server_a[0], "--max-new-tokens", "6", "--methods", "gcswr"]) == 0
+    assert "== gcswr" in capsys.readouterr().out
+    monkeypatch.delenv("GCS_ENDPOINT_KEY")
+    assert main(["compare", PROMPTS[0], "--endpoint", server_a[0], "--max-new-tokens", "6"]) == 2
+    error = capsys.readouterr().err
+    assert f"endpoint {server_a[0]} answered /v1/models with HTTP 401" in error and "Traceback" not in error
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_a_request_the_server_refuses_is_a_sentence_naming_the_endpoint(server_a, embedded_model):
+    """A prompt within the local model's context window but past the server's (--max-model-len 1024)."""
+    with pytest.raises(ValueError, match=rf"endpoint {server_a[0]} refused a request with HTTP 400: .*1024"):
+        gcs.compare(["DNA " * 1100], methods="gcswr", max_new_tokens=4, model=embedded_model,
+                    engine=endpoint_a(server_a))
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_another_chat_template_is_refused_before_any_row(server_a, embedded_model):
+    import copy
+
+    tokenizer = copy.deepcopy(embedded_model.tokenizer)
+    tokenizer.chat_template = tokenizer.chat_template.replace("<|im_start|>", "<|im_start|> ")
+    other = gcs.Model(name="smollm2-other-template", model=embedded_model.model, tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="with another chat template than the local model 'smollm2-other-template'"):
+        gcs.compare(PROMPTS, max_new_tokens=4, model=other, engine=endpoint_a(server_a))
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
+    endpoint = endpoint_a(server_a)
+    frame = gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=endpoint)
+    gcs.write_csv(frame, tmp_path / "frame.csv")
+    wrong = gcs.Endpoint(server_a[0], api_key="not-" + KEY)
+    with pytest.raises(gcs.EndpointError) as refused:
+        gcs.compare(PROMPTS[:1], max_new_tokens=4, model=embedded_model, engine=wrong)
+    shown = [repr(endpoint), str(endpoint.as_engine()), str(refused.value), caplog.text,
+             (tmp_path / "frame.csv").read_text(), frame.to_json()]
+    assert "HTTP 401" in str(refused.value)
+    assert not [text for text in shown if KEY in text]
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model):
+    """vLLM itself, with gcs's entry point hidden from it: it would sample gcs requests freely."""
+    hide = ("import runpy, vllm.v1.sample.logits_processor as lp; lp._load_logitsprocs_plugins = lambda: []; "
+            "runpy.run_module('vllm.entrypoints.openai.api_server', run_name='__main__')")
+    command = [sys.executable, "-c", hide, *vllm_serve_command(None, port=1, cpu=True, registered=True)[3:], *SMALL]
+    command[command.index("--port") + 1] = "PORT"
+    with start(tmp_path_factory, "plain", [], command, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}) as (url, _, _):
+        with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
+            gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(server_a, server_b, embedded_model):
+    """B is killed while it answers: its rows start again on A, and the frame is A's alone. Then B alone fails with
+    an error naming it and what it said."""
+    one = gcs.compare(PROMPTS, **settings(max_new_tokens=24), model=embedded_model,
+                      engine=endpoint_a(server_a, max_requests=1))
+    url_b, process_b, progress_b = server_b
+    b = gcs.Endpoint(url_b, max_requests=1)
+    b.as_engine().connect(embedded_model)  # (now: its probe's requests are not the one awaited below)
+    with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=url_b, transport=WaitingTransport(progress_b)) as http:
+        running = pool.submit(gcs.compare, PROMPTS, **settings(max_new_tokens=24), model=embedded_model,
+                              engine=[endpoint_a(server_a, max_requests=1), b])
+        until(lambda: metric(http, "vllm:num_requests_running") >= 1, "a request on B", progress_b)
+        os.kill(process_b.pid, signal.SIGKILL)
+        assert tokens(running.result()) == tokens(one)
+    with pytest.raises(gcs.EndpointError, match=rf"every endpoint failed \({url_b}: .*onnect"):
+        gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=b)
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_sweep_ab_and_rounds_run_on_endpoints_and_stop_aborts_the_requests(server_a, embedded_model):
+    endpoint = endpoint_a(server_a)
+    swept = gcs.sweep([PROMPTS], temperatures=[1.0], methods=["gcswr"], seeds=2, metrics=["jaccard"],
+                      model=embedded_model, max_new_tokens=6, engine=endpoint)
+    assert len(swept) == 2 and swept["consistency"].notna().all()
+    variant = gcs.Variant(embedded_model, system="Answer briefly.")
+    pairs = gcs.ab(PROMPTS[:1], gcs.Variant(embedded_model), variant, seeds=2, metrics=["length"], max_new_tokens=6,
+                   engine=[endpoint])
+    assert len(pairs) == 4 and pairs["answer_a"].str.len().gt(0).all()
+    *_, last = gcs.compare_rounds(PROMPTS, methods=["is", "gcswr"], seeds=4, rounds=[4], metrics=["jaccard"],
+                                  model=embedded_model, max_new_tokens=6, engine=gcs.Endpoint(server_a[0],
+                                                                                              api_key=KEY,
+                                                                                              max_requests=1))
+    assert last.final and "each request ran alone on its server (max_requests=1)" in last.reason
+    stop = threading.Event()
+    _, _, progress = server_a
+    with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=server_a[0]) as http:
+        running = pool.submit(gcs.compare, ["Count from 1 to 1000, one number a line."], methods="gcswr",
+                              seeds=[0, 1], max_new_tokens=1000, model=embedded_model, engine=endpoint, stop=stop)
+        until(lambda: metric(http, "vllm:num_requests_running") >= 1, "a request to run", progress)
+        stop.set()
+        with pytest.raises(gcs.Cancelled):
+            running.result()
+        until(lambda: metric(http, "vllm:num_requests_running") == 0, "the requests to be aborted", progress)
+
+
+def test_an_endpoint_is_checked_and_keeps_its_key_to_itself():
+    endpoint = gcs.Endpoint("https://gpu.example:8000/v1/", api_key=KEY, max_requests=2)
+    assert endpoint.url == "https://gpu.example:8000" and KEY not in repr(endpoint) + repr(endpoint.as_engine())
+    for bad, error, message in [
+        ({"url": 8000}, TypeError, "url must be a string"),
+        ({"url": "https://user:pass@gpu.example"}, ValueError, "must not hold credentials"),
+        ({"url": "http://gpu.example?x=1"}, ValueError, "no query"),
+        ({"url": "http://a", "timeout": "5"}, TypeError, "timeout must be a number"),
+        ({"url": "http://a", "timeout": 0}, ValueError, "timeout must be a positive"),
+        ({"url": "http://a", "max_requests": 1.0}, TypeError, "max_requests must be an integer"),
+        ({"url": "http://a", "max_requests": 0}, ValueError, "max_requests must be 1 to 1024"),
+        ({"url": "http://a", "api_key": 5}, TypeError, "api_key must be a string"),
+        ({"url": "http://a", "model": ""}, ValueError, "model must be a served model's name"),
+    ]:
+        with pytest.raises(error, match=message):
+            gcs.Endpoint(**bad)
+    with pytest.raises(TypeError, match=r"engine\[1\] must be a gcs.Endpoint"):
+        gcs.check_engine([endpoint, "vllm"])
+    with pytest.raises(ValueError, match="names an endpoint twice"):
+        gcs.check_engine([endpoint, endpoint])
+    with pytest.raises(ValueError, match="ensembling is not available on served endpoints"):
+        gcs.check_engine(endpoint, ensembling=True)
+
+
+def test_the_cli_refuses_two_engines_and_batch_invariance_on_cpu(capsys):
+    assert main(["compare", "Why?", "--engine", "vllm", "--endpoint", "http://127.0.0.1:9"]) == 2
+    assert "--engine vllm and --endpoint name two engines" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--batch-invariant needs a GPU"):
+        batch_invariant_environment(cpu=True)
+    assert batch_invariant_environment(cpu=False) == {"VLLM_BATCH_INVARIANT": "1"}
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_nowhere(server_a, embedded_model,
+                                                                                    monkeypatch, caplog):
+    """GCS_ENDPOINTS and GCS_ENDPOINT_KEY, as the app reads them at start: the side by side (in rounds) and its API
+    (what MCP answers) generate there, and neither they, their downloads nor the log show the key."""
+    from gcs.engines.endpoints import configured_endpoints
+    from ui import compare, compare_rounds, deployment
+
+    monkeypatch.setenv("GCS_ENDPOINTS", server_a[0])
+    monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
+    engine = deployment.Engine("transformers", configured_endpoints())
+    engine.start(embedded_model)
+    assert engine.endpoints is not None and engine.for_request(False, embedded_model) is engine.endpoints
+    assert engine.for_request(True, embedded_model) == "transformers"  # ensembling needs every logit: here
+    for module in (deployment, compare, compare_rounds):
+        monkeypatch.setattr(module, "ENGINE", engine)
+    page = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
+                                       deployment.DEFAULT_MODEL, 4))
+    assert "on served endpoints, requests ran in bursts" in page[-1]["status"], page[-1]["status"]
+    one_batch = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
+                                            deployment.DEFAULT_MODEL, 2, compare.HIGHLIGHTS[0], False))  # one batch
+    assert one_batch[-1]["status"] == f"Done: {gcs.DEFAULT_MODEL}, generated on 1 served vLLM endpoint(s)."
+    page += one_batch
+    answer = [update for update in compare.compare("\n".join(PROMPTS), 1.0, 4, 2, 1.0, "is,gcswr")
+              if "stopping" in update][-1]
+    assert "on served endpoints" in answer["stopping"]["reason"]
+    downloads = [open(path).read() for update in page for path in (update.get("downloads") or [])]
+    shown = [repr(page), repr(answer), caplog.text, *downloads]
+    assert downloads and not [text for text in shown if KEY in text]
+
+
+class FaultyProxy(http.server.ThreadingHTTPServer):
+    """An HTTP proxy in front of a real server that answers its next ``busy`` completion requests with 503 (Retry-After
+    0), and every completion request after ``alive`` of them with 500: the faults a loaded or dying server shows."""
+
+    def __init__(self, upstream: str):
+        super().__init__(("127.0.0.1", 0), _Forward)
+        self.upstream, self.busy, self.alive, self.completions, self.refused = upstream, 0, None, 0, 0
+        self.lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def fault(self, path: str) -> int | None:
+        """The status to answer ``path`` with instead of the server's, if any."""
+        with self.lock:
+            if path != "/v1/completions":
+                return None
+            if self.busy:
+                self.busy, self.refused = self.busy - 1, self.refused + 1
+                return 503
+            if self.alive is not None and self.completions >= self.alive:
+                return 500
+            self.completions += 1
+            return None
+
+
+class _Forward(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):  # (the test's output stays the test's)
+        pass
+
+    def do_GET(self):
+        self.forward(b"")
+
+    def do_POST(self):
+        self.forward(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def forward(self, body: bytes) -> None:
+        status = self.server.fault(self.path)
+        if status is not None:
+            self.send_response(status)
+            self.send_header("Retry-After", "0")
+            self.end_headers()
+            self.wfile.write(b'{"error": {"message": "injected"}}')
+            return
+        headers = {name: self.headers[name] for name in ("Content-Type", "Authorization") if self.headers[name]}
+        with httpx.stream(self.command, self.server.upstream + self.path, content=body, headers=headers,
+                          timeout=None) as answer:
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", answer.headers.get("content-type", "application/json"))
+            self.end_headers()  # (HTTP/1.0: the body ends when the connection closes)
+            for chunk in answer.iter_raw():
+                self.wfile.write(chunk)
+                self.wfile.flush()
+
+
+@contextlib.contextmanager
+def faulty_proxy(upstream: str):
+    proxy = FaultyProxy(upstream)
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume(server_a, embedded_model):
+    with faulty_proxy(server_a[0]) as proxy:
+        through = gcs.Endpoint(proxy.url, api_key=KEY, max_requests=1)
+        through.as_engine().connect(embedded_model)
+        proxy.busy = 3
+        frame = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=through)
+        assert proxy.refused == 3 and proxy.busy == 0
+        assert tokens(frame) == tokens(gcs.compare(PROMPTS, **settings(), model=embedded_model,
+                                                   engine=endpoint_a(server_a, max_requests=1)))
+        kept: list = []
+        proxy.alive = proxy.completions + 4  # two cells of two paraphrases, then every answer a 500
+        sweep = {"temperatures": [1.0], "methods": ["gcswr"], "seeds": 4, "metrics": ["jaccard"],
+                 "model": embedded_model, "max_new_tokens": 6, "batch_rows": 2}
+        with pytest.raises(gcs.EndpointError, match=rf"{proxy.url}: HTTP 500: injected"):
+            gcs.sweep([PROMPTS], **sweep, on_results=kept.append, engine=through)
+        assert [len(part) for part in kept] == [1, 1]  # the batches before the fault
+        rest = gcs.sweep([PROMPTS], **sweep, resume=pd.concat(kept), engine=endpoint_a(server_a, max_requests=1))
+        assert sorted(rest["seed"]) == [2, 3]
