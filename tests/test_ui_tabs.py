@@ -314,10 +314,10 @@ def test_a_link_s_step_is_shown_and_a_recycled_clock_is_named(sky):
 
 
 def test_a_link_runs_the_trace_only_when_it_names_a_step_of_this_tab():
-    assert stepthrough.linked_step("trace", 10) == 10
+    assert links.linked_step("trace", 10) == 10
     for tab, token in (("compare", 10), ("trace", 0), ("trace", None)):  # the load's chain ends before the model lane
-        with pytest.raises(stepthrough.NoStepAsked) as raised:
-            stepthrough.linked_step(tab, token)
+        with pytest.raises(links.NoStepAsked) as raised:
+            links.linked_step(tab, token)
         assert not raised.value.visible and not raised.value.print_exception
 
 

@@ -71,6 +71,26 @@ def format_value(value) -> str:
     return "" if value is None else str(value)
 
 
+class NoStepAsked(gr.Error):
+    """Ends a page load's chain where its link asks for no step: nothing is queued in the model lane (a load that
+    asked for no trace must not wait there behind other visitors' runs). Never shown."""
+
+    def __init__(self):
+        super().__init__("the link asks for no step", visible=False, print_exception=False)
+
+
+def linked_step(tab: str, token):
+    """After a link is applied: its step (``tab=trace&step=k``, k >= 1) asks the step-through for the trace up to
+    token k; any other link raises ``NoStepAsked``, which ends the load's chain before the model lane.
+
+    >>> linked_step("trace", 10)
+    10
+    """
+    if tab == "trace" and isinstance(token, (int, float)) and token >= 1:
+        return int(token)
+    raise NoStepAsked()
+
+
 class Links:
     """The tabs' inputs by query-parameter name, and the two events that use them."""
 

@@ -16,6 +16,7 @@ import gcs
 
 from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
+from .links import linked_step
 from .messages import as_text, click_working, failed, one_paragraph_pieces, user_error, working_in
 from .serving import run_cancellable
 from .tab import Tab
@@ -75,26 +76,6 @@ def start_linked(*inputs_and_step):
     """``start`` for a link's step."""
     *inputs, step = inputs_and_step
     yield from start(*inputs, token=step)
-
-
-class NoStepAsked(gr.Error):
-    """Ends the page load's chain where its link asked for no step: nothing is queued in the model lane (a page
-    load that did not ask for a trace must not wait there behind other visitors' runs). Never shown."""
-
-    def __init__(self):
-        super().__init__("the link asks for no step", visible=False, print_exception=False)
-
-
-def linked_step(tab: str, token):
-    """After a link is applied: its step (``tab=trace&step=k``, k >= 1) asks for the trace up to token k; any other
-    link raises ``NoStepAsked``, which ends the chain before the model lane.
-
-    >>> linked_step("trace", 10)
-    10
-    """
-    if tab == "trace" and isinstance(token, (int, float)) and token >= 1:
-        return int(token)
-    raise NoStepAsked()
 
 
 def last_position(trace: gcs.Trace) -> int:
