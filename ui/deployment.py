@@ -122,6 +122,19 @@ class Engine:
             return "Done."
         return f"Done: {model_name}, generated on {len(self.endpoints.endpoints)} served vLLM endpoint(s)."
 
+    def local_note(self, model_name: str) -> str:
+        """What a tab that reads every logit (the step-through, hindsight, counterfactual) adds to its status where
+        served endpoints answer the side by side for ``model_name``: that it ran here instead, and why ("" where
+        nothing is served, so that no visitor takes the local answer for the endpoint's).
+
+        >>> Engine("transformers").local_note("m")
+        ''
+        """
+        if self.endpoints is None or model_name != SETTINGS.default_model:
+            return ""
+        return (f" Computed on this server's local copy of {model_name}: served endpoints give tokens, not every "
+                "logit.")
+
 
 ENGINE = Engine(SETTINGS.engine, configured_endpoints())
 

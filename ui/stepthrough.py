@@ -14,6 +14,7 @@ import pandas as pd
 
 import gcs
 
+from . import deployment
 from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
 from .messages import as_text, click_working, failed, one_paragraph_pieces, user_error, working_in
@@ -66,7 +67,7 @@ def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_n
         arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name)
         trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop),
                                            (gr.skip(),) * (1 + len(OUTPUTS)))
-        yield trace, *view(trace, min(max(int(token), 1) - 1, last_position(trace)))
+        yield trace, *noted(view(trace, min(max(int(token), 1) - 1, last_position(trace))), arguments["model"].name)
     except Exception as error:
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
@@ -240,6 +241,12 @@ def view(trace: gcs.Trace, position: int) -> tuple:
             f"Token {position + 1} of {last_position(trace) + 1}.")
 
 
+def noted(viewed: tuple, model_name: str) -> tuple:
+    """``viewed`` with its status telling, where served endpoints answer the side by side, that this trace (every
+    logit of every step) was computed here instead (``Engine.local_note``)."""
+    return (*viewed[:-1], viewed[-1] + deployment.ENGINE.local_note(model_name))
+
+
 def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name):
     """Trace again with one paraphrase forced to emit another candidate at this step: the trace branches here."""
     try:
@@ -254,7 +261,7 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
                                    temperature=trace.temperature, top_p=trace.top_p, max_new_tokens=tokens,
                                    model=model, forced=[*trace.forced, (position, row, token)], stop=stop),
             (gr.skip(),) * (1 + len(OUTPUTS)))
-        yield branch, *view(branch, min(position, last_position(branch)))
+        yield branch, *noted(view(branch, min(position, last_position(branch))), model.name)
     except Exception as error:
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
