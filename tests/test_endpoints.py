@@ -337,6 +337,7 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     page = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
                                        deployment.DEFAULT_MODEL, 4))
     assert "on served endpoints, requests ran in bursts" in page[-1]["status"], page[-1]["status"]
+    assert f"Answers of {gcs.DEFAULT_MODEL}, generated on 1 served vLLM endpoint(s)." in page[-1]["status"]
     one_batch = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
                                             deployment.DEFAULT_MODEL, 2, compare.HIGHLIGHTS[0], False))  # one batch
     assert one_batch[-1]["status"] == f"Done: {gcs.DEFAULT_MODEL}, generated on 1 served vLLM endpoint(s)."
@@ -352,8 +353,9 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
 
 
 def logit_tabs_and_ab(server_a, engine, monkeypatch) -> tuple[list, list]:
-    """The tabs that read every logit (step-through, hindsight, counterfactual) run here and say so; the A/B tab runs
-    on the endpoint (A answers its requests) and says which backend answered. Their final updates."""
+    """The tabs that read every logit (step-through, hindsight, counterfactual, why two A/B answers parted) run here
+    and say so; the A/B tab runs on the endpoint (A answers its requests) and says which backend answered. Their
+    final updates."""
     from ui import ab, deployment, hindsight, stepthrough
 
     model = deployment.DEFAULT_MODEL
@@ -367,9 +369,13 @@ def logit_tabs_and_ab(server_a, engine, monkeypatch) -> tuple[list, list]:
     assert local[0].endswith(f". {note}"), local
     done = answered(server_a[0])
     ab_run = list(ab.ab_ui("my prompts", PROMPTS[0], 0, "", "{prompt}", 1.0, 1.0, model, "default",
-                           "Answer briefly.", "{prompt}", 1.0, 1.0, model, "default", 2, "gcswr", ["length"], 4))
+                           "Answer in French.", "{prompt}", 1.0, 1.0, model, "default", 2, "gcswr", ["length"], 4))
     assert ab_run[-1][-1] == f"Done: {model}, generated on 1 served vLLM endpoint(s).", ab_run[-1][-1]
     assert answered(server_a[0]) >= done + 8  # 1 prompt x 2 seeds x 2 arms x (GCSwR and the IS control)
+    parting = [value for label, value in ab_run[-1][3]["choices"] if "part at" in label]
+    assert parting, f"no pair parted in 4 tokens: {ab_run[-1][3]['choices']}"  # (B answers in French)
+    why = ab.why_ui(ab_run[-1][4], parting[0])[0]
+    assert why.endswith(f" {note}"), why  # why they parted: both races' every logit, computed here
     monkeypatch.setattr(deployment, "ENGINE", deployment.Engine("transformers"))  # no endpoint: nothing said
     assert list(stepthrough.start("\n".join(PROMPTS), "gcswr", 0, 1.0, 1.0, 3, model))[-1][-1] == \
         local[0].removesuffix(f" {note}")
@@ -477,7 +483,7 @@ def test_the_side_by_side_streams_from_an_endpoint_in_a_browser(server_a, app_on
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.set_default_timeout(TIMEOUT_MS)  # a busy machine is slow, not broken
         page.goto(url + "?seeds=4&max_new_tokens=8")
-        expect(page.locator("#compare-seeds input[type=number]")).to_have_value("4")
+        expect(page.locator("#compare-seeds input[type=number]")).to_have_value("4", timeout=TIMEOUT_MS)
         # every change of GCSwR's answers, with what the status said then: answers show while the run generates
         page.locator("#responses-gcswr").evaluate("""element => {
             const status = document.querySelector('#status');
@@ -486,10 +492,12 @@ def test_the_side_by_side_streams_from_an_endpoint_in_a_browser(server_a, app_on
                 .observe(element, {subtree: true, childList: true, characterData: true});
         }""")
         page.locator("#run-compare").click()
-        expect(page.locator("#status")).to_contain_text(f"Done: {gcs.DEFAULT_MODEL}, generated on 1 served vLLM "
-                                                        "endpoint(s).")
+        # (expect's own timeout is 5 s whatever the page's default: each wait names the generous one)
+        expect(page.locator("#status")).to_contain_text(f"Answers of {gcs.DEFAULT_MODEL}, generated on 1 served "
+                                                        "vLLM endpoint(s).", timeout=TIMEOUT_MS)
+        expect(page.locator("#status")).to_contain_text("Done: ", timeout=TIMEOUT_MS)
         for method in ("is", "gcs", "gcswr"):
-            expect(page.locator(f"#responses-{method}")).to_contain_text("[2]")
+            expect(page.locator(f"#responses-{method}")).to_contain_text("[2]", timeout=TIMEOUT_MS)
         seen = page.evaluate("window.answersSeen")
         html, config = page.content(), page.request.get(url + "config").text()
         browser.close()

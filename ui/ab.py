@@ -168,7 +168,8 @@ def why_ui(run: dict, choice: str):
         found = gcs.parting(a, b, row["prompt"], seed=int(row["seed"]), method=run["method"],
                             max_new_tokens=int(row["parts_at"]) + 1)
         table = found.frame().drop(columns=["token_id"]).round(4)
-        return as_text(found.sentence), table
+        # (every logit of both races: computed here, whichever backend answered the pair)
+        return as_text(found.sentence) + deployment.ENGINE.local_note(run["model_name"]), table
     except Exception as error:
         return failure(error), gr.skip()
 

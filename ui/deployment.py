@@ -122,6 +122,19 @@ class Engine:
             return "Done."
         return f"Done: {model_name}, generated on {len(self.endpoints.endpoints)} served vLLM endpoint(s)."
 
+    @staticmethod
+    def answered_by(engine, model_name: str) -> str:
+        """What a run in rounds adds to its final status where ``engine`` (the one it ran on) was served endpoints:
+        which model answered, and where (no URL: they are the operator's); "" elsewhere.
+
+        >>> Engine.answered_by("transformers", "m")
+        ''
+        """
+        endpoints = getattr(engine, "endpoints", None)
+        if endpoints is None:
+            return ""
+        return f" Answers of {model_name}, generated on {len(endpoints)} served vLLM endpoint(s)."
+
     def local_note(self, model_name: str) -> str:
         """What a tab that reads every logit (the step-through, hindsight, counterfactual) adds to its status where
         served endpoints answer the side by side for ``model_name``: that it ran here instead, and why ("" where
