@@ -324,7 +324,7 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     """GCS_ENDPOINTS and GCS_ENDPOINT_KEY, as the app reads them at start: the side by side (in rounds) and its API
     (what MCP answers) generate there, and neither they, their downloads nor the log show the key."""
     from gcs.engines.endpoints import configured_endpoints
-    from ui import compare, compare_rounds, deployment
+    from ui import ab, compare, compare_rounds, deployment, hindsight, stepthrough
 
     monkeypatch.setenv("GCS_ENDPOINTS", server_a[0])
     monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
@@ -332,7 +332,7 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     engine.start(embedded_model)
     assert engine.endpoints is not None and engine.for_request(False, embedded_model) is engine.endpoints
     assert engine.for_request(True, embedded_model) == "transformers"  # ensembling needs every logit: here
-    for module in (deployment, compare, compare_rounds):
+    for module in (deployment, compare, compare_rounds, ab, hindsight, stepthrough):
         monkeypatch.setattr(module, "ENGINE", engine)
     page = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
                                        deployment.DEFAULT_MODEL, 4))
@@ -376,7 +376,7 @@ def logit_tabs_and_ab(server_a, engine, monkeypatch) -> tuple[list, list]:
     assert parting, f"no pair parted in 4 tokens: {ab_run[-1][3]['choices']}"  # (B answers in French)
     why = ab.why_ui(ab_run[-1][4], parting[0])[0]
     assert why.endswith(f" {note}"), why  # why they parted: both races' every logit, computed here
-    monkeypatch.setattr(deployment, "ENGINE", deployment.Engine("transformers"))  # no endpoint: nothing said
+    monkeypatch.setattr(stepthrough, "ENGINE", deployment.Engine("transformers"))  # no endpoint: nothing said
     assert list(stepthrough.start("\n".join(PROMPTS), "gcswr", 0, 1.0, 1.0, 3, model))[-1][-1] == \
         local[0].removesuffix(f" {note}")
     return local, ab_run

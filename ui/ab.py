@@ -10,8 +10,7 @@ import pandas as pd
 
 import gcs
 
-from . import deployment
-from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
+from .deployment import DEFAULT_MODEL, ENGINE, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted, visible
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
@@ -82,29 +81,9 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
         model = variant.model if isinstance(variant.model, gcs.Model) else load_allowed_model(variant.model)
         check_work([variant.text(p) for p in prompts], model, 2 * seeds, max_new_tokens, "ab work tokens")
     return gcs.ab(prompts, a, b, seeds=range(seeds), method=method, metrics=list(scores),
-                  max_new_tokens=max_new_tokens, progress=True, stop=stop, engine=ab_engine(a, b))
+                  max_new_tokens=max_new_tokens, progress=True, stop=stop,
+                  engine=ENGINE.for_arms(a, b))
 
-
-def ab_engine(a: gcs.Variant, b: gcs.Variant):
-    """The served endpoints where both arms run the model they serve at its served precision (the operator's
-    GCS_ENDPOINTS, ``ui.deployment``), else this process (None: an arm's own precision or another model is only
-    here)."""
-    names = {model_name(variant) for variant in (a, b)}
-    if len(names) != 1 or a.dtype is not None or b.dtype is not None:
-        return None
-    engine = deployment.ENGINE.for_request(False, load_allowed_model(names.pop()))
-    return engine if not isinstance(engine, str) else None
-
-
-def ab_done(a: gcs.Variant, b: gcs.Variant) -> str:
-    """The A/B run's status line: which backend answered (``Engine.done``) where endpoints did."""
-    if ab_engine(a, b) is None:
-        return "Done."
-    return deployment.ENGINE.done(False, model_name(a))
-
-
-def model_name(variant: gcs.Variant) -> str:
-    return variant.model.name if isinstance(variant.model, gcs.Model) else variant.model or gcs.DEFAULT_MODEL
 
 
 def effects_table(report: gcs.ABReport) -> pd.DataFrame:
@@ -169,7 +148,7 @@ def why_ui(run: dict, choice: str):
                             max_new_tokens=int(row["parts_at"]) + 1)
         table = found.frame().drop(columns=["token_id"]).round(4)
         # (every logit of both races: computed here, whichever backend answered the pair)
-        return as_text(found.sentence) + deployment.ENGINE.local_note(run["model_name"]), table
+        return as_text(found.sentence) + ENGINE.local_note(run["model_name"]), table
     except Exception as error:
         return failure(error), gr.skip()
 
@@ -198,7 +177,8 @@ def ab_ui(source, prompts_text, builtin_count, a_system, a_template, a_temperatu
         run = {"frame": frame, "arms": arms, "method": method, "model_name": a_model}
         verdict = "\n".join(f"- {as_text(line)}" for line in report.lines)
         yield (verdict, effects_table(report), pairs_table(frame, method),
-               gr.update(choices=choices, value=choices[0][1] if choices else None), run, str(path), ab_done(a, b))
+               gr.update(choices=choices, value=choices[0][1] if choices else None), run, str(path),
+               ENGINE.done(False, a.model.name) if ENGINE.for_arms(a, b) else "Done.")
     except Exception as error:
         yield failed(error, outputs)
 

@@ -111,6 +111,14 @@ class Engine:
             return self.endpoints
         return self.name
 
+    def for_arms(self, a: gcs.Variant, b: gcs.Variant) -> Endpoints | None:
+        """The endpoints for an A/B test whose two arms both run the default model (loaded: the page's arms at
+        their default precision), else None (this process: another model or precision is only here)."""
+        models = {variant.model.name if isinstance(variant.model, gcs.Model) else None for variant in (a, b)}
+        if self.endpoints is None or models != {SETTINGS.default_model} or a.dtype or b.dtype:
+            return None
+        return self.endpoints
+
     def done(self, ensembling: bool, model_name: str) -> str:
         """A finished run's status line: "Done.", and where served endpoints answered, which model they served
         (no URL: they are the operator's).
