@@ -25,7 +25,7 @@ import httpx
 import pandas as pd
 import pytest
 import torch
-from test_browser import CHROMIUM, TIMEOUT_MS
+from test_browser import CHROMIUM, TIMEOUT_MS, record_answers
 from test_vllm_serve import metric, shared_prefix
 from waiting import WaitingTransport, until
 
@@ -484,13 +484,7 @@ def test_the_side_by_side_streams_from_an_endpoint_in_a_browser(server_a, app_on
         page.set_default_timeout(TIMEOUT_MS)  # a busy machine is slow, not broken
         page.goto(url + "?seeds=4&max_new_tokens=8")
         expect(page.locator("#compare-seeds input[type=number]")).to_have_value("4", timeout=TIMEOUT_MS)
-        # every change of GCSwR's answers, with what the status said then: answers show while the run generates
-        page.locator("#responses-gcswr").evaluate("""element => {
-            const status = document.querySelector('#status');
-            window.answersSeen = [];
-            new MutationObserver(() => window.answersSeen.push([status.innerText, element.innerText]))
-                .observe(element, {subtree: true, childList: true, characterData: true});
-        }""")
+        record_answers(page)  # answers show while the run generates
         page.locator("#run-compare").click()
         # (expect's own timeout is 5 s whatever the page's default: each wait names the generous one)
         expect(page.locator("#status")).to_contain_text(f"Answers of {gcs.DEFAULT_MODEL}, generated on 1 served "
