@@ -29,6 +29,7 @@ from gcs.checks import (
     is_integer,
 )
 from gcs.engines.batch import Batch, Row, check_plain_text
+from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.rewording import reword
 from gcs.settings import SamplingSettings, check_settings, one_or_built, refuse_beside
@@ -54,7 +55,7 @@ def _explicit_rewordings(ensemble, n_prompts: int) -> list[tuple[str, ...]] | No
 
 
 def prepare(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
-            rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
+            rewordings: Sequence[Sequence[str]] | None = None, engine: EngineChoice = "transformers",
             record_excess: bool = False, **generate_kwargs) -> tuple[Batch, bool]:
     """The batch of every method x seed x prompt, and whether ensembling was requested.
 
@@ -110,7 +111,7 @@ def decoded_rows(batch: Batch, streaming: bool = False, stop: threading.Event | 
 
 
 def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
-                  rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
+                  rewordings: Sequence[Sequence[str]] | None = None, engine: EngineChoice = "transformers",
                   streaming: bool = False, stop: threading.Event | None = None,
                   **generate_kwargs) -> Iterator[list[str]]:
     """The core of ``generate`` and ``stream``: one response per row (method x seed x prompt) under ``settings``,
@@ -122,7 +123,7 @@ def generate_with(prompts: Sequence[str], settings: SamplingSettings, model: Mod
 
 
 def compare_with(prompts: Sequence[str], settings: SamplingSettings, model: Model | str | None = None,
-                 rewordings: Sequence[Sequence[str]] | None = None, engine: str = "transformers",
+                 rewordings: Sequence[Sequence[str]] | None = None, engine: EngineChoice = "transformers",
                  streaming: bool = False, stop: threading.Event | None = None, record_excess: bool = False,
                  **generate_kwargs) -> Iterator[pd.DataFrame]:
     """The core of ``compare`` and ``stream_compare``: the tidy frame of every method x seed x prompt under
@@ -197,7 +198,8 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
             temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
-            engine: str = "transformers", stop: threading.Event | None = None, **generate_kwargs) -> pd.DataFrame:
+            engine: EngineChoice = "transformers", stop: threading.Event | None = None,
+            **generate_kwargs) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
 
     Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble (the rewordings per
@@ -221,7 +223,7 @@ def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = MET
                    top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                    model: Model | str | None = None,
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
-                   engine: str = "transformers", stop: threading.Event | None = None,
+                   engine: EngineChoice = "transformers", stop: threading.Event | None = None,
                    **generate_kwargs) -> Iterator[pd.DataFrame]:
     """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is
     final (setting ``stop`` ends it with ``gcs.Cancelled`` instead)."""

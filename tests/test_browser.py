@@ -64,6 +64,17 @@ def record_texts(page, selector: str) -> None:
     }""")
 
 
+def record_answers(page) -> None:
+    """From now on keep every change of GCSwR's answers in the side by side, with what the status said then
+    (``window.answersSeen``, [status, answers] pairs): answers that stream show while the status says "generating"."""
+    page.locator("#responses-gcswr").evaluate("""element => {
+        const status = document.querySelector('#status');
+        window.answersSeen = [];
+        new MutationObserver(() => window.answersSeen.push([status.innerText, element.innerText]))
+            .observe(element, {subtree: true, childList: true, characterData: true});
+    }""")
+
+
 def texts_seen(page, selector: str) -> list[str]:
     return page.locator(selector).evaluate("element => window.seenTexts[element.id]")
 
@@ -97,13 +108,7 @@ def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     sky = "Why is the sky blue?\nWhat makes the sky look blue?\nExplain the blue colour of the sky."
     box.fill(sky)
     expect(box).to_have_value(sky)
-    # every change of the first answers, with what the status said then: the answers must show before the run ends
-    page.locator("#responses-gcswr").evaluate("""element => {
-        const status = document.querySelector('#status');
-        window.answersSeen = [];
-        new MutationObserver(() => window.answersSeen.push([status.innerText, element.innerText]))
-            .observe(element, {subtree: true, childList: true, characterData: true});
-    }""")
+    record_answers(page)  # the answers must show before the run ends
     joined = []  # the events the run puts in Gradio's queue, by function name
 
     def note_join(request):

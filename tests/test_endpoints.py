@@ -1,14 +1,18 @@
 """``gcs.Endpoint``: real ``gcs vllm-serve`` processes (vLLM's CPU build, the embedded model) as gcs's engine.
 
-Two servers for the module (A with a key, B without), started once; a third, vLLM without the gcs plugin, only for
-the test that refuses it. Every test sends few requests of few tokens. The frame of one endpoint equals the
-in-process vLLM engine's; several endpoints give the frame of one where each server answers one request at a time
-(``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst equal its tokens
-alone, docs/deploy.md).
+Three servers for the module, all started at once when the first test needs one (a start is mostly one core's work
+importing vLLM, so B's and the third's overlap A's and the tests before them): A (``gcs vllm-serve``, with a key), B
+(the command it runs, without) and vLLM without the gcs plugin, for the test that refuses it. The app, on A, starts
+as soon as A serves, for the browser test at the end. Every test sends few requests of few tokens, and the frame of
+one request at a time on A is generated once (``alone``) for every test that compares with it. The frame of one
+endpoint equals the in-process vLLM engine's; several endpoints give the frame of one where each server answers one
+request at a time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst
+equal its tokens alone, docs/deploy.md).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import http.server
 import os
@@ -21,6 +25,7 @@ import httpx
 import pandas as pd
 import pytest
 import torch
+from test_browser import CHROMIUM, TIMEOUT_MS, record_answers
 from test_vllm_serve import metric, shared_prefix
 from waiting import WaitingTransport, until
 
@@ -33,7 +38,9 @@ from gcs.engines.models import default_dtype
 KEY = "gcs-test-key-7f3a9c21"  # what no link, log, error or download may show
 PROMPTS = ["What is DNA?", "Explain what DNA is."]
 DTYPE = str(default_dtype(torch.device("cpu"))).removeprefix("torch.")  # the embedded model's, as the client's
-SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(512 << 20), "--max-model-len", "1024"]
+# 128 MiB of KV cache holds ~5,000 of the embedded model's tokens: every test's requests at once (the largest, two
+# counted to 1000, are stopped early), and less memory for three servers beside the in-process engine
+SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(128 << 20), "--max-model-len", "1024"]
 
 
 @contextlib.contextmanager
@@ -52,16 +59,82 @@ def start(tmp_path_factory, name: str, extra: list[str], command=None, env=None)
         yield url, process, progress
 
 
-@pytest.fixture(scope="module")
-def server_a(tmp_path_factory):
-    with start(tmp_path_factory, "a", [*SMALL, "--api-key", KEY]) as served:
-        yield served
+@contextlib.contextmanager
+def early(server):
+    """``server`` (a context manager) entered in a thread from now on: yields the call that waits for what it
+    yields (or raises what it raised); exited after, once it was entered."""
+    entered: concurrent.futures.Future = concurrent.futures.Future()
+
+    def enter():
+        try:
+            entered.set_result(server.__enter__())
+        except BaseException as error:  # noqa: BLE001 - raised where the test waits for it
+            entered.set_exception(error)
+
+    threading.Thread(target=enter, daemon=True).start()
+    try:
+        yield entered.result
+    finally:
+        if entered.exception() is None:  # (a start that failed stopped its process itself: running_server)
+            server.__exit__(None, None, None)
+
+
+def plain(tmp_path_factory):
+    """vLLM itself, with gcs's entry point hidden from it: it would sample gcs requests freely."""
+    hide = ("import runpy, vllm.v1.sample.logits_processor as lp; lp._load_logitsprocs_plugins = lambda: []; "
+            "runpy.run_module('vllm.entrypoints.openai.api_server', run_name='__main__')")
+    command = [sys.executable, "-c", hide, *vllm_serve_command(None, port=1, cpu=True, registered=True)[3:], *SMALL]
+    command[command.index("--port") + 1] = "PORT"
+    return start(tmp_path_factory, "plain", [], command, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
 
 
 @pytest.fixture(scope="module")
-def server_b(tmp_path_factory):
-    with start(tmp_path_factory, "b", SMALL) as served:
-        yield served
+def servers(tmp_path_factory):
+    """A, B and the server without the plugin, each a call that waits until it serves. B runs the command
+    ``gcs vllm-serve`` replaces itself with (A runs gcs vllm-serve itself): the same server, without importing gcs
+    first."""
+    b = [*vllm_serve_command(None, port=1, cpu=True), *SMALL]
+    b[b.index("--port") + 1] = "PORT"
+    with early(start(tmp_path_factory, "a", [*SMALL, "--api-key", KEY])) as a, \
+            early(start(tmp_path_factory, "b", [], b)) as b_served, \
+            early(plain(tmp_path_factory)) as without:
+        yield {"a": a, "b": b_served, "plain": without}
+
+
+@pytest.fixture(scope="module")
+def server_a(servers):
+    return servers["a"]()
+
+
+@pytest.fixture(scope="module")
+def server_b(servers):
+    return servers["b"]()
+
+
+@pytest.fixture(scope="module")
+def app_on_a(server_a, tmp_path_factory):
+    """The app (its own process) with GCS_ENDPOINTS naming A and its key in GCS_ENDPOINT_KEY, starting now that A
+    serves: a call that waits until it serves, giving (url, log, progress)."""
+    port, log = free_port(), tmp_path_factory.mktemp("app") / "app.log"
+    env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
+           "GCS_ENGINE": "transformers", "GCS_ENDPOINTS": server_a[0], "GCS_ENDPOINT_KEY": KEY}
+    url = f"http://127.0.0.1:{port}/"
+
+    @contextlib.contextmanager
+    def app():
+        with running_server([sys.executable, "app.py"], log, url, env,
+                            fail_on="Traceback (most recent call last)") as (_, progress):
+            yield url, log, progress
+
+    with early(app()) as waiting:
+        yield waiting
+
+
+@pytest.fixture(scope="module")
+def alone(server_a, embedded_model) -> pd.DataFrame:
+    """The frame of one request at a time on A: what two endpoints, a run that lost one and a run retried after
+    busy answers must each give, row for row."""
+    return gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
 
 
 def endpoint_a(server_a, **options) -> gcs.Endpoint:
@@ -83,7 +156,8 @@ def tokens(frame) -> list[list[int]]:
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_model):
+def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, app_on_a, embedded_model):
+    # (app_on_a: the app starts beside this test's in-process engine, for the browser test at the end)
     served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
     local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
     assert len(served) == 12 and tokens(served) == tokens(local)
@@ -107,12 +181,11 @@ def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrase
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_two_endpoints_give_the_frame_of_one_and_share_the_rows(server_a, server_b, embedded_model):
+def test_two_endpoints_give_the_frame_of_one_and_share_the_rows(server_a, server_b, alone, embedded_model):
     done = answered(server_b[0])
-    one = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
     two = gcs.compare(PROMPTS, **settings(), model=embedded_model,
                       engine=[endpoint_a(server_a, max_requests=1), gcs.Endpoint(server_b[0], max_requests=1)])
-    assert tokens(two) == tokens(one)
+    assert tokens(two) == tokens(alone)
     assert answered(server_b[0]) > done  # B answered some
 
 
@@ -161,32 +234,27 @@ def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model):
-    """vLLM itself, with gcs's entry point hidden from it: it would sample gcs requests freely."""
-    hide = ("import runpy, vllm.v1.sample.logits_processor as lp; lp._load_logitsprocs_plugins = lambda: []; "
-            "runpy.run_module('vllm.entrypoints.openai.api_server', run_name='__main__')")
-    command = [sys.executable, "-c", hide, *vllm_serve_command(None, port=1, cpu=True, registered=True)[3:], *SMALL]
-    command[command.index("--port") + 1] = "PORT"
-    with start(tmp_path_factory, "plain", [], command, {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}) as (url, _, _):
-        with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
-            gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
+def test_a_server_without_the_plugin_is_refused(servers, embedded_model):
+    url, _, _ = servers["plain"]()
+    with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
+        gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(server_a, server_b, embedded_model):
+def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(server_a, server_b, alone,
+                                                                           embedded_model):
     """B is killed while it answers: its rows start again on A, and the frame is A's alone. Then B alone fails with
     an error naming it and what it said."""
-    one = gcs.compare(PROMPTS, **settings(max_new_tokens=24), model=embedded_model,
-                      engine=endpoint_a(server_a, max_requests=1))
     url_b, process_b, progress_b = server_b
     b = gcs.Endpoint(url_b, max_requests=1)
     b.as_engine().connect(embedded_model)  # (now: its probe's requests are not the one awaited below)
     with ThreadPoolExecutor(1) as pool, httpx.Client(base_url=url_b, transport=WaitingTransport(progress_b)) as http:
-        running = pool.submit(gcs.compare, PROMPTS, **settings(max_new_tokens=24), model=embedded_model,
+        # (B answers its half of the rows one after another: it is running one whenever it is looked at)
+        running = pool.submit(gcs.compare, PROMPTS, **settings(), model=embedded_model,
                               engine=[endpoint_a(server_a, max_requests=1), b])
         until(lambda: metric(http, "vllm:num_requests_running") >= 1, "a request on B", progress_b)
         os.kill(process_b.pid, signal.SIGKILL)
-        assert tokens(running.result()) == tokens(one)
+        assert tokens(running.result()) == tokens(alone)
     with pytest.raises(gcs.EndpointError, match=rf"every endpoint failed \({url_b}: .*onnect"):
         gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=b)
 
@@ -256,7 +324,7 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     """GCS_ENDPOINTS and GCS_ENDPOINT_KEY, as the app reads them at start: the side by side (in rounds) and its API
     (what MCP answers) generate there, and neither they, their downloads nor the log show the key."""
     from gcs.engines.endpoints import configured_endpoints
-    from ui import compare, compare_rounds, deployment
+    from ui import ab, compare, compare_rounds, deployment, hindsight, stepthrough
 
     monkeypatch.setenv("GCS_ENDPOINTS", server_a[0])
     monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
@@ -264,11 +332,12 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     engine.start(embedded_model)
     assert engine.endpoints is not None and engine.for_request(False, embedded_model) is engine.endpoints
     assert engine.for_request(True, embedded_model) == "transformers"  # ensembling needs every logit: here
-    for module in (deployment, compare, compare_rounds):
+    for module in (deployment, compare, compare_rounds, ab, hindsight, stepthrough):
         monkeypatch.setattr(module, "ENGINE", engine)
     page = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
                                        deployment.DEFAULT_MODEL, 4))
     assert "on served endpoints, requests ran in bursts" in page[-1]["status"], page[-1]["status"]
+    assert f"Answers of {gcs.DEFAULT_MODEL}, generated on 1 served vLLM endpoint(s)." in page[-1]["status"]
     one_batch = list(compare.compare_stream("\n".join(PROMPTS), 1.0, 4, 0, 1.0, ["is", "gcswr"], False,
                                             deployment.DEFAULT_MODEL, 2, compare.HIGHLIGHTS[0], False))  # one batch
     assert one_batch[-1]["status"] == f"Done: {gcs.DEFAULT_MODEL}, generated on 1 served vLLM endpoint(s)."
@@ -277,8 +346,40 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
               if "stopping" in update][-1]
     assert "on served endpoints" in answer["stopping"]["reason"]
     downloads = [open(path).read() for update in page for path in (update.get("downloads") or [])]
-    shown = [repr(page), repr(answer), caplog.text, *downloads]
+    local, ab_run = logit_tabs_and_ab(server_a, engine, monkeypatch)
+    downloads.append(open(ab_run[-1][-2]).read())
+    shown = [repr(page), repr(answer), caplog.text, *downloads, repr(local), repr(ab_run[-1])]
     assert downloads and not [text for text in shown if KEY in text]
+
+
+def logit_tabs_and_ab(server_a, engine, monkeypatch) -> tuple[list, list]:
+    """The tabs that read every logit (step-through, hindsight, counterfactual, why two A/B answers parted) run here
+    and say so; the A/B tab runs on the endpoint (A answers its requests) and says which backend answered. Their
+    final updates."""
+    from ui import ab, deployment, hindsight, stepthrough
+
+    model = deployment.DEFAULT_MODEL
+    note = f"Computed on this server's local copy of {model}: served endpoints give tokens, not every logit."
+    local = [list(stepthrough.start("\n".join(PROMPTS), "gcswr", 0, 1.0, 1.0, 3, model))[-1][-1],
+             list(hindsight.hindsight_ui(PROMPTS[0], "DNA is a molecule.", PROMPTS[1], "gcswr", 0, 1.0, 1.0, 8,
+                                         model))[-1][-1],
+             list(hindsight.counterfactual_ui(PROMPTS[0], "DNA is a molecule.", 1, " RNA", "gcswr", 0, 1.0, 1.0, 8,
+                                              model))[-1][-1]]
+    assert local[0].startswith("Token 1 of ") and local[1:] == [f"Done. {note}", f"Done. {note}"], local
+    assert local[0].endswith(f". {note}"), local
+    done = answered(server_a[0])
+    ab_run = list(ab.ab_ui("my prompts", PROMPTS[0], 0, "", "{prompt}", 1.0, 1.0, model, "default",
+                           "Answer in French.", "{prompt}", 1.0, 1.0, model, "default", 2, "gcswr", ["length"], 4))
+    assert ab_run[-1][-1] == f"Done: {model}, generated on 1 served vLLM endpoint(s).", ab_run[-1][-1]
+    assert answered(server_a[0]) >= done + 8  # 1 prompt x 2 seeds x 2 arms x (GCSwR and the IS control)
+    parting = [value for label, value in ab_run[-1][3]["choices"] if "part at" in label]
+    assert parting, f"no pair parted in 4 tokens: {ab_run[-1][3]['choices']}"  # (B answers in French)
+    why = ab.why_ui(ab_run[-1][4], parting[0])[0]
+    assert why.endswith(f" {note}"), why  # why they parted: both races' every logit, computed here
+    monkeypatch.setattr(stepthrough, "ENGINE", deployment.Engine("transformers"))  # no endpoint: nothing said
+    assert list(stepthrough.start("\n".join(PROMPTS), "gcswr", 0, 1.0, 1.0, 3, model))[-1][-1] == \
+        local[0].removesuffix(f" {note}")
+    return local, ab_run
 
 
 class FaultyProxy(http.server.ThreadingHTTPServer):
@@ -350,15 +451,14 @@ def faulty_proxy(upstream: str):
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume(server_a, embedded_model):
+def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume(server_a, alone, embedded_model):
     with faulty_proxy(server_a[0]) as proxy:
         through = gcs.Endpoint(proxy.url, api_key=KEY, max_requests=1)
         through.as_engine().connect(embedded_model)
         proxy.busy = 3
         frame = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=through)
         assert proxy.refused == 3 and proxy.busy == 0
-        assert tokens(frame) == tokens(gcs.compare(PROMPTS, **settings(), model=embedded_model,
-                                                   engine=endpoint_a(server_a, max_requests=1)))
+        assert tokens(frame) == tokens(alone)
         kept: list = []
         proxy.alive = proxy.completions + 4  # two cells of two paraphrases, then every answer a 500
         sweep = {"temperatures": [1.0], "methods": ["gcswr"], "seeds": 4, "metrics": ["jaccard"],
@@ -368,3 +468,33 @@ def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume
         assert [len(part) for part in kept] == [1, 1]  # the batches before the fault
         rest = gcs.sweep([PROMPTS], **sweep, resume=pd.concat(kept), engine=endpoint_a(server_a, max_requests=1))
         assert sorted(rest["seed"]) == [2, 3]
+
+
+@pytest.mark.slow  # a real vLLM server, the app and a browser
+def test_the_side_by_side_streams_from_an_endpoint_in_a_browser(server_a, app_on_a):
+    """The app started with GCS_ENDPOINTS and GCS_ENDPOINT_KEY: a visitor's Generate streams the answers from A, the
+    status says where they came from, and the key is nowhere in the page, its config or the app's log."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, log, _ = app_on_a()
+    done = answered(server_a[0])
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(TIMEOUT_MS)  # a busy machine is slow, not broken
+        page.goto(url + "?seeds=4&max_new_tokens=8")
+        expect(page.locator("#compare-seeds input[type=number]")).to_have_value("4", timeout=TIMEOUT_MS)
+        record_answers(page)  # answers show while the run generates
+        page.locator("#run-compare").click()
+        # (expect's own timeout is 5 s whatever the page's default: each wait names the generous one)
+        expect(page.locator("#status")).to_contain_text(f"Answers of {gcs.DEFAULT_MODEL}, generated on 1 served "
+                                                        "vLLM endpoint(s).", timeout=TIMEOUT_MS)
+        expect(page.locator("#status")).to_contain_text("Done: ", timeout=TIMEOUT_MS)
+        for method in ("is", "gcs", "gcswr"):
+            expect(page.locator(f"#responses-{method}")).to_contain_text("[2]", timeout=TIMEOUT_MS)
+        seen = page.evaluate("window.answersSeen")
+        html, config = page.content(), page.request.get(url + "config").text()
+        browser.close()
+    assert [answers for status, answers in seen if "[1]" in answers and "generating" in status], seen[:3]
+    assert answered(server_a[0]) > done
+    assert KEY not in html and KEY not in config and KEY not in log.read_text()

@@ -10,7 +10,7 @@ import pandas as pd
 
 import gcs
 
-from .deployment import DEFAULT_MODEL, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
+from .deployment import DEFAULT_MODEL, ENGINE, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted, visible
 from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
@@ -81,7 +81,9 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
         model = variant.model if isinstance(variant.model, gcs.Model) else load_allowed_model(variant.model)
         check_work([variant.text(p) for p in prompts], model, 2 * seeds, max_new_tokens, "ab work tokens")
     return gcs.ab(prompts, a, b, seeds=range(seeds), method=method, metrics=list(scores),
-                  max_new_tokens=max_new_tokens, progress=True, stop=stop)
+                  max_new_tokens=max_new_tokens, progress=True, stop=stop,
+                  engine=ENGINE.for_arms(a, b))
+
 
 
 def effects_table(report: gcs.ABReport) -> pd.DataFrame:
@@ -145,7 +147,8 @@ def why_ui(run: dict, choice: str):
         found = gcs.parting(a, b, row["prompt"], seed=int(row["seed"]), method=run["method"],
                             max_new_tokens=int(row["parts_at"]) + 1)
         table = found.frame().drop(columns=["token_id"]).round(4)
-        return as_text(found.sentence), table
+        # (every logit of both races: computed here, whichever backend answered the pair)
+        return as_text(found.sentence) + ENGINE.local_note(run["model_name"]), table
     except Exception as error:
         return failure(error), gr.skip()
 
@@ -174,7 +177,8 @@ def ab_ui(source, prompts_text, builtin_count, a_system, a_template, a_temperatu
         run = {"frame": frame, "arms": arms, "method": method, "model_name": a_model}
         verdict = "\n".join(f"- {as_text(line)}" for line in report.lines)
         yield (verdict, effects_table(report), pairs_table(frame, method),
-               gr.update(choices=choices, value=choices[0][1] if choices else None), run, str(path), "Done.")
+               gr.update(choices=choices, value=choices[0][1] if choices else None), run, str(path),
+               ENGINE.done(False, a.model.name) if ENGINE.for_arms(a, b) else "Done.")
     except Exception as error:
         yield failed(error, outputs)
 

@@ -132,4 +132,5 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
     mark("update handed over", round=run.look + 1, what="done")
     yield {**visible, **final, "downloads": downloads,
            "more-seeds": gr.update(visible=run.more_seeds),
-           "status": f"Done: {run.reason}." + (" More seeds can continue this run." if run.more_seeds else "")}
+           "status": f"Done: {run.reason}." + ENGINE.answered_by(run.engine, run.model.name)
+           + (" More seeds can continue this run." if run.more_seeds else "")}

@@ -111,6 +111,14 @@ class Engine:
             return self.endpoints
         return self.name
 
+    def for_arms(self, a: gcs.Variant, b: gcs.Variant) -> Endpoints | None:
+        """The endpoints for an A/B test whose two arms both run the default model (loaded: the page's arms at
+        their default precision), else None (this process: another model or precision is only here)."""
+        models = {variant.model.name if isinstance(variant.model, gcs.Model) else None for variant in (a, b)}
+        if self.endpoints is None or models != {SETTINGS.default_model} or a.dtype or b.dtype:
+            return None
+        return self.endpoints
+
     def done(self, ensembling: bool, model_name: str) -> str:
         """A finished run's status line: "Done.", and where served endpoints answered, which model they served
         (no URL: they are the operator's).
@@ -121,6 +129,32 @@ class Engine:
         if ensembling or self.endpoints is None or model_name != SETTINGS.default_model:
             return "Done."
         return f"Done: {model_name}, generated on {len(self.endpoints.endpoints)} served vLLM endpoint(s)."
+
+    @staticmethod
+    def answered_by(engine, model_name: str) -> str:
+        """What a run in rounds adds to its final status where ``engine`` (the one it ran on) was served endpoints:
+        which model answered, and where (no URL: they are the operator's); "" elsewhere.
+
+        >>> Engine.answered_by("transformers", "m")
+        ''
+        """
+        endpoints = getattr(engine, "endpoints", None)
+        if endpoints is None:
+            return ""
+        return f" Answers of {model_name}, generated on {len(endpoints)} served vLLM endpoint(s)."
+
+    def local_note(self, model_name: str) -> str:
+        """What a tab that reads every logit (the step-through, hindsight, counterfactual) adds to its status where
+        served endpoints answer the side by side for ``model_name``: that it ran here instead, and why ("" where
+        nothing is served, so that no visitor takes the local answer for the endpoint's).
+
+        >>> Engine("transformers").local_note("m")
+        ''
+        """
+        if self.endpoints is None or model_name != SETTINGS.default_model:
+            return ""
+        return (f" Computed on this server's local copy of {model_name}: served endpoints give tokens, not every "
+                "logit.")
 
 
 ENGINE = Engine(SETTINGS.engine, configured_endpoints())

@@ -8,7 +8,7 @@ import pandas as pd
 
 import gcs
 
-from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
 from .limits import (
     LIMITS,
@@ -118,7 +118,8 @@ def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p
                                             (gr.skip(),) * len(OUTPUTS))
         choices = token_choices(report.response_tokens, arguments["finished"])
         yield (answers_view(arguments, report.answers), replay_check(report),
-               EXPLAIN[arguments["method"].strip().lower()], gr.update(choices=choices, value=None), "Done.")
+               EXPLAIN[arguments["method"].strip().lower()], gr.update(choices=choices, value=None),
+               "Done." + ENGINE.local_note(arguments["model"].name))
     except Exception as error:
         yield failed(error, len(OUTPUTS))
 
@@ -146,7 +147,7 @@ def counterfactual_ui(prompt, response, at, replacement, method, seed, temperatu
                                             (gr.skip(), gr.skip()))
         view = highlighted([response_text(arguments), edited], HIGHLIGHTS[0], arguments["model"].tokenizer,
                            ["response", "had it said that"])
-        yield view, "Done."
+        yield view, "Done." + ENGINE.local_note(arguments["model"].name)
     except Exception as error:
         yield failed(error, 2)
 

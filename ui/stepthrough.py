@@ -14,7 +14,7 @@ import pandas as pd
 
 import gcs
 
-from .deployment import DEFAULT_MODEL, load_allowed_model, method_choices, model_dropdown
+from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
 from .links import linked_step
 from .messages import as_text, click_working, failed, one_paragraph_pieces, user_error, working_in
@@ -67,7 +67,7 @@ def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_n
         arguments = trace_inputs(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name)
         trace = yield from run_cancellable(lambda stop: gcs.trace(**arguments, stop=stop),
                                            (gr.skip(),) * (1 + len(OUTPUTS)))
-        yield trace, *view(trace, min(max(int(token), 1) - 1, last_position(trace)))
+        yield trace, *view(trace, min(max(int(token), 1) - 1, last_position(trace)), ENGINE.local_note(model_name))
     except Exception as error:
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
@@ -209,8 +209,8 @@ def race_title(step: gcs.TraceStep, position: int) -> str:
     return f"paraphrase {step.row + 1}, token {position + 1}: {token} {outcome}"
 
 
-def view(trace: gcs.Trace, position: int) -> tuple:
-    """Everything the tab shows for token ``position + 1``; both races on one scale."""
+def view(trace: gcs.Trace, position: int, note: str = "") -> tuple:
+    """Everything the tab shows for token ``position + 1``; both races on one scale; ``note`` ends the status."""
     steps = trace.steps[position]
     scale = gcs.race_scale(steps)
     races = [gcs.race_figure(step, title=race_title(step, position), **scale) for step in steps]
@@ -218,7 +218,7 @@ def view(trace: gcs.Trace, position: int) -> tuple:
     return (position, position + 1, text_so_far(trace, position), *races, f"<small>{RACE_CAPTION[kind]}</small>",
             candidates_table(trace, position), explanation(trace, position),
             gr.update(choices=force_choices(trace, position), value=None),
-            f"Token {position + 1} of {last_position(trace) + 1}.")
+            f"Token {position + 1} of {last_position(trace) + 1}.{note}")
 
 
 def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name):
@@ -235,7 +235,7 @@ def force(trace: gcs.Trace | None, position, choice, max_new_tokens, model_name)
                                    temperature=trace.temperature, top_p=trace.top_p, max_new_tokens=tokens,
                                    model=model, forced=[*trace.forced, (position, row, token)], stop=stop),
             (gr.skip(),) * (1 + len(OUTPUTS)))
-        yield branch, *view(branch, min(position, last_position(branch)))
+        yield branch, *view(branch, min(position, last_position(branch)), ENGINE.local_note(model.name))
     except Exception as error:
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
 

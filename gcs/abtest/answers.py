@@ -42,6 +42,7 @@ from gcs.checks import (
 )
 from gcs.engines.batch import check_plain_text
 from gcs.engines.batching import Progress, check_progress, default_batch_rows, reporting, run_batches
+from gcs.engines.endpoints import EngineChoice
 from gcs.experiments.results import finished_keys
 from gcs.settings import SamplingSettings, check_settings, refuse_beside
 
@@ -84,9 +85,10 @@ def _keys(n_prompts: int, seeds: list[int], methods: list[str], resume) -> list[
     return [key for key in keys if key not in skip]
 
 
-def _answers(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], batch_rows: int | None, engine: str,
+def _answers(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], batch_rows: int | None, engine: Any,
              stop: threading.Event | None) -> dict[tuple[str, tuple], dict]:
-    """Both arms' decoded answer to every key, by (slot, key); arms of one model share its batches."""
+    """Both arms' decoded answer to every key, by (slot, key); arms of one model share its batches. ``engine``: as
+    ``check_engine`` returns it (a name, or ``gcs.engines.endpoints.Endpoints``)."""
     answers = {}
 
     def settings_of(unit: Any) -> SamplingSettings:  # a unit is (arm, key); run_batches types it object
@@ -128,7 +130,7 @@ def _frame(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], answers
 
 def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[int] = range(16), method: str = "gcswr",
        metrics: Sequence[str] | str = ("length", "e5_between"), scorer: Callable[[str], float] | None = None,
-       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: str | None = None, control: bool = True,
+       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: EngineChoice | None = None, control: bool = True,
        settings: SamplingSettings | None = None, batch_rows: int | None = None,
        resume: pd.DataFrame | Iterable[tuple] = (), on_results: Callable[[pd.DataFrame], None] | None = None,
        progress: Progress = False, stop: threading.Event | None = None) -> pd.DataFrame:

@@ -118,6 +118,11 @@ class Endpoint:
         return text.replace(self._api_key, "***") if self._api_key else text
 
 
+# What a public call's ``engine`` takes (gcs.compare, gcs.sweep, gcs.ab, ...): an engine's name ("transformers",
+# "vllm") or served endpoints, one or a list of them (gcs.checks.check_engine reads it)
+EngineChoice = str | Endpoint | Sequence[Endpoint]
+
+
 def endpoints_from(urls: Sequence[str], environ: Mapping[str, str] = os.environ) -> Endpoints:
     """The endpoints an operator named (``--endpoint``, ``GCS_ENDPOINTS``), each with the key in
     ``$GCS_ENDPOINT_KEY`` (none when unset).

@@ -32,6 +32,7 @@ from gcs.checks import (
     check_stop,
     check_texts,
 )
+from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.comparison import CompareReport, combine_reports, compare_report
 from gcs.generation import compare_with
@@ -82,7 +83,7 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
                    confidence: float = CONFIDENCE, metrics: Sequence[str] = ("e5", "aligned"),
                    model: Model | str | None = None, temperature: float = 1.0, top_k: int | None = None,
                    top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-                   engine: Any = "transformers", futility: float = FUTILITY,
+                   engine: EngineChoice = "transformers", futility: float = FUTILITY,
                    report_metrics: Sequence[str] | None = None, settings: SamplingSettings | None = None,
                    resume: RoundReport | None = None, on_results: Callable[[pd.DataFrame], None] | None = None,
                    on_partial: Callable[[pd.DataFrame], None] | None = None,

@@ -33,6 +33,7 @@ import pandas as pd
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES, ArgumentTypeError, check_callback, check_stop
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import Progress, check_progress, run_batches
+from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.data import Group, as_groups
 from gcs.experiments.results import finished_keys
@@ -236,7 +237,7 @@ def style_responses(
     on_results: Callable[[pd.DataFrame], None] | None = None,
     progress: Progress = False,
     stop: threading.Event | None = None,
-    engine: str = "transformers",
+    engine: EngineChoice = "transformers",
 ) -> pd.DataFrame:
     """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
 

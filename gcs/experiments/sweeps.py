@@ -37,6 +37,7 @@ from gcs.checks import (
 )
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import Progress, check_progress, run_batches
+from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.data import Group, as_groups
 from gcs.experiments.results import finished_keys
@@ -132,7 +133,7 @@ def sweep(
     on_results: Callable[[pd.DataFrame], None] | None = None,
     progress: Progress = False,
     stop: threading.Event | None = None,
-    engine: str = "transformers",
+    engine: EngineChoice = "transformers",
     **generate_kwargs,
 ) -> pd.DataFrame:
     """Consistency of responses to each group of paraphrases, for every setting.
