@@ -349,12 +349,13 @@ def test_bad_logits(method):
 
 
 def test_make_sampler_names():
-    assert [type(gcs.make_sampler(m)).__name__ for m in ("IS", "gcs", "GCSwR")] == [
+    assert [type(gcs.make_sampler(m)).__name__ for m in ("IS", "gcs", "GCSwR", "ctx")] == [
         "IndependentSampler",
         "GumbelSampler",
         "RecyclingGumbelSampler",
+        "ContextGumbelSampler",
     ]
-    assert set(itertools.chain(gcs.METHOD_NAMES)) == set(METHODS)
+    assert set(itertools.chain(gcs.METHOD_NAMES)) == set(gcs.EXTENDED_METHODS) > set(METHODS)
 
 
 def test_mixed_methods_match_their_own_samplers():
