@@ -161,6 +161,21 @@ def test_answers_that_part_meet_their_noise_again():
     assert agreement["ctx"][0] / agreement["ctx"][1] > gcs_rate + 0.2
 
 
+def test_an_answer_resumes_from_the_tokens_it_wrote():
+    """What the vLLM plugin does each step: rebuild the window and counts from the written tokens and go on."""
+    generator = torch.Generator().manual_seed(5)
+    steps = [torch.randn(2, 3, generator=generator) for _ in range(30)]
+    whole = gcs.make_sampler("ctx", seed=[4, 9], context=2)
+    written = torch.stack([whole.sample(logits) for logits in steps], dim=1)
+    for cut in (0, 1, 7, 29):
+        state = gcs.ContextGumbelSampler.state_of(written[:, :cut].tolist(), 2)
+        resumed = gcs.make_sampler("ctx", seed=[4, 9], context=2).begin(2, 3, steps=torch.tensor([cut, cut]),
+                                                                         state=state)
+        assert torch.equal(torch.stack([resumed.sample(s) for s in steps[cut:]], dim=1), written[:, cut:])
+    with pytest.raises(ValueError, match="see ContextGumbelSampler.state_of"):
+        gcs.make_sampler("ctx", context=3).begin(2, 3, steps=torch.tensor([1, 1]), state=state)
+
+
 def test_context_is_checked_up_front():
     with pytest.raises(TypeError, match="context must be an integer"):
         gcs.make_sampler("ctx", context=2.0)
@@ -222,9 +237,15 @@ def test_entry_points_without_a_context_posterior_refuse_ctx(tiny, call):
             gcs.posterior("ctx", torch.zeros(1, 2, 8), torch.zeros(1, 2, dtype=torch.long))
 
 
-def test_the_vllm_engine_refuses_ctx(tiny):
-    with pytest.raises(ValueError, match="method 'ctx' runs on the transformers engine only"):
-        gcs.generate(["w5"], method="ctx", engine="vllm", model=tiny)
+def test_the_vllm_engine_asks_the_plugin_for_ctx_with_its_window(tiny):
+    # the requests engine="vllm" sends (the plugin's side is tests/test_vllm_plugin.py)
+    from gcs.engines.batch import Batch, Row
+
+    settings = gcs.SamplingSettings(methods="gcs,ctx", context=2, max_new_tokens=4)
+    batch = Batch([Row("w5", "ctx", 3), Row("w6", "gcs", 3)], tiny, settings, engine="vllm")
+    _, params = batch.runner.requests()
+    assert [p.extra_args for p in params] == [{"gcs_method": "ctx", "gcs_seed": 3, "gcs_context": 2},
+                                              {"gcs_method": "gcs", "gcs_seed": 3}]
 
 
 def test_ab_shares_ctx_between_the_arms(tiny):

@@ -383,9 +383,9 @@ def test_mixed_methods_bad_input():
 
 
 @pytest.mark.parametrize("method", ["is", "gcs"])
-def test_only_gcswr_continues_from_a_state(method):
+def test_only_gcswr_and_ctx_continue_from_a_state(method):
     state = gcs.RecyclingGumbelSampler.initial_state(0, 4)
-    with pytest.raises(ValueError, match="only gcswr carries state"):
+    with pytest.raises(ValueError, match="only gcswr and ctx carry state"):
         gcs.make_sampler(method, seed=[0]).begin(1, 4, state=(state[0][None], state[1][None]))
     resumed = gcs.make_sampler("gcswr", seed=[0]).begin(1, 4, state=(state[0][None].clone(), state[1][None].clone()))
     assert torch.equal(resumed.sample(torch.zeros(1, 4)), gcs.make_sampler("gcswr", seed=[0]).sample(torch.zeros(1, 4)))

@@ -140,9 +140,6 @@ class Batch:
         self.engine = check_engine(self.engine, ensembling=any(row.rewordings for row in self.rows))
         if self.engine == "vllm" and (self.sampler is not None or self.observer is not None):
             raise ValueError("tracing and hindsight run on the transformers engine only")
-        if self.engine == "vllm" and any(row.method == "ctx" for row in self.rows):
-            raise ValueError("method 'ctx' runs on the transformers engine only: the vLLM plugin does not keep its "
-                             "per-request window and context counts yet")
         if self.engine == "vllm" and self.generate_kwargs:
             raise ValueError(f"extra generate arguments ({', '.join(self.generate_kwargs)}) are for transformers' "
                              "generate; the vLLM engine takes none")

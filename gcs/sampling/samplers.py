@@ -243,11 +243,12 @@ class Sampler:
         ``steps`` [batch]: the output index each row is at (default 0), which picks the draw of
         GCS and IS: a row resumed at index 5 draws what a row sampled from the start would at
         its sixth token. ``state``: GCSwR's ``(residual, draws)`` rows to continue from (see
-        ``RecyclingGumbelSampler.initial_state``) instead of fresh noise. This is how an engine
+        ``RecyclingGumbelSampler.initial_state``) instead of fresh noise, or ctx's ``(window, words)``
+        (``ContextGumbelSampler.state_of``). This is how an engine
         that keeps per-request state (``gcs.vllm.plugin``) samples a changing set of requests.
         """
-        if state is not None and self.method != "gcswr":
-            raise ValueError(f"only gcswr carries state; {self.method} draws depend on the step alone")
+        if state is not None and self.method not in ("gcswr", "ctx"):
+            raise ValueError(f"only gcswr and ctx carry state; {self.method} draws depend on the step alone")
         self.reset()
         for name, values in (("seed", self.seed), ("streams", self.streams)):
             if isinstance(values, list) and len(values) != batch:
@@ -421,14 +422,42 @@ class ContextGumbelSampler(GumbelSampler):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(method='ctx', seed={self.seed!r}, context={self.context})"
 
+    @staticmethod
+    def state_of(answers: Sequence[Sequence[int]], context: int,
+                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """The state ``(window, words)`` of answers that wrote ``answers`` so far: what ``begin(state=...)`` continues
+        from, with ``steps`` their lengths. The state is a function of the tokens written, so an engine that keeps
+        each request's output tokens (``gcs.vllm.plugin``) keeps nothing else.
+
+        >>> window, words = ContextGumbelSampler.state_of([[5, 6, 5], []], context=2)
+        >>> window.tolist(), bool(words[0, 0] == context_words(torch.tensor([[CONTEXT_PAD, CONTEXT_PAD]]))[0])
+        ([[6, 5], [-1, -1]], True)
+        """
+        windows = [torch.tensor([CONTEXT_PAD] * context + list(answer), dtype=torch.int64).unfold(0, context, 1)
+                   for answer in answers]  # [len + 1, context]: the window before each step, and the next one
+        longest = max(1, *(len(w) - 1 for w in windows))
+        words = torch.zeros(len(answers), longest, dtype=torch.int64)
+        for row, w in enumerate(windows):
+            words[row, : len(w) - 1] = context_words(w[:-1])
+        return torch.stack([w[-1] for w in windows]).to(device), words.to(device)
+
     def _start(self, seeds, streams, state=None):
+        super()._start(seeds, streams)
+        self.rows = torch.arange(self.batch_size, device=self.device)
+        if state is not None:
+            self.window, self.words = state
+            if self.window.shape != (self.batch_size, self.context) or self.words.shape[0] != self.batch_size \
+                    or self.words.shape[1] < int(self.steps.max()) or self.window.dtype != torch.int64 \
+                    or self.words.dtype != torch.int64:
+                raise ValueError(f"state must be int64 (window [{self.batch_size}, {self.context}], words "
+                                 f"[{self.batch_size}, >= steps]): see ContextGumbelSampler.state_of")
+            self.words = self.words.clone()  # _draw writes into it, and may grow it
+            return
         if bool((self.steps != 0).any()):
             raise ValueError("ctx cannot resume from an output index alone: its noise is keyed by the answer's "
-                             "last tokens, which a step count does not carry")
-        super()._start(seeds, streams)
+                             "last tokens; pass state=ContextGumbelSampler.state_of(answers, context) too")
         self.window = torch.full((self.batch_size, self.context), CONTEXT_PAD, dtype=torch.int64, device=self.device)
         self.words = torch.empty(self.batch_size, 64, dtype=torch.int64, device=self.device)
-        self.rows = torch.arange(self.batch_size, device=self.device)
 
     def _counts(self, words: torch.Tensor) -> torch.Tensor:
         """How many earlier steps of each row had the context word ``words[row]`` (only a row's own steps count)."""
