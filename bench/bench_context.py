@@ -10,8 +10,9 @@ so the seed is the unit: each method's score is averaged over the groups within 
 (``gcs.paired_tests``: exact sign-flip, simultaneous over the comparisons) compares every "ctx" window with GCS and
 with GCSwR.
 
-A/B (``--ab-prompts 0`` skips it): the temperature change of ``bench_ab.py`` (1.0 against 0.8), answered by
-``gcs.ab`` under GCS, GCSwR and each "ctx" window with its IS control; per method and score, the seeds
+A/B (``--ab-prompts 0`` skips it): the temperature change of ``bench_ab.py`` (1.0 against 0.8) and its two scores
+(length, E5 to each prompt's greedy answer), answered by ``gcs.ab`` under GCS, GCSwR and each "ctx" window with
+its IS control; per method and score, the seeds
 independent sampling would need for shared luck's width (``is_seeds``, with its F interval) over the seeds used:
 the variance ratio shared luck buys.
 
@@ -25,6 +26,7 @@ import argparse
 import time
 
 import pandas as pd
+from bench_ab import with_reference_scores  # bench/ is on sys.path when run as a script
 
 import gcs
 from gcs.stats.paired import paired_tests
@@ -75,19 +77,26 @@ def print_consistency(scores: pd.DataFrame, windows: list[int]) -> None:
                   f"{'beyond noise' if row.beyond_noise else 'within noise'}")
 
 
-def ab_saving(args, windows: list[int]) -> None:
+def ab_saving(args, windows: list[int], model) -> None:
+    """The variance ratio each shared method buys an A/B test, on bench_ab.py's temperature change and its scores
+    (length, and E5 to each prompt's greedy answer)."""
     prompts = [group.prompts[0] for group in gcs.load_groups("general")[: args.ab_prompts]]
+    references = dict(zip(prompts, gcs.generate(prompts, temperature=0.0, max_new_tokens=args.ab_tokens, model=model),
+                          strict=True))
     a, b = gcs.Variant(), gcs.Variant(temperature=0.8)
     print(f"A/B, T 1.0 vs 0.8, {len(prompts)} prompts x {args.ab_seeds} seeds, {args.ab_tokens} tokens: "
-          "'fewer' = the seeds IS needs for shared luck's width / the seeds used (95 % F interval)")
+          "'fewer' = the seeds IS needs for shared luck's width / the seeds used [95 % F interval]")
     for arm, changes in arms(windows).items():
         if arm == "is":
             continue
         settings = gcs.SamplingSettings(seeds=args.ab_seeds, max_new_tokens=args.ab_tokens, **changes)
-        report = gcs.ab_report(gcs.ab(prompts, a, b, metrics=["length", "e5_between"], settings=settings))
+        frame = gcs.ab(prompts, a, b, metrics=["length"], settings=settings)
+        report = gcs.ab_report(with_reference_scores(frame, references))
+        identical = report.pairs.set_index(["method", "score"])["mean"]
         for row in report.effects.itertuples():
             print(f"  {arm:<8} {row.metric:<7} fewer {row.is_seeds / row.n:6.2f}x "
-                  f"[{row.is_seeds_low / row.n:.2f}, {row.is_seeds_high / row.n:.2f}]", flush=True)
+                  f"[{row.is_seeds_low / row.n:.2f}, {row.is_seeds_high / row.n:.2f}]   identical answers "
+                  f"{identical[(report.method, 'identical')]:.0%}", flush=True)
 
 
 def main() -> None:
@@ -107,7 +116,7 @@ def main() -> None:
           f"ctx windows {windows}", flush=True)
     print_consistency(consistency(args, model), windows)
     if args.ab_prompts:
-        ab_saving(args, windows)
+        ab_saving(args, windows, model)
 
 
 if __name__ == "__main__":
