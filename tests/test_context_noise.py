@@ -11,7 +11,15 @@ import pytest
 import torch
 
 import gcs
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, tiny_gcs_model, z_score
+from conftest import (
+    P_VALUE_THRESHOLD,
+    Z_THRESHOLD,
+    all_sequences,
+    chi_square_p,
+    sequence_probability,
+    tiny_gcs_model,
+    z_score,
+)
 from gcs.sampling import noise, reference
 
 
@@ -26,24 +34,11 @@ def markov_model(history: torch.Tensor, vocab: int = 3) -> torch.Tensor:
     return (0.6 * torch.cos(2.1 * last + 1.3 * tokens) + 0.2 * length * (tokens == 0)).float()
 
 
-def exact_probability(sequence, vocab: int = 3) -> float:
-    probability, history = 1.0, torch.zeros(1, 0, dtype=torch.long)
-    for token in sequence:
-        probability *= torch.softmax(markov_model(history, vocab).double(), dim=-1)[0, token].item()
-        history = torch.cat([history, torch.tensor([[token]])], dim=1)
-    return probability
-
-
 def answer_counts(history: torch.Tensor, vocab: int) -> np.ndarray:
     """How often each whole answer was drawn, by its base-``vocab`` code (first token least significant)."""
     length = history.shape[1]
     codes = (history * torch.tensor([vocab**i for i in range(length)])).sum(dim=1)
     return torch.bincount(codes, minlength=vocab**length).numpy()
-
-
-def all_answers(vocab: int, length: int):
-    for code in range(vocab**length):
-        yield [(code // vocab**i) % vocab for i in range(length)]
 
 
 def uncounted_answers(seeds: torch.Tensor, context: int, length: int, vocab: int) -> torch.Tensor:
@@ -86,7 +81,7 @@ def test_answers_follow_the_model_exactly_where_contexts_repeat():
     """Each answer's joint law is the model's although its five steps revisit three one-token contexts; without the
     count (the control) the same check rejects by a wide margin."""
     rows, length, vocab, context = 30_000, 5, 3, 1
-    expected = [exact_probability(s, vocab) for s in all_answers(vocab, length)]
+    expected = [sequence_probability(s, markov_model, vocab) for s in all_sequences(vocab, length)]
     answers = sampled(gcs.make_sampler("ctx", seed=list(range(rows)), context=context), length, vocab, rows)
     assert chi_square_p(answer_counts(answers, vocab), expected) > P_VALUE_THRESHOLD
     control = uncounted_answers(torch.arange(rows), context, length, vocab)
@@ -113,18 +108,6 @@ def test_same_seed_same_answer_whatever_the_batch():
     alone = gcs.make_sampler("ctx", seed=[12], context=2)
     for logits in steps:
         assert batch.sample(logits)[2] == alone.sample(logits[2:3])[0]
-
-
-def test_paused_rows_keep_their_window_and_counts():
-    generator = torch.Generator().manual_seed(4)
-    steps = [torch.randn(3, 4, generator=generator) for _ in range(40)]
-    paused, never_paused, started_late = (gcs.make_sampler("ctx", seed=[1, 2, 1], context=1) for _ in range(3))
-    pause = torch.tensor([True, False, True])
-    got = [paused.sample(logits, active=pause if i < 2 else None) for i, logits in enumerate(steps)]
-    full = [never_paused.sample(logits) for logits in steps]
-    late = [started_late.sample(logits) for logits in steps[2:]]
-    assert [t[[0, 2]].tolist() for t in got] == [t[[0, 2]].tolist() for t in full]
-    assert [t[1].item() for t in got[2:]] == [t[1].item() for t in late]
 
 
 def test_a_forced_token_enters_the_window():
