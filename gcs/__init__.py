@@ -40,7 +40,8 @@ __version__ = "0.4.0"
 # use: ``import gcs`` stays light, and a vLLM server that loads the plugin (``gcs.vllm.plugin``) never imports scoring,
 # experiments or figures (plotly is an optional dependency besides).
 _EXPORTS = {
-    "checks": ("METHODS", "METHOD_NAMES", "check_sampling_settings", "ENGINES", "check_engine", "check_methods",
+    "checks": ("METHODS", "EXTENDED_METHODS", "METHOD_NAMES", "DEFAULT_CONTEXT", "check_sampling_settings", "ENGINES",
+        "check_engine", "check_methods",
         "check_seeds", "MAX_NEW_TOKENS", "MAX_SEED", "MIN_TEMPERATURE"),
     "settings": ("SamplingSettings",),
     "stats.intervals": ("CONFIDENCE", "standard_error", "mean_interval", "seeds_for"),
@@ -49,7 +50,7 @@ _EXPORTS = {
     "stats.sequential": ("SequentialPlan", "sequential_plan", "sequential_tests"),
     "sampling.noise": ("gumbel",),
     "sampling.samplers": ("Sampler", "IndependentSampler", "GumbelSampler", "RecyclingGumbelSampler",
-        "MixedSampler", "make_sampler"),
+        "ContextGumbelSampler", "MixedSampler", "make_sampler"),
     "sampling.kernels": ("kernel_status", "cpu_kernel"),
     "sampling.processor": ("GumbelLogitsProcessor", "EnsembleLogitsProcessor"),
     "sampling.ensembling": ("geometric_ensemble", "grouped_geometric_ensemble"),

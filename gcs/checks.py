@@ -26,8 +26,13 @@ from typing import TypeGuard
 
 from gcs.runtime.quoting import quoted
 
-METHODS = ("is", "gcs", "gcswr")
-METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR"}  # as the paper and the page write them
+METHODS = ("is", "gcs", "gcswr")  # the paper's methods: every side-by-side default
+# Accepted wherever a method is named, never a default: "ctx" (context-keyed noise, docs/context.md) is an
+# extension beyond the paper, so adding it changes no default comparison.
+EXTENDED_METHODS = (*METHODS, "ctx")
+METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR", "ctx": "GCS-ctx"}  # as the paper and the page write them
+DEFAULT_CONTEXT = 4  # "ctx": how many generated tokens key its noise when no context is given
+MAX_CONTEXT = 64
 MAX_SEED = 2**63 - 1
 MAX_NEW_TOKENS = 1024
 DEFAULT_MAX_NEW_TOKENS = 64  # every generating entry point's default, the app's too
@@ -127,17 +132,37 @@ def check_url(url, name: str = "url") -> str:
 
 
 def check_method(method: str) -> str:
-    """Return ``method`` lower-cased, or raise ValueError naming the valid methods.
+    """Return ``method`` lower-cased, or raise ValueError naming the valid methods (``EXTENDED_METHODS``).
 
-    >>> check_method("GCSwR")
-    'gcswr'
+    >>> check_method("GCSwR"), check_method("ctx")
+    ('gcswr', 'ctx')
     """
     if not isinstance(method, str):
-        raise ArgumentTypeError(f"method must be a string, one of {', '.join(METHODS)}, got {type(method).__name__} "
-                                f"{quoted(method)}")
-    if method.strip().lower() not in METHODS:
-        raise ValueError(f"unknown method {quoted(method)}; expected one of {', '.join(METHODS)}")
+        raise ArgumentTypeError(f"method must be a string, one of {', '.join(EXTENDED_METHODS)}, got "
+                                f"{type(method).__name__} {quoted(method)}")
+    if method.strip().lower() not in EXTENDED_METHODS:
+        raise ValueError(f"unknown method {quoted(method)}; expected one of {', '.join(EXTENDED_METHODS)}")
     return method.strip().lower()
+
+
+def check_context(context, methods: Sequence[str]) -> int | None:
+    """``context`` (how many generated tokens key the noise of method "ctx") for checked ``methods``: an integer in
+    [1, ``MAX_CONTEXT``], or None (``DEFAULT_CONTEXT`` where "ctx" runs); ValueError when given without "ctx".
+
+    >>> check_context(2, ["gcs", "ctx"]), check_context(None, ["gcs"])
+    (2, None)
+    >>> check_context(2, ["gcs"])
+    Traceback (most recent call last):
+    ...
+    ValueError: context keys the noise of method 'ctx' only, but methods are ['gcs']: leave context at None
+    """
+    if context is None:
+        return None
+    context = check_count(context, "context", 1, MAX_CONTEXT)
+    if "ctx" not in methods:
+        raise ValueError(f"context keys the noise of method 'ctx' only, but methods are {list(methods)}: leave "
+                         "context at None")
+    return context
 
 
 def check_methods(methods: Sequence[str] | str) -> list[str]:

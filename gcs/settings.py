@@ -5,6 +5,8 @@
     (('is', 'gcswr'), (3, 4), 0)
     >>> settings.replace(temperature=0.0).temperature
     0.0
+    >>> SamplingSettings(methods="gcs,ctx", context=2).context
+    2
     >>> SamplingSettings(top_p=1.5)
     Traceback (most recent call last):
     ...
@@ -25,6 +27,7 @@ from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
     METHODS,
     ArgumentTypeError,
+    check_context,
     check_max_new_tokens,
     check_method,
     check_methods,
@@ -51,6 +54,8 @@ class SamplingSettings:
         max_new_tokens: at most 1024.
         ensemble: rewordings the model writes per prompt for distributional ensembling
             (section 5); 0 is off.
+        context: how many generated tokens key the noise of method "ctx" (docs/context.md), in [1, 64]; None is
+            ``DEFAULT_CONTEXT`` (4) where "ctx" runs, and the only value allowed without it.
     """
 
     methods: tuple[str, ...] = METHODS
@@ -60,13 +65,15 @@ class SamplingSettings:
     top_p: float | None = None
     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     ensemble: int = 0
+    context: int | None = None
 
     if TYPE_CHECKING:
         # What the generated __init__ accepts: __post_init__ turns a comma-separated string or any list of methods,
         # and a count or any iterable of seeds, into the tuples above (the fields keep their tuple types).
         def __init__(self, methods: Sequence[str] | str = METHODS, seeds: int | Iterable[int] = (0,),
                      temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
-                     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, ensemble: int = 0) -> None: ...
+                     max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, ensemble: int = 0,
+                     context: int | None = None) -> None: ...
 
     def __post_init__(self):
         check_sampling_settings(self.temperature, self.top_k, self.top_p)
@@ -77,6 +84,7 @@ class SamplingSettings:
         set_("top_p", None if self.top_p is None else float(self.top_p))
         set_("max_new_tokens", check_max_new_tokens(self.max_new_tokens))
         set_("ensemble", check_rewordings(self.ensemble))
+        set_("context", check_context(self.context, self.methods))
 
     @classmethod
     def single(cls, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_k: int | None = None,

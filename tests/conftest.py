@@ -44,6 +44,22 @@ def z_score(successes: int, trials: int, probability: float) -> float:
     return (successes - trials * probability) / np.sqrt(trials * probability * (1 - probability))
 
 
+def sequence_probability(sequence, model, vocab: int) -> float:
+    """The exact probability that a synthetic LM ``model(history [rows, length], vocab) -> logits`` writes
+    ``sequence``: the product of its softmax's entries along the way."""
+    probability, history = 1.0, torch.zeros(1, 0, dtype=torch.long)
+    for token in sequence:
+        probability *= torch.softmax(model(history, vocab).double(), dim=-1)[0, token].item()
+        history = torch.cat([history, torch.tensor([[token]])], dim=1)
+    return probability
+
+
+def all_sequences(vocab: int, length: int):
+    """All sequences in the order of their base-``vocab`` code (first token least significant)."""
+    for code in range(vocab**length):
+        yield [(code // vocab**i) % vocab for i in range(length)]
+
+
 def tiny_llama(vocab_size: int = 64, seed: int = 0, **overrides):
     """A randomly initialised two-layer Llama built from a config (no download)."""
     from transformers import LlamaConfig, LlamaForCausalLM

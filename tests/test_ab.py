@@ -211,6 +211,22 @@ def test_the_report_reads_files_back_and_handles_one_seed():
     assert "part at token 2 (median)" in report.lines[0]
 
 
+def test_the_seeds_is_needs_come_with_their_f_interval():
+    # 10 seeds: shared luck's differences spread 1 per seed, the IS control's 3 (normal), over 2 prompts each
+    rng = np.random.default_rng(1)
+    seeds, spread = np.repeat(np.arange(10), 2), {"gcs": 1.0, "is": 3.0}
+    frame = pd.concat([pd.DataFrame({"prompt_index": [0, 1] * 10, "method": method, "seed": seeds, "identical": False,
+                                     "length_a": 10.0, "length_b": 10.0 + rng.normal(0, s, 20)})
+                       for method, s in spread.items()], ignore_index=True)
+    report = gcs.ab_report(frame, confidence=0.9)
+    effect = report.effects.iloc[0]
+    ratio = (effect["control_sd"] / effect["sd"]) ** 2
+    f_low, f_high = scipy.stats.f.ppf([0.05, 0.95], 9, 9)
+    assert effect["is_seeds"] == pytest.approx(10 * ratio)
+    assert (effect["is_seeds_low"], effect["is_seeds_high"]) == pytest.approx((10 * ratio / f_high, 10 * ratio / f_low))
+    assert f"90 % F interval {effect['is_seeds_low']:.0f} to {effect['is_seeds_high']:.0f}" in report.lines[2]
+
+
 # -- why they parted: the parting race is gcs.trace's ---------------------------------------------------------
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])
 def test_the_parting_token_and_its_probabilities_are_gcs_trace_s(old, new, method):

@@ -12,6 +12,8 @@ import pytest
 import scipy.stats
 
 import gcs
+from conftest import Z_THRESHOLD, z_score
+from gcs.stats.intervals import variance_ratio_interval
 
 
 @pytest.mark.parametrize("values", [[0.1, 0.4, 0.35], list(np.linspace(-1, 2, 17)), [5.0, 5.0, 5.5, 4.0]])
@@ -38,6 +40,18 @@ def test_seeds_for_is_the_smallest_count_whose_simultaneous_interval_is_narrow_e
 
         assert half(n) <= 0.01 < half(n - 1)
     assert gcs.seeds_for(0.0, comparisons=4) is None
+
+
+def test_the_variance_ratio_interval_covers_at_its_confidence():
+    """Normal samples of 12 and 9 values, variances 9 and 1: the F interval holds the true ratio 95 % of the time."""
+    rng = np.random.default_rng(0)
+    reps, truth = 4_000, 9.0
+    numerator = rng.normal(0, 3.0, (reps, 12)).var(axis=1, ddof=1)
+    denominator = rng.normal(0, 1.0, (reps, 9)).var(axis=1, ddof=1)
+    bounds = [variance_ratio_interval(n / d, 11, 8) for n, d in zip(numerator, denominator, strict=True)]
+    covered = sum(low <= truth <= high for low, high in bounds)
+    assert abs(z_score(covered, reps, 0.95)) < Z_THRESHOLD
+    assert all(math.isnan(x) for x in variance_ratio_interval(0.0, 11, 8) + variance_ratio_interval(2.0, 0, 8))
 
 
 def test_the_statistics_import_no_torch_and_no_engine():

@@ -12,7 +12,15 @@ import pytest
 import torch
 
 import gcs
-from conftest import P_VALUE_THRESHOLD, Z_THRESHOLD, chi_square_p, require_fused_kernel, z_score
+from conftest import (
+    P_VALUE_THRESHOLD,
+    Z_THRESHOLD,
+    all_sequences,
+    chi_square_p,
+    require_fused_kernel,
+    sequence_probability,
+    z_score,
+)
 from gcs.sampling import reference, samplers
 
 METHODS = gcs.METHODS
@@ -66,14 +74,6 @@ def history_model(history: torch.Tensor, vocab: int = 3) -> torch.Tensor:
     return logits.float()
 
 
-def exact_sequence_probability(sequence, vocab: int = 3) -> float:
-    probability, history = 1.0, torch.zeros(1, 0, dtype=torch.long)
-    for token in sequence:
-        probability *= torch.softmax(history_model(history, vocab).double(), dim=-1)[0, token].item()
-        history = torch.cat([history, torch.tensor([[token]])], dim=1)
-    return probability
-
-
 @pytest.mark.parametrize("method", METHODS)
 def test_sequences_follow_the_model_exactly(method):
     """Theorem 2 (and its analogues for IS/GCS): the joint law of whole responses is the model's."""
@@ -84,14 +84,8 @@ def test_sequences_follow_the_model_exactly(method):
         history = torch.cat([history, sampler.sample(history_model(history, vocab))[:, None]], dim=1)
     codes = (history * torch.tensor([vocab**i for i in range(length)])).sum(dim=1)
     counts = torch.bincount(codes, minlength=vocab**length).numpy()
-    expected = [exact_sequence_probability(s, vocab) for s in _sequences(vocab, length)]
+    expected = [sequence_probability(s, history_model, vocab) for s in all_sequences(vocab, length)]
     assert chi_square_p(counts, expected) > P_VALUE_THRESHOLD
-
-
-def _sequences(vocab, length):
-    """All sequences in the order of their base-``vocab`` code (first token least significant)."""
-    for code in range(vocab**length):
-        yield [(code // vocab**i) % vocab for i in range(length)]
 
 
 def paper_recycling_reference(seed: int, steps: int, vocab: int) -> tuple[list[int], np.ndarray]:
@@ -278,11 +272,11 @@ def test_batch_invariance(method):
         assert batch.sample(logits)[1] == alone.sample(logits[1:2])[0]
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", [*METHODS, "ctx"])
 def test_inactive_rows_keep_their_state(method):
     # Row 1 is paused for two steps: it then continues as if those steps never happened,
     # and row 0, active throughout, is untouched by its neighbour's pause. Four tokens: picks repeat,
-    # so the draw counts matter too.
+    # so the draw counts matter too (and ctx's window and context counts).
     generator = torch.Generator().manual_seed(4)
     steps = [torch.randn(3, 4, generator=generator) for _ in range(40)]
     paused, never_paused, started_late = (gcs.make_sampler(method, seed=[1, 2, 1]) for _ in range(3))
@@ -349,12 +343,13 @@ def test_bad_logits(method):
 
 
 def test_make_sampler_names():
-    assert [type(gcs.make_sampler(m)).__name__ for m in ("IS", "gcs", "GCSwR")] == [
+    assert [type(gcs.make_sampler(m)).__name__ for m in ("IS", "gcs", "GCSwR", "ctx")] == [
         "IndependentSampler",
         "GumbelSampler",
         "RecyclingGumbelSampler",
+        "ContextGumbelSampler",
     ]
-    assert set(itertools.chain(gcs.METHOD_NAMES)) == set(METHODS)
+    assert set(itertools.chain(gcs.METHOD_NAMES)) == set(gcs.EXTENDED_METHODS) > set(METHODS)
 
 
 def test_mixed_methods_match_their_own_samplers():
@@ -382,9 +377,9 @@ def test_mixed_methods_bad_input():
 
 
 @pytest.mark.parametrize("method", ["is", "gcs"])
-def test_only_gcswr_continues_from_a_state(method):
+def test_only_gcswr_and_ctx_continue_from_a_state(method):
     state = gcs.RecyclingGumbelSampler.initial_state(0, 4)
-    with pytest.raises(ValueError, match="only gcswr carries state"):
+    with pytest.raises(ValueError, match="only gcswr and ctx carry state"):
         gcs.make_sampler(method, seed=[0]).begin(1, 4, state=(state[0][None], state[1][None]))
     resumed = gcs.make_sampler("gcswr", seed=[0]).begin(1, 4, state=(state[0][None].clone(), state[1][None].clone()))
     assert torch.equal(resumed.sample(torch.zeros(1, 4)), gcs.make_sampler("gcswr", seed=[0]).sample(torch.zeros(1, 4)))

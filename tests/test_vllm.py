@@ -115,7 +115,7 @@ def test_every_linear_layer_of_the_pinned_vllm_runs_in_row_blocks(llm):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+@pytest.mark.parametrize("method", ["gcs", "gcswr", "ctx"])
 def test_identical_prompts_with_one_seed_give_identical_responses(llm, model, method):
     prompts = [prompt_ids(model, PARAPHRASES[0])] * 3
     outputs = token_ids(llm.generate(prompts, sampling_params(method, seed=3, temperature=1.0, max_tokens=24),

@@ -56,13 +56,15 @@ class Request:
 
 
 def make_requests(seed=0) -> list[Request]:
-    """Mixed requests: every method, shared and distinct seeds, warping, plain ones, different lengths."""
+    """Mixed requests: every method (ctx too), shared and distinct seeds, warping, plain ones, different lengths."""
     rng = random.Random(seed)
     requests = []
     for i in range(14):
         prompt = [rng.randrange(VOCAB) for _ in range(rng.randint(2, 6))]
         if i % 5 == 4:
             params = SamplingParams(temperature=1.0, max_tokens=9)  # no gcs args: greedy here, untouched
+        elif i % 7 == 3:  # "ctx" with two tokens left by top_k: its windows come back, so its counts matter
+            params = sampling_params("ctx", seed=i % 2, context=1 + i % 2, temperature=1.0, top_k=2, max_tokens=9)
         else:
             method = ("is", "gcs", "gcswr")[i % 3]
             params = sampling_params(method, seed=i % 2, temperature=(0.7, 1.0, 1.3)[i % 3],
@@ -144,7 +146,7 @@ def alone(request: Request) -> list[int]:
             output.append(int(model_logits(request.prompt, output).argmax()))
         return output
     stream = args.stream if args.stream is not None else token_stream(request.prompt)
-    sampler = make_sampler(args.method, seed=[args.seed], streams=[stream])
+    sampler = make_sampler(args.method, seed=[args.seed], streams=[stream], context=args.context)
     warpers = make_warpers(*args.warping)
     for _ in range(request.max_tokens):
         warped = warpers(None, model_logits(request.prompt, output)[None])
@@ -250,7 +252,7 @@ def run_v2(requests, capacity, partial_prefill=True, seed=0, preempt=False):
             running[slot] = r
             req_states.prompt_len.np[slot] = len(r.prompt)
             req_states.prefill_len.np[slot] = len(r.prompt) + len(r.output)  # a resumed request recomputes both
-            req_states.all_token_ids.gpu[slot, : len(r.prompt)] = torch.tensor(r.prompt)
+            req_states.all_token_ids.gpu[slot, : len(r.prompt) + len(r.output)] = torch.tensor([*r.prompt, *r.output])
             processor.add_request(slot, r.params)
             chunks[slot] = 1 if partial_prefill and len(r.prompt) > 2 else 0  # one unfinished prefill chunk first
         if not running:
@@ -270,7 +272,9 @@ def run_v2(requests, capacity, partial_prefill=True, seed=0, preempt=False):
             if chunks[slot]:
                 chunks[slot] = 0  # this step only prefilled: no token
                 continue
-            running[slot].output.append(emitted(row))
+            r = running[slot]
+            r.output.append(emitted(row))
+            req_states.all_token_ids.gpu[slot, len(r.prompt) + len(r.output) - 1] = r.output[-1]  # committed
     if preempt:
         assert preempted is not None and resumed_in is not None and resumed_in != preempted[1], (preempted, resumed_in)
     return [r.output for r in requests]
@@ -355,6 +359,8 @@ def test_a_second_registration_in_one_engine_is_refused(named):
     ({"gcs_method": "gcs", "gcs_seed": "7"}, {}, "gcs_seed must be an integer"),
     ({"gcs_method": "is", "gcs_stream": 1.5}, {}, "gcs_stream must be an integer"),
     ({"gcs_method": "gcswr", "gcs_stream": 3}, {}, "gcs_stream applies to IS only"),  # was silently ignored
+    ({"gcs_method": "gcs", "gcs_context": 2}, {}, "gcs_context applies to ctx only"),
+    ({"gcs_method": "ctx", "gcs_context": 0}, {}, r"gcs_context must be an integer in \[1, 64\]"),
     ({"gcs_seed": 3}, {}, "gcs_method is required"),
     ({"gcs_method": "gcs", "gcs_temperature": 2}, {}, "unknown gcs argument"),
     ({"gcs_method": "gcs"}, {"repetition_penalty": 1.2}, "repetition_penalty=1.2"),
@@ -370,7 +376,7 @@ def test_bad_arguments_are_refused_before_any_work(extra, changes, message):
             cls.validate_params(params)
 
 
-@pytest.mark.parametrize("method", ["is", "gcs", "gcswr"])
+@pytest.mark.parametrize("method", ["is", "gcs", "gcswr", "ctx"])
 def test_chi_square_two_token_responses_through_the_processor(method):
     """Many requests with distinct seeds: the joint law of (token 1, token 2) is the model's, exactly."""
     vocab, n = 4, 4000

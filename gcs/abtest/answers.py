@@ -67,8 +67,9 @@ def parts_at(ids_a: Sequence[int], finished_a: bool, ids_b: Sequence[int], finis
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def _from_settings(settings: SamplingSettings) -> tuple[str, list[int], int]:
-    """``ab``'s method, seeds and max_new_tokens from ``settings``, which must leave sampling to the variants."""
+def _from_settings(settings: SamplingSettings) -> tuple[str, list[int], int, int | None]:
+    """``ab``'s method, seeds, max_new_tokens and context from ``settings``, which must leave sampling to the
+    variants."""
     check_settings(settings)
     if len(settings.methods) != 1:
         raise ValueError(f"gcs.ab shares one method between its arms (control=True adds IS), but settings holds "
@@ -76,7 +77,7 @@ def _from_settings(settings: SamplingSettings) -> tuple[str, list[int], int]:
     if (settings.temperature, settings.top_k, settings.top_p, settings.ensemble) != (1.0, None, None, 0):
         raise ValueError("gcs.ab samples each arm as its Variant says: set temperature and top_p on the variants "
                          "and leave the settings' temperature, top_k, top_p and ensemble at their defaults")
-    return settings.methods[0], list(settings.seeds), settings.max_new_tokens
+    return settings.methods[0], list(settings.seeds), settings.max_new_tokens, settings.context
 
 
 def _keys(n_prompts: int, seeds: list[int], methods: list[str], resume) -> list[tuple[int, int, str]]:
@@ -136,8 +137,9 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
        progress: Progress = False, stop: threading.Event | None = None) -> pd.DataFrame:
     """Every prompt answered by both variants with every seed, the same luck for both: one row per prompt x seed.
 
-    ``method`` ("gcswr", "gcs" or "is") is shared by both arms, so under GCS/GCSwR a seed's two answers share
-    their noise; ``control=True`` adds the same rows under IS (each arm with IS streams of its own), the
+    ``method`` ("gcswr", "gcs", "is", or "ctx": docs/context.md, its window from ``settings.context``) is shared
+    by both arms, so under GCS/GCSwR/ctx a seed's two answers share their noise; ``control=True`` adds the same
+    rows under IS (each arm with IS streams of its own), the
     independent-sampling control ``gcs.ab_report`` measures the saving against. ``seeds``: a count or a list.
     ``metrics``: arm scores ("length", "contains:WORD", "regex:PATTERN", "e5_to:REFERENCE") and pair scores
     ("e5_between", "aligned"; ``gcs.abtest.scores``); ``scorer``: any function answer -> number, one more arm score.
@@ -164,11 +166,12 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
                          "twice with one seed is one observation counted twice")
     refuse_beside(settings, "gcs.ab", method=(method, "gcswr"), seeds=(seeds, range(16)),
                   max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
+    context = None  # "ctx" at its default window unless settings give one
     if settings is None:
         method, seeds = check_method(method), check_seeds(seeds)
         max_new_tokens = check_max_new_tokens(max_new_tokens)
     else:
-        method, seeds, max_new_tokens = _from_settings(settings)
+        method, seeds, max_new_tokens, context = _from_settings(settings)
     scores, pair_names = check_scores(metrics, scorer)
     check_progress(progress)
     check_stop(stop)
@@ -179,7 +182,7 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
         raise ArgumentTypeError(f"control must be True or False, got {type(control).__name__} {quoted(control)}")
     if batch_rows is not None:
         check_count(batch_rows, "batch_rows", 1, 1_000_000)
-    pair = arms(a, b, max_new_tokens)
+    pair = arms(a, b, max_new_tokens, context)
     if not isinstance(engine, str) and pair[0].model is not pair[1].model:
         raise ValueError(f"variants {quoted(pair[0].name)} and {quoted(pair[1].name)} run other models (or dtypes), "
                          "and served endpoints serve one: compare models on the transformers or vLLM engine")

@@ -10,7 +10,9 @@ score is averaged over the prompts within a seed, and the paired differences B -
 so where the seeds are too few for any claim (identical arms: every difference is 0, and no claim).
 The IS control answers the same prompts and seeds independently; the same test on its differences gives the
 width independent sampling reaches with as many seeds, and ``n * (sd_is / sd_shared)**2`` estimates the seeds
-it would need for shared luck's width (from the two spreads: a width shrinks as sd / sqrt(n)).
+it would need for shared luck's width (from the two spreads: a width shrinks as sd / sqrt(n)). The two sets of
+differences are independent (IS draws its own noise), so the F interval for the ratio of their variances
+(``gcs.stats.intervals.variance_ratio_interval``) times n bounds that estimate: is_seeds_low, is_seeds_high.
 
 >>> import pandas as pd
 >>> frame = pd.DataFrame({"prompt_index": 0, "method": ["gcswr"] * 4 + ["is"] * 4, "seed": [0, 1, 2, 3] * 2,
@@ -31,12 +33,12 @@ import pandas as pd
 from gcs.abtest.answers import FRAME_COLUMNS
 from gcs.abtest.scores import PAIR_SCORES
 from gcs.checks import METHOD_NAMES, ArgumentTypeError
-from gcs.stats.intervals import CONFIDENCE, mean_interval
+from gcs.stats.intervals import CONFIDENCE, mean_interval, variance_ratio_interval
 from gcs.stats.paired import paired_tests
 from gcs.stats.signflip import fewest_seeds
 
 EFFECT_COLUMNS = ("metric", "n", "diff", "low", "high", "p", "claimable", "beyond_noise", "sd", "control_diff",
-                  "control_low", "control_high", "control_sd", "is_seeds")
+                  "control_low", "control_high", "control_sd", "is_seeds", "is_seeds_low", "is_seeds_high")
 PAIR_COLUMNS = ("method", "score", "n", "mean", "low", "high")
 
 
@@ -47,7 +49,9 @@ class ABReport:
     ``effects``: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
     sign-flip interval; NaN where n seeds are too few for it), p, claimable, beyond_noise, sd (the
     spread of the per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS
-    would need for shared luck's width: inf where only IS has spread, NaN where IS has none). ``pairs``: per
+    would need for shared luck's width: inf where only IS has spread, NaN where IS has none) with is_seeds_low and
+    is_seeds_high, its ``confidence`` F interval (NaN unless both spreads are positive; it assumes roughly normal
+    per-seed differences, and heavy tails make it too narrow). ``pairs``: per
     method, the share of identical answers and each pair score (how close the arms' answers are), with a
     ``confidence`` interval over seeds. ``lines``: the sentences.
     """
@@ -87,8 +91,9 @@ def _effects(frame: pd.DataFrame, method: str, control: str | None, labels: list
     for label in labels:
         row = tests[method]
         tested = row.loc[label, ["n", "diff", "low", "high", "p", "claimable", "beyond_noise", "sd"]].to_dict()
-        record = {"metric": label, **tested, "control_diff": math.nan,
-                  "control_low": math.nan, "control_high": math.nan, "control_sd": math.nan, "is_seeds": math.nan}
+        record = {"metric": label, **tested, "control_diff": math.nan, "control_low": math.nan,
+                  "control_high": math.nan, "control_sd": math.nan, "is_seeds": math.nan, "is_seeds_low": math.nan,
+                  "is_seeds_high": math.nan}
         if control is not None:
             other = tests[control]
             record.update(control_diff=other.loc[label, "diff"], control_low=other.loc[label, "low"],
@@ -96,6 +101,9 @@ def _effects(frame: pd.DataFrame, method: str, control: str | None, labels: list
             shared, independent = record["sd"], record["control_sd"]
             if shared > 0 and independent > 0:
                 record["is_seeds"] = record["n"] * (independent / shared) ** 2
+                low, high = variance_ratio_interval((independent / shared) ** 2, int(other.loc[label, "n"]) - 1,
+                                                    int(record["n"]) - 1, confidence=confidence)
+                record.update(is_seeds_low=record["n"] * low, is_seeds_high=record["n"] * high)
             elif independent > 0:
                 record["is_seeds"] = math.inf  # no finite number of independent seeds matches a width of zero
         records.append(record)
@@ -166,7 +174,7 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
             f"{_number(row.high, scale, unit)}{together}): {noise}.")
 
 
-def _saving_line(row, method: str) -> str:
+def _saving_line(row, method: str, confidence: float) -> str:
     _, _, scale, unit = _phrasing(row.metric)
     shared = METHOD_NAMES.get(method, method)
     if math.isnan(row.control_sd):
@@ -184,7 +192,8 @@ def _saving_line(row, method: str) -> str:
             f"({_number(row.control_sd, scale, unit, signed=False)} against "
             f"{_number(row.sd, scale, unit, signed=False)} with shared luck, {shared}): it would need about "
             f"{row.is_seeds:.0f} seeds for the width shared luck reaches with {row.n} (an estimate from the two "
-            f"spreads, {row.n} x ({row.control_sd / row.sd:.2f})²).")
+            f"spreads, {row.n} x ({row.control_sd / row.sd:.2f})²; {100 * confidence:g} % F interval "
+            f"{row.is_seeds_low:.0f} to {row.is_seeds_high:.0f}, if the per-seed differences are about normal).")
 
 
 def _pair_lines(pairs: pd.DataFrame, method: str, control: str | None, confidence: float) -> list[str]:
@@ -236,6 +245,6 @@ def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tup
     lines = [head]
     lines += [_effect_line(row, names, confidence, len(effects)) for row in effects.itertuples()]
     if control is not None:
-        lines += [_saving_line(row, method) for row in effects.itertuples()]
+        lines += [_saving_line(row, method, confidence) for row in effects.itertuples()]
     lines += _pair_lines(pairs, method, control, confidence)
     return ABReport(names, method, control, effects, pairs, lines)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gcs.checks import (
+    METHODS,
     ArgumentTypeError,
     check_sampling_settings,
     check_temperature,
@@ -153,8 +154,9 @@ def same_vocabulary(a: Model, b: Model) -> None:
                          "token id, so their answers could not share it; compare models with one tokenizer")
 
 
-def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
-    """Both variants loaded and checked: their vocabularies equal, their system messages accepted."""
+def arms(a: Variant, b: Variant, max_new_tokens: int, context: int | None = None) -> tuple[Arm, Arm]:
+    """Both variants loaded and checked: their vocabularies equal, their system messages accepted. ``context``: the
+    window of method "ctx" (None: its default), carried by each arm's settings."""
     for slot, variant in (("a", a), ("b", b)):
         if not isinstance(variant, Variant):
             raise ArgumentTypeError(f"{slot} must be a gcs.Variant, got {type(variant).__name__}")
@@ -173,8 +175,10 @@ def arms(a: Variant, b: Variant, max_new_tokens: int) -> tuple[Arm, Arm]:
             except Exception as error:  # noqa: BLE001
                 raise ValueError(f"variant {name}: the chat template of {model.name!r} refuses a system message "
                                  f"({error})") from None
-        settings = SamplingSettings(temperature=variant.temperature, top_p=variant.top_p,
-                                    max_new_tokens=max_new_tokens)
+        # the settings' methods are not the rows' (each row names its own); "ctx" is listed so they may carry context
+        settings = SamplingSettings(methods=("ctx",) if context is not None else METHODS,
+                                    temperature=variant.temperature, top_p=variant.top_p,
+                                    max_new_tokens=max_new_tokens, context=context)
         ready.append(Arm(slot, name, variant, model, settings))
     same_vocabulary(ready[0].model, ready[1].model)
     return ready[0], ready[1]

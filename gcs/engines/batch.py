@@ -174,6 +174,12 @@ class Batch:
         # the last run's recorder (transformers only: vLLM runs no processor)
         self._excess: ExcessRecorder | None = None
 
+    @property
+    def context(self) -> int | None:
+        """The window of this batch's "ctx" rows (None without them: a batch of other rows takes no context, though
+        its settings may carry one, as an A/B arm's IS control does)."""
+        return self.settings.context if "ctx" in self.methods else None
+
     def processors(self) -> LogitsProcessorList:
         processors = LogitsProcessorList()
         self._excess = ExcessRecorder() if self.record_excess else None
@@ -182,7 +188,8 @@ class Batch:
         if len(self.groups) > len(self.rows):
             processors.append(EnsembleLogitsProcessor(self.groups))
         processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams,
-                                                sampler=self.sampler, observer=self.observer))
+                                                sampler=self.sampler, observer=self.observer,
+                                                context=self.context))
         if self._excess is not None:
             processors.append(self._excess.chosen)
         return processors

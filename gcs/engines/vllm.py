@@ -137,7 +137,8 @@ class VLLMRunner:
         prompts = [{"prompt_token_ids": ids[keep].tolist()}
                    for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask, strict=True)]
         params = [
-            sampling_params(method, seed, stream if method == "is" else None, **{
+            sampling_params(method, seed, stream if method == "is" else None,
+                            context=batch.context if method == "ctx" else None, **{
                 "temperature": temperature, "top_k": top_k or 0, "top_p": top_p or 1.0,
                 "max_tokens": batch.settings.max_new_tokens, "stop_token_ids": list(batch.stop_ids), **overrides})
             for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams, strict=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from gcs.checks import METHODS
+from gcs.checks import EXTENDED_METHODS
 from gcs.runtime.stage_timing import timed
 from gcs.scoring.metrics import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
 from gcs.stats.intervals import CONFIDENCE, mean_interval
@@ -74,7 +74,7 @@ def _report(scores: pd.DataFrame, matrices: dict, per_seed: pd.DataFrame) -> Com
     """A ``CompareReport`` from its per-(method, seed) parts: the table (means over seeds) and the paired summary."""
     metrics = list(dict.fromkeys(scores["metric"]))
     table = scores.pivot_table(index="method", columns="metric", values="consistency", sort=False)[metrics]
-    table = table.reindex([m for m in METHODS if m in table.index]).reset_index()
+    table = table.reindex([m for m in EXTENDED_METHODS if m in table.index]).reset_index()
     if "prefix" in per_seed:
         table["prefix"] = table["method"].map(per_seed.groupby("method")["prefix"].mean())
     return CompareReport(scores, table, matrices, per_seed, paired_summary(scores))

@@ -24,6 +24,7 @@ import pandas as pd
 
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
+    EXTENDED_METHODS,
     MAX_REWORDINGS,
     METHOD_NAMES,
     METHODS,
@@ -254,7 +255,7 @@ def summary_table(frame: pd.DataFrame, *, metric: str | None = None, temperature
         raise ValueError(f"no results for metric {quoted(metric)} at temperature {temperature}")
     per_run = chosen.groupby(["method", "ensemble", "seed"])["consistency"].mean().reset_index()
     cells = per_run.groupby(["method", "ensemble"])["consistency"].agg(["mean", standard_error])
-    table = pd.DataFrame(index=[m for m in METHODS if m in cells.index.get_level_values(0)])
+    table = pd.DataFrame(index=[m for m in EXTENDED_METHODS if m in cells.index.get_level_values(0)])
     for ensemble in sorted(set(cells.index.get_level_values(1))):
         column = f"with{ensembling_label(ensemble)}" if ensemble else "without ensembling"
         table[column] = [

@@ -114,6 +114,22 @@ def rates_to_probabilities(logits: torch.Tensor) -> torch.Tensor:
     return (rates / rates.sum(dim=-1, keepdim=True)).reshape(logits.shape)
 
 
+def refuse_context(method: str, caller: str) -> None:
+    """ValueError for method "ctx" where ``caller`` needs noise given a response (docs/context.md says why).
+
+    >>> refuse_context("gcs", "gcs.hindsight")  # GCS and GCSwR pass
+    >>> refuse_context("ctx", "gcs.hindsight")
+    Traceback (most recent call last):
+    ...
+    ValueError: gcs.hindsight does not support method 'ctx' yet: ...
+    """
+    if method == "ctx":
+        # The posterior would carry over (an answer's keys are distinct, so key by key it is GCS's per-position
+        # posterior), but no noise source keyed by context is written: refuse rather than use prior noise.
+        raise ValueError(f"{caller} does not support method 'ctx' yet: its noise is keyed by context, and no "
+                         "posterior noise source keyed by context exists; use 'gcs' or 'gcswr' (docs/context.md)")
+
+
 def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed: int = 0,
               ends: Sequence[int] | None = None) -> Posterior:
     """Noise from its posterior given that rows with (warped) ``logits`` [rows, n, vocab] produced ``response``
@@ -129,6 +145,7 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed
     method = check_method(method)
     if method == "is":
         raise ValueError("IS has no shared noise to infer: a paraphrase's answer is independent of the response")
+    refuse_context(method, "gcs.posterior")
     for name, tensor in (("logits", logits), ("response", response)):
         if not isinstance(tensor, torch.Tensor):
             raise ArgumentTypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")

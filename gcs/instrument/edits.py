@@ -59,7 +59,7 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
                         stop: threading.Event | None = None) -> str:
     """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
     check_stop(stop)
-    method, seed = check_observation(prompt, settings, finished)
+    method, seed = check_observation(prompt, settings, finished, "gcs.counterfactual")
     model = resolve_model(model)
     check_plain_text(prompt, model, "prompt")
     ids = response_ids(response, model)

@@ -30,7 +30,7 @@ import torch
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_prompts, check_stop, is_integer
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
 from gcs.engines.models import Model, resolve_model
-from gcs.instrument.conditioning import Posterior, posterior
+from gcs.instrument.conditioning import Posterior, posterior, refuse_context
 from gcs.runtime.quoting import quoted
 from gcs.sampling.samplers import Sampler
 from gcs.settings import SamplingSettings, one_or_built
@@ -190,9 +190,11 @@ def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None
     return None if len(expected) == len(got) else min(len(expected), len(got))
 
 
-def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -> tuple[str, int]:
+def check_observation(prompt: str, settings: SamplingSettings, finished: bool,
+                      caller: str = "gcs.hindsight") -> tuple[str, int]:
     """The method and seed of an observed response's settings, after checking what hindsight and counterfactuals
-    need: a prompt, ``finished`` a bool, one method and one seed, and a temperature above 0 (luck to share)."""
+    need: a prompt, ``finished`` a bool, one method (not "ctx") and one seed, and a temperature above 0 (luck to
+    share)."""
     if not isinstance(prompt, str):
         raise ArgumentTypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
     if not prompt.strip():
@@ -200,6 +202,7 @@ def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -
     if not isinstance(finished, bool):
         raise ArgumentTypeError(f"finished must be True or False, got {type(finished).__name__} {quoted(finished)}")
     method_and_seed = settings.method_and_seed()
+    refuse_context(method_and_seed[0], caller)
     if settings.temperature == 0:
         raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
                          "above 0")

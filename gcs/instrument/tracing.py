@@ -161,7 +161,8 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
     recorder = _Recorder(method, top, lambda token: tokenizer.decode([token]), watch)
     batch = Batch([Row(p, method, seed, system=system) for p in prompts], model, settings, observer=recorder)
     if forced:  # the batch's own sampler, with the interventions scheduled
-        batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams)
+        batch.sampler = make_sampler(batch.methods, seed=batch.seeds, streams=batch.streams,
+                                     context=batch.context)
         for position in sorted({f[0] for f in forced}):
             tokens = [-1] * len(prompts)
             for where, row, token in forced:

@@ -48,6 +48,11 @@ _MIX2 = 0x94D049BB133111EB
 # "gcs" with the same seed do not secretly share noise.
 DOMAIN_GUMBEL = 0x47554D42454C  # "GUMBEL"
 DOMAIN_INDEPENDENT = 0x494E444550  # "INDEP"
+DOMAIN_CONTEXT = 0x435458  # "CTX": method "ctx", whose draw index is a context word (``context_draws``)
+
+# "ctx" pads the context of an answer's first steps with this: no token id is negative, so a padded window never
+# equals a window of generated tokens (the prompt never enters it).
+CONTEXT_PAD = -1
 
 UNIFORM_BITS = 52
 
@@ -199,6 +204,30 @@ def gumbel(seeds: torch.Tensor, token_ids: torch.Tensor, draws: torch.Tensor) ->
     return exponential_noise(keys[:, None], draws[:, None], token_ids[None, :]).log_().neg_()
 
 
+def context_words(windows: torch.Tensor) -> torch.Tensor:
+    """One int64 word per row [rows] hashed from its window [rows, k] of the last k generated tokens (oldest first).
+
+    >>> w = context_words(torch.tensor([[CONTEXT_PAD, 5], [CONTEXT_PAD, 5], [5, CONTEXT_PAD]]))
+    >>> bool(w[0] == w[1]), bool(w[0] == w[2])
+    (True, False)
+    """
+    return hash_keys(DOMAIN_CONTEXT, *windows.unbind(dim=1))
+
+
+def context_draws(words: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """The draw index of method "ctx": the context word and how many earlier steps of the answer had that context.
+
+    Within one answer no (word, count) pair repeats, so no step reuses another's noise; two answers at the same
+    context with the same count draw the same vector.
+
+    >>> words = context_words(torch.tensor([[1, 2], [1, 2]]))
+    >>> d = context_draws(words, torch.tensor([0, 1]))
+    >>> bool(d[0] == d[1]), bool(d[0] == context_draws(words[:1], torch.tensor([0]))[0])
+    (False, True)
+    """
+    return hash_keys(words, counts)
+
+
 class HashedNoise:
     """A Gumbel sampler's noise source: Exp(1) values hashed from each row's seed (the default).
 
@@ -218,12 +247,18 @@ class HashedNoise:
     >>> token = source.token(torch.tensor([1]), torch.tensor([4]), torch.tensor([0]))
     >>> v.shape, torch.equal(v[0], v[1]), bool(token == v[1, 4])
     (torch.Size([2, 5]), True, True)
+
+    ``domain`` keeps methods apart: "ctx" hashes under ``DOMAIN_CONTEXT``, so it shares no noise with "gcs".
     """
 
     hashed = True
+    domain = DOMAIN_GUMBEL  # the class default: the posterior sources of gcs.hindsight keep it
+
+    def __init__(self, domain: int = DOMAIN_GUMBEL):
+        self.domain = domain
 
     def start(self, seeds: torch.Tensor, vocab: int) -> HashedNoise:
-        self.keys, self.vocab = row_keys(seeds, DOMAIN_GUMBEL), vocab
+        self.keys, self.vocab = row_keys(seeds, self.domain), vocab
         return self
 
     def vector(self, draws: torch.Tensor) -> torch.Tensor:

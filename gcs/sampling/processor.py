@@ -1,4 +1,4 @@
-"""A transformers logits processor that makes ``model.generate`` decode with IS, GCS or GCSwR.
+"""A transformers logits processor that makes ``model.generate`` decode with IS, GCS or GCSwR (or "ctx").
 
 transformers runs processors passed to ``generate`` *before* its own temperature /
 top-k / top-p warpers, and applies those only when ``do_sample=True``. So this
@@ -53,7 +53,7 @@ def make_warpers(temperature: float, top_k: int | None, top_p: float | None) -> 
 
 
 class GumbelLogitsProcessor(LogitsProcessor):
-    """Choose every next token with ``method`` ("is", "gcs", "gcswr") under temperature/top-k/top-p.
+    """Choose every next token with ``method`` ("is", "gcs", "gcswr", "ctx") under temperature/top-k/top-p.
 
     Args:
         method: sampling method, or one per row; see ``gcs.make_sampler``.
@@ -66,6 +66,8 @@ class GumbelLogitsProcessor(LogitsProcessor):
         observer: optional ``observer(warped, tokens, before, after)`` called after each sampled step with
             the warped scores, the chosen tokens and ``sampler.peek()`` before and after the draw
             (``gcs.trace`` records the race with it; costs a copy of the noise per step).
+        context: how many generated tokens key the noise of "ctx" rows (None: ``DEFAULT_CONTEXT``); a
+            keyword, and only where a row runs "ctx".
 
     Each token is an exact draw from the warped distribution of its row.
     """
@@ -85,6 +87,8 @@ class GumbelLogitsProcessor(LogitsProcessor):
         streams: Sequence[int] | None = None,
         sampler: Sampler | None = None,
         observer: Callable | None = None,
+        *,
+        context: int | None = None,
     ):
         self.warpers = make_warpers(temperature, top_k, top_p)
         self.temperature = temperature
@@ -93,7 +97,8 @@ class GumbelLogitsProcessor(LogitsProcessor):
         if observer is not None and not callable(observer):
             raise ArgumentTypeError(f"observer must be callable: observer(warped, tokens, before, after), got "
                                     f"{type(observer).__name__}")
-        self.sampler = sampler if sampler is not None else make_sampler(method, seed=seed, streams=streams)
+        self.sampler = sampler if sampler is not None \
+            else make_sampler(method, seed=seed, streams=streams, context=context)
         self.observer = observer
         self.reset()
 

@@ -9,6 +9,9 @@ the history. They differ only in how the randomness of different rows is related
 - ``"gcswr"``: Gumbel-max with recycling (Algorithm 1, Theorem 2): after each pick
   only the winner's noise is redrawn; every other token keeps its (rescaled) noise,
   so rows with the same seed keep the same preferences across positions.
+- ``"ctx"`` (an extension beyond the paper; docs/context.md): Gumbel-max whose vector is keyed by the
+  last ``context`` generated tokens and how often the answer met them before, not by the position.
+  Rows that part and then write the same ``context`` tokens meet the same noise again.
 
 >>> sampler = make_sampler("gcswr", seed=[0, 0])
 >>> logits = torch.tensor([[0.0, 0.0, -1.0], [0.0, 0.1, -1.0]])
@@ -35,10 +38,29 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from gcs.checks import METHOD_NAMES, METHODS, ArgumentTypeError, check_method, check_seed  # noqa: F401  (METHOD_NAMES: gcs.METHOD_NAMES)
+from gcs.checks import (  # noqa: F401  (METHOD_NAMES: gcs.METHOD_NAMES)
+    DEFAULT_CONTEXT,
+    EXTENDED_METHODS,
+    METHOD_NAMES,
+    METHODS,
+    ArgumentTypeError,
+    check_context,
+    check_method,
+    check_seed,
+)
 from gcs.runtime.quoting import quoted
 from gcs.sampling.kernels import cpu_kernel
-from gcs.sampling.noise import DOMAIN_INDEPENDENT, HashedNoise, row_keys, splitmix64, uniform
+from gcs.sampling.noise import (
+    CONTEXT_PAD,
+    DOMAIN_CONTEXT,
+    DOMAIN_INDEPENDENT,
+    HashedNoise,
+    context_draws,
+    context_words,
+    row_keys,
+    splitmix64,
+    uniform,
+)
 
 SeedLike = int | Sequence[int]
 
@@ -221,11 +243,12 @@ class Sampler:
         ``steps`` [batch]: the output index each row is at (default 0), which picks the draw of
         GCS and IS: a row resumed at index 5 draws what a row sampled from the start would at
         its sixth token. ``state``: GCSwR's ``(residual, draws)`` rows to continue from (see
-        ``RecyclingGumbelSampler.initial_state``) instead of fresh noise. This is how an engine
+        ``RecyclingGumbelSampler.initial_state``) instead of fresh noise, or ctx's ``(window, words)``
+        (``ContextGumbelSampler.state_of``). This is how an engine
         that keeps per-request state (``gcs.vllm.plugin``) samples a changing set of requests.
         """
-        if state is not None and self.method != "gcswr":
-            raise ValueError(f"only gcswr carries state; {self.method} draws depend on the step alone")
+        if state is not None and self.method not in ("gcswr", "ctx"):
+            raise ValueError(f"only gcswr and ctx carry state; {self.method} draws depend on the step alone")
         self.reset()
         for name, values in (("seed", self.seed), ("streams", self.streams)):
             if isinstance(values, list) and len(values) != batch:
@@ -357,14 +380,110 @@ class GumbelSampler(_GumbelSamplerBase):
 
     method = "gcs"
 
+    def _draws(self) -> torch.Tensor:
+        """Each row's draw index for this step: its position (``ContextGumbelSampler``: its context)."""
+        return self.steps
+
     def _peek(self):
-        return self.noise.vector(self.steps)
+        return self.noise.vector(self._draws())
 
     def _draw(self, logits, row_max, active):
         # argmax(logits + g) with g = -log E is argmin(log E - logits).
-        _, tokens = _first_argmin(self.noise.vector(self.steps).log_().sub_(logits), self.block)
+        _, tokens = _first_argmin(self.noise.vector(self._draws()).log_().sub_(logits), self.block)
         self._advance(active)
         return tokens
+
+
+class ContextGumbelSampler(GumbelSampler):
+    """"ctx": GCS whose draw index is the answer's context, not its position (docs/context.md).
+
+    The vector of a step is keyed by (seed, the last ``context`` generated tokens, how many earlier steps of this
+    answer had those same tokens last): ``gcs.sampling.noise.context_draws``. The first ``context`` steps pad the
+    window with ``CONTEXT_PAD``; the prompt never enters it. No key repeats within an answer and each depends on the
+    past only, so every answer is an exact sample (``gcs.sampling.reference.context_step`` is the literal step);
+    two answers that part and then write the same ``context`` tokens (having met them equally often) draw the same
+    vector again.
+
+    State per row: ``window`` [batch, context], the last tokens, and ``words`` [batch, >= steps], the context word
+    of each earlier step (the count is how many of them equal this step's word).
+
+    >>> s = make_sampler("ctx", seed=[0, 0], context=1)
+    >>> logits = torch.tensor([[0.0, 0.0, -1.0], [0.0, 0.1, -1.0]])
+    >>> s.sample(logits).shape, s.window.shape
+    (torch.Size([2]), torch.Size([2, 1]))
+    """
+
+    method = "ctx"
+
+    def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None, *, context: int | None = None):
+        self.context = DEFAULT_CONTEXT if context is None else check_context(context, ["ctx"])
+        super().__init__(seed, streams, noise=HashedNoise(DOMAIN_CONTEXT))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(method='ctx', seed={self.seed!r}, context={self.context})"
+
+    @staticmethod
+    def state_of(answers: Sequence[Sequence[int]], context: int,
+                 device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """The state ``(window, words)`` of answers that wrote ``answers`` so far: what ``begin(state=...)`` continues
+        from, with ``steps`` their lengths. The state is a function of the tokens written, so an engine that keeps
+        each request's output tokens (``gcs.vllm.plugin``) keeps nothing else.
+
+        >>> window, words = ContextGumbelSampler.state_of([[5, 6, 5], []], context=2)
+        >>> window.tolist(), bool(words[0, 0] == context_words(torch.tensor([[CONTEXT_PAD, CONTEXT_PAD]]))[0])
+        ([[6, 5], [-1, -1]], True)
+        """
+        windows = [torch.tensor([CONTEXT_PAD] * context + list(answer), dtype=torch.int64).unfold(0, context, 1)
+                   for answer in answers]  # [len + 1, context]: the window before each step, and the next one
+        longest = max(1, *(len(w) - 1 for w in windows))
+        words = torch.zeros(len(answers), longest, dtype=torch.int64)
+        for row, w in enumerate(windows):
+            words[row, : len(w) - 1] = context_words(w[:-1])
+        return torch.stack([w[-1] for w in windows]).to(device), words.to(device)
+
+    def _start(self, seeds, streams, state=None):
+        super()._start(seeds, streams)
+        self.rows = torch.arange(self.batch_size, device=self.device)
+        if state is not None:
+            self.window, self.words = state
+            if self.window.shape != (self.batch_size, self.context) or self.words.shape[0] != self.batch_size \
+                    or self.words.shape[1] < int(self.steps.max()) or self.window.dtype != torch.int64 \
+                    or self.words.dtype != torch.int64:
+                raise ValueError(f"state must be int64 (window [{self.batch_size}, {self.context}], words "
+                                 f"[{self.batch_size}, >= steps]): see ContextGumbelSampler.state_of")
+            self.words = self.words.clone()  # _draw writes into it, and may grow it
+            return
+        if bool((self.steps != 0).any()):
+            raise ValueError("ctx cannot resume from an output index alone: its noise is keyed by the answer's "
+                             "last tokens; pass state=ContextGumbelSampler.state_of(answers, context) too")
+        self.window = torch.full((self.batch_size, self.context), CONTEXT_PAD, dtype=torch.int64, device=self.device)
+        self.words = torch.empty(self.batch_size, 64, dtype=torch.int64, device=self.device)
+
+    def _counts(self, words: torch.Tensor) -> torch.Tensor:
+        """How many earlier steps of each row had the context word ``words[row]`` (only a row's own steps count)."""
+        longest = int(self.steps.max())
+        earlier = torch.arange(longest, device=self.device)[None, :] < self.steps[:, None]
+        return ((self.words[:, :longest] == words[:, None]) & earlier).sum(dim=1)
+
+    def _draws(self):
+        words = context_words(self.window)
+        return context_draws(words, self._counts(words))
+
+    def _draw(self, logits, row_max, active):
+        words = context_words(self.window)
+        draws = context_draws(words, self._counts(words))
+        _, tokens = _first_argmin(self.noise.vector(draws).log_().sub_(logits), self.block)
+        moving = self.rows if active is None else active.nonzero().squeeze(1)
+        if int(self.steps.max()) >= self.words.shape[1]:  # double the history: amortised O(1) per step
+            self.words = torch.cat([self.words, torch.empty_like(self.words)], dim=1)
+        self.words[moving, self.steps[moving]] = words[moving]
+        self.window[moving] = torch.cat([self.window[moving, 1:], tokens[moving, None]], dim=1)
+        self._advance(active)
+        return tokens
+
+    def _forced(self, rows, tokens):
+        # the forced token, not the race's winner, is what the answer wrote: it enters the window
+        self.window[rows, -1] = tokens
 
 
 class RecyclingGumbelSampler(_GumbelSamplerBase):
@@ -469,7 +588,14 @@ class RecyclingGumbelSampler(_GumbelSamplerBase):
 _ALL_ROWS = torch.empty(0, dtype=torch.bool)  # the kernel's "no active mask"
 
 
-_SAMPLERS = {cls.method: cls for cls in (IndependentSampler, GumbelSampler, RecyclingGumbelSampler)}
+_SAMPLERS = {cls.method: cls for cls in (IndependentSampler, GumbelSampler, RecyclingGumbelSampler,
+                                         ContextGumbelSampler)}
+
+
+def _one_sampler(method: str, seed, streams, context: int | None) -> Sampler:
+    if method == "ctx":
+        return ContextGumbelSampler(seed=seed, streams=streams, context=context)
+    return _SAMPLERS[method](seed=seed, streams=streams)
 
 
 class MixedSampler(Sampler):
@@ -481,10 +607,12 @@ class MixedSampler(Sampler):
 
     method = "mixed"
 
-    def __init__(self, methods: Sequence[str], seed: SeedLike = 0, streams: Sequence[int] | None = None):
+    def __init__(self, methods: Sequence[str], seed: SeedLike = 0, streams: Sequence[int] | None = None, *,
+                 context: int | None = None):
         self.methods = [check_method(m) for m in methods]
         if not self.methods:
             raise ValueError("methods must not be empty")
+        self.context = check_context(context, self.methods)
         super().__init__(seed, streams)
         if isinstance(self.seed, list) and len(self.seed) != len(self.methods):
             raise ValueError(f"{len(self.methods)} methods but {len(self.seed)} seeds; give one per row")
@@ -495,7 +623,7 @@ class MixedSampler(Sampler):
         self.parts = []
         for method in dict.fromkeys(self.methods):
             rows = torch.tensor([i for i, m in enumerate(self.methods) if m == method], device=self.device)
-            sampler = _SAMPLERS[method](seed=seeds[rows].tolist(), streams=streams[rows].tolist())
+            sampler = _one_sampler(method, seeds[rows].tolist(), streams[rows].tolist(), self.context)
             self.parts.append((rows, sampler.begin(len(rows), self.vocab_size, self.device, steps=self.steps[rows])))
 
     def _peek(self):
@@ -518,28 +646,34 @@ class MixedSampler(Sampler):
 
 
 def make_sampler(
-    method: str | Sequence[str] = "gcswr", *, seed: SeedLike = 0, streams: Sequence[int] | None = None
+    method: str | Sequence[str] = "gcswr", *, seed: SeedLike = 0, streams: Sequence[int] | None = None,
+    context: int | None = None,
 ) -> Sampler:
-    """Create a sampler for ``method`` in ``"is"``, ``"gcs"``, ``"gcswr"``.
+    """Create a sampler for ``method`` in ``"is"``, ``"gcs"``, ``"gcswr"`` (or ``"ctx"``, an extension).
 
     ``seed`` is one int for every row, or a sequence with one int per batch row (so a
     whole sweep of seeds x paraphrases runs as one batch). Under ``"gcs"``/``"gcswr"``
     rows with equal seeds share their noise: that is the coupling. ``streams`` (one int
     per row) only matters for ``"is"``: it replaces the row index as the source of
     independence, making a row's draws independent of its place in the batch.
-    ``method`` may also be a sequence with one method per row.
+    ``method`` may also be a sequence with one method per row. ``context`` (an integer in [1, 64]; default
+    ``DEFAULT_CONTEXT``, 4) is how many generated tokens key the noise of ``"ctx"``; other methods take none.
 
     >>> s = make_sampler("gcs", seed=3)
     >>> first = s.sample(torch.zeros(2, 10)); s.reset()
     >>> torch.equal(first, s.sample(torch.zeros(2, 10))), bool(first[0] == first[1])
     (True, True)
+    >>> make_sampler("ctx", seed=3, context=2)
+    ContextGumbelSampler(method='ctx', seed=3, context=2)
     """
     if isinstance(method, str):
-        return _SAMPLERS[check_method(method)](seed=seed, streams=streams)
+        method = check_method(method)
+        return _one_sampler(method, seed, streams, check_context(context, [method]))
     if not isinstance(method, Iterable):
-        raise ArgumentTypeError(f"method must be a method name ({', '.join(METHODS)}) or a list of them, got "
-                                f"{type(method).__name__} {quoted(method)}")
+        raise ArgumentTypeError(f"method must be a method name ({', '.join(EXTENDED_METHODS)}) or a list of them, "
+                                f"got {type(method).__name__} {quoted(method)}")
     methods = [check_method(m) for m in method]
+    context = check_context(context, methods)
     if len(set(methods)) == 1:  # one method after all: skip the per-method dispatch
-        return _SAMPLERS[methods[0]](seed=seed, streams=streams)
-    return MixedSampler(methods, seed=seed, streams=streams)
+        return _one_sampler(methods[0], seed, streams, context)
+    return MixedSampler(methods, seed=seed, streams=streams, context=context)

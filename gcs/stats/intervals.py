@@ -55,6 +55,24 @@ def mean_interval(values: Sequence[float], *, confidence: float = CONFIDENCE) ->
     return mean, error, mean - half, mean + half
 
 
+def variance_ratio_interval(ratio: float, df_numerator: int, df_denominator: int, *,
+                            confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The F interval at ``confidence`` for a ratio of two variances ``sigma_1**2 / sigma_2**2``, from the ratio of
+    two independent samples' variances (``ratio = s_1**2 / s_2**2``, with ``n_1 - 1`` and ``n_2 - 1`` degrees of
+    freedom). Exact for normal samples; heavy tails make it too narrow. NaN bounds for a degree of freedom below 1
+    or a ratio that is not a positive finite number.
+
+    >>> low, high = variance_ratio_interval(4.0, 15, 15)
+    >>> round(low, 2), round(high, 2)
+    (1.4, 11.45)
+    """
+    if df_numerator < 1 or df_denominator < 1 or not 0 < ratio < math.inf:
+        return math.nan, math.nan
+    alpha = 1 - confidence
+    return (ratio / float(scipy.stats.f.ppf(1 - alpha / 2, df_numerator, df_denominator)),
+            ratio / float(scipy.stats.f.ppf(alpha / 2, df_numerator, df_denominator)))
+
+
 def seeds_for(spread: float, *, comparisons: int, difference: float = 0.01,
               confidence: float = CONFIDENCE) -> int | None:
     """How many seeds a run should plan for its simultaneous interval's half-width to be at most ``difference``, for

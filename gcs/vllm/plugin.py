@@ -1,4 +1,4 @@
-"""IS / GCS / GCSwR inside vLLM: the logits-processor plugin, what a ``vllm serve`` process loads.
+"""IS / GCS / GCSwR (and "ctx") inside vLLM: the logits-processor plugin, what a ``vllm serve`` process loads.
 
 Needs vLLM (``requirements-vllm.txt`` installs the CPU build); ``import gcs`` does not import this module: only
 ``engine="vllm"`` does (``gcs.engines.vllm`` builds its processor from here), and ``gcs vllm-serve`` names it to
@@ -16,9 +16,10 @@ through ``SamplingParams.extra_args`` (``vllm_xargs`` over HTTP); requests witho
                             extra_args={"gcs_method": "gcswr", "gcs_seed": 7})
     llm.generate(["What is DNA?", "Explain what DNA is."], params)  # coupled responses
 
-Keys: ``gcs_method`` ("is", "gcs", "gcswr"; required), ``gcs_seed`` (0 to 2**63 - 1;
-default 0; requests with one seed share their noise) and ``gcs_stream`` (IS only: the
-source of independence between requests; default, a hash of the prompt's token ids).
+Keys: ``gcs_method`` ("is", "gcs", "gcswr", "ctx"; required), ``gcs_seed`` (0 to 2**63 - 1;
+default 0; requests with one seed share their noise), ``gcs_stream`` (IS only: the
+source of independence between requests; default, a hash of the prompt's token ids) and ``gcs_context``
+("ctx" only: its window, 1 to 64, default 4; docs/context.md).
 
 How it samples. Noise is keyed by (seed, output index), never by absolute position, so
 paraphrases of different lengths stay coupled. The processor applies the request's own
@@ -30,7 +31,9 @@ row is left to vLLM's argmax. GCSwR state (residual noise and draw counts) is ke
 persistent tensors (``gcs.vllm.slots``) mapped from the requests' batch slots: the mapping
 follows row moves, a preempted request takes a copy of its rows along and brings it back in
 whatever slot it resumes, and a draw that vLLM discards (a chunked-prefill step) is redone from
-the state before it.
+the state before it. "ctx" keeps no state of its own: its window and context counts are a function of the tokens
+the request has written (``ContextGumbelSampler.state_of``), read each step from V1's output ids or V2's committed
+``all_token_ids``, so preemption and discarded draws need nothing more.
 
 Refused with ``ValueError`` (HTTP 400 on the server) before any work: unknown ``gcs_*``
 keys or bad values, and parameters that would change the distribution after gcs has
@@ -56,7 +59,7 @@ from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
 from gcs.sampling.processor import make_warpers
-from gcs.sampling.samplers import RecyclingGumbelSampler, make_sampler
+from gcs.sampling.samplers import ContextGumbelSampler, RecyclingGumbelSampler, make_sampler
 from gcs.vllm.options import PLUGIN, plugin_registered
 from gcs.vllm.requests import (  # noqa: F401 (the request API is gcs.vllm.plugin's too: sampling_params, request_args, ...)
     KEYS,
@@ -85,40 +88,46 @@ class _GcsRequests:
 @dataclass
 class Pick:
     """One logits row to sample: its batch slot (the row of its GCSwR state), its request's state, the output
-    index, and the last token appended."""
+    index, the last token appended, and (for "ctx") the tokens written so far."""
 
     row: int
     slot: int
     request: RequestState
     index: int
     last_token: int | None = None
+    written: Sequence[int] = ()
 
 
 def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torch.Tensor:
     """Sample each picked row with its request's method and settings; the row becomes -inf but the chosen 0.
 
-    Rows are batched by (method, temperature, top_k, top_p): one warp and one sampler call
+    Rows are batched by (method, temperature, top_k, top_p, context): one warp and one sampler call
     per group, the same code ``gcs.generate`` runs. GCSwR rows draw from, and update, their
-    slots' state in ``slots``. Greedy rows (temperature 0) and rows not picked are left as they are.
+    slots' state in ``slots``; "ctx" rows start from the tokens they wrote. Greedy rows (temperature 0) and rows
+    not picked are left as they are.
     """
     groups: dict[tuple, list[Pick]] = defaultdict(list)
     for pick in picks:
-        if pick.request.args.temperature > 0:
-            groups[(pick.request.args.method, pick.request.args.warping)].append(pick)
+        args = pick.request.args
+        if args.temperature > 0:
+            groups[(args.method, args.warping, args.context)].append(pick)
     vocab, device = logits.shape[1], logits.device
-    for (method, warping), members in groups.items():
+    for (method, warping, context), members in groups.items():
         # consecutive rows (V1's batch when one setting fills it) as a view: no gather, no scatter
         run = as_slice([m.row for m in members])
         rows = run if run is not None else torch.tensor([m.row for m in members], device=device)
         # the warpers read the scores only (no input ids); transformers types both as legacy tensor classes
         warped = make_warpers(*warping)(None, logits[rows].float())  # type: ignore[arg-type]
         sampler = make_sampler(method, seed=[m.request.args.seed for m in members],
-                               streams=[m.request.stream or 0 for m in members])
+                               streams=[m.request.stream or 0 for m in members], context=context)
         indices = torch.tensor([m.index for m in members])
         if method == "gcswr":
             taken = [(m.slot, m.index, m.last_token) for m in members]
             state, state_rows = slots.take(taken, vocab, device)
             sampler.begin(len(members), vocab, device, steps=indices, state=state)
+        elif method == "ctx":
+            written = ContextGumbelSampler.state_of([m.written for m in members], context, device)
+            sampler.begin(len(members), vocab, device, steps=indices, state=written)
         else:
             sampler.begin(len(members), vocab, device, steps=indices)
         tokens = sampler.sample(warped)
@@ -180,7 +189,8 @@ class GumbelSamplingV1(_GcsRequests, V1LogitsProcessor):
     def apply(self, logits: torch.Tensor) -> torch.Tensor:
         if not self.slots:
             return logits
-        picks = [Pick(row, row, request, len(output_ids), output_ids[-1] if output_ids else None)
+        picks = [Pick(row, row, request, len(output_ids), output_ids[-1] if output_ids else None,
+                      output_ids if request.args.method == "ctx" else ())
                  for row, (request, output_ids) in sorted(self.slots.items()) if row < logits.shape[0]]
         return draw(logits, picks, self.states)
 
@@ -229,7 +239,11 @@ class GumbelSamplingV2(_GcsRequests, V2LogitsProcessor):
             if request.stream is None:  # default IS stream: the prompt's token ids, read once
                 length = int(prompt_len[slot])
                 request.stream = token_stream(self.req_states.all_token_ids.gpu[slot, :length].tolist())
-            picks.append(Pick(row, slot, request, position + 1 - int(prompt_len[slot])))
+            start = int(prompt_len[slot])
+            # "ctx" reads the tokens it wrote: committed in all_token_ids up to this row's position (a device read)
+            written = self.req_states.all_token_ids.gpu[slot, start : position + 1].tolist() \
+                if request.args.method == "ctx" else ()
+            picks.append(Pick(row, slot, request, position + 1 - start, written=written))
         return draw(logits, picks, self.states)
 
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 from vllm import SamplingParams
 
-from gcs.checks import check_method, check_sampling_settings, check_seed
+from gcs.checks import DEFAULT_CONTEXT, MAX_CONTEXT, check_count, check_method, check_sampling_settings, check_seed
 from gcs.sampling.noise import stream_id
 from gcs.vllm.options import named_keys
 
-METHOD_KEY, SEED_KEY, STREAM_KEY = "gcs_method", "gcs_seed", "gcs_stream"
-KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY)
+METHOD_KEY, SEED_KEY, STREAM_KEY, CONTEXT_KEY = "gcs_method", "gcs_seed", "gcs_stream", "gcs_context"
+KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY, CONTEXT_KEY)
 
 
 # -- request arguments -----------------------------------------------------------------------
@@ -35,6 +35,7 @@ class RequestArgs:
     temperature: float
     top_k: int | None
     top_p: float | None
+    context: int | None = None  # "ctx" only: its window (docs/context.md)
 
     @property
     def warping(self) -> tuple[float, int | None, float | None]:
@@ -45,7 +46,7 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
     """The request's gcs settings; None when it has no ``gcs_*`` key; ValueError naming a bad value.
 
     >>> request_args(SamplingParams(temperature=0.7, extra_args={"gcs_method": "GCSwR", "gcs_seed": 3}))
-    RequestArgs(method='gcswr', seed=3, stream=None, temperature=0.7, top_k=None, top_p=None)
+    RequestArgs(method='gcswr', seed=3, stream=None, temperature=0.7, top_k=None, top_p=None, context=None)
     >>> request_args(SamplingParams()) is None
     True
     """
@@ -57,7 +58,7 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
     if unknown:
         raise ValueError(f"unknown gcs argument(s) {named_keys(unknown)}; expected {', '.join(KEYS)}")
     if METHOD_KEY not in extra:
-        raise ValueError(f"{METHOD_KEY} is required with other gcs arguments (one of is, gcs, gcswr)")
+        raise ValueError(f"{METHOD_KEY} is required with other gcs arguments (one of is, gcs, gcswr, ctx)")
     conflicts = {
         "presence_penalty": params.presence_penalty != 0,
         "frequency_penalty": params.frequency_penalty != 0,
@@ -79,6 +80,12 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
     if stream is not None and method != "is":
         raise ValueError(f"{STREAM_KEY} applies to IS only (it makes IS requests independent); {method} couples "
                          f"requests by {SEED_KEY}: leave {STREAM_KEY} out")
+    context = extra.get(CONTEXT_KEY)
+    if context is not None and method != "ctx":
+        raise ValueError(f"{CONTEXT_KEY} applies to ctx only (the window that keys its noise); leave it out for "
+                         f"{method}")
+    if method == "ctx":
+        context = DEFAULT_CONTEXT if context is None else check_count(context, CONTEXT_KEY, 1, MAX_CONTEXT)
     return RequestArgs(
         method=method,
         seed=check_seed(extra.get(SEED_KEY, 0), SEED_KEY),
@@ -86,19 +93,26 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
         temperature=temperature,
         top_k=top_k,
         top_p=top_p,
+        context=context,
     )
 
 
-def sampling_params(method: str = "gcswr", seed: int = 0, stream: int | None = None, **kwargs) -> SamplingParams:
-    """``vllm.SamplingParams(**kwargs)`` that sample with ``method`` under ``seed`` (validated now).
+def sampling_params(method: str = "gcswr", seed: int = 0, stream: int | None = None, *, context: int | None = None,
+                    **kwargs) -> SamplingParams:
+    """``vllm.SamplingParams(**kwargs)`` that sample with ``method`` under ``seed`` (validated now); ``context``: the
+    window of "ctx".
 
     >>> sampling_params("gcs", seed=5, temperature=0.8, max_tokens=16).extra_args
     {'gcs_method': 'gcs', 'gcs_seed': 5}
+    >>> sampling_params("ctx", seed=5, context=2).extra_args
+    {'gcs_method': 'ctx', 'gcs_seed': 5, 'gcs_context': 2}
     """
     extra = dict(kwargs.pop("extra_args", None) or {})
     extra.update({METHOD_KEY: method, SEED_KEY: seed})
     if stream is not None:
         extra[STREAM_KEY] = stream
+    if context is not None:
+        extra[CONTEXT_KEY] = context
     params = SamplingParams(extra_args=extra, **kwargs)
     request_args(params)
     return params
