@@ -15,7 +15,9 @@ the degenerate-output check, building the page's update: tables, figures, the se
 for the handler's next half-second beat, and "to screen": from the moment the handler hands the update to Gradio to
 the frame in which the browser shows it (Gradio's serialisation and transport and the browser's rendering, timed in
 the page with a MutationObserver and requestAnimationFrame; the server and the browser share this machine's clock).
-"browser busy" is the page's long tasks (Performance API: main-thread tasks over 50 ms) during the run.
+"browser busy" is the page's long tasks (Performance API: main-thread tasks over 50 ms) during the run; "scheduled in
+the page", the animation frames and timers the page asked for per second of the run, by the Gradio asset that asked
+(a status tracker's timer runs one animation frame after another while its output is pending, shown or hidden).
 
 With --visitors 2, a second browser (its own context: another visitor) clicks Generate one second after the first:
 the first visitor's first answers and both verdicts, and how soon the second visitor's status line says where it
@@ -48,7 +50,17 @@ WAIT_MS = 900_000
 # In the page: when (wall clock, seconds) the first answer, each status line and each verdict were first painted,
 # and the main thread's long tasks. A mutation is noted in the next animation frame: when the browser shows it.
 RECORDER = """
-window.__gcs = {events: [], busy: 0, status: null, verdict: null, first: false, pending: false};
+window.__gcs = {events: [], busy: 0, status: null, verdict: null, first: false, pending: false, calls: {}};
+// what schedules work in the page, by the Gradio asset that asked ("statustracker", "index", "PlotlyPlot", ...)
+for (const name of ["requestAnimationFrame", "setTimeout", "setInterval"]) {
+  const original = window[name].bind(window);
+  window[name] = (...args) => {
+    const caller = ((new Error().stack || "").split("\n")[2] || "").match(/\/assets\/([A-Za-z]+)/);
+    const key = `${name} ${caller ? caller[1] : "other"}`;
+    window.__gcs.calls[key] = (window.__gcs.calls[key] || 0) + 1;
+    return original(...args);
+  };
+}
 new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__gcs.busy += e.duration / 1000; })
   .observe({type: "longtask", buffered: true});
 // one look per frame, reading textContent (innerText would force a layout at every mutation: the page's own cost)
@@ -78,7 +90,8 @@ def open_page(browser, url: str):
 
 
 def click(page) -> float:
-    """Click Generate; the wall-clock time of the click."""
+    """Click Generate; the wall-clock time of the click (the page's count of scheduled work starts there)."""
+    page.evaluate("window.__gcs.calls = {}")
     at = time.time()
     page.locator("#run-compare").click()
     return at
@@ -106,8 +119,14 @@ def shown(page, clicked: float) -> dict:
             found["final"] = after
         elif what == "status" and "queue" in text.lower():
             found.setdefault("queue", after)
-    found["rounds"] = rounds
+    found["rounds"], found["calls"] = rounds, record["calls"]
     return found
+
+
+def page_work(found: dict, top: int = 4) -> str:
+    """The callbacks the page scheduled during a run, per second of it, by kind and asset (the most first)."""
+    busiest = sorted(found["calls"].items(), key=lambda item: -item[1])[:top]
+    return ", ".join(f"{key} {count / found['final']:.0f}/s" for key, count in busiest) if "final" in found else "-"
 
 
 def breakdown(log: Path, clicked: float, seen: dict) -> list[str]:
@@ -232,7 +251,7 @@ def main() -> None:
                       f"CPU: app {seen['cpu'][0]:.1f} s, browser {seen['cpu'][1]:.1f} s ("
                       + ", ".join(f"{kind} {spent:.1f}" for kind, spent in sorted(seen["browser cpu"].items()))
                       + "); browser busy "
-                      f"{seen['busy']:.1f} s", flush=True)
+                      f"{seen['busy']:.1f} s; scheduled in the page: {page_work(seen)}", flush=True)
                 print("\n".join(seen["breakdown"]), flush=True)
             browser.close()
     finally:

@@ -85,7 +85,8 @@ def check_engine(engine, *, ensembling: bool = False):
         raise ArgumentTypeError(f"engine must be a string, one of {', '.join(ENGINES)}, or a gcs.Endpoint or a list "
                                 f"of them, got {type(engine).__name__} {quoted(engine)}")
     if engine.strip().lower() not in ENGINES:
-        raise ValueError(f"unknown engine {quoted(engine)}; expected one of {', '.join(ENGINES)}")
+        hint = "; a served endpoint is gcs.Endpoint(url)" if engine.startswith(("http://", "https://")) else ""
+        raise ValueError(f"unknown engine {quoted(engine)}; expected one of {', '.join(ENGINES)}{hint}")
     engine = engine.strip().lower()
     if engine == "vllm":
         import importlib.util

@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pandas as pd
+import psutil
 import pytest
 import torch
 from test_browser import CHROMIUM, TIMEOUT_MS, record_answers
@@ -30,7 +31,7 @@ from test_vllm_serve import metric, shared_prefix
 from waiting import WaitingTransport, until
 
 import gcs
-from conftest import free_port, running_server
+from conftest import free_port, running_server, tiny_gcs_model
 from gcs.cli.commands import main
 from gcs.cli.vllm_server import batch_invariant_environment, vllm_serve_command
 from gcs.engines.models import default_dtype
@@ -198,6 +199,7 @@ def test_the_cli_generates_on_an_endpoint_with_the_key_from_the_environment(serv
     assert main(["compare", PROMPTS[0], "--endpoint", server_a[0], "--max-new-tokens", "6"]) == 2
     error = capsys.readouterr().err
     assert f"endpoint {server_a[0]} answered /v1/models with HTTP 401" in error and "Traceback" not in error
+    assert "it wants a key: give api_key= (on the command line and in the app, GCS_ENDPOINT_KEY)" in error
 
 
 @pytest.mark.slow  # real vLLM servers
@@ -229,8 +231,14 @@ def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
         gcs.compare(PROMPTS[:1], max_new_tokens=4, model=embedded_model, engine=wrong)
     shown = [repr(endpoint), str(endpoint.as_engine()), str(refused.value), caplog.text,
              (tmp_path / "frame.csv").read_text(), frame.to_json()]
-    assert "HTTP 401" in str(refused.value)
+    assert "HTTP 401" in str(refused.value) and "the key sent was refused" in str(refused.value)
     assert not [text for text in shown if KEY in text]
+    # nor on the server's side: gcs vllm-serve -- --api-key KEY moved it into VLLM_API_KEY (neither `ps` nor the
+    # command it printed shows it), and the server still asked for it (the 401 above)
+    process, progress = server_a[1], server_a[2]
+    printed = progress.log.read_text()
+    assert "(with the --api-key given, as VLLM_API_KEY)" in printed and KEY not in printed
+    assert KEY not in " ".join(psutil.Process(process.pid).cmdline())
 
 
 @pytest.mark.slow  # real vLLM servers
@@ -308,6 +316,25 @@ def test_an_endpoint_is_checked_and_keeps_its_key_to_itself():
         gcs.check_engine([endpoint, endpoint])
     with pytest.raises(ValueError, match="ensembling is not available on served endpoints"):
         gcs.check_engine(endpoint, ensembling=True)
+    with pytest.raises(ValueError, match=r"a served endpoint is gcs.Endpoint\(url\)"):
+        gcs.check_engine("http://gpu.example:8000")
+
+
+def test_a_web_server_that_is_not_vllm_is_named_so_not_quoted():
+    """A real HTTP server that is not vLLM answers /v1/models with an HTML error page: the error says so in a
+    sentence instead of pasting the page."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(gcs.EndpointError) as refused:
+            gcs.compare(["w1 w2", "w3 w4"], max_new_tokens=2, model=tiny_gcs_model(),
+                        engine=gcs.Endpoint(url, timeout=30))
+    finally:
+        server.shutdown()
+    message = str(refused.value)
+    assert f"endpoint {url} answered /v1/models with HTTP 404" in message
+    assert "an HTML page, not vLLM's JSON: is this a gcs vllm-serve server?" in message and "<" not in message
 
 
 def test_the_cli_refuses_two_engines_and_batch_invariance_on_cpu(capsys):

@@ -267,6 +267,31 @@ def vllm_serve(model: str | None = None, host: str = "127.0.0.1", port: int = 80
         import torch
 
         os.environ.update(batch_invariant_environment(cpu=not torch.cuda.is_available()))
+    extra, key = without_api_key(extra)
+    if key is not None:  # vLLM reads VLLM_API_KEY where no --api-key is given: the key stays out of `ps` and logs
+        os.environ["VLLM_API_KEY"] = key
     command = vllm_serve_command(model, host, port, extra)
-    print("+ " + " ".join(command), file=sys.stderr, flush=True)
+    print("+ " + " ".join(command) + (" (with the --api-key given, as VLLM_API_KEY)" if key else ""),
+          file=sys.stderr, flush=True)
     os.execv(sys.executable, command)
+
+
+def without_api_key(extra: Sequence[str]) -> tuple[list[str], str | None]:
+    """vLLM's options without one ``--api-key KEY`` (or ``--api-key=KEY``), and that key (None where there is none;
+    several stay where they are, as vLLM's environment variable holds one).
+
+    >>> without_api_key(["--max-model-len", "512", "--api-key", "s3cret"])
+    (['--max-model-len', '512'], 's3cret')
+    >>> without_api_key(["--api-key=s3cret"])
+    ([], 's3cret')
+    """
+    extra = [str(arg) for arg in extra]
+    given = [i for i, arg in enumerate(extra) if arg == "--api-key" or arg.startswith("--api-key=")]
+    if len(given) != 1:
+        return extra, None
+    at = given[0]
+    if extra[at].startswith("--api-key="):
+        return extra[:at] + extra[at + 1:], extra[at].split("=", 1)[1]
+    if at + 1 >= len(extra):
+        return extra, None  # (vLLM names the missing value itself)
+    return extra[:at] + extra[at + 2:], extra[at + 1]

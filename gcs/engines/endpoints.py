@@ -56,7 +56,8 @@ class Endpoint:
     ``url``: the server's address (``http(s)://host:port``, with or without ``/v1``); TLS certificates are verified.
     ``model``: the served model's name (None: the only one it serves). ``api_key``: sent as a bearer token, never
     shown (not in ``repr``, errors or logs). ``timeout``: seconds an answer, or the next token of one, may take.
-    ``max_requests``: requests in flight at once on this server.
+    ``max_requests``: requests in flight at once on this server; a server that does not answer a request inside a
+    burst as it answers it alone (``gcs vllm-serve`` on CPU) gives the same answer for a seed only at 1.
 
     >>> Endpoint("http://127.0.0.1:8000/v1/", api_key="secret")
     Endpoint('http://127.0.0.1:8000')
@@ -223,8 +224,12 @@ def call(endpoint: Endpoint, http: httpx.Client, method: str, path: str, **kwarg
         raise EndpointError(f"endpoint {endpoint.url} did not answer {path}: "
                             f"{endpoint.redact(str(error)) or type(error).__name__}") from None
     if answer.status_code >= 400:
+        hint = ""
+        if answer.status_code == 401:
+            hint = ("; the key sent was refused" if endpoint._api_key else
+                    "; it wants a key: give api_key= (on the command line and in the app, GCS_ENDPOINT_KEY)")
         raise EndpointError(f"endpoint {endpoint.url} answered {path} with HTTP {answer.status_code}: "
-                            f"{said(endpoint, answer)}")
+                            f"{said(endpoint, answer)}{hint}")
     return answer.json()
 
 
@@ -236,6 +241,8 @@ def said(endpoint: Endpoint, answer: httpx.Response) -> str:
         text = str(error.get("message", error) if isinstance(error, dict) else error)
     except (ValueError, KeyError, TypeError, AttributeError):
         text = answer.text or answer.reason_phrase
+        if text.lstrip()[:1] == "<":  # a web page, not vLLM's JSON: quoting its markup helps nobody
+            text = f"{answer.reason_phrase} (an HTML page, not vLLM's JSON: is this a gcs vllm-serve server?)"
     text = " ".join(endpoint.redact(text).split())
     return text if len(text) <= 300 else text[:300] + "…"
 
