@@ -55,7 +55,7 @@ window.__gcs = {events: [], busy: 0, status: null, verdict: null, first: false, 
 for (const name of ["requestAnimationFrame", "setTimeout", "setInterval"]) {
   const original = window[name].bind(window);
   window[name] = (...args) => {
-    const caller = ((new Error().stack || "").split("\n")[2] || "").match(/\/assets\/([A-Za-z]+)/);
+    const caller = ((new Error().stack || "").split("\\n")[2] || "").match(/\\/assets\\/([A-Za-z]+)/);
     const key = `${name} ${caller ? caller[1] : "other"}`;
     window.__gcs.calls[key] = (window.__gcs.calls[key] || 0) + 1;
     return original(...args);
