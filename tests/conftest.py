@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import numpy as np
+import psutil
 import pytest
 import torch
 from scipy import stats
@@ -170,12 +171,19 @@ def running_server(command: list[str], log: Path, ready_url: str, env: dict, fai
         until(ready, f"{ready_url} to answer", progress)
         yield process, progress
     finally:
+        try:  # its children too (a vLLM server's engine core and worker): none may outlive the test holding memory
+            children = psutil.Process(process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            children = []
         process.terminate()
         try:
             process.wait(timeout=60)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        for child in psutil.wait_procs(children, timeout=30)[1]:  # (a clean stop ends them; a kill leaves them)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
 
 
 @pytest.fixture(scope="module")

@@ -45,7 +45,7 @@ def test_nothing_is_logged_or_timed_when_the_level_is_off(caplog):
 
 
 def test_the_browser_bench_lines_up_the_app_s_stages_with_what_the_page_showed(tmp_path):
-    from bench_browser import breakdown, shown
+    from bench_browser import breakdown, page_work, shown
 
     clicked = 1000.0
     log = tmp_path / "app.log"
@@ -69,10 +69,15 @@ def test_the_browser_bench_lines_up_the_app_s_stages_with_what_the_page_showed(t
         def evaluate(self, _):
             return {"busy": 0.75, "events": [["first answer", "", 1001.0], ["verdict", "after 4 seeds: …", 1005.5],
                                              ["status", "Round 1: 4 seeds scored; the next …", 1005.5],
-                                             ["status", "Done: every comparison decided after 16 seeds.", 1017.0]]}
+                                             ["status", "Done: every comparison decided after 16 seeds.", 1017.0]],
+                    "calls": {"requestAnimationFrame statustracker": 1020, "setTimeout index": 34,
+                              "requestAnimationFrame index": 170}}
 
     seen = shown(Page(), clicked)
-    assert seen == {"busy": 0.75, "first answer": 1.0, "first verdict": 5.5, "final": 17.0, "rounds": {1: 5.5}}
+    assert seen == {"busy": 0.75, "first answer": 1.0, "first verdict": 5.5, "final": 17.0, "rounds": {1: 5.5},
+                    "calls": Page().evaluate("")["calls"]}
+    # what the page scheduled, per second of the run (17 s), the most first
+    assert page_work(seen, top=2) == "requestAnimationFrame statustracker 60/s, requestAnimationFrame index 10/s"
     assert breakdown(log, clicked, seen) == [
         "    round 1: generate 3.00, score e5 0.50, surprise 1.00, page update 0.25; to screen 0.50 s",
         "    round 2: generate 9.00, score e5 1.50, page update 0.50; to screen 0.75 s"]
