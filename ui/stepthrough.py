@@ -72,12 +72,6 @@ def start(paraphrases, method, seed, temperature, top_p, max_new_tokens, model_n
         yield (gr.skip(), *failed(error, len(OUTPUTS)))
 
 
-def start_linked(*inputs_and_step):
-    """``start`` for a link's step."""
-    *inputs, step = inputs_and_step
-    yield from start(*inputs, token=step)
-
-
 def last_position(trace: gcs.Trace) -> int:
     return len(trace.steps) - 1
 
@@ -332,7 +326,7 @@ def build() -> Tab:
     def follow_link(load, selected: gr.State) -> None:
         # .success: a link that asks for no step ends here (NoStepAsked), queueing nothing in the model lane
         load.then(linked_step, [selected, shown], requested, **browse_lane).success(
-            working_in("model"), None, status, **browse_lane).then(start_linked, [*inputs, requested],
+            working_in("model"), None, status, **browse_lane).then(start, [*inputs, requested],
                                                            [trace_state, *outputs], api_visibility="private",
                                                            **model_lane)
 
