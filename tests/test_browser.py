@@ -89,6 +89,40 @@ def bounds(page, selector: str) -> dict:
     return found
 
 
+# counts the animation frames Gradio's status trackers ask for (by the asset on the caller's stack)
+COUNT_TRACKER_FRAMES = """
+window.trackerFrames = 0;
+const requestFrame = window.requestAnimationFrame.bind(window);
+window.requestAnimationFrame = (callback) => {
+  if ((new Error().stack || "").includes("/assets/statustracker-")) window.trackerFrames += 1;
+  return requestFrame(callback);
+};
+"""
+# true once a whole second went by without a tracker frame (polled once a second)
+TRACKERS_STILL = """() => {
+  const now = performance.now(), last = window.lastLook;
+  window.lastLook = {now, frames: window.trackerFrames};
+  return last !== undefined && now - last.now >= 1000 && window.trackerFrames === last.frames;
+}"""
+
+
+@pytest.mark.slow
+def test_an_idle_page_asks_for_no_animation_frames(page, app_url):
+    """Once the page has loaded and nothing is pending, no status tracker times anything: Gradio's loading tracker
+    used to leave its timer asking for a frame 60 times a second for the life of the tab (``ui.page_assets``)."""
+    idle = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        idle.add_init_script(COUNT_TRACKER_FRAMES)
+        idle.goto(app_url)
+        # the page load's own events (the link, the coupling explorer's first plot) end; their outputs were pending
+        idle.get_by_role("tab", name="Coupling explorer").click()
+        expect(idle.locator("#coupling-status")).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)
+        assert idle.evaluate("window.trackerFrames") > 0  # the count sees the trackers' frames while they time
+        idle.wait_for_function(TRACKERS_STILL, polling=1000, timeout=TIMEOUT_MS)
+    finally:
+        idle.close()
+
+
 @pytest.mark.slow
 def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     """The side by side at the defaults but the seeds: 8 (two rounds, 4 then 4), or 16 where the screenshot is taken

@@ -38,6 +38,20 @@ def test_oversized_bodies_are_refused_before_they_are_read(app_url, app_progress
     assert client.predict("Why?\nHow come?", 0.0, 4, 1, 1.0, "gcswr", api_name="/compare")["responses"]
 
 
+@pytest.mark.slow
+def test_the_page_gets_gradio_s_status_tracker_with_its_timer_loop_stopped(app_url, app_progress):
+    """What a browser loads is the patched bundle (``ui.page_assets``); the other assets are Gradio's own."""
+    from ui import internals
+
+    [(name, patched)] = internals.quiet_status_trackers().items()
+    served_bundle = served("GET", f"{app_url}assets/{name}", app_progress)
+    assert served_bundle.status_code == 200 and served_bundle.content == patched
+    assert served_bundle.headers["content-type"].startswith("text/javascript")
+    assert served("HEAD", f"{app_url}assets/{name}", app_progress).content == b""
+    css = next(internals.FRONTEND_ASSETS.glob("statustracker-*.css"))
+    assert served("GET", f"{app_url}assets/{css.name}", app_progress).content == css.read_bytes()
+
+
 # -- closed routes and unknown calls ----------------------------------------------------------------------------
 @pytest.mark.parametrize("route", ["gradio_api/run/trace", "gradio_api/api/trace", "gradio_api/run/coupling",
                                    "gradio_api/run/predict"])

@@ -97,6 +97,25 @@ def test_the_mcp_server_api_the_cancellation_wraps_has_the_shape_it_expects():
     assert "_client_instance" in inspect.getsource(GradioMCPServer.__init__)  # the client Gradio keeps, per call now
 
 
+def test_the_status_tracker_bundle_has_the_timer_loop_the_fix_stops():
+    """Gradio's front end, as installed: one status tracker bundle whose timer loop goes on while ``W`` (its timer
+    runs) with no look at the status; the served copy differs from it there and only there."""
+    bundles = internals.quiet_status_trackers()
+    [(name, patched)] = bundles.items()
+    original = (internals.FRONTEND_ASSETS / name).read_text(encoding="utf-8")
+    assert original.count(internals.TIMER_LOOP) == 1 and internals.TIMER_LOOP_WHILE_PENDING not in original
+    assert patched.decode() == original.replace(internals.TIMER_LOOP, internals.TIMER_LOOP_WHILE_PENDING)
+
+
+def test_another_status_tracker_build_is_served_as_gradio_built_it_with_a_warning(tmp_path, caplog):
+    import logging
+
+    (tmp_path / "statustracker-Xy1.js").write_text("function ze(){me(()=>{W&&ze2()})}", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert internals.quiet_status_trackers(tmp_path) == {}
+    assert "keeps Gradio's status tracker timer loop" in caplog.text
+
+
 def test_a_changed_queue_api_falls_back_to_gradio_s_bound_with_a_warning(monkeypatch, caplog):
     """Where the private Queue API is gone, the app still serves, bounded by Gradio's public max_size, and says what
     is lost (tested by taking the attribute away from a real queue)."""
