@@ -3,15 +3,17 @@
 Three servers for the module, all started at once when the first test needs one (a start is mostly one core's work
 importing vLLM, so B's and the third's overlap A's and the tests before them): A (``gcs vllm-serve``, with a key), B
 (the command it runs, without) and vLLM without the gcs plugin, for the test that refuses it. The app, on A, starts
-as soon as A serves, for the browser test at the end. Every test sends few requests of few tokens, and the frame of
-one request at a time on A is generated once (``alone``) for every test that compares with it. The frame of one
-endpoint equals the in-process vLLM engine's; several endpoints give the frame of one where each server answers one
-request at a time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst
-equal its tokens alone, docs/deploy.md).
+as soon as A serves, for the tests at the end (a browser's run, a tab closed mid-run, MCP tool calls). Every test
+sends few requests of few tokens, but those stopped mid-run (``stop``, a closed tab), and the frame of one request
+at a time on A is generated once (``alone``) for every test that compares with it. The frame of one endpoint equals
+the in-process vLLM engine's; several endpoints give the frame of one where each server answers one request at a
+time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst equal its
+tokens alone, docs/deploy.md).
 """
 
 from __future__ import annotations
 
+import ast
 import concurrent.futures
 import contextlib
 import http.server
@@ -19,6 +21,7 @@ import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from urllib.parse import urlencode
 
 import httpx
 import pandas as pd
@@ -26,11 +29,12 @@ import psutil
 import pytest
 import torch
 from test_browser import CHROMIUM, TIMEOUT_MS, record_answers
+from test_mcp import tool_result
 from test_vllm_serve import metric, shared_prefix
 from waiting import WaitingTransport, until
 
 import gcs
-from conftest import free_port, running_server, tiny_gcs_model
+from conftest import free_port, log_count, running_server, tiny_gcs_model
 from gcs.cli.commands import main
 from gcs.cli.vllm_server import batch_invariant_environment, vllm_serve_command
 from gcs.engines.models import default_dtype
@@ -141,10 +145,12 @@ def endpoint_a(server_a, **options) -> gcs.Endpoint:
     return gcs.Endpoint(server_a[0], api_key=KEY, **options)
 
 
-def answered(url: str) -> float:
-    """The requests a server finished, whatever their finish reason."""
+def answered(url: str, reasons: tuple[str, ...] | None = None) -> float:
+    """The requests a server finished, whatever their finish reason (or for one of ``reasons``: "stop", "length";
+    vLLM counts no aborted request here)."""
     return sum(float(line.split()[-1]) for line in httpx.get(f"{url}/metrics").text.splitlines()
-               if line.startswith("vllm:request_success_total{"))
+               if line.startswith("vllm:request_success_total{")
+               and (reasons is None or any(f'finished_reason="{reason}"' in line for reason in reasons)))
 
 
 def settings(**changes) -> dict:
@@ -526,3 +532,62 @@ def test_the_side_by_side_streams_from_an_endpoint_in_a_browser(server_a, app_on
     assert [answers for status, answers in seen if "[1]" in answers and "generating" in status], seen[:3]
     assert answered(server_a[0]) > done
     assert KEY not in html and KEY not in config and KEY not in log.read_text()
+
+
+COUNTING = "Count from 1 to 1000, one number a line.\nWrite every number from 1 to 1000, one per line."
+
+
+@pytest.mark.slow  # a real vLLM server, the app and a browser
+def test_a_closed_tab_aborts_its_run_s_requests_on_the_endpoint(server_a, app_on_a):
+    """A visitor starts a long side by side on A (96 rows of up to 256 tokens, one batch) and closes the tab once A
+    runs its requests: the app stops the work (its log says so), A aborts the requests in flight (none runs or
+    waits), and far fewer rows ended than the run holds: cut short, not run to its end."""
+    from playwright.sync_api import expect, sync_playwright
+
+    url, log, _ = app_on_a()
+    a, _, progress = server_a
+    rows, stopped = 3 * 16 * 2, "abandoned request: its work stopped before its end"
+    marked, ended = log_count(log, stopped), answered(a, ("stop", "length"))
+    with sync_playwright() as playwright, httpx.Client(base_url=a) as http:
+        generated = metric(http, "vllm:generation_tokens_total")
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
+        page = browser.new_page()
+        page.set_default_timeout(TIMEOUT_MS)  # a busy machine is slow, not broken
+        page.goto(url + "?" + urlencode({"q": COUNTING, "seeds": 16, "max_new_tokens": 256, "rounds": "false"}))
+        expect(page.locator("#compare-seeds input[type=number]")).to_have_value("16", timeout=TIMEOUT_MS)
+        page.locator("#run-compare").click()
+        until(lambda: metric(http, "vllm:num_requests_running") >= 1, "the run's requests on A", progress)
+        page.close()
+        # (either: a run the app did not stop ends with every row, and the assertions below say so)
+        until(lambda: log_count(log, stopped) > marked or answered(a, ("stop", "length")) >= ended + rows,
+              "the app to stop the run", progress)
+        until(lambda: metric(http, "vllm:num_requests_running") + metric(http, "vllm:num_requests_waiting") == 0,
+              "A's requests to be aborted", progress)
+        browser.close()
+        tokens_generated = metric(http, "vllm:generation_tokens_total") - generated
+    finished = answered(a, ("stop", "length")) - ended
+    assert log_count(log, stopped) > marked, log.read_text()[-2000:]
+    assert finished < rows / 2 and tokens_generated < rows * 256 / 4, (finished, tokens_generated)
+
+
+@pytest.mark.slow  # a real vLLM server and the app
+def test_mcp_tool_calls_on_an_endpoint_show_the_key_nowhere(server_a, app_on_a):
+    """Through the real MCP transport, against the app started with GCS_ENDPOINT_KEY: a compare tool call generates
+    on A, and neither its answer (every content item, text and structured) nor what the app logged meanwhile shows
+    the key; an A/B tool call whose arm B the server refuses (its system prompt alone is ~1,500 tokens, past A's
+    --max-model-len 1024) is an error quoting A's sentence, with neither the key nor a traceback."""
+    url, log, progress = app_on_a()
+    logged, done = len(log.read_text()), answered(server_a[0])
+    answer = tool_result(url, progress, "compare", {"paraphrases": "\n".join(PROMPTS), "max_new_tokens": 6,
+                                                    "seeds": [3], "methods": "is,gcswr"})
+    assert not answer.isError, answer.content
+    assert ast.literal_eval(answer.content[0].text)["responses"]["gcswr"][1]
+    assert answered(server_a[0]) >= done + 4  # 2 paraphrases x 2 methods, generated on A
+    refused = tool_result(url, progress, "ab", {"prompts": PROMPTS[0], "b_system": "漢" * 500, "seeds": 2,
+                                                "max_new_tokens": 4, "scores": "length"})
+    error = " ".join(item.text for item in refused.content)
+    assert refused.isError and f"endpoint {server_a[0]} refused a request with HTTP 400" in error, error
+    assert "1024" in error and "Traceback" not in error
+    printed = log.read_text()[logged:]
+    assert "Traceback" not in printed, printed
+    assert not [text for text in (answer.model_dump_json(), refused.model_dump_json(), printed) if KEY in text]

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 from waiting import app_client, patiently, served
 
 import ui
@@ -25,9 +26,9 @@ def mcp_session(app_url: str):
     return http, streamable_http_client(f"{app_url}gradio_api/mcp/", http_client=http)
 
 
-def call_tool(app_url: str, app_progress, name: str, arguments: dict):
-    """One MCP tool call; the result's text parsed back into the endpoint's dict (Gradio writes it as a Python
-    literal: None for null)."""
+def tool_result(app_url: str, app_progress, name: str, arguments: dict) -> CallToolResult:
+    """One MCP tool call through the client's transport, as a client gets its result (an error included), once the
+    session listed every tool."""
 
     async def call():
         http, connection = mcp_session(app_url)
@@ -40,6 +41,13 @@ def call_tool(app_url: str, app_progress, name: str, arguments: dict):
 
     listed, result = patiently(lambda: asyncio.run(call()), f"the {name} tool's answer", app_progress)
     assert listed == TOOLS
+    return result
+
+
+def call_tool(app_url: str, app_progress, name: str, arguments: dict):
+    """One MCP tool call; the result's text parsed back into the endpoint's dict (Gradio writes it as a Python
+    literal: None for null)."""
+    result = tool_result(app_url, app_progress, name, arguments)
     assert not result.isError, result.content
     (content,) = result.content
     return ast.literal_eval(content.text)
@@ -88,14 +96,7 @@ def test_a_compare_tool_call_gives_what_the_http_api_gives(app_url, app_progress
 
 @pytest.mark.slow
 def test_a_bad_tool_call_is_an_error_naming_the_problem(app_url, app_progress):
-    async def call():
-        http, connection = mcp_session(app_url)
-        async with http, connection as (read, write, _):
-            async with ClientSession(read, write) as session:
-                await session.initialize()
-                return await session.call_tool("trace", {"paraphrases": "only one line", "max_new_tokens": 4})
-
-    result = patiently(lambda: asyncio.run(call()), "the trace tool's answer", app_progress)
+    result = tool_result(app_url, app_progress, "trace", {"paraphrases": "only one line", "max_new_tokens": 4})
     assert result.isError and "enter exactly 2 paraphrases" in result.content[0].text
 
 
