@@ -57,6 +57,7 @@ def served():
             time.sleep(1)
         print("ready:", url, flush=True)
         yield url
+        os.unlink(log.name)  # kept after an error, for its story
     finally:
         # vLLM runs its engine core (and a worker) as child processes: stop them too, or they keep their memory.
         try:
