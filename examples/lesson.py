@@ -5,6 +5,8 @@
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3
 #     language: python
@@ -180,9 +182,9 @@ figure.update_layout(title="Two-word answers over 20,000 seeds", yaxis_title="sh
 figure.show()
 
 # %% [markdown]
-# GCSwR's shares sit on the exact law (a large p-value: no evidence against it). Reused clocks favour answers that
-# repeat a word ("yes yes", "no no"): the winner of the first race starts the second race with its winning clock,
-# so it tends to win again. Recycling is what makes sharing luck across positions exact.
+# GCSwR's shares sit on the exact law (a large p-value: no evidence against it). Reused clocks almost always repeat
+# the first word ("yes yes", "no no", "maybe maybe"): the winner of the first race starts the second race with its
+# winning clock, so it tends to win again. Recycling is what makes sharing luck across positions exact.
 #
 # ## 4. The side by side: many seeds, one paired verdict
 #
