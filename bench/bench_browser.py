@@ -17,7 +17,8 @@ the frame in which the browser shows it (Gradio's serialisation and transport an
 the page with a MutationObserver and requestAnimationFrame; the server and the browser share this machine's clock).
 "browser busy" is the page's long tasks (Performance API: main-thread tasks over 50 ms) during the run; "scheduled in
 the page", the animation frames and timers the page asked for per second of the run, by the Gradio asset that asked
-(a status tracker's timer runs one animation frame after another while its output is pending, shown or hidden).
+(a status tracker's timer runs one animation frame after another while its output is pending, shown or hidden;
+the page's loading tracker used to leave its loop running for the life of the tab: ``ui.page_assets``).
 
 With --visitors 2, a second browser (its own context: another visitor) clicks Generate one second after the first:
 the first visitor's first answers and both verdicts, and how soon the second visitor's status line says where it

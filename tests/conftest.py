@@ -7,8 +7,10 @@ p > 1e-3 (chi-square) or |z| < 4.5 (normal approximation), chosen before running
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import runpy
 import socket
 import subprocess
 import sys
@@ -282,3 +284,16 @@ def refused_in_ui(updates, message: str) -> None:
     shown = re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", status)  # the status as Markdown shows it (escapes undone)
     assert status.startswith("**Failed:**") and message in shown, status
     assert all(output == gr.skip() for output in kept), "an error must not wipe earlier results"
+
+
+def run_script(monkeypatch, script: Path, *arguments: str) -> tuple[int, str, str]:
+    """``python SCRIPT ARGUMENTS`` in this process (a model loaded once serves every script of the suite): (exit
+    status, stdout, stderr). ``sys.argv`` is put back by ``monkeypatch``."""
+    monkeypatch.setattr(sys, "argv", [str(script), *arguments])
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            runpy.run_path(str(script), run_name="__main__")
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+    return code, out.getvalue(), err.getvalue()

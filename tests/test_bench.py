@@ -4,15 +4,13 @@ The benchmarks run in this process (``run_bench``: the model and the vLLM engine
 what one sets process-wide (the environment, gcs.engines.invariance's switches) is put back after its test.
 """
 
-import contextlib
-import io
 import os
 import re
-import runpy
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_script
 
 from gcs.engines.invariance import packed_weights, row_blocks
 
@@ -33,14 +31,7 @@ def run_bench(monkeypatch, capsys):
         monkeypatch.setattr(module, name, getattr(module, name))
 
     def run(script: str, *arguments: str) -> tuple[int, str, str]:
-        monkeypatch.setattr(sys, "argv", [str(BENCH / script), *arguments])
-        out, err, code = io.StringIO(), io.StringIO(), 0
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                runpy.run_path(str(BENCH / script), run_name="__main__")
-            except SystemExit as exit:
-                code = exit.code if isinstance(exit.code, int) else 1
-        return code, out.getvalue(), err.getvalue()
+        return run_script(monkeypatch, BENCH / script, *arguments)
 
     yield run
     os.environ.clear()

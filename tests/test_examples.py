@@ -17,7 +17,7 @@ import nbformat
 import psutil
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, run_script
 
 EXAMPLES = ROOT / "examples"
 LESSON = EXAMPLES / "lesson.ipynb"
@@ -94,16 +94,30 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
     assert len(figures) >= 5
 
 
-def run_example(name: str, *arguments: str, cwd=EXAMPLES) -> str:
-    """The script's output; it must exit 0."""
-    result = subprocess.run([sys.executable, str(EXAMPLES / name), *arguments], cwd=cwd, capture_output=True,
+@pytest.fixture
+def run_example(monkeypatch):
+    """``run_example(script, *arguments)``: the script's output; it must exit 0. In this process, as ``python
+    examples/SCRIPT ARGUMENTS`` runs it (the model loads once for every script of the suite)."""
+    monkeypatch.setenv("TQDM_DISABLE", "1")
+
+    def run(name: str, *arguments: str) -> str:
+        code, out, err = run_script(monkeypatch, EXAMPLES / name, *arguments)
+        assert code == 0, out[-3000:] + err[-3000:]
+        return out
+
+    return run
+
+
+def run_process(name: str, *arguments: str) -> str:
+    """The script's output as a process of its own (one that starts and stops processes); it must exit 0."""
+    result = subprocess.run([sys.executable, str(EXAMPLES / name), *arguments], cwd=EXAMPLES, capture_output=True,
                             text=True, env={**os.environ, "TQDM_DISABLE": "1"})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return result.stdout
 
 
 @pytest.mark.slow
-def test_side_by_side_prints_both_methods_and_a_verdict():
+def test_side_by_side_prints_both_methods_and_a_verdict(run_example):
     out = run_example("side_by_side.py", "--seeds", "4", "--tokens", "12", "What is DNA?", "Explain what DNA is.")
     assert "IS, seed 0:" in out and "GCSwR, seed 0:" in out
     assert re.search(r"^ +gcswr +[\d.]+ +[\d.]+", out, re.MULTILINE), out  # the table's GCSwR row
@@ -111,7 +125,7 @@ def test_side_by_side_prints_both_methods_and_a_verdict():
 
 
 @pytest.mark.slow
-def test_the_sweep_writes_its_figure_and_a_verdict_per_temperature(tmp_path):
+def test_the_sweep_writes_its_figure_and_a_verdict_per_temperature(tmp_path, run_example):
     out = run_example("sweep_figure.py", "--groups", "2", "--seeds", "2", "--tokens", "8", "--out",
                       str(tmp_path / "sweep.html"))
     assert "T = 0.5:" in out and "T = 1:" in out and "over 2 seeds" in out
@@ -120,7 +134,7 @@ def test_the_sweep_writes_its_figure_and_a_verdict_per_temperature(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_ab_example_reports_the_effect_and_where_answers_parted():
+def test_the_ab_example_reports_the_effect_and_where_answers_parted(run_example):
     out = run_example("ab_system_prompts.py", "--seeds", "4", "--tokens", "12", "What is DNA?")
     assert "B against A, 1 prompt x 4 seeds with shared luck (GCSwR)" in out
     identical = re.search(r"identical answers under shared luck: (\d+) of 4", out)
@@ -129,7 +143,7 @@ def test_the_ab_example_reports_the_effect_and_where_answers_parted():
 
 
 @pytest.mark.slow
-def test_hindsight_answers_the_rewording_and_replays_the_answer():
+def test_hindsight_answers_the_rewording_and_replays_the_answer(run_example):
     out = run_example("hindsight.py", "--seeds", "1", "--tokens", "8")
     assert "posterior draw 0 (replay gives the answer back: True)" in out
     assert "'What makes the sky look blue?' -> '" in out
@@ -138,7 +152,7 @@ def test_hindsight_answers_the_rewording_and_replays_the_answer():
 @pytest.mark.slow
 def test_serve_and_ask_serves_asks_and_stops_every_process_it_started():
     pytest.importorskip("vllm")
-    out = run_example("serve_and_ask.py", "--seeds", "2", "--tokens", "12")
+    out = run_process("serve_and_ask.py", "--seeds", "2", "--tokens", "12")
     assert "ready: http://127.0.0.1:" in out
     assert "seed 1, gcswr: the answers share their first" in out and "'What is DNA?' -> '" in out
     assert "GCSwR's answers shared a longer start than IS's in" in out
