@@ -27,14 +27,20 @@ from typing import TypeGuard
 from gcs.runtime.quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")  # the paper's methods: every side-by-side default
+"""The paper's methods, every side-by-side default: independent sampling, GCS and GCSwR."""
 # Accepted wherever a method is named, never a default: "ctx" (context-keyed noise, docs/context.md) is an
 # extension beyond the paper, so adding it changes no default comparison.
 EXTENDED_METHODS = (*METHODS, "ctx")
+"""Every method a caller may name: ``METHODS`` and "ctx" (context-keyed noise, an extension beyond the paper)."""
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR", "ctx": "GCS-ctx"}  # as the paper and the page write them
+"""Each method's display name, as the paper and the app write it."""
 DEFAULT_CONTEXT = 4  # "ctx": how many generated tokens key its noise when no context is given
+"""How many generated tokens key the noise of method "ctx" when no ``context`` is given."""
 MAX_CONTEXT = 64
 MAX_SEED = 2**63 - 1
+"""The largest seed (seeds are integers in [0, 2**63 - 1])."""
 MAX_NEW_TOKENS = 1024
+"""The most tokens one response may be given (``max_new_tokens``)."""
 DEFAULT_MAX_NEW_TOKENS = 64  # every generating entry point's default, the app's too
 MAX_REWORDINGS = 8
 MAX_SEED_COUNT = 10_000
@@ -65,6 +71,8 @@ def check_count(value, name: str, low: int, high: int) -> int:
 
 
 ENGINES = ("transformers", "vllm")
+"""The engines that decode a batch: transformers (the default) or vLLM; served endpoints are passed as
+``gcs.Endpoint``."""
 
 
 def check_engine(engine, *, ensembling: bool = False):
@@ -225,6 +233,7 @@ def check_seeds(seeds: int | Iterable[int]) -> list[int]:
 # temperature picks the same tokens but for near-ties. vLLM treats temperatures below 1e-5 as greedy: above the
 # floor both engines sample.
 MIN_TEMPERATURE = 1e-4
+"""The lowest non-zero temperature; 0 itself is greedy decoding."""
 
 
 def finite(number: int | float) -> bool:

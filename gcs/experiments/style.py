@@ -148,6 +148,7 @@ class Classifier:
         return f"{type(self).__name__}({self.name!r})"
 
     def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list:
+        """One label per (question, response) pair, in order."""
         return [self.label(q, r) for q, r in zip(questions, responses, strict=True)]
 
 
@@ -159,6 +160,7 @@ RULE_CLASSIFIERS = {
     c.name: c
     for c in map(_rule, (has_code_block, code_language, starts_with_code, code_has_comments, list_style, is_terse))
 }
+"""The rule-based style classifiers by name (code blocks, code language, list style, terseness, ...)."""
 STYLE_SETS = {"coding": ("has_code_block", "code_language", "starts_with_code", "code_has_comments"),
               "lists": ("list_style", "is_terse")}
 
@@ -197,6 +199,7 @@ class LLMJudge(Classifier):
         return self.labels([question], [response])[0]
 
     def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list[str]:
+        """One label per (question, response) pair, the judge model's greedy answers batched together."""
         prompts = [self.prompt.format(question=q, response=r) for q, r in zip(questions, responses, strict=True)]
         answers = generate(prompts, temperature=0, max_new_tokens=self.max_new_tokens, model=self.model)
         return [self._parse(answer) for answer in answers]

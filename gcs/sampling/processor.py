@@ -59,7 +59,8 @@ class GumbelLogitsProcessor(LogitsProcessor):
         method: sampling method, or one per row; see ``gcs.make_sampler``.
         seed: one int, or one int per batch row; rows with equal seeds are coupled.
         temperature: softmax temperature; 0 means greedy (all methods agree).
-        top_k, top_p: optional truncation, applied after temperature as in transformers.
+        top_k: optional top-k truncation, applied after temperature as in transformers.
+        top_p: optional nucleus (top-p) truncation, applied after temperature as in transformers.
         streams: optional per-row ints that make "is" draws independent of batch position.
         sampler: a started-fresh ``gcs.Sampler`` to use instead of ``make_sampler(method, seed=seed, streams=streams)``
             (``gcs.hindsight`` passes one that draws from posterior noise).

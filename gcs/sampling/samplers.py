@@ -188,6 +188,24 @@ class Sampler:
         self.batch_size = self.vocab_size = self.device = None
 
     def sample(self, logits: torch.Tensor, active: torch.Tensor | None = None) -> torch.Tensor:
+        """One token per row, an exact draw from ``softmax(logits)`` of that row.
+
+        Args:
+            logits: a floating tensor [rows, vocab], any float dtype, any device, ``-inf`` marking masked tokens;
+                a row's largest logit must be finite.
+            active: optional booleans [rows]; rows that are False (finished responses) get a token but keep their
+                state.
+
+        Returns:
+            The chosen token ids, a long tensor [rows]; each row's state moves on.
+
+        Examples:
+            >>> make_sampler("gcs", seed=[0, 0]).sample(torch.tensor([[0.0, 5.0], [0.0, 5.0]])).tolist()
+            [1, 1]
+
+        Raises:
+            ValueError: a shape that does not match, or a row with no distribution (NaN, all -inf, or +inf).
+        """
         logits = self._checked(logits)
         if active is not None:
             active = torch.as_tensor(active, dtype=torch.bool, device=logits.device)

@@ -45,8 +45,10 @@ from gcs.runtime.quoting import quoted
 from gcs.scoring import embedders
 
 METRICS = ("e5", "minilm", "jaccard", "aligned")
+"""The similarity metrics: E5 and MiniLM cosine (embeddings), token Jaccard and aligned agreement (token ids)."""
 METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard",
                 "aligned": "aligned agreement"}
+"""Each metric's display name."""
 TOKEN_METRICS = ("jaccard", "aligned")  # computed from the generating model's token ids, not an embedding model
 MIN_ALIGNED_RUN = 3
 
@@ -208,9 +210,18 @@ def aligned_spans(texts: Sequence[str], *, tokenizer=None,
     of another text that lies in a matched run gets the number of the stretch it repeats, so equal
     numbers mark the same words in the same order. Unmatched tokens: None. Pieces join back to the text.
 
-    >>> spans = aligned_spans(["a b c d", "x a b c"], tokenizer=_WordTokenizer())
-    >>> [[(piece, label) for piece, label in text if piece.strip()] for text in spans]
-    [[('a', 1), ('b', 1), ('c', 1), ('d', None)], [('x', None), ('a', 1), ('b', 1), ('c', 1)]]
+    Args:
+        texts: the texts; the first is the one the others are aligned to.
+        tokenizer: the tokenizer that cuts them (None: the default model's).
+        min_run: the fewest tokens in a matched run.
+
+    Returns:
+        Per text, its (piece, span number or None) pairs.
+
+    Examples:
+        >>> spans = aligned_spans(["a b c d", "x a b c"], tokenizer=_WordTokenizer())
+        >>> [[(piece, label) for piece, label in text if piece.strip()] for text in spans]
+        [[('a', 1), ('b', 1), ('c', 1), ('d', None)], [('x', None), ('a', 1), ('b', 1), ('c', 1)]]
     """
     texts = check_texts(texts)
     encodings = _encodings(texts, tokenizer)

@@ -21,6 +21,7 @@ import scipy.stats
 from gcs.stats.signflip import fewest_seeds
 
 CONFIDENCE = 0.95  # every interval's default, library and app alike
+"""Every interval's and test's default confidence level, library and app alike."""
 
 
 def standard_error(values: Sequence[float] | np.ndarray) -> float:
