@@ -18,10 +18,23 @@ from gcs.checks import ArgumentTypeError
 
 
 def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities [..., vocab] of the normalised geometric mean of [..., n, vocab] logits.
+    """The normalised geometric mean of several next-token distributions (Eq. 1).
 
-    Each member is normalised first (``log_softmax``), so members with shifted logits
-    count equally; the mean is taken over the second-to-last axis.
+    Each member is normalised first (``log_softmax``), so members with shifted logits count equally; the mean is taken
+    over the second-to-last axis.
+
+    Args:
+        logits: the members' logits, [..., n, vocab].
+
+    Returns:
+        Log-probabilities [..., vocab].
+
+    Raises:
+        ValueError: a bad shape, a member with no finite logit or a NaN, or members that share no token.
+
+    Examples:
+        >>> [round(p, 4) for p in geometric_ensemble(torch.tensor([[0.0, 0.0], [0.0, -2.0]])).exp().tolist()]
+        [0.7311, 0.2689]
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
         raise ArgumentTypeError(f"logits must be a floating torch.Tensor, got "

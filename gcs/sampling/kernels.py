@@ -101,9 +101,22 @@ def _first_error_line(error: Exception) -> str:
 
 
 def cpu_kernel():
-    """The compiled extension, or None when ``GCS_CPU_KERNEL=off`` or (under ``auto``) it cannot be built.
+    """GCSwR's fused CPU kernel, compiled on first use.
 
-    Built once per process (and cached on disk by torch); thread-safe.
+    Built once per process (and cached on disk by torch); thread-safe. ``GCS_CPU_KERNEL`` chooses: ``auto`` (build it
+    where a compiler is, else warn once), ``on`` (an error if it cannot be built), ``off``.
+
+    Returns:
+        The compiled extension module, or None when ``GCS_CPU_KERNEL=off`` or (under ``auto``) it cannot be built.
+
+    Raises:
+        RuntimeError: under ``GCS_CPU_KERNEL=on``, a kernel that cannot be built.
+
+    Examples:
+        >>> import types
+        >>> kernel = cpu_kernel()
+        >>> kernel is None or isinstance(kernel, types.ModuleType)
+        True
     """
     mode = kernel_mode()
     if mode == "off":
@@ -127,7 +140,15 @@ def cpu_kernel():
 
 
 def kernel_status() -> str:
-    """One line on the fused kernel, for logs and the app: on, off, not built yet, or why it is unavailable."""
+    """One line on the fused kernel, for logs and the app.
+
+    Returns:
+        Whether it is on, off, not built yet, or why it is unavailable.
+
+    Examples:
+        >>> kernel_status().startswith("fused GCSwR CPU kernel")
+        True
+    """
     mode = kernel_mode()
     if mode == "off":
         return f"fused GCSwR CPU kernel: off ({KERNEL_ENV}=off)"

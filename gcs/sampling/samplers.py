@@ -667,22 +667,33 @@ def make_sampler(
     method: str | Sequence[str] = "gcswr", *, seed: SeedLike = 0, streams: Sequence[int] | None = None,
     context: int | None = None,
 ) -> Sampler:
-    """Create a sampler for ``method`` in ``"is"``, ``"gcs"``, ``"gcswr"`` (or ``"ctx"``, an extension).
+    """Create a sampler for ``method``: "is", "gcs", "gcswr" (or "ctx", an extension beyond the paper).
 
-    ``seed`` is one int for every row, or a sequence with one int per batch row (so a
-    whole sweep of seeds x paraphrases runs as one batch). Under ``"gcs"``/``"gcswr"``
-    rows with equal seeds share their noise: that is the coupling. ``streams`` (one int
-    per row) only matters for ``"is"``: it replaces the row index as the source of
-    independence, making a row's draws independent of its place in the batch.
-    ``method`` may also be a sequence with one method per row. ``context`` (an integer in [1, 64]; default
-    ``DEFAULT_CONTEXT``, 4) is how many generated tokens key the noise of ``"ctx"``; other methods take none.
+    Under "gcs" and "gcswr" rows with equal seeds share their noise: that is the coupling.
 
-    >>> s = make_sampler("gcs", seed=3)
-    >>> first = s.sample(torch.zeros(2, 10)); s.reset()
-    >>> torch.equal(first, s.sample(torch.zeros(2, 10))), bool(first[0] == first[1])
-    (True, True)
-    >>> make_sampler("ctx", seed=3, context=2)
-    ContextGumbelSampler(method='ctx', seed=3, context=2)
+    Args:
+        method: the method, or a sequence with one method per row.
+        seed: one int for every row, or a sequence with one int per batch row (so a whole sweep of seeds x
+            paraphrases runs as one batch).
+        streams: one int per row; only "is" reads it: it replaces the row index as the source of independence,
+            making a row's draws independent of its place in the batch.
+        context: how many generated tokens key the noise of "ctx", an integer in [1, 64] (None: ``DEFAULT_CONTEXT``);
+            other methods take none.
+
+    Returns:
+        A fresh ``Sampler``; call ``sample(logits)`` once per position.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: an unknown method, bad seeds or streams, or a context for a method that takes none.
+
+    Examples:
+        >>> s = make_sampler("gcs", seed=3)
+        >>> first = s.sample(torch.zeros(2, 10)); s.reset()
+        >>> torch.equal(first, s.sample(torch.zeros(2, 10))), bool(first[0] == first[1])
+        (True, True)
+        >>> make_sampler("ctx", seed=3, context=2)
+        ContextGumbelSampler(method='ctx', seed=3, context=2)
     """
     if isinstance(method, str):
         method = check_method(method)
