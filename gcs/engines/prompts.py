@@ -69,12 +69,22 @@ def format_prompt(question: str, *, tokenizer, is_chat: bool, examples: Sequence
 
 
 def strip_followups(text: str) -> str:
-    """The answer alone: cut at the first follow-up turn label that starts a line after the answer, trim.
+    """The answer alone: cut at the first follow-up turn label that starts a line after the answer, trimmed.
 
-    >>> strip_followups("DNA is a molecule.\\n\\n### Instruction: Explain RNA")
-    'DNA is a molecule.'
-    >>> strip_followups("FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.")
-    'FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.'
+    Only the prompt formats' own labels count (``Question:``, ``Answer:``, ``User:``, ``Assistant:``, ``Human:``,
+    ``### Instruction``); ``Q:`` / ``A:`` and labels inside an answer stay.
+
+    Args:
+        text: a generated response.
+
+    Returns:
+        The response without invented follow-up turns.
+
+    Examples:
+        >>> strip_followups("DNA is a molecule.\\n\\n### Instruction: Explain RNA")
+        'DNA is a molecule.'
+        >>> strip_followups("FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.")
+        'FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.'
     """
     for match in _FOLLOWUP.finditer(text):
         if text[: match.start()].strip():  # a label before any answer text is part of the answer
