@@ -166,7 +166,7 @@ def verdict(scores, *, baseline: str = "is", confidence: float = CONFIDENCE,
         ...                        "consistency": [0.80, 0.82, 0.81, 0.79, 0.80, 0.83, 0.81, 0.80,
         ...                                        0.85, 0.86, 0.84, 0.85, 0.87, 0.86, 0.85, 0.84]})
         >>> print(verdict(scores)[0])
-        On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS in 8 of 8 seeds, ... beyond noise. ...
+        On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS in 8 of 8 seeds, ...: GCSwR ...
     """
     # a gcs.RoundReport (by its fields: gcs.experiments.rounds builds
     if hasattr(scores, "plan") and hasattr(scores, "look"):
