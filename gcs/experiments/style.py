@@ -242,15 +242,39 @@ def style_responses(
     stop: threading.Event | None = None,
     engine: EngineChoice = "transformers",
 ) -> pd.DataFrame:
-    """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
+    """Responses to every question under every (method, seed), for the style experiment (Table 2).
 
-    Each question is the first prompt of its group. All questions answered with one seed
-    share its noise (gcs/gcswr). ``settings`` (a ``gcs.SamplingSettings``, no ensembling) replaces methods, seeds,
-    temperature and max_new_tokens (and brings its top_k and top_p). ``resume``: an earlier run's results (its frame,
-    or the rows ``on_results`` received) or their keys (question, method, seed): those are not answered again.
-    ``on_results`` receives each finished batch; ``progress`` and ``stop``: as in ``gcs.sweep``; ``batch_rows``
-    defaults to the automatic size; the frame returned holds what this call answered. ``engine``: "transformers",
-    "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a list).
+    Each question is the first prompt of its group. All questions answered with one seed share its noise (gcs, gcswr).
+
+    Args:
+        questions: ``Group`` objects (their first prompt is asked) or questions.
+        methods: a list or a comma-separated string of methods.
+        seeds: a count (0..n-1) or a list.
+        temperature: 0 is greedy; else at least ``MIN_TEMPERATURE``.
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        settings: a ``gcs.SamplingSettings`` (no ensembling) in place of methods, seeds, temperature and
+            max_new_tokens (and bringing its top_k and top_p).
+        batch_rows: rows per batch (None: automatic).
+        resume: an earlier run's results (its frame, or the rows ``on_results`` received, e.g. read back from a file)
+            or their cell keys: those cells are not run again, and the frame returned holds the cells this call ran.
+        on_results: receives each finished batch's rows.
+        progress: True for a tqdm bar (gradio's ``Progress(track_tqdm=True)`` follows it), a tqdm-like bar
+            (``update(n)`` gets the cells done) or a callback ``progress(done, total)``.
+        stop: a ``threading.Event``; setting it ends the run after the current token with ``gcs.Cancelled``; batches
+            already passed to ``on_results`` stay there.
+        engine: "transformers", "vllm" or served endpoints (a ``gcs.Endpoint`` or a list).
+
+    Returns:
+        Columns question, method, seed, prompt, response: what this call answered.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.style_responses(["Write hello world in Python."], seeds=2, max_new_tokens=4)
+        >>> frame[["method", "seed"]].values.tolist()
+        [['is', 0], ['is', 1], ['gcswr', 0], ['gcswr', 1]]
     """
     if isinstance(questions, str) or not isinstance(questions, Sequence):
         raise ArgumentTypeError(f"questions must be a list of questions (strings) or of gcs.Group, got "
@@ -293,7 +317,22 @@ def style_responses(
 
 
 def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
-    """``responses`` with one label column per classifier."""
+    """``responses`` with one label column per classifier.
+
+    Args:
+        responses: a ``style_responses`` frame.
+        classifiers: ``Classifier`` objects or the names of ``RULE_CLASSIFIERS``.
+
+    Returns:
+        A copy of ``responses`` with a column per classifier.
+
+    Examples:
+        >>> import pandas as pd
+        >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
+        ...                           "prompt": "...", "response": ["```python\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        >>> label_responses(responses, classifiers=["has_code_block"])["has_code_block"].tolist()
+        [True, False, False, False]
+    """
     labelled = responses.copy()
     for classifier in check_classifiers(classifiers):
         labelled[classifier.name] = classifier.labels(list(labelled["prompt"]), list(labelled["response"]))
@@ -303,9 +342,23 @@ def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier
 def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
     """p_repeat per (dimension, method): mean ± std.err over seeds of the per-seed unbiased estimate.
 
-    A multi-valued classifier gives one binary dimension per label seen ("code_language =
-    python"); a boolean one gives a single dimension. Seeds with fewer than two questions
-    answered are left out (the estimator needs two).
+    A multi-valued classifier gives one binary dimension per label seen ("code_language = python"); a boolean one gives
+    a single dimension. Seeds with fewer than two questions answered are left out (the estimator needs two).
+
+    Args:
+        labelled: a ``label_responses`` frame.
+        classifiers: the classifiers it was labelled with.
+
+    Returns:
+        Columns dimension, method, p_repeat, stderr, seeds.
+
+    Examples:
+        >>> import pandas as pd
+        >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
+        ...                           "prompt": "...", "response": ["```python\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        >>> labelled = label_responses(responses, classifiers=["has_code_block"])
+        >>> style_consistency(labelled, classifiers=["has_code_block"]).to_dict("records")
+        [{'dimension': 'has_code_block', 'method': 'is', 'p_repeat': 0.5, 'stderr': 0.5, 'seeds': 2}]
     """
     records = []
     for classifier in check_classifiers(classifiers):
@@ -331,7 +384,22 @@ def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifie
 
 
 def style_table(consistency: pd.DataFrame) -> pd.DataFrame:
-    """Table 2's layout: rows = style dimensions, columns = methods, "p_repeat ± std.err"."""
+    """Table 2's layout: rows = style dimensions, columns = methods, "p_repeat ± std.err".
+
+    Args:
+        consistency: a ``style_consistency`` frame.
+
+    Returns:
+        The table.
+
+    Examples:
+        >>> import pandas as pd
+        >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
+        ...                           "prompt": "...", "response": ["```python\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        >>> labelled = label_responses(responses, classifiers=["has_code_block"])
+        >>> style_table(style_consistency(labelled, classifiers=["has_code_block"])).to_dict()
+        {'IS': {'has_code_block': '0.50 ± 0.50'}}
+    """
     table = consistency.assign(
         cell=[f"{p:.2f} ± {e:.2f}"
               for p, e in zip(consistency["p_repeat"], consistency["stderr"].fillna(0), strict=True)]
