@@ -55,7 +55,8 @@ def compare_report(frame: pd.DataFrame, *, metrics: Sequence[str] = ("e5",), tok
     Examples:
         >>> import pandas as pd
         >>> frame = pd.DataFrame({"prompt_index": [0, 1, 0, 1], "prompt": ["p", "q"] * 2, "seed": 0, "ensemble": 0,
-        ...                       "method": ["is", "is", "gcswr", "gcswr"], "response": ["a b c", "a x y", "a b c", "a b d"]})
+        ...                       "method": ["is", "is", "gcswr", "gcswr"],
+        ...                       "response": ["a b c", "a x y", "a b c", "a b d"]})
         >>> compare_report(frame, metrics=["jaccard"], tokenizer=str.split).scores["consistency"].round(2).tolist()
         [0.2, 0.5]
     """

@@ -329,7 +329,7 @@ def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier
     Examples:
         >>> import pandas as pd
         >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
-        ...                           "prompt": "...", "response": ["```python\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        ...                           "prompt": "", "response": ["```\\nx = 1\\n```", "plain", "```y```", "```z```"]})
         >>> label_responses(responses, classifiers=["has_code_block"])["has_code_block"].tolist()
         [True, False, False, False]
     """
@@ -355,7 +355,7 @@ def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifie
     Examples:
         >>> import pandas as pd
         >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
-        ...                           "prompt": "...", "response": ["```python\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        ...                           "prompt": "", "response": ["```\\nx = 1\\n```", "plain", "```y```", "```z```"]})
         >>> labelled = label_responses(responses, classifiers=["has_code_block"])
         >>> style_consistency(labelled, classifiers=["has_code_block"]).to_dict("records")
         [{'dimension': 'has_code_block', 'method': 'is', 'p_repeat': 0.5, 'stderr': 0.5, 'seeds': 2}]
@@ -395,7 +395,7 @@ def style_table(consistency: pd.DataFrame) -> pd.DataFrame:
     Examples:
         >>> import pandas as pd
         >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
-        ...                           "prompt": "...", "response": ["```python\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        ...                           "prompt": "", "response": ["```\\nx = 1\\n```", "plain", "```y```", "```z```"]})
         >>> labelled = label_responses(responses, classifiers=["has_code_block"])
         >>> style_table(style_consistency(labelled, classifiers=["has_code_block"])).to_dict()
         {'IS': {'has_code_block': '0.50 ± 0.50'}}
