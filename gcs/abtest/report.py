@@ -217,9 +217,28 @@ def _pair_lines(pairs: pd.DataFrame, method: str, control: str | None, confidenc
 def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tuple[str, str] | None = None) -> ABReport:
     """The paired effect of B against A per arm score under shared luck, and the same estimate from the IS control.
 
-    ``frame``: ``gcs.ab``'s (or rows of it read back from a file: ``parts_at`` may then be NaN instead of None).
-    ``names``: the arms' names in the sentences (default: ``frame.attrs["arms"]``, else "A" and "B"). The shared
-    method is the frame's method other than "is" (or "is" when that is all it holds); its "is" rows are the control.
+    The seed is the unit: each score is averaged over the prompts within a seed, and the differences B - A over seeds go
+    through ``gcs.paired_tests`` (the exact sign-flip test, simultaneous over the arm scores). The shared method is the
+    frame's method other than "is" (or "is" when that is all it holds); its "is" rows are the control.
+
+    Args:
+        frame: ``gcs.ab``'s frame (or rows of it read back from a file: ``parts_at`` may then be NaN instead of
+            None).
+        confidence: the simultaneous confidence level.
+        names: the arms' names in the sentences (None: ``frame.attrs["arms"]``, else "A" and "B").
+
+    Returns:
+        An ``ABReport``: ``lines`` (a sentence per score), ``effects`` (the numbers) and more.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.ab(["What is DNA?"], gcs.Variant(), gcs.Variant(), seeds=2, metrics=["length"],
+        ...                max_new_tokens=4)
+        >>> report = ab_report(frame)  # equal arms: no difference on any seed
+        >>> report.effects["diff"].tolist()
+        [0.0]
     """
     if not isinstance(frame, pd.DataFrame):
         raise ArgumentTypeError(f"frame must be gcs.ab's DataFrame (columns prompt_index, method, seed, identical, "
