@@ -77,7 +77,15 @@ def clean_candidate(text: str) -> str:
 
 @dataclass(frozen=True)
 class RewordReport:
-    """What ``reword_report`` did: candidates sampled, accepted, and rewordings requested vs delivered."""
+    """What ``reword_report`` did.
+
+    Attributes:
+        candidates: candidates sampled.
+        accepted: candidates that passed every check.
+        requested: rewordings requested (n per prompt).
+        delivered: rewordings delivered.
+        short: prompts left with fewer than n rewordings.
+    """
 
     candidates: int
     accepted: int

@@ -39,12 +39,19 @@ END_TEXT = "end"  # an answer's end (a stop token) where one arm stopped and the
 
 @dataclass(frozen=True)
 class Parting:
-    """Where and why the arms' answers to ``prompt`` under ``seed`` parted.
+    """Where and why the arms' answers to ``prompt`` under ``seed`` parted (``gcs.parting``).
 
-    ``position``: the first token index where they differ; ``tokens``: each arm's token there (A's, B's; a stop
-    token when that answer ended there), ``texts`` their text (quoted; "end" for a stop token), ``prefix`` the text
-    both wrote before; ``steps``: each arm's race at ``position`` as ``gcs.trace`` records it, both tokens among
-    its candidates; ``traces``: the two traces themselves. ``method``: "gcs" or "gcswr".
+    Attributes:
+        prompt: the prompt.
+        seed: the seed.
+        method: "gcs" or "gcswr".
+        names: the arms' names.
+        position: the first token index where the answers differ.
+        tokens: each arm's token there (A's, B's; a stop token when that answer ended there).
+        texts: their text (quoted; "end" for a stop token).
+        prefix: the text both wrote before.
+        steps: each arm's race at ``position`` as ``gcs.trace`` records it, both tokens among its candidates.
+        traces: the two traces themselves.
     """
 
     prompt: str

@@ -46,14 +46,19 @@ PAIR_COLUMNS = ("method", "score", "n", "mean", "low", "high")
 class ABReport:
     """``gcs.ab_report``'s answer, plain data for a page.
 
-    ``effects``: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
-    sign-flip interval; NaN where n seeds are too few for it), p, claimable, beyond_noise, sd (the
-    spread of the per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS
-    would need for shared luck's width: inf where only IS has spread, NaN where IS has none) with is_seeds_low and
-    is_seeds_high, its ``confidence`` F interval (NaN unless both spreads are positive; it assumes roughly normal
-    per-seed differences, and heavy tails make it too narrow). ``pairs``: per
-    method, the share of identical answers and each pair score (how close the arms' answers are), with a
-    ``confidence`` interval over seeds. ``lines``: the sentences.
+    Attributes:
+        names: the arms' names.
+        method: the shared method.
+        control: the control's method ("is"), or None without a control.
+        effects: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
+            sign-flip interval; NaN where n seeds are too few for it), p, claimable, beyond_noise, sd (the spread of the
+            per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS would need for
+            shared luck's width: inf where only IS has spread, NaN where IS has none) with is_seeds_low and
+            is_seeds_high, its F interval (NaN unless both spreads are positive; it assumes roughly normal per-seed
+            differences, and heavy tails make it too narrow).
+        pairs: per method, the share of identical answers and each pair score (how close the arms' answers are), with
+            an interval over seeds.
+        lines: the sentences.
     """
 
     names: tuple[str, str]

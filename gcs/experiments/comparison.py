@@ -22,13 +22,15 @@ from gcs.stats.paired import PAIRED_COLUMNS, paired_tests
 
 @dataclass(frozen=True)
 class CompareReport:
-    """Scores of a ``gcs.compare`` frame, ready to display.
+    """Scores of a ``gcs.compare`` frame, ready to display (``compare_report``).
 
-    ``scores``: one row per method, seed and metric (columns method, seed, metric,
-    consistency). ``table``: one row per method, one column per metric, the mean over
-    seeds. ``matrices[(method, seed, metric)]``: the [prompts, prompts] similarity matrix.
-    ``per_seed``: one row per seed and method, one column per metric, plus ``prefix`` (the mean
-    common-prefix length in tokens; with a tokenizer only). ``summary``: ``paired_summary`` of the scores.
+    Attributes:
+        scores: one row per method, seed and metric (columns method, seed, metric, consistency).
+        table: one row per method, one column per metric, the mean over seeds.
+        matrices: ``matrices[(method, seed, metric)]``, the [prompts, prompts] similarity matrix.
+        per_seed: one row per seed and method, one column per metric, plus ``prefix`` (the mean common-prefix length
+            in tokens; with a tokenizer only).
+        summary: ``paired_summary`` of the scores.
     """
 
     scores: pd.DataFrame

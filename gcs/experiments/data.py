@@ -39,7 +39,12 @@ BUILTIN_SETS = {"general": "paraphrases.jsonl", "coding": "coding.jsonl", "lists
 
 @dataclass(frozen=True)
 class Group:
-    """Rewordings of one question (``prompts``), named by ``id``."""
+    """Rewordings of one question.
+
+    Attributes:
+        id: the group's name.
+        prompts: the rewordings.
+    """
 
     id: str
     prompts: tuple[str, ...]

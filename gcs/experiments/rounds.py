@@ -49,12 +49,22 @@ MAX_ROUND_SEEDS = 1024
 
 @dataclass(frozen=True)
 class RoundReport:
-    """A run after one round: ``frame`` (every answer so far, ``gcs.compare``'s columns), ``report`` (their scores),
-    ``tests`` (``gcs.sequential_tests`` at this look), the ``plan``, ``look`` (the index of this look in
-    ``plan.looks``), ``settings`` (the run's methods and seeds so far, its sampling), ``final`` and, on the final
-    report, ``reason`` (why the run stopped); ``model`` and ``engine`` ran it. ``excess``: the first round's answers'
-    excess surprise (``gcs.excess_surprise``, recorded as they were generated), the evidence ``gcs.verdict`` flags
-    degenerate answers by."""
+    """A run of ``gcs.compare_rounds`` after one round.
+
+    Attributes:
+        frame: every answer so far, with ``gcs.compare``'s columns.
+        report: their scores, a ``CompareReport``.
+        tests: ``gcs.sequential_tests`` at this look.
+        plan: the run's ``SequentialPlan``.
+        look: the index of this look in ``plan.looks``.
+        settings: the run's methods and seeds so far, its sampling.
+        final: whether the run stopped here.
+        reason: on the final report, why the run stopped.
+        model: the model that ran it.
+        engine: the engine that ran it.
+        excess: the first round's answers' excess surprise (``gcs.excess_surprise``, recorded as they were generated),
+            the evidence ``gcs.verdict`` flags degenerate answers by.
+    """
 
     frame: pd.DataFrame
     report: CompareReport

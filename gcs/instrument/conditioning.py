@@ -66,10 +66,14 @@ def _exponentials(shape, generator) -> torch.Tensor:
 class Posterior:
     """Noise drawn from its posterior given responses, one row per response (``posterior``).
 
-    ``response`` [rows, n]: the token ids. GCS: ``positions`` [rows, n, vocab], the noise of each of
-    ``Y``'s positions. GCSwR: ``initial`` [rows, vocab], the state before the first token; ``fresh``
-    [rows, n], the noise drawn for the winner after each step, which is that token's
-    ``draw_index``-th value. ``seeds``: the noise ``Y`` never used is fresh, from these seeds.
+    Attributes:
+        method: "gcs" or "gcswr".
+        response: the token ids [rows, n].
+        seeds: the noise the response never used is fresh, from these seeds.
+        positions: GCS: the noise of each of the response's positions [rows, n, vocab].
+        initial: GCSwR: the state before the first token [rows, vocab].
+        fresh: GCSwR: the noise drawn for the winner after each step [rows, n].
+        draw_index: GCSwR: which draw of its token each ``fresh`` value is.
     """
 
     method: str

@@ -174,12 +174,21 @@ def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, s
 
 @dataclass(frozen=True)
 class HindsightReport:
-    """``hindsight_report``'s answer. ``answers``: one per paraphrase. ``replay``: the prompt itself answered
-    with the same posterior noise (None under IS, whose answers are independent of the response): it
-    reproduces the response, end included when ``finished``; ``parted_at`` is None when it does, else the
-    index of the first token where it differs (it never should: the premise of hindsight). ``reads_back``: whether
-    the response's text tokenizes back to the observed tokens (False only for token ids that its text cannot give:
-    passed as text, such a response would be another observation)."""
+    """``hindsight_report``'s answer.
+
+    Attributes:
+        answers: one per paraphrase.
+        method: the method.
+        finished: whether the response was observed ending.
+        response_tokens: the response's tokens as text pieces.
+        replay: the prompt itself answered with the same posterior noise (None under IS, whose answers are independent
+            of the response): it reproduces the response, end included when ``finished``.
+        replay_finished: whether the replay ended.
+        parted_at: None when the replay reproduces the response, else the index of the first token where it differs
+            (it never should: the premise of hindsight).
+        reads_back: whether the response's text tokenizes back to the observed tokens (False only for token ids that
+            its text cannot give).
+    """
 
     answers: list[str]
     method: str

@@ -42,8 +42,16 @@ DEFAULT_TOP = 10
 
 @dataclass(frozen=True)
 class Candidate:
-    """One token in one step's race. ``noise``: its Exp(1) value ``E`` before the draw (None for IS);
-    ``noise_after``: GCSwR's value after recycling (None otherwise); ``arrival``: ``E / p`` (inf if p = 0)."""
+    """One token in one step's race.
+
+    Attributes:
+        token_id: the token id.
+        text: its text.
+        probability: its probability under the warped distribution.
+        noise: its Exp(1) value ``E`` before the draw (None for IS).
+        noise_after: GCSwR's value after recycling (None otherwise).
+        arrival: ``E / p`` (inf if p = 0; None for IS).
+    """
 
     token_id: int
     text: str
@@ -60,8 +68,18 @@ class Candidate:
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One position of one row: the candidates (most likely first, then the winner and any watched token not among
-    them), the winning token, IS's uniform (None for the Gumbel methods) and whether the row had already finished."""
+    """One position of one row of a ``Trace``.
+
+    Attributes:
+        position: the token position.
+        row: the prompt's row.
+        candidates: ``Candidate`` objects, most likely first, then the winner and any watched token not among them.
+        winner: the winning token id.
+        winner_text: its text.
+        uniform: IS's uniform (None for the Gumbel methods).
+        finished: whether the row had already finished.
+        forced: whether the token was forced (``gcs.trace(forced=...)``).
+    """
 
     position: int
     row: int
@@ -80,7 +98,20 @@ class TraceStep:
 
 @dataclass(frozen=True)
 class Trace:
-    """What ``gcs.trace`` returns: ``steps[position][row]``, the responses and their token ids."""
+    """What ``gcs.trace`` returns.
+
+    Attributes:
+        prompts: the prompts, one row each.
+        method: the method.
+        seed: the seed.
+        temperature: the temperature.
+        top_p: the nucleus mass, or None.
+        steps: ``steps[position][row]``, each a ``TraceStep``.
+        token_ids: each row's response as token ids.
+        responses: each row's response as text.
+        forced: the (position, row, token id) steps that were forced.
+        system: the system message, or None.
+    """
 
     prompts: tuple[str, ...]
     method: str
@@ -260,10 +291,23 @@ def _mark(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]], 
 
 @dataclass(frozen=True)
 class CarriedWin:
-    """GCSwR: the race at (``position``, ``row``) was won by a clock that had already won ``earlier_row``'s race at
-    ``earlier_position``: the same token's same draw (``draw``: how often each row had emitted the token before),
-    so both rows received it as the same value ``drawn`` from the shared seed, and recycling carried it along in
-    each, taking ``T * p`` off at every race it lost: ``clock`` here, ``earlier_clock`` there."""
+    """GCSwR: a race won by a clock that had already won another row's race earlier.
+
+    Both rows received the clock as the same value ``drawn`` from the shared seed (the same token's same draw), and
+    recycling carried it along in each, taking ``T * p`` off at every race it lost.
+
+    Attributes:
+        position: the later race's position.
+        row: the later race's row.
+        token_id: the token whose clock won both races.
+        text: its text.
+        draw: how often each row had emitted the token before.
+        drawn: the clock's value when drawn.
+        clock: its value at the later race.
+        earlier_position: the earlier race's position.
+        earlier_row: the earlier race's row.
+        earlier_clock: the clock's value at the earlier race.
+    """
 
     position: int
     row: int

@@ -50,9 +50,13 @@ FUTILITY = 0.10  # a comparison whose chance to be claimed by the last look is b
 class SequentialPlan:
     """When a run looks and how much of each comparison's budget each look may spend, fixed before any seed.
 
-    ``looks``: seeds seen at each look (increasing); the run's own maximum is ``looks[maximum]`` and later looks are
-    the "more seeds" extension. ``spend``: each look's share of a comparison's budget (summing to 1; 0 where an
-    exact test could not reject at any level the budget allows). ``confidence``: over every look and comparison.
+    Attributes:
+        looks: seeds seen at each look (increasing); looks after ``looks[maximum]`` are the "more seeds" extension.
+        spend: each look's share of a comparison's budget (summing to 1; 0 where an exact test could not reject at any
+            level the budget allows).
+        maximum: the index of the run's own last look.
+        confidence: held over every look and comparison.
+        futility: how unlikely a later claim must be for a comparison to stop as "within noise".
     """
 
     looks: tuple[int, ...]
