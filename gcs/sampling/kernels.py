@@ -3,8 +3,8 @@
 In eager torch a GCSwR step is seven passes over the ``[batch, vocab]`` state (rates,
 arrivals, their minimum, the update, the clamp, ...), each streaming megabytes through
 memory. ``recycling_kernel.cpp`` makes two passes per row while the row sits in cache,
-and redraws the winner's noise in the same call: sampler-only it is ~1.8x (49,152 tokens)
-and ~1.5x (128,256) faster than the eager path (``python bench/bench_sampler.py``).
+and redraws the winner's noise in the same call, faster than the eager path at large
+vocabularies (``python bench/bench_sampler.py``; docs/benchmarks.md, "Samplers").
 
 It uses torch's own vectorised functions (Sleef's ``exp2``), so it picks the same tokens
 and leaves the same state, bit for bit, as the eager path wherever torch's kernels take
