@@ -27,14 +27,20 @@ from typing import TypeGuard
 from gcs.runtime.quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")  # the paper's methods: every side-by-side default
+"""The paper's methods, every side-by-side default: independent sampling, GCS and GCSwR."""
 # Accepted wherever a method is named, never a default: "ctx" (context-keyed noise, docs/context.md) is an
 # extension beyond the paper, so adding it changes no default comparison.
 EXTENDED_METHODS = (*METHODS, "ctx")
+"""Every method a caller may name: ``METHODS`` and "ctx" (context-keyed noise, an extension beyond the paper)."""
 METHOD_NAMES = {"is": "IS", "gcs": "GCS", "gcswr": "GCSwR", "ctx": "GCS-ctx"}  # as the paper and the page write them
+"""Each method's display name, as the paper and the app write it."""
 DEFAULT_CONTEXT = 4  # "ctx": how many generated tokens key its noise when no context is given
+"""How many generated tokens key the noise of method "ctx" when no ``context`` is given."""
 MAX_CONTEXT = 64
 MAX_SEED = 2**63 - 1
+"""The largest seed (seeds are integers in [0, 2**63 - 1])."""
 MAX_NEW_TOKENS = 1024
+"""The most tokens one response may be given (``max_new_tokens``)."""
 DEFAULT_MAX_NEW_TOKENS = 64  # every generating entry point's default, the app's too
 MAX_REWORDINGS = 8
 MAX_SEED_COUNT = 10_000
@@ -65,15 +71,31 @@ def check_count(value, name: str, low: int, high: int) -> int:
 
 
 ENGINES = ("transformers", "vllm")
+"""The engines that decode a batch: transformers (the default) or vLLM; served endpoints are passed as
+``gcs.Endpoint``."""
 
 
 def check_engine(engine, *, ensembling: bool = False):
-    """Return ``engine`` ("transformers" or "vllm"), or raise ValueError; "vllm" needs vLLM installed and
-    cannot ensemble (ensembling mixes several rows' logits in each step, which a per-request processor never sees).
-    Served endpoints, a ``gcs.Endpoint`` or a list of them, come back as one ``gcs.engines.endpoints.Endpoints``.
+    """Check an engine choice before any work.
 
-    >>> check_engine("transformers", ensembling=True)
-    'transformers'
+    "vllm" needs vLLM installed and cannot ensemble (ensembling mixes several rows' logits in each step, which a
+    per-request processor never sees). Served endpoints, a ``gcs.Endpoint`` or a list of them, come back as one
+    ``gcs.engines.endpoints.Endpoints``.
+
+    Args:
+        engine: "transformers", "vllm", a ``gcs.Endpoint`` or a list of them.
+        ensembling: whether the request ensembles rewordings.
+
+    Returns:
+        The engine: its name, or the endpoints as one engine.
+
+    Raises:
+        TypeError: an engine of the wrong type, or a list that holds anything but endpoints.
+        ValueError: an unknown engine name, "vllm" without vLLM installed, or "vllm" with ensembling.
+
+    Examples:
+        >>> check_engine("transformers", ensembling=True)
+        'transformers'
     """
     served = _served(engine)
     if served is not None:
@@ -167,7 +189,22 @@ def check_context(context, methods: Sequence[str]) -> int | None:
 
 
 def check_methods(methods: Sequence[str] | str) -> list[str]:
-    """Methods from a list or a comma-separated string, checked, each once (first occurrence kept)."""
+    """Methods from a list or a comma-separated string, checked, each once (first occurrence kept).
+
+    Args:
+        methods: method names ("is", "gcs", "gcswr", "ctx"; any case), as a list or one comma-separated string.
+
+    Returns:
+        The methods, lower-cased, without repeats.
+
+    Raises:
+        TypeError: not a string or a sequence of strings.
+        ValueError: an unknown method, or none at all.
+
+    Examples:
+        >>> check_methods("IS,gcswr,is")
+        ['is', 'gcswr']
+    """
     if isinstance(methods, str):
         methods = methods.split(",")
     elif not isinstance(methods, Iterable):
@@ -202,11 +239,24 @@ def check_seed(seed, name: str = "seed") -> int:
 
 
 def check_seeds(seeds: int | Iterable[int]) -> list[int]:
-    """Seeds, with one meaning everywhere: a count ``n`` means seeds 0 to n - 1; an iterable gives the seeds
-    themselves (each once, order kept). One seed alone is ``[seed]`` (or ``seed=`` where a function takes it).
+    """Seeds, with one meaning everywhere: a count or the seeds themselves.
 
-    >>> check_seeds(3), check_seeds([7, 2, 7]), check_seeds(range(2))
-    ([0, 1, 2], [7, 2], [0, 1])
+    One seed alone is ``[seed]`` (or ``seed=`` where a function takes it).
+
+    Args:
+        seeds: a count ``n`` (seeds 0 to n - 1), or an iterable of seeds (each once, order kept), each in
+            [0, ``MAX_SEED``].
+
+    Returns:
+        The seeds as a list.
+
+    Raises:
+        TypeError: a seed that is not an integer (a bool or a float included).
+        ValueError: a negative or too large seed or count, or no seeds.
+
+    Examples:
+        >>> check_seeds(3), check_seeds([7, 2, 7]), check_seeds(range(2))
+        ([0, 1, 2], [7, 2], [0, 1])
     """
     if is_integer(seeds):
         return list(range(check_count(seeds, "seeds (a count)", 1, MAX_SEED_COUNT)))
@@ -225,6 +275,7 @@ def check_seeds(seeds: int | Iterable[int]) -> list[int]:
 # temperature picks the same tokens but for near-ties. vLLM treats temperatures below 1e-5 as greedy: above the
 # floor both engines sample.
 MIN_TEMPERATURE = 1e-4
+"""The lowest non-zero temperature; 0 itself is greedy decoding."""
 
 
 def finite(number: int | float) -> bool:
@@ -259,10 +310,23 @@ def check_temperature(temperature) -> float:
 
 
 def check_sampling_settings(temperature: float, top_k: int | None, top_p: float | None) -> None:
-    """Raise ArgumentTypeError (a wrong type) or ValueError (a bad value) naming an invalid temperature, top_k or
-    top_p.
+    """Check a temperature, top_k and top_p together, before any work.
 
-    >>> check_sampling_settings(0.7, 50, 0.9)
+    Args:
+        temperature: 0 (greedy) or a finite number from ``MIN_TEMPERATURE`` on.
+        top_k: None or an integer of at least 1.
+        top_p: None or a number in (0, 1].
+
+    Raises:
+        ArgumentTypeError: an argument of the wrong type (a ``TypeError`` that is a ``ValueError`` too).
+        ValueError: a bad value, naming the argument.
+
+    Examples:
+        >>> check_sampling_settings(0.7, 50, 0.9)  # valid: returns None
+        >>> check_sampling_settings(-1.0, None, None)
+        Traceback (most recent call last):
+        ...
+        ValueError: temperature must be ...
     """
     check_temperature(temperature)
     if top_k is not None and not is_integer(top_k):

@@ -143,18 +143,43 @@ def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, te
              **generate_kwargs) -> list[str]:
     """One response per prompt, all rows in one batched ``generate`` (KV cache, left padding).
 
-    ``method`` is "is", "gcs" or "gcswr"; prompts generated with one ``seed`` share their
-    noise. ``temperature`` 0 is greedy (all methods agree). ``model`` is a loaded
-    ``gcs.Model``, a transformers id or local path, or None for the embedded default.
-    ``ensemble``: None (off), a list of rewordings per prompt, or a number of rewordings
-    for the model to write itself (section 5). ``max_new_tokens`` is at most 1024.
-    Follow-up turns the model invents after its answer are removed (``compare`` keeps the
-    raw text). Extra keyword arguments go to transformers' ``generate``. A prompt too
-    long for the context window (after making room for ``max_new_tokens``) is refused.
-    ``engine="vllm"`` runs the same samplers inside vLLM (``gcs.vllm.plugin``; no ensembling there).
-    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens and a
-    count of rewordings. Setting ``stop`` (from another thread) ends the work after its current step with
-    ``gcs.Cancelled``.
+    Follow-up turns the model invents after its answer are removed (``compare`` keeps the raw text).
+
+    Args:
+        prompts: the prompts, each a user question.
+        method: "is", "gcs", "gcswr" or "ctx"; responses generated with one ``seed`` share their noise.
+        seed: the seed, in [0, 2**63 - 1].
+        temperature: 0 is greedy (all methods agree); else at least ``MIN_TEMPERATURE``.
+        top_k: keep the k likeliest tokens (None: all).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS`` (1024).
+        model: a loaded ``gcs.Model``, a transformers id or local path, or None for the embedded default.
+        ensemble: None (off), one list of rewordings per prompt, or a number of rewordings for the model to write
+            itself (section 5).
+        engine: "transformers", or "vllm" to run the same samplers inside vLLM (``gcs.vllm.plugin``; no ensembling
+            there).
+        settings: a ``gcs.SamplingSettings`` of one method and one seed, in place of method ... max_new_tokens and a
+            count of rewordings.
+        stop: a ``threading.Event``; setting it (from another thread) ends the work after its current step with
+            ``gcs.Cancelled``.
+        **generate_kwargs: passed to transformers' ``generate`` (e.g. ``min_new_tokens``).
+
+    Returns:
+        One response per prompt.
+
+    Raises:
+        TypeError: an argument of the wrong type, naming it.
+        ValueError: a bad value (an empty prompt list, a special token in a prompt, a prompt too long for the context
+            window after making room for ``max_new_tokens``, ...), before any model work.
+        gcs.Cancelled: ``stop`` was set.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> answers = gcs.generate(["What is DNA?", "Explain what DNA is."], seed=0, max_new_tokens=8)
+        >>> len(answers), all(isinstance(answer, str) for answer in answers)
+        (2, True)
     """
     count, rewordings = _ensemble(ensemble)
     settings = one_or_built(settings, caller="gcs.generate", method=method, seed=seed, temperature=temperature,
@@ -168,7 +193,44 @@ def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temp
            model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
            settings: SamplingSettings | None = None, stop: threading.Event | None = None,
            **generate_kwargs) -> Iterator[list[str]]:
-    """Like ``generate`` (same arguments), but yields all partial responses after every token; the last is final."""
+    """Like ``generate``, but yields all partial responses after every token; the last is final.
+
+    Args:
+        prompts: the prompts, each a user question.
+        method: "is", "gcs", "gcswr" or "ctx"; responses generated with one ``seed`` share their noise.
+        seed: the seed, in [0, 2**63 - 1].
+        temperature: 0 is greedy (all methods agree); else at least ``MIN_TEMPERATURE``.
+        top_k: keep the k likeliest tokens (None: all).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS`` (1024).
+        model: a loaded ``gcs.Model``, a transformers id or local path, or None for the embedded default.
+        ensemble: None (off), one list of rewordings per prompt, or a number of rewordings for the model to write
+            itself (section 5).
+        engine: "transformers", or "vllm" to run the same samplers inside vLLM (``gcs.vllm.plugin``; no ensembling
+            there).
+        settings: a ``gcs.SamplingSettings`` of one method and one seed, in place of method ... max_new_tokens and a
+            count of rewordings.
+        stop: a ``threading.Event``; setting it (from another thread) ends the work after its current step with
+            ``gcs.Cancelled``.
+        **generate_kwargs: passed to transformers' ``generate`` (e.g. ``min_new_tokens``).
+
+    Yields:
+        The responses so far, one per prompt.
+
+    Raises:
+        TypeError: an argument of the wrong type, naming it.
+        ValueError: a bad value (an empty prompt list, a special token in a prompt, a prompt too long for the context
+            window after making room for ``max_new_tokens``, ...), before any model work.
+        gcs.Cancelled: ``stop`` was set.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> *_, final = gcs.stream(["What is DNA?"], seed=0, max_new_tokens=4)
+        >>> final == gcs.generate(["What is DNA?"], seed=0, max_new_tokens=4)
+        True
+    """
     count, rewordings = _ensemble(ensemble)
     settings = one_or_built(settings, caller="gcs.stream", method=method, seed=seed, temperature=temperature,
                             top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
@@ -202,15 +264,42 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
             **generate_kwargs) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
 
-    Columns: prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble (the rewordings per
-    prompt, 0 without ensembling: a count, as in ``gcs.sweep``'s frame), raw_response, response (follow-ups
-    stripped), n_tokens, token_ids (the response's tokens, before the stop token: what ``gcs.hindsight`` and
-    ``gcs.counterfactual`` take to observe exactly this response), finished (ended with a stop token).
-    ``seeds``: a count n (seeds 0 to n - 1) or a list of seeds; repeated methods or seeds run once.
-    ``settings`` (a ``gcs.SamplingSettings``) replaces methods ... max_new_tokens and a count of rewordings.
-    ``engine``: "transformers" (default), "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a
-    list of them: several servers, one engine; docs/deploy.md). Setting ``stop`` (from another thread) ends
-    the work after its current step with ``gcs.Cancelled``.
+    Args:
+        prompts: the prompts (paraphrases of one question, say).
+        methods: a list or a comma-separated string of methods; repeated methods run once.
+        seeds: a count n (seeds 0 to n - 1) or a list of seeds; repeated seeds run once.
+        temperature: 0 is greedy (all methods agree); else at least ``MIN_TEMPERATURE``.
+        top_k: keep the k likeliest tokens (None: all).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS`` (1024).
+        model: a loaded ``gcs.Model``, a transformers id or local path, or None for the embedded default.
+        ensemble: None (off), one list of rewordings per prompt, or a number of rewordings for the model to write.
+        settings: a ``gcs.SamplingSettings`` in place of methods ... max_new_tokens and a count of rewordings.
+        engine: "transformers", "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a list of
+            them: several servers, one engine).
+        stop: a ``threading.Event``; setting it (from another thread) ends the work after its current step with
+            ``gcs.Cancelled``.
+        **generate_kwargs: passed to transformers' ``generate``.
+
+    Returns:
+        One row per response, with columns prompt_index, prompt, method, seed, temperature, top_k, top_p, ensemble
+        (the rewordings per prompt, 0 without ensembling), raw_response, response (follow-ups stripped), n_tokens,
+        token_ids (the response's tokens, before the stop token: what ``gcs.hindsight`` and ``gcs.counterfactual``
+        take to observe exactly this response), finished (ended with a stop token).
+
+    Raises:
+        TypeError: an argument of the wrong type, naming it.
+        ValueError: a bad value (an empty prompt list, a special token in a prompt, a prompt too long for the context
+            window after making room for ``max_new_tokens``, ...), before any model work.
+        gcs.Cancelled: ``stop`` was set.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.compare(["What is DNA?", "Explain what DNA is."], methods="is,gcswr", seeds=2, max_new_tokens=4)
+        >>> len(frame), sorted(set(frame["method"]))
+        (8, ['gcswr', 'is'])
     """
     count, rewordings = _ensemble(ensemble)
     settings = _many(settings, "gcs.compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
@@ -225,8 +314,42 @@ def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = MET
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
                    engine: EngineChoice = "transformers", stop: threading.Event | None = None,
                    **generate_kwargs) -> Iterator[pd.DataFrame]:
-    """Like ``compare`` (same arguments), but yields the frame of partial responses after every token; the last is
-    final (setting ``stop`` ends it with ``gcs.Cancelled`` instead)."""
+    """Like ``compare``, but yields the frame of partial responses after every token; the last is final.
+
+    Args:
+        prompts: the prompts (paraphrases of one question, say).
+        methods: a list or a comma-separated string of methods; repeated methods run once.
+        seeds: a count n (seeds 0 to n - 1) or a list of seeds; repeated seeds run once.
+        temperature: 0 is greedy (all methods agree); else at least ``MIN_TEMPERATURE``.
+        top_k: keep the k likeliest tokens (None: all).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS`` (1024).
+        model: a loaded ``gcs.Model``, a transformers id or local path, or None for the embedded default.
+        ensemble: None (off), one list of rewordings per prompt, or a number of rewordings for the model to write.
+        settings: a ``gcs.SamplingSettings`` in place of methods ... max_new_tokens and a count of rewordings.
+        engine: "transformers", "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a list of
+            them: several servers, one engine).
+        stop: a ``threading.Event``; setting it (from another thread) ends the work after its current step with
+            ``gcs.Cancelled``.
+        **generate_kwargs: passed to transformers' ``generate``.
+
+    Yields:
+        The frame so far, with ``compare``'s columns.
+
+    Raises:
+        TypeError: an argument of the wrong type, naming it.
+        ValueError: a bad value (an empty prompt list, a special token in a prompt, a prompt too long for the context
+            window after making room for ``max_new_tokens``, ...), before any model work.
+        gcs.Cancelled: ``stop`` was set.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> *_, final = gcs.stream_compare(["What is DNA?"], methods="gcs", max_new_tokens=4)
+        >>> list(final["response"]) == list(gcs.compare(["What is DNA?"], methods="gcs", max_new_tokens=4)["response"])
+        True
+    """
     count, rewordings = _ensemble(ensemble)
     settings = _many(settings, "gcs.stream_compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
     yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop, **generate_kwargs)

@@ -77,7 +77,15 @@ def clean_candidate(text: str) -> str:
 
 @dataclass(frozen=True)
 class RewordReport:
-    """What ``reword_report`` did: candidates sampled, accepted, and rewordings requested vs delivered."""
+    """What ``reword_report`` did.
+
+    Attributes:
+        candidates: candidates sampled.
+        accepted: candidates that passed every check.
+        requested: rewordings requested (n per prompt).
+        delivered: rewordings delivered.
+        short: prompts left with fewer than n rewordings.
+    """
 
     candidates: int
     accepted: int
@@ -99,9 +107,28 @@ class RewordReport:
 def reword_report(prompts: Sequence[str], *, n: int = 2, model: Model | str | None = None, seed: int = 0,
                   temperature: float = 0.7, attempts: int = 3,
                   min_similarity: float | None = MIN_SIMILARITY) -> tuple[list[list[str]], RewordReport]:
-    """Up to ``n`` checked rewordings per prompt, and a ``RewordReport``; see the module docstring.
+    """Up to ``n`` checked rewordings per prompt, and what it took (see the module docstring).
 
-    ``min_similarity`` None skips the meaning check (no embedding model needed).
+    Args:
+        prompts: the prompts to reword.
+        n: rewordings wanted per prompt (0 to 8).
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        seed: seeds the candidates (rounds after the first use hashed sub-seeds).
+        temperature: the candidates' sampling temperature.
+        attempts: rounds of candidates for prompts still short.
+        min_similarity: the least E5 cosine a rewording needs to its prompt; None skips the meaning check (no
+            embedding model needed).
+
+    Returns:
+        The rewordings (one list per prompt), and a ``RewordReport``.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> rewordings, report = gcs.reword_report(["What is DNA?"], n=1, min_similarity=None)
+        >>> len(rewordings), report.requested
+        (1, 1)
     """
     prompts = check_prompts(prompts)
     check_count(n, "n", 1, 8)
@@ -159,6 +186,26 @@ def reword(prompts: Sequence[str], *, n: int = 2, model: Model | str | None = No
     """Up to ``n`` checked rewordings of each prompt, written by the model (see the module docstring).
 
     A prompt the model could not reword ``n`` times keeps fewer (a RuntimeWarning names it).
+
+    Args:
+        prompts: the prompts to reword.
+        n: rewordings wanted per prompt (0 to 8).
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        seed: seeds the candidates.
+        temperature: the candidates' sampling temperature.
+
+    Returns:
+        One list of rewordings per prompt.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs, warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore", RuntimeWarning)  # a prompt left short says so
+        ...     rewordings = gcs.reword(["What is DNA?"], n=1)
+        >>> len(rewordings), len(rewordings[0]) <= 1
+        (1, True)
     """
     rewordings, report = reword_report(prompts, n=n, model=model, seed=seed, temperature=temperature)
     if report.short:

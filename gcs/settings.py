@@ -50,12 +50,22 @@ class SamplingSettings:
             share their noise.
         temperature: softmax temperature; 0 is greedy (all methods agree), else at least
             ``MIN_TEMPERATURE`` (1e-4, ``gcs.checks``).
-        top_k, top_p: optional truncation after temperature, as in transformers.
+        top_k: optional top-k truncation after temperature, as in transformers.
+        top_p: optional nucleus (top-p) truncation after temperature, as in transformers.
         max_new_tokens: at most 1024.
         ensemble: rewordings the model writes per prompt for distributional ensembling
             (section 5); 0 is off.
         context: how many generated tokens key the noise of method "ctx" (docs/context.md), in [1, 64]; None is
             ``DEFAULT_CONTEXT`` (4) where "ctx" runs, and the only value allowed without it.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a bad value (an unknown method, a temperature below ``MIN_TEMPERATURE``, ...).
+
+    Examples:
+        >>> settings = SamplingSettings(methods="is,gcswr", seeds=3)
+        >>> settings.methods, settings.seeds
+        (('is', 'gcswr'), (0, 1, 2))
     """
 
     methods: tuple[str, ...] = METHODS

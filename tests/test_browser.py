@@ -1,7 +1,7 @@
 """End to end in a real browser: headless Chromium (Debian's package) driven by Playwright.
 
 Needs Debian's chromium (the README's test command installs it). Screenshots go to a temporary
-folder; ``GCS_UPDATE_SCREENSHOTS=1 python -m pytest tests/test_browser.py`` writes them to assets/
+folder; ``GCS_UPDATE_SCREENSHOTS=1 python -m pytest tests/test_browser.py`` writes them to docs/images/
 for the README instead (look at them before committing).
 """
 
@@ -28,7 +28,7 @@ TIMEOUT_MS = 900_000  # generous: a busy machine is slow, not broken
 
 @pytest.fixture(scope="module")
 def screenshots(tmp_path_factory) -> Path:
-    return ROOT / "assets" if UPDATING_SCREENSHOTS else tmp_path_factory.mktemp("shots")
+    return ROOT / "docs" / "images" if UPDATING_SCREENSHOTS else tmp_path_factory.mktemp("shots")
 
 
 @pytest.fixture(scope="module")

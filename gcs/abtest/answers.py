@@ -137,27 +137,53 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
        progress: Progress = False, stop: threading.Event | None = None) -> pd.DataFrame:
     """Every prompt answered by both variants with every seed, the same luck for both: one row per prompt x seed.
 
-    ``method`` ("gcswr", "gcs", "is", or "ctx": docs/context.md, its window from ``settings.context``) is shared
-    by both arms, so under GCS/GCSwR/ctx a seed's two answers share their noise; ``control=True`` adds the same
-    rows under IS (each arm with IS streams of its own), the
-    independent-sampling control ``gcs.ab_report`` measures the saving against. ``seeds``: a count or a list.
-    ``metrics``: arm scores ("length", "contains:WORD", "regex:PATTERN", "e5_to:REFERENCE") and pair scores
-    ("e5_between", "aligned"; ``gcs.abtest.scores``); ``scorer``: any function answer -> number, one more arm score.
+    Arms of one model share its batches; arms that differ in model or dtype run in batches of their own (a row's
+    answer does not depend on its batch, so this is exact).
 
-    Columns: prompt_index, prompt, method, seed, answer_a, answer_b, identical (the same tokens, ended alike),
-    parts_at (the first token index where the answers differ, an end counting as a token; None when identical),
-    n_tokens_*, finished_*, token_ids_*, aligned (their aligned agreement), e5_between (when asked for), and
-    LABEL_a, LABEL_b per arm score. ``frame.attrs["arms"]`` holds the arms' names (``name``, else "A" and "B").
+    Args:
+        prompts: the prompts, each once.
+        a: arm A, a ``gcs.Variant``.
+        b: arm B.
+        seeds: a count or a list.
+        method: "gcswr", "gcs", "is", or "ctx" (its window from ``settings.context``), shared by both arms, so under
+            GCS, GCSwR and ctx a seed's two answers share their noise.
+        metrics: arm scores ("length", "contains:WORD", "regex:PATTERN", "e5_to:REFERENCE") and pair scores
+            ("e5_between", "aligned"; ``gcs.abtest.scores``), a list or a comma-separated string.
+        scorer: any function answer -> number, one more arm score.
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        engine: "transformers" (None), "vllm", or served endpoints (a ``gcs.Endpoint`` or a list; both variants then
+            run the client's one model).
+        control: add the same rows under IS (each arm with IS streams of its own), the independent-sampling control
+            ``gcs.ab_report`` measures the saving against.
+        settings: a ``gcs.SamplingSettings`` of one method, in place of method, seeds and max_new_tokens (an arm's
+            temperature and top_p are its ``Variant``'s, so the settings' must be the defaults).
+        batch_rows: rows per generate call (None: automatic); the rows are done in chunks of that many keys, each
+            handed to ``on_results`` once both arms answered it.
+        resume: an earlier run's results (its frame, or the rows ``on_results`` received) or their keys
+            (prompt_index, seed, method): not answered again.
+        on_results: receives each finished chunk's rows.
+        progress: as in ``gcs.sweep``.
+        stop: as in ``gcs.sweep``.
 
-    ``engine``: "transformers" (None), "vllm", or served endpoints (a ``gcs.Endpoint`` or a list; both variants
-    then run the client's one model). ``batch_rows``: rows per generate call (default: automatic);
-    the rows are done in chunks of that many keys, each handed to ``on_results`` once both arms answered it, so a
-    caller can save results as they come and continue with them: ``resume`` takes an earlier run's results (its
-    frame, or the rows ``on_results`` received) or their keys (prompt_index, seed, method), not answered again.
-    ``progress`` and ``stop`` work as in ``gcs.sweep``. ``settings`` (a ``gcs.SamplingSettings`` of one method)
-    replaces method, seeds and max_new_tokens; an arm's temperature and top_p are its ``Variant``'s, so the
-    settings' must be the defaults. Bad input (a bad template, regex or metric, variants with other vocabularies,
-    repeated prompts) raises ``ValueError`` before any answer is generated.
+    Returns:
+        Columns prompt_index, prompt, method, seed, answer_a, answer_b, identical (the same tokens, ended alike),
+        parts_at (the first token index where the answers differ, an end counting as a token; None when identical),
+        n_tokens_*, finished_*, token_ids_*, aligned (their aligned agreement), e5_between (when asked for), and
+        LABEL_a, LABEL_b per arm score. ``frame.attrs["arms"]`` holds the arms' names (``name``, else "A" and "B").
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a bad template, regex or metric, variants with other vocabularies, repeated prompts, before any
+            answer is generated.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.ab(["What is DNA?"], gcs.Variant(), gcs.Variant(system="Answer in one sentence."), seeds=2,
+        ...                metrics=["length"], max_new_tokens=4)
+        >>> frame[["method", "seed"]].values.tolist()
+        [['gcswr', 0], ['gcswr', 1], ['is', 0], ['is', 1]]
     """
     prompts = check_prompts(prompts)
     repeated = next((i for i, p in enumerate(prompts) if prompts.index(p) != i), None)

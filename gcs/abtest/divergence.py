@@ -39,12 +39,19 @@ END_TEXT = "end"  # an answer's end (a stop token) where one arm stopped and the
 
 @dataclass(frozen=True)
 class Parting:
-    """Where and why the arms' answers to ``prompt`` under ``seed`` parted.
+    """Where and why the arms' answers to ``prompt`` under ``seed`` parted (``gcs.parting``).
 
-    ``position``: the first token index where they differ; ``tokens``: each arm's token there (A's, B's; a stop
-    token when that answer ended there), ``texts`` their text (quoted; "end" for a stop token), ``prefix`` the text
-    both wrote before; ``steps``: each arm's race at ``position`` as ``gcs.trace`` records it, both tokens among
-    its candidates; ``traces``: the two traces themselves. ``method``: "gcs" or "gcswr".
+    Attributes:
+        prompt: the prompt.
+        seed: the seed.
+        method: "gcs" or "gcswr".
+        names: the arms' names.
+        position: the first token index where the answers differ.
+        tokens: each arm's token there (A's, B's; a stop token when that answer ended there).
+        texts: their text (quoted; "end" for a stop token).
+        prefix: the text both wrote before.
+        steps: each arm's race at ``position`` as ``gcs.trace`` records it, both tokens among its candidates.
+        traces: the two traces themselves.
     """
 
     prompt: str
@@ -88,11 +95,32 @@ class Parting:
 def parting(a: Variant, b: Variant, prompt: str, *, seed: int, method: str = "gcswr",
             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             top: int = DEFAULT_TOP) -> Parting | None:
-    """Why the arms' answers to ``prompt`` under ``seed`` parted, or None when they are identical.
+    """Why the arms' answers to ``prompt`` under ``seed`` parted.
 
-    Traces both arms (``gcs.trace``, transformers) as ``gcs.ab`` answers them with that seed and ``method`` ("gcs"
-    or "gcswr"), finds the first token where they differ, and reads both races there. ``max_new_tokens``: as in
-    ``gcs.ab`` (one more than a frame row's ``parts_at`` is enough); ``top``: candidates recorded per race.
+    Traces both arms (``gcs.trace``, transformers) as ``gcs.ab`` answers them with that seed and ``method``, finds the
+    first token where they differ, and reads both races there.
+
+    Args:
+        a: arm A, a ``gcs.Variant``.
+        b: arm B.
+        prompt: the prompt.
+        seed: the seed of the row to explain.
+        method: "gcs" or "gcswr" (IS shares no luck, so it is refused).
+        max_new_tokens: as in ``gcs.ab`` (one more than a frame row's ``parts_at`` is enough).
+        top: candidates recorded per race.
+
+    Returns:
+        The ``Parting`` (its ``sentence`` and ``frame()``), or None when the answers are identical.
+
+    Raises:
+        ValueError: method "is", or another bad value.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> parting(gcs.Variant(), gcs.Variant(), "What is DNA?", seed=0, max_new_tokens=4) is None  # equal arms
+        True
     """
     prompt = check_prompts([prompt], "prompt")[0]
     seed, max_new_tokens, top = check_seed(seed), check_max_new_tokens(max_new_tokens), check_count(top, "top", 1, 100)

@@ -46,14 +46,19 @@ PAIR_COLUMNS = ("method", "score", "n", "mean", "low", "high")
 class ABReport:
     """``gcs.ab_report``'s answer, plain data for a page.
 
-    ``effects``: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
-    sign-flip interval; NaN where n seeds are too few for it), p, claimable, beyond_noise, sd (the
-    spread of the per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS
-    would need for shared luck's width: inf where only IS has spread, NaN where IS has none) with is_seeds_low and
-    is_seeds_high, its ``confidence`` F interval (NaN unless both spreads are positive; it assumes roughly normal
-    per-seed differences, and heavy tails make it too narrow). ``pairs``: per
-    method, the share of identical answers and each pair score (how close the arms' answers are), with a
-    ``confidence`` interval over seeds. ``lines``: the sentences.
+    Attributes:
+        names: the arms' names.
+        method: the shared method.
+        control: the control's method ("is"), or None without a control.
+        effects: one row per arm score: n (seeds), diff (mean of B - A over seeds), low, high (the simultaneous
+            sign-flip interval; NaN where n seeds are too few for it), p, claimable, beyond_noise, sd (the spread of the
+            per-seed differences), the same under the IS control (control_*), and is_seeds (the seeds IS would need for
+            shared luck's width: inf where only IS has spread, NaN where IS has none) with is_seeds_low and
+            is_seeds_high, its F interval (NaN unless both spreads are positive; it assumes roughly normal per-seed
+            differences, and heavy tails make it too narrow).
+        pairs: per method, the share of identical answers and each pair score (how close the arms' answers are), with
+            an interval over seeds.
+        lines: the sentences.
     """
 
     names: tuple[str, str]
@@ -217,9 +222,28 @@ def _pair_lines(pairs: pd.DataFrame, method: str, control: str | None, confidenc
 def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tuple[str, str] | None = None) -> ABReport:
     """The paired effect of B against A per arm score under shared luck, and the same estimate from the IS control.
 
-    ``frame``: ``gcs.ab``'s (or rows of it read back from a file: ``parts_at`` may then be NaN instead of None).
-    ``names``: the arms' names in the sentences (default: ``frame.attrs["arms"]``, else "A" and "B"). The shared
-    method is the frame's method other than "is" (or "is" when that is all it holds); its "is" rows are the control.
+    The seed is the unit: each score is averaged over the prompts within a seed, and the differences B - A over seeds go
+    through ``gcs.paired_tests`` (the exact sign-flip test, simultaneous over the arm scores). The shared method is the
+    frame's method other than "is" (or "is" when that is all it holds); its "is" rows are the control.
+
+    Args:
+        frame: ``gcs.ab``'s frame (or rows of it read back from a file: ``parts_at`` may then be NaN instead of
+            None).
+        confidence: the simultaneous confidence level.
+        names: the arms' names in the sentences (None: ``frame.attrs["arms"]``, else "A" and "B").
+
+    Returns:
+        An ``ABReport``: ``lines`` (a sentence per score), ``effects`` (the numbers) and more.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.ab(["What is DNA?"], gcs.Variant(), gcs.Variant(), seeds=2, metrics=["length"],
+        ...                max_new_tokens=4)
+        >>> report = ab_report(frame)  # equal arms: no difference on any seed
+        >>> report.effects["diff"].tolist()
+        [0.0]
     """
     if not isinstance(frame, pd.DataFrame):
         raise ArgumentTypeError(f"frame must be gcs.ab's DataFrame (columns prompt_index, method, seed, identical, "

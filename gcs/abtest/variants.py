@@ -54,16 +54,25 @@ def check_template(template: str) -> str:
 class Variant:
     """One arm of ``gcs.ab``: the model and how it is prompted and sampled.
 
-    ``model``: a loaded ``gcs.Model``, a transformers id or local path, or None (the embedded default);
-    ``dtype``: the dtype to load it in (a name or a torch dtype; None: ``gcs.load_model``'s default; a loaded
-    model is used as it is, so its dtype must match); ``system``: a system message (None: the chat template's
-    default; ``gcs.format_prompt``); ``template``: the user turn, a ``str.format`` template with ``{prompt}``;
-    ``temperature``, ``top_p``: as in ``gcs.generate``; ``name``: the arm's name in reports.
+    Args:
+        model: a loaded ``gcs.Model``, a transformers id or local path, or None (the embedded default).
+        system: a system message (None: the chat template's default; ``gcs.format_prompt``).
+        template: the user turn, a ``str.format`` template with exactly one ``{prompt}`` and no other field.
+        temperature: as in ``gcs.generate``.
+        top_p: as in ``gcs.generate``.
+        dtype: the dtype to load the model in (a name or a torch dtype; None: ``gcs.load_model``'s default); a loaded
+            model is used as it is, so its dtype must match.
+        name: the arm's name in reports.
 
-    >>> Variant(template="{prompt} Be brief.", temperature=0.8).describe()
-    "template '{prompt} Be brief.', T 0.8"
-    >>> Variant(template="{prompt} Be brief.").text("Why is the sky blue?")
-    'Why is the sky blue? Be brief.'
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a template without ``{prompt}`` or with another field, or another bad value.
+
+    Examples:
+        >>> Variant(template="{prompt} Be brief.", temperature=0.8).describe()
+        "template '{prompt} Be brief.', T 0.8"
+        >>> Variant(template="{prompt} Be brief.").text("Why is the sky blue?")
+        'Why is the sky blue? Be brief.'
     """
 
     model: Model | str | None = None

@@ -53,11 +53,13 @@ def add_parser(commands) -> None:
     for arm in "ab":
         name = arm.upper()
         sub.add_argument(f"--{arm}-model", default=None, help=f"arm {name}'s model (default: the embedded SmolLM2)")
-        sub.add_argument(f"--{arm}-dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto")
+        sub.add_argument(f"--{arm}-dtype", choices=["auto", "float32", "bfloat16", "float16"], default="auto",
+                         help=f"arm {name}'s weights (auto: bf16 on CUDA and on CPUs with hardware bf16, else fp32)")
         sub.add_argument(f"--{arm}-system", default=None, help=f"arm {name}'s system message")
         sub.add_argument(f"--{arm}-template", default="{prompt}", help=f"arm {name}'s user turn, with {{prompt}}")
-        sub.add_argument(f"--{arm}-temperature", type=float, default=1.0)
-        sub.add_argument(f"--{arm}-top-p", type=float, default=None)
+        sub.add_argument(f"--{arm}-temperature", type=float, default=1.0, help=f"arm {name}'s temperature (default 1)")
+        sub.add_argument(f"--{arm}-top-p", type=float, default=None,
+                         help=f"arm {name}'s nucleus sampling mass, in (0, 1] (default: off)")
 
 
 def _variants(args: argparse.Namespace):

@@ -169,20 +169,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="consistency vs temperature on paraphrase groups (Fig. 2, Table 1)")
     common(run, "3")
-    run.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
-    run.add_argument("--temperatures", type=float_list, default=[0.0, 0.5, 1.0])
+    run.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"],
+                     help="comma-separated: is, gcs, gcswr, ctx (default is,gcs,gcswr)")
+    run.add_argument("--temperatures", type=float_list, default=[0.0, 0.5, 1.0],
+                     help="comma-separated temperatures, each a setting of the sweep (default 0,0.5,1)")
     run.add_argument("--metrics", type=csv_list, default=["e5"],
                      help="e5, minilm, jaccard, aligned; e5:MODEL_ID names one")
-    run.add_argument("--top-k", type=int, default=None)
-    run.add_argument("--top-p", type=float, default=None)
+    run.add_argument("--top-k", type=int, default=None, help="keep the k likeliest tokens (default: all)")
+    run.add_argument("--top-p", type=float, default=None, help="nucleus sampling's mass, in (0, 1] (default: off)")
     run.add_argument("--ensemble", type=parse_ensemble, default=[0],
                      help="rewordings the model writes per prompt for ensembling (0: off, the default), or a list "
                           "of them, each a setting (0,2: without and with)")
 
     style = commands.add_parser("style", help="stylistic consistency p_repeat (Table 2)")
     common(style, "20")
-    style.add_argument("--methods", type=csv_list, default=["is", "gcswr"])
-    style.add_argument("--temperature", type=float, default=1.0)
+    style.add_argument("--methods", type=csv_list, default=["is", "gcswr"],
+                       help="comma-separated: is, gcs, gcswr, ctx (default is,gcswr)")
+    style.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default 1)")
     style.add_argument("--classifiers", type=csv_list, default=None,
                        help="rule classifiers (default for coding: code ones; for lists: list_style,is_terse)")
 
@@ -193,14 +196,15 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("vllm-serve", help="serve a model on vLLM with gcs's samplers (gcs vllm-serve -h)",
                         add_help=False)
     compare = commands.add_parser("compare", help="answer a few paraphrases with each method, side by side")
-    compare.add_argument("prompts", nargs="+")
-    compare.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"])
-    compare.add_argument("--seed", type=int, default=0)
-    compare.add_argument("--temperature", type=float, default=1.0)
-    compare.add_argument("--top-p", type=float, default=None)
+    compare.add_argument("prompts", nargs="+", help="the paraphrases, each one argument")
+    compare.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"],
+                         help="comma-separated: is, gcs, gcswr, ctx (default is,gcs,gcswr)")
+    compare.add_argument("--seed", type=int, default=0, help="the one seed every answer shares (default 0)")
+    compare.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default 1)")
+    compare.add_argument("--top-p", type=float, default=None, help="nucleus sampling's mass, in (0, 1] (default: off)")
     compare.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
                          help=f"tokens per response (default {DEFAULT_MAX_NEW_TOKENS})")
-    compare.add_argument("--model", default=None)
+    compare.add_argument("--model", default=None, help="transformers id or local path (default: embedded SmolLM2)")
     engine_options(compare)
     return parser
 
@@ -212,7 +216,7 @@ def serve_parser() -> argparse.ArgumentParser:
                     "arguments after -- go to vLLM unchanged, e.g. -- --tensor-parallel-size 4")
     parser.add_argument("model", nargs="?", default=None, help="hub id or local folder (default: the embedded model)")
     parser.add_argument("--host", default="127.0.0.1", help="127.0.0.1 (this machine only) unless you say otherwise")
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=int, default=8000, help="the port to listen on (default 8000)")
     parser.add_argument("--batch-invariant", action="store_true",
                         help="VLLM_BATCH_INVARIANT=1: a request's tokens do not depend on its batch (GPUs vLLM "
                              "supports it on; refused on CPU)")

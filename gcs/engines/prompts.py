@@ -37,15 +37,25 @@ def format_prompt(question: str, *, tokenizer, is_chat: bool, examples: Sequence
                   system: str | None = None) -> str:
     """The text fed to the model for one user question, after optional (question, answer) examples.
 
-    Base models always see one example (the paper's in-context example) unless given others. ``system``: a system
-    message; chat models get it as their template's system turn (None keeps the template's default, if it has
-    one), base models, which have no such turn, as the text's first paragraph, before the examples.
+    Args:
+        question: the user's question.
+        tokenizer: the model's tokenizer (its chat template formats chat models; unused for base models).
+        is_chat: whether the model is a chat model (``Model.is_chat``).
+        examples: (question, answer) pairs shown first; base models always see one example (the paper's in-context
+            example) unless given others.
+        system: a system message; chat models get it as their template's system turn (None keeps the template's
+            default, if it has one), base models, which have no such turn, as the text's first paragraph, before
+            the examples.
 
-    >>> format_prompt("Why is the sky blue?", tokenizer=None, is_chat=False).splitlines()[-2:]
-    ['Question: Why is the sky blue?', 'Answer:']
-    >>> format_prompt("Why is the sky blue?", tokenizer=None, is_chat=False,
-    ...               system="Answer in one sentence.").splitlines()[0]
-    'Answer in one sentence.'
+    Returns:
+        The prompt text.
+
+    Examples:
+        >>> format_prompt("Why is the sky blue?", tokenizer=None, is_chat=False).splitlines()[-2:]
+        ['Question: Why is the sky blue?', 'Answer:']
+        >>> format_prompt("Why is the sky blue?", tokenizer=None, is_chat=False,
+        ...               system="Answer in one sentence.").splitlines()[0]
+        'Answer in one sentence.'
     """
     if is_chat:
         turns = [turn for q, a in examples for turn in ({"role": "user", "content": q},
@@ -59,12 +69,22 @@ def format_prompt(question: str, *, tokenizer, is_chat: bool, examples: Sequence
 
 
 def strip_followups(text: str) -> str:
-    """The answer alone: cut at the first follow-up turn label that starts a line after the answer, trim.
+    """The answer alone: cut at the first follow-up turn label that starts a line after the answer, trimmed.
 
-    >>> strip_followups("DNA is a molecule.\\n\\n### Instruction: Explain RNA")
-    'DNA is a molecule.'
-    >>> strip_followups("FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.")
-    'FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.'
+    Only the prompt formats' own labels count (``Question:``, ``Answer:``, ``User:``, ``Assistant:``, ``Human:``,
+    ``### Instruction``); ``Q:`` / ``A:`` and labels inside an answer stay.
+
+    Args:
+        text: a generated response.
+
+    Returns:
+        The response without invented follow-up turns.
+
+    Examples:
+        >>> strip_followups("DNA is a molecule.\\n\\n### Instruction: Explain RNA")
+        'DNA is a molecule.'
+        >>> strip_followups("FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.")
+        'FAQ about DNA\\nQ: What is DNA?\\nA: A molecule.'
     """
     for match in _FOLLOWUP.finditer(text):
         if text[: match.start()].strip():  # a label before any answer text is part of the answer

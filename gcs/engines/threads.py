@@ -1,11 +1,10 @@
 """CPU threads per decode step: all of torch's threads while the cores are free, one while another job keeps them busy.
 
 A decode step split over torch's threads meets them at each of its many parallel regions. Beside another job that
-keeps the cores busy, the scheduler sets one of them aside at almost every meeting and the others wait for it:
-measured here (2 cores, the embedded model, 36 rows x 64 tokens in a worker thread, as the app runs it;
-``python bench/bench_threads.py``), 3.5 s quiet and 28.3 s beside a 2-thread job on two threads throughout, 12.5 s
-beside it choosing per step. ``StepThreads`` watches each step and moves between torch's thread count and one thread
-when the other is faster now (``ThreadChoice``); it sets the generating thread's OpenMP count alone
+keeps the cores busy, the scheduler sets one of them aside at almost every meeting and the others wait for it, so a
+step on all threads can take several times as long as on one (docs/benchmarks.md, "Threads":
+``python bench/bench_threads.py``). ``StepThreads`` watches each step and moves between torch's thread count and one
+thread when the other is faster now (``ThreadChoice``); it sets the generating thread's OpenMP count alone
 (``gcs.runtime.internals.openmp_threads_setter``), never torch's process-wide count.
 
 A token never depends on the thread count: one thread is used only after a probe (``threads_agree``) showed that a

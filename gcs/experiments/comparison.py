@@ -22,13 +22,15 @@ from gcs.stats.paired import PAIRED_COLUMNS, paired_tests
 
 @dataclass(frozen=True)
 class CompareReport:
-    """Scores of a ``gcs.compare`` frame, ready to display.
+    """Scores of a ``gcs.compare`` frame, ready to display (``compare_report``).
 
-    ``scores``: one row per method, seed and metric (columns method, seed, metric,
-    consistency). ``table``: one row per method, one column per metric, the mean over
-    seeds. ``matrices[(method, seed, metric)]``: the [prompts, prompts] similarity matrix.
-    ``per_seed``: one row per seed and method, one column per metric, plus ``prefix`` (the mean
-    common-prefix length in tokens; with a tokenizer only). ``summary``: ``paired_summary`` of the scores.
+    Attributes:
+        scores: one row per method, seed and metric (columns method, seed, metric, consistency).
+        table: one row per method, one column per metric, the mean over seeds.
+        matrices: ``matrices[(method, seed, metric)]``, the [prompts, prompts] similarity matrix.
+        per_seed: one row per seed and method, one column per metric, plus ``prefix`` (the mean common-prefix length
+            in tokens; with a tokenizer only).
+        summary: ``paired_summary`` of the scores.
     """
 
     scores: pd.DataFrame
@@ -41,8 +43,24 @@ class CompareReport:
 def compare_report(frame: pd.DataFrame, *, metrics: Sequence[str] = ("e5",), tokenizer=None) -> CompareReport:
     """Score every (method, seed) group of responses of a ``gcs.compare`` frame under each metric.
 
-    Each metric embeds all responses in one call. Groups are keyed by method and seed
-    only: ``ensemble`` is one setting for the whole frame (its rewordings per prompt).
+    Each metric embeds all responses in one call. Groups are keyed by method and seed only: ``ensemble`` is one setting
+    for the whole frame.
+
+    Args:
+        frame: a ``gcs.compare`` frame.
+        metrics: similarity metrics (``gcs.METRICS``, or "e5:ID" / "minilm:ID").
+        tokenizer: the generating model's tokenizer, for "jaccard" and "aligned" (None: the embedded model's).
+
+    Returns:
+        A ``CompareReport``; its ``scores`` (method, seed, metric, consistency) feed ``gcs.verdict``.
+
+    Examples:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"prompt_index": [0, 1, 0, 1], "prompt": ["p", "q"] * 2, "seed": 0, "ensemble": 0,
+        ...                       "method": ["is", "is", "gcswr", "gcswr"],
+        ...                       "response": ["a b c", "a x y", "a b c", "a b d"]})
+        >>> compare_report(frame, metrics=["jaccard"], tokenizer=str.split).scores["consistency"].round(2).tolist()
+        [0.2, 0.5]
     """
     metrics = check_metrics(metrics)
     prompts = frame["prompt_index"].nunique() if len(frame) else 0
@@ -103,11 +121,25 @@ def combine_reports(reports: Sequence[CompareReport]) -> CompareReport:
 def paired_summary(scores: pd.DataFrame, *, baseline: str = "is", confidence: float = CONFIDENCE) -> pd.DataFrame:
     """Per method and metric: consistency over seeds, and the paired test against ``baseline`` (``gcs.paired_tests``).
 
-    ``scores`` has columns method, seed, metric, consistency (``CompareReport.scores``). Each seed is one paired
-    observation: every method answered the same paraphrases with that seed. Columns: metric, method, mean, stderr,
-    n (seeds scored), then, for methods other than the baseline with the baseline present, ``paired_tests``' own
-    columns under its own names (pairs: its n; wins, diff, sd, low, high: the simultaneous sign-flip interval over
-    the summary's comparisons, p, claimable, beyond_noise), so that a summary and a verdict read the same numbers.
+    Each seed is one paired observation: every method answered the same paraphrases with that seed.
+
+    Args:
+        scores: columns method, seed, metric, consistency (``CompareReport.scores``).
+        baseline: the method the others are compared with.
+        confidence: the simultaneous confidence level.
+
+    Returns:
+        Columns metric, method, mean, stderr, n (seeds scored), then, for methods other than the baseline with the
+        baseline present, ``paired_tests``' own columns (pairs: its n; wins, diff, sd, low, high, p, claimable,
+        beyond_noise), so that a summary and a verdict read the same numbers.
+
+    Examples:
+        >>> import pandas as pd
+        >>> scores = pd.DataFrame({"method": ["is"] * 8 + ["gcswr"] * 8, "seed": list(range(8)) * 2, "metric": "e5",
+        ...                        "consistency": [0.80, 0.82, 0.81, 0.79, 0.80, 0.83, 0.81, 0.80,
+        ...                                        0.85, 0.86, 0.84, 0.85, 0.87, 0.86, 0.85, 0.84]})
+        >>> paired_summary(scores)[["method", "n", "beyond_noise"]].to_dict("records")
+        [{'method': 'is', 'n': 8, 'beyond_noise': nan}, {'method': 'gcswr', 'n': 8, 'beyond_noise': True}]
     """
     records = []
     for (metric, method), part in scores.groupby(["metric", "method"], sort=False):

@@ -39,7 +39,12 @@ BUILTIN_SETS = {"general": "paraphrases.jsonl", "coding": "coding.jsonl", "lists
 
 @dataclass(frozen=True)
 class Group:
-    """Rewordings of one question (``prompts``), named by ``id``."""
+    """Rewordings of one question.
+
+    Attributes:
+        id: the group's name.
+        prompts: the rewordings.
+    """
 
     id: str
     prompts: tuple[str, ...]
@@ -117,8 +122,26 @@ def _csv_groups(text: str) -> list[Group]:
 
 
 def parse_groups(text: str, fmt: str) -> list[Group]:
-    """Groups from the text of a ``"jsonl"`` or ``"csv"`` file; ValueError naming the problem (ArgumentTypeError for
-    an argument of the wrong type)."""
+    """Paraphrase groups from the text of a "jsonl" or "csv" file.
+
+    Args:
+        text: the file's text: JSON lines ``{"id": ..., "prompts": [...]}`` (or ``"prompt"``), or CSV with a header
+            ``id,prompt`` and one row per prompt.
+        fmt: "jsonl" or "csv".
+
+    Returns:
+        The groups, in file order.
+
+    Raises:
+        ArgumentTypeError: an argument of the wrong type.
+        ValueError: malformed text, naming the line and the problem.
+
+    Examples:
+        >>> parse_groups('{"id": "dna", "prompts": ["What is DNA?", "Explain what DNA is."]}', "jsonl")
+        [Group(id='dna', prompts=('What is DNA?', 'Explain what DNA is.'))]
+        >>> parse_groups("id,prompt\\ndna,What is DNA?\\ndna,Explain what DNA is.\\n", "csv")[0].prompts
+        ('What is DNA?', 'Explain what DNA is.')
+    """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"text must be the text of a data file (a string), got {type(text).__name__}")
     if not isinstance(fmt, str):
@@ -139,7 +162,23 @@ def parse_groups(text: str, fmt: str) -> list[Group]:
 
 
 def load_groups(source: str | Path) -> list[Group]:
-    """Groups from a built-in set name or a ``.jsonl`` / ``.csv`` file (at most 5 MB)."""
+    """Paraphrase groups from a built-in set or a file.
+
+    Args:
+        source: a built-in set's name ("general", "coding", "lists") or the path of a ``.jsonl`` / ``.csv`` file (at
+            most 5 MB).
+
+    Returns:
+        The groups.
+
+    Raises:
+        ValueError: an unknown set, a missing, oversized or malformed file.
+
+    Examples:
+        >>> groups = load_groups("general")
+        >>> len(groups), groups[0].id
+        (44, 'dna')
+    """
     if not isinstance(source, (str, os.PathLike)):
         raise ArgumentTypeError(f"source must be a built-in set name or a data file's path, got "
                                 f"{type(source).__name__} {quoted(source)}")

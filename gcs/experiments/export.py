@@ -32,7 +32,19 @@ def unescape_cell(value):
 
 
 def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``frame`` whose text cells are escaped (``escape_cell``); other columns are unchanged."""
+    """A copy of ``frame`` whose text cells cannot become spreadsheet formulas (``escape_cell``).
+
+    Args:
+        frame: any frame.
+
+    Returns:
+        The copy; columns that hold no text are unchanged.
+
+    Examples:
+        >>> import pandas as pd
+        >>> csv_safe(pd.DataFrame({"response": ["=1+1", "hi"], "n": [1, 2]})).to_dict("list")
+        {'response': ["'=1+1", 'hi'], 'n': [1, 2]}
+    """
     safe = frame.copy()
     for column in safe.columns:
         if pd.api.types.is_object_dtype(safe[column]) or pd.api.types.is_string_dtype(safe[column]):
@@ -41,6 +53,20 @@ def csv_safe(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_csv(frame: pd.DataFrame, path: str | Path) -> Path:
-    """Write ``frame`` to ``path`` as a spreadsheet-safe CSV (no index)."""
+    """Write ``frame`` to ``path`` as a spreadsheet-safe CSV (``csv_safe``, no index).
+
+    Args:
+        frame: the frame to write.
+        path: the file to write.
+
+    Returns:
+        The path written.
+
+    Examples:
+        >>> import pandas as pd, pathlib, tempfile
+        >>> path = write_csv(pd.DataFrame({"response": ["=1+1"]}), pathlib.Path(tempfile.mkdtemp()) / "answers.csv")
+        >>> path.read_text().splitlines()
+        ['response', "'=1+1"]
+    """
     csv_safe(frame).to_csv(path, index=False)
     return Path(path)

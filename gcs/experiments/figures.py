@@ -25,8 +25,26 @@ METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
 
 
 def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
-    """Plotly figure: consistency vs temperature, one line per method (and ensembling), error bars =
-    standard error clustered by seed (one seed's groups share noise; the paper's Fig. 2)."""
+    """Consistency against temperature, one line per method (and ensembling): the paper's Fig. 2.
+
+    Error bars are the standard error clustered by seed (one seed's groups share noise).
+
+    Args:
+        frame: a ``gcs.sweep`` frame.
+        metric: the metric to plot (None: the first).
+        title: the figure's title (None: one naming the metric).
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"group": [0, 0, 1, 1] * 2, "method": ["is", "gcswr"] * 4, "seed": [0] * 4 + [1] * 4,
+        ...                       "temperature": 1.0, "ensemble": 0, "metric": "e5",
+        ...                       "consistency": [0.80, 0.85, 0.82, 0.86, 0.81, 0.87, 0.79, 0.84]})
+        >>> len(consistency_figure(frame).data)  # one line per method
+        2
+    """
     metric = metric if metric is not None else frame["metric"].iloc[0]
     summary = consistency_by_temperature(frame[frame["metric"] == metric])
     figure = go.Figure()
@@ -50,7 +68,22 @@ def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title:
 
 
 def style_figure(consistency: pd.DataFrame, *, title: str = "Stylistic consistency (p_repeat)"):
-    """Plotly bar chart: p_repeat per dimension, one bar per method, error bars = std.err over seeds."""
+    """p_repeat per style dimension, one bar per method, error bars = std.err over seeds.
+
+    Args:
+        consistency: a ``gcs.style_consistency`` frame.
+        title: the figure's title.
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        >>> import pandas as pd
+        >>> consistency = pd.DataFrame({"dimension": ["has_code_block"], "method": ["is"], "p_repeat": [0.5],
+        ...                             "stderr": [0.5], "seeds": [2]})
+        >>> len(style_figure(consistency).data)
+        1
+    """
     figure = go.Figure()
     for method, part in consistency.groupby("method", sort=False):
         figure.add_trace(
@@ -63,7 +96,22 @@ def style_figure(consistency: pd.DataFrame, *, title: str = "Stylistic consisten
 
 
 def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = "", zmin: float = 0.0):
-    """Pairwise similarity of one method's responses: rows and columns are paraphrases 1..n, their text on hover."""
+    """Pairwise similarity of one method's responses: rows and columns are paraphrases 1..n, their text on hover.
+
+    Args:
+        matrix: the similarity matrix [n, n] (``gcs.similarity``).
+        labels: the n responses, shown on hover.
+        title: the figure's title.
+        zmin: the colour scale's lower end.
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        >>> import numpy as np
+        >>> similarity_heatmap(np.array([[1.0, 0.5], [0.5, 1.0]]), ["an answer", "another"]).data[0].type
+        'heatmap'
+    """
     n = len(labels)
     numbers = [str(i + 1) for i in range(n)]
     hover = [[f"{i + 1}: {labels[i]}<br>{j + 1}: {labels[j]}" for j in range(n)] for i in range(n)]
@@ -81,7 +129,26 @@ def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = ""
 def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str = "e5", baseline: str = "is"):
     """Per seed, each method's consistency minus the baseline's (dots), and the mean with its 95 % interval.
 
-    ``per_seed`` and ``summary`` are a ``CompareReport``'s; differences are shown in points (x100).
+    Differences are shown in points (x100).
+
+    Args:
+        per_seed: a ``CompareReport``'s ``per_seed``.
+        summary: the same report's ``summary``.
+        metric: the metric to plot.
+        baseline: the method the others are compared with.
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"prompt_index": [0, 1] * 4, "prompt": ["p", "q"] * 4, "ensemble": 0,
+        ...                       "seed": [0, 0, 0, 0, 1, 1, 1, 1], "method": ["is", "is", "gcswr", "gcswr"] * 2,
+        ...                       "response": ["a b", "a c", "a b", "a b", "x y", "z y", "x y", "x y"]})
+        >>> from gcs.experiments.comparison import compare_report
+        >>> report = compare_report(frame, metrics=["jaccard"], tokenizer=str.split)
+        >>> type(paired_figure(report.per_seed, report.summary, metric="jaccard")).__name__
+        'Figure'
     """
     figure = go.Figure()
     base = per_seed[per_seed["method"] == baseline].set_index("seed")[metric]
@@ -114,8 +181,23 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
 
 
 def race_scale(steps) -> dict:
-    """One scale for several rows' races (``race_figure(step, **race_scale(steps))``): the largest probability and
-    the range of finite arrival times over all their candidates, so side-by-side panels compare at a glance."""
+    """One scale for several rows' races, so that side-by-side panels compare at a glance.
+
+    Args:
+        steps: ``TraceStep`` objects (one position's races, say).
+
+    Returns:
+        ``race_figure``'s ``probability_max`` (the largest probability) and ``arrival_range`` (the range of finite
+        arrival times) over all their candidates: ``race_figure(step, **race_scale(steps))``.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> steps = gcs.trace(["2+2?", "What is 2 plus 2?"], seed=1, max_new_tokens=2).steps[0]
+        >>> sorted(race_scale(steps))
+        ['arrival_range', 'probability_max']
+    """
     candidates = [c for step in steps for c in step.candidates]
     arrivals = [c.arrival for c in candidates if c.arrival is not None and 0 < c.arrival < np.inf]
     return {"probability_max": max((c.probability for c in candidates), default=1.0),
@@ -141,10 +223,26 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
                 arrival_range: tuple[float, float] | None = None):
     """One row's step of a ``gcs.trace``: each candidate's probability p and, in a race, its arrival time E/p.
 
-    The winner (the first arrival, or IS's inverse-CDF pick) is red; the hover shows each candidate's clock E,
-    its Gumbel form g = -log E and, with GCSwR, the clock after the race. ``probability_max`` and
-    ``arrival_range`` fix the axes (``race_scale`` gives one scale for several rows); the arrival axis is
-    logarithmic with a tick at each power of ten. Token text is shown as text (escaped).
+    The winner (the first arrival, or IS's inverse-CDF pick) is red; the hover shows each candidate's clock E, its
+    Gumbel form g = -log E and, with GCSwR, the clock after the race. The arrival axis is logarithmic with a tick at
+    each power of ten. Token text is shown as text (escaped).
+
+    Args:
+        step: a ``TraceStep``.
+        title: the figure's title.
+        probability_max: fixes the probability axis (``race_scale``).
+        arrival_range: fixes the arrival axis (``race_scale``).
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> steps = gcs.trace(["2+2?", "What is 2 plus 2?"], seed=1, max_new_tokens=2).steps[0]
+        >>> type(race_figure(steps[0], **race_scale(steps))).__name__
+        'Figure'
     """
     from plotly.subplots import make_subplots
 
@@ -182,8 +280,19 @@ def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws
                     blended: bool = False):
     """Theorem 1 and independent sampling (lines) with Monte Carlo estimates (points, ± 2 std.err).
 
-    ``blended``: the curve blends p into a given q (``coupling_curve(p, q)``), so the axis is the blend weight
-    ``w = ε / max ε`` (0 = p, 1 = q) rather than ε.
+    Args:
+        curve: a ``gcs.coupling_curve`` frame.
+        title: the figure's title.
+        blended: the curve blends p into a given q (``coupling_curve(p, q)``), so the axis is the blend weight
+            ``w = ε / max ε`` (0 = p, 1 = q) rather than ε.
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        >>> from gcs.sampling.coupling import coupling_curve
+        >>> len(coupling_figure(coupling_curve([0.6, 0.3, 0.1], epsilons=[0.0, 1.0], trials=100)).data)
+        4
     """
     if blended:
         largest = curve["epsilon"].max()
@@ -207,7 +316,21 @@ def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws
 
 
 def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many steps vs the target distribution"):
-    """Target probabilities next to GCSwR's token frequencies (and, for contrast, naive noise reuse)."""
+    """Target probabilities next to GCSwR's token frequencies (and, for contrast, naive noise reuse).
+
+    Args:
+        histogram: the frame of ``gcs.recycling_histogram``.
+        title: the figure's title.
+
+    Returns:
+        A plotly ``Figure``.
+
+    Examples:
+        >>> from gcs.sampling.coupling import recycling_histogram
+        >>> histogram, p_value = recycling_histogram([0.6, 0.3, 0.1], steps=100)
+        >>> len(recycling_figure(histogram).data)  # target, GCSwR, reuse
+        3
+    """
     figure = go.Figure()
     labels = [str(t) for t in histogram["token"]]
     figure.add_trace(go.Bar(x=labels, y=histogram["target"], name="target p", marker_color="#2ca02c"))

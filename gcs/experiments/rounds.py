@@ -49,12 +49,22 @@ MAX_ROUND_SEEDS = 1024
 
 @dataclass(frozen=True)
 class RoundReport:
-    """A run after one round: ``frame`` (every answer so far, ``gcs.compare``'s columns), ``report`` (their scores),
-    ``tests`` (``gcs.sequential_tests`` at this look), the ``plan``, ``look`` (the index of this look in
-    ``plan.looks``), ``settings`` (the run's methods and seeds so far, its sampling), ``final`` and, on the final
-    report, ``reason`` (why the run stopped); ``model`` and ``engine`` ran it. ``excess``: the first round's answers'
-    excess surprise (``gcs.excess_surprise``, recorded as they were generated), the evidence ``gcs.verdict`` flags
-    degenerate answers by."""
+    """A run of ``gcs.compare_rounds`` after one round.
+
+    Attributes:
+        frame: every answer so far, with ``gcs.compare``'s columns.
+        report: their scores, a ``CompareReport``.
+        tests: ``gcs.sequential_tests`` at this look.
+        plan: the run's ``SequentialPlan``.
+        look: the index of this look in ``plan.looks``.
+        settings: the run's methods and seeds so far, its sampling.
+        final: whether the run stopped here.
+        reason: on the final report, why the run stopped.
+        model: the model that ran it.
+        engine: the engine that ran it.
+        excess: the first round's answers' excess surprise (``gcs.excess_surprise``, recorded as they were generated),
+            the evidence ``gcs.verdict`` flags degenerate answers by.
+    """
 
     frame: pd.DataFrame
     report: CompareReport
@@ -88,22 +98,50 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
                    resume: RoundReport | None = None, on_results: Callable[[pd.DataFrame], None] | None = None,
                    on_partial: Callable[[pd.DataFrame], None] | None = None,
                    stop: threading.Event | None = None) -> Iterator[RoundReport]:
-    """The side by side of ``methods`` on ``paraphrases`` over ``seeds``, a round at a time (``rounds``: seeds per
-    round, default 4, 12); yields a ``RoundReport`` after each round. ``seeds``: a count n (seeds 0 to n - 1) or the
-    seeds themselves, in the order the rounds take them; their number is the run's maximum. ``confidence`` and
-    ``futility``: as in ``gcs.sequential_plan`` (``futility=0`` never stops a comparison early for futility).
-    ``report_metrics``: what each report scores (default ``metrics``; the tests use ``metrics``, which must be among
-    them), e.g. Jaccard and MiniLM for a table beside the verdict. ``settings`` (a ``gcs.SamplingSettings``, no
-    ensembling) replaces methods, seeds, temperature, top_k, top_p and max_new_tokens.
+    """The side by side of ``methods`` on ``paraphrases``, a round of seeds at a time, until the verdict is decided.
 
-    The run stops when every comparison of a method with IS under each metric is decided (claimed, or within
-    noise for good) or when its seeds run out; the last report says which (``reason``). ``resume``: an undecided
-    final report to continue with "more seeds" (the plan's extension looks, on the seeds after the largest one
-    run; every other argument is taken from it). ``on_results(frame)`` receives each round's answers once they are
-    final, as ``gcs.sweep``'s does each batch's; ``on_partial(frame)`` receives the first round's answers as they
-    grow, token by token (the first answers on screen). ``stop`` ends the run after its current token with
-    ``gcs.Cancelled``. ``engine``: "transformers", "vllm" or served endpoints (a ``gcs.Endpoint`` or a list), whose
-    final ``reason`` says what they promise about batches.
+    The run stops when every comparison of a method with IS under each metric is decided (claimed, or within noise for
+    good) or when its seeds run out; the last report says which (``reason``).
+
+    Args:
+        paraphrases: the prompts.
+        methods: a list or a comma-separated string of methods.
+        seeds: a count n (seeds 0 to n - 1) or the seeds themselves, in the order the rounds take them; their number
+            is the run's maximum.
+        rounds: seeds per round (None: 4, then 12).
+        confidence: as in ``gcs.sequential_plan``.
+        metrics: the metrics the sequential tests use.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        temperature: 0 is greedy; else at least ``MIN_TEMPERATURE``.
+        top_k: keep the k likeliest tokens (None: all).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        engine: "transformers", "vllm" or served endpoints (a ``gcs.Endpoint`` or a list), whose final ``reason``
+            says what they promise about batches.
+        futility: as in ``gcs.sequential_plan`` (0 never stops a comparison early for futility).
+        report_metrics: what each report scores (None: ``metrics``, which must be among them).
+        settings: a ``gcs.SamplingSettings`` (no ensembling) in place of methods ... max_new_tokens.
+        resume: an undecided final report to continue with "more seeds" (the plan's extension looks; every other
+            argument is taken from it).
+        on_results: receives each round's answers once they are final.
+        on_partial: receives the first round's answers as they grow, token by token.
+        stop: a ``threading.Event`` that ends the run after its current token with ``gcs.Cancelled``.
+
+    Yields:
+        A ``RoundReport`` after each round.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a bad value, before any model work.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> reports = list(gcs.compare_rounds(["What is DNA?", "Explain what DNA is."], methods="is,gcswr", seeds=4,
+        ...                                   metrics=["jaccard"], max_new_tokens=4))
+        >>> len(reports), reports[-1].reason is not None
+        (1, True)
     """
     check_stop(stop)
     check_callback(on_results, "on_results")

@@ -131,7 +131,17 @@ def is_terse(response: str) -> bool:
 
 
 class Classifier:
-    """A style dimension: ``name`` and ``label(question, response) -> label`` (str or bool)."""
+    """A style dimension of the style experiment: a name and a labelling function.
+
+    Args:
+        name: the dimension's name.
+        label: ``label(question, response) -> label`` (a str or a bool).
+
+    Examples:
+        >>> terse = Classifier("terse", lambda question, response: len(response.split()) < 5)
+        >>> terse.labels(["Hi?", "Hi?"], ["Hello.", "Hello there, how are you doing today?"])
+        [True, False]
+    """
 
     def __init__(self, name: str, label: Callable[[str, str], object]):
         if not isinstance(name, str):
@@ -148,6 +158,7 @@ class Classifier:
         return f"{type(self).__name__}({self.name!r})"
 
     def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list:
+        """One label per (question, response) pair, in order."""
         return [self.label(q, r) for q, r in zip(questions, responses, strict=True)]
 
 
@@ -159,16 +170,23 @@ RULE_CLASSIFIERS = {
     c.name: c
     for c in map(_rule, (has_code_block, code_language, starts_with_code, code_has_comments, list_style, is_terse))
 }
+"""The rule-based style classifiers by name (code blocks, code language, list style, terseness, ...)."""
 STYLE_SETS = {"coding": ("has_code_block", "code_language", "starts_with_code", "code_has_comments"),
               "lists": ("list_style", "is_terse")}
 
 
 class LLMJudge(Classifier):
-    """Ask a language model (greedy) a zero-shot question about each response; the label is
-    the first of ``choices`` found in its answer, else "unparsed". ``prompt`` has
-    ``{response}`` (and optionally ``{question}``) placeholders; appendix G has the paper's.
+    """A style dimension labelled by a language model asked (greedily) a zero-shot question about each response.
 
     Labels come from one batched ``generate`` per ``labels`` call.
+
+    Args:
+        name: the dimension's name.
+        prompt: the question, with ``{response}`` (and optionally ``{question}``) placeholders; appendix G has the
+            paper's.
+        choices: the labels; a label is the first of them found in the judge's answer, else "unparsed".
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        max_new_tokens: the judge's answer length.
     """
 
     def __init__(self, name: str, prompt: str, choices: Sequence[str], model: Model | str | None = None,
@@ -197,6 +215,7 @@ class LLMJudge(Classifier):
         return self.labels([question], [response])[0]
 
     def labels(self, questions: Sequence[str], responses: Sequence[str]) -> list[str]:
+        """One label per (question, response) pair, the judge model's greedy answers batched together."""
         prompts = [self.prompt.format(question=q, response=r) for q, r in zip(questions, responses, strict=True)]
         answers = generate(prompts, temperature=0, max_new_tokens=self.max_new_tokens, model=self.model)
         return [self._parse(answer) for answer in answers]
@@ -239,15 +258,39 @@ def style_responses(
     stop: threading.Event | None = None,
     engine: EngineChoice = "transformers",
 ) -> pd.DataFrame:
-    """Responses to every question under every (method, seed): columns question, method, seed, prompt, response.
+    """Responses to every question under every (method, seed), for the style experiment (Table 2).
 
-    Each question is the first prompt of its group. All questions answered with one seed
-    share its noise (gcs/gcswr). ``settings`` (a ``gcs.SamplingSettings``, no ensembling) replaces methods, seeds,
-    temperature and max_new_tokens (and brings its top_k and top_p). ``resume``: an earlier run's results (its frame,
-    or the rows ``on_results`` received) or their keys (question, method, seed): those are not answered again.
-    ``on_results`` receives each finished batch; ``progress`` and ``stop``: as in ``gcs.sweep``; ``batch_rows``
-    defaults to the automatic size; the frame returned holds what this call answered. ``engine``: "transformers",
-    "vllm" (``gcs.vllm.plugin``) or served endpoints (a ``gcs.Endpoint`` or a list).
+    Each question is the first prompt of its group. All questions answered with one seed share its noise (gcs, gcswr).
+
+    Args:
+        questions: ``Group`` objects (their first prompt is asked) or questions.
+        methods: a list or a comma-separated string of methods.
+        seeds: a count (0..n-1) or a list.
+        temperature: 0 is greedy; else at least ``MIN_TEMPERATURE``.
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        settings: a ``gcs.SamplingSettings`` (no ensembling) in place of methods, seeds, temperature and
+            max_new_tokens (and bringing its top_k and top_p).
+        batch_rows: rows per batch (None: automatic).
+        resume: an earlier run's results (its frame, or the rows ``on_results`` received, e.g. read back from a file)
+            or their cell keys: those cells are not run again, and the frame returned holds the cells this call ran.
+        on_results: receives each finished batch's rows.
+        progress: True for a tqdm bar (gradio's ``Progress(track_tqdm=True)`` follows it), a tqdm-like bar
+            (``update(n)`` gets the cells done) or a callback ``progress(done, total)``.
+        stop: a ``threading.Event``; setting it ends the run after the current token with ``gcs.Cancelled``; batches
+            already passed to ``on_results`` stay there.
+        engine: "transformers", "vllm" or served endpoints (a ``gcs.Endpoint`` or a list).
+
+    Returns:
+        Columns question, method, seed, prompt, response: what this call answered.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.style_responses(["Write hello world in Python."], seeds=2, max_new_tokens=4)
+        >>> frame[["method", "seed"]].values.tolist()
+        [['is', 0], ['is', 1], ['gcswr', 0], ['gcswr', 1]]
     """
     if isinstance(questions, str) or not isinstance(questions, Sequence):
         raise ArgumentTypeError(f"questions must be a list of questions (strings) or of gcs.Group, got "
@@ -290,7 +333,22 @@ def style_responses(
 
 
 def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
-    """``responses`` with one label column per classifier."""
+    """``responses`` with one label column per classifier.
+
+    Args:
+        responses: a ``style_responses`` frame.
+        classifiers: ``Classifier`` objects or the names of ``RULE_CLASSIFIERS``.
+
+    Returns:
+        A copy of ``responses`` with a column per classifier.
+
+    Examples:
+        >>> import pandas as pd
+        >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
+        ...                           "prompt": "", "response": ["```\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        >>> label_responses(responses, classifiers=["has_code_block"])["has_code_block"].tolist()
+        [True, False, False, False]
+    """
     labelled = responses.copy()
     for classifier in check_classifiers(classifiers):
         labelled[classifier.name] = classifier.labels(list(labelled["prompt"]), list(labelled["response"]))
@@ -300,9 +358,23 @@ def label_responses(responses: pd.DataFrame, *, classifiers: Iterable[Classifier
 def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifier | str]) -> pd.DataFrame:
     """p_repeat per (dimension, method): mean ± std.err over seeds of the per-seed unbiased estimate.
 
-    A multi-valued classifier gives one binary dimension per label seen ("code_language =
-    python"); a boolean one gives a single dimension. Seeds with fewer than two questions
-    answered are left out (the estimator needs two).
+    A multi-valued classifier gives one binary dimension per label seen ("code_language = python"); a boolean one gives
+    a single dimension. Seeds with fewer than two questions answered are left out (the estimator needs two).
+
+    Args:
+        labelled: a ``label_responses`` frame.
+        classifiers: the classifiers it was labelled with.
+
+    Returns:
+        Columns dimension, method, p_repeat, stderr, seeds.
+
+    Examples:
+        >>> import pandas as pd
+        >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
+        ...                           "prompt": "", "response": ["```\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        >>> labelled = label_responses(responses, classifiers=["has_code_block"])
+        >>> style_consistency(labelled, classifiers=["has_code_block"]).to_dict("records")
+        [{'dimension': 'has_code_block', 'method': 'is', 'p_repeat': 0.5, 'stderr': 0.5, 'seeds': 2}]
     """
     records = []
     for classifier in check_classifiers(classifiers):
@@ -328,7 +400,22 @@ def style_consistency(labelled: pd.DataFrame, *, classifiers: Iterable[Classifie
 
 
 def style_table(consistency: pd.DataFrame) -> pd.DataFrame:
-    """Table 2's layout: rows = style dimensions, columns = methods, "p_repeat ± std.err"."""
+    """Table 2's layout: rows = style dimensions, columns = methods, "p_repeat ± std.err".
+
+    Args:
+        consistency: a ``style_consistency`` frame.
+
+    Returns:
+        The table.
+
+    Examples:
+        >>> import pandas as pd
+        >>> responses = pd.DataFrame({"question": ["q1", "q2", "q1", "q2"], "method": "is", "seed": [0, 0, 1, 1],
+        ...                           "prompt": "", "response": ["```\\nx = 1\\n```", "plain", "```y```", "```z```"]})
+        >>> labelled = label_responses(responses, classifiers=["has_code_block"])
+        >>> style_table(style_consistency(labelled, classifiers=["has_code_block"])).to_dict()
+        {'IS': {'has_code_block': '0.50 ± 0.50'}}
+    """
     table = consistency.assign(
         cell=[f"{p:.2f} ± {e:.2f}"
               for p, e in zip(consistency["p_repeat"], consistency["stderr"].fillna(0), strict=True)]

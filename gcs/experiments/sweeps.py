@@ -137,29 +137,55 @@ def sweep(
     engine: EngineChoice = "transformers",
     **generate_kwargs,
 ) -> pd.DataFrame:
-    """Consistency of responses to each group of paraphrases, for every setting.
+    """Consistency of responses to each group of paraphrases, for every setting (Fig. 2, Table 1).
 
-    Returns a tidy DataFrame with one row per cell and metric: ``group``, ``method``,
-    ``seed``, ``temperature``, ``ensemble``, ``metric``, ``consistency`` (mean pairwise
-    similarity of the group's responses) and ``responses`` (the texts, in prompt order).
-    All paraphrases of a group under one seed share their Gumbel noise (gcs/gcswr).
+    All paraphrases of a group under one seed share their Gumbel noise (gcs, gcswr). ``engine="vllm"`` submits all
+    cells of a temperature to vLLM at once and lets it batch them (no ensembling there; ``stop`` then takes effect
+    between temperatures). Served endpoints take the cells in batches of a few rounds of their requests: a run that
+    fails keeps every batch passed to ``on_results``, to resume from.
 
-    ``temperatures``: default 0, 0.5 and 1, or the one of ``settings``. ``seeds``: a count (0..n-1) or a list.
-    ``ensemble``: rewordings the model writes per prompt (section 5; 0, the default, is off), or a list of such
-    counts, each a setting of the sweep (``[0, 2]``: without and with ensembling); each prompt is then answered
-    from the geometric mean over itself and its rewordings. ``settings`` (a ``gcs.SamplingSettings``) replaces
-    methods, seeds, top_k, top_p, max_new_tokens and, unless given, temperatures and ensemble.
-    ``resume``: an earlier sweep's results (its frame, or the rows ``on_results`` received, e.g. read back from a
-    file; or their cell keys ``(group, method, seed, temperature, ensemble)``): those cells are not run again, and
-    the frame returned holds the cells this call ran (concatenate it with the earlier results for the whole sweep).
-    ``on_results`` gets each finished batch's rows; ``progress``: True for a tqdm bar (gradio's
-    ``Progress(track_tqdm=True)`` follows it), a tqdm-like bar (``update(n)`` gets the cells done) or a callback
-    ``progress(done, total)``. Setting ``stop`` (a ``threading.Event``) ends the sweep after the current token with
-    ``gcs.Cancelled``; batches already passed to ``on_results`` stay there. Extra keyword arguments go to
-    transformers' ``generate``. ``engine="vllm"`` submits all cells of a temperature to vLLM at once and lets it
-    batch them (no ensembling there; ``stop`` then takes effect between temperatures). Served endpoints (a
-    ``gcs.Endpoint`` or a list) take the cells in batches of a few rounds of their requests
-    (``Endpoints.batch_rows``): a run that fails keeps every batch passed to ``on_results``, to resume from.
+    Args:
+        groups: ``Group`` objects (``gcs.load_groups``) or lists of paraphrases.
+        temperatures: the temperatures (None: 0, 0.5 and 1, or the one of ``settings``).
+        methods: a list or a comma-separated string of methods.
+        seeds: a count (0..n-1) or a list.
+        metrics: similarity metrics (``gcs.METRICS``, or "e5:ID" / "minilm:ID").
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        top_k: keep the k likeliest tokens (None: all).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        ensemble: rewordings the model writes per prompt (section 5; 0 or None is off), or a list of such counts,
+            each a setting of the sweep (``[0, 2]``: without and with ensembling).
+        settings: a ``gcs.SamplingSettings`` in place of methods, seeds, top_k, top_p, max_new_tokens and, unless
+            given, temperatures and ensemble.
+        batch_rows: rows per batch (None: automatic).
+        resume: an earlier run's results (its frame, or the rows ``on_results`` received, e.g. read back from a file)
+            or their cell keys: those cells are not run again, and the frame returned holds the cells this call ran.
+        on_results: receives each finished batch's rows.
+        progress: True for a tqdm bar (gradio's ``Progress(track_tqdm=True)`` follows it), a tqdm-like bar
+            (``update(n)`` gets the cells done) or a callback ``progress(done, total)``.
+        stop: a ``threading.Event``; setting it ends the run after the current token with ``gcs.Cancelled``; batches
+            already passed to ``on_results`` stay there.
+        engine: "transformers", "vllm" or served endpoints (a ``gcs.Endpoint`` or a list).
+        **generate_kwargs: passed to transformers' ``generate``.
+
+    Returns:
+        One row per cell and metric: group, method, seed, temperature, ensemble, metric, consistency (mean pairwise
+        similarity of the group's responses) and responses (the texts, in prompt order).
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a bad value, before any model work.
+        gcs.Cancelled: ``stop`` was set.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> frame = gcs.sweep([["What is DNA?", "Explain what DNA is."]], temperatures=[1.0], methods="is,gcswr",
+        ...                   seeds=1, metrics=["jaccard"], max_new_tokens=4)
+        >>> frame[["method", "metric"]].to_dict("records")
+        [{'method': 'is', 'metric': 'jaccard'}, {'method': 'gcswr', 'metric': 'jaccard'}]
     """
     plan = check_sweep(groups, temperatures=temperatures, methods=methods, seeds=seeds, metrics=metrics,
                        max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, ensemble=ensemble,
@@ -230,10 +256,23 @@ def ensembling_label(ensemble) -> str:
 def consistency_by_temperature(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean consistency and its standard error by metric, ensembling, method and temperature.
 
-    Responses generated with one seed share their noise across *all* groups (that is the
-    coupling), so cells of one seed are not independent: the standard error is clustered
-    by seed, i.e. taken over the per-seed means (NaN with a single seed). Columns: metric,
-    ensemble, method, temperature, mean, stderr, seeds (clusters), n (cells).
+    Responses generated with one seed share their noise across all groups (that is the coupling), so cells of one seed
+    are not independent: the standard error is clustered by seed, taken over the per-seed means (NaN with a single
+    seed).
+
+    Args:
+        frame: a ``gcs.sweep`` frame.
+
+    Returns:
+        Columns metric, ensemble, method, temperature, mean, stderr, seeds (clusters), n (cells).
+
+    Examples:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"group": [0, 0, 1, 1] * 2, "method": ["is", "gcswr"] * 4, "seed": [0] * 4 + [1] * 4,
+        ...                       "temperature": 1.0, "ensemble": 0, "metric": "e5",
+        ...                       "consistency": [0.80, 0.85, 0.82, 0.86, 0.81, 0.87, 0.79, 0.84]})
+        >>> consistency_by_temperature(frame)[["method", "mean", "seeds", "n"]].round(3).to_dict("records")
+        [{'method': 'gcswr', 'mean': 0.855, 'seeds': 2, 'n': 4}, {'method': 'is', 'mean': 0.805, 'seeds': 2, 'n': 4}]
     """
     keys = ["metric", "ensemble", "method", "temperature"]
     per_seed = frame.groupby([*keys, "seed"], sort=True)["consistency"].agg(["mean", "count"]).reset_index()
@@ -245,8 +284,23 @@ def consistency_by_temperature(frame: pd.DataFrame) -> pd.DataFrame:
 def summary_table(frame: pd.DataFrame, *, metric: str | None = None, temperature: float | None = None) -> pd.DataFrame:
     """Table 1's layout: rows = methods, columns = without / with ensembling, "mean ± std.err" (x100).
 
-    Picks the first metric and the highest temperature unless told; the standard error
-    is over the per-seed means (the paper's "3 independent runs").
+    The standard error is over the per-seed means (the paper's "3 independent runs").
+
+    Args:
+        frame: a ``gcs.sweep`` frame.
+        metric: the metric (None: the first).
+        temperature: the temperature (None: the highest).
+
+    Returns:
+        The table.
+
+    Examples:
+        >>> import pandas as pd
+        >>> frame = pd.DataFrame({"group": [0, 0, 1, 1] * 2, "method": ["is", "gcswr"] * 4, "seed": [0] * 4 + [1] * 4,
+        ...                       "temperature": 1.0, "ensemble": 0, "metric": "e5",
+        ...                       "consistency": [0.80, 0.85, 0.82, 0.86, 0.81, 0.87, 0.79, 0.84]})
+        >>> summary_table(frame).to_dict()
+        {'without ensembling': {'IS': '80.50 ± 0.50', 'GCSwR': '85.50 ± 0.00'}}
     """
     metric = metric if metric is not None else frame["metric"].iloc[0]
     temperature = temperature if temperature is not None else frame["temperature"].max()

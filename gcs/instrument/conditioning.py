@@ -66,10 +66,14 @@ def _exponentials(shape, generator) -> torch.Tensor:
 class Posterior:
     """Noise drawn from its posterior given responses, one row per response (``posterior``).
 
-    ``response`` [rows, n]: the token ids. GCS: ``positions`` [rows, n, vocab], the noise of each of
-    ``Y``'s positions. GCSwR: ``initial`` [rows, vocab], the state before the first token; ``fresh``
-    [rows, n], the noise drawn for the winner after each step, which is that token's
-    ``draw_index``-th value. ``seeds``: the noise ``Y`` never used is fresh, from these seeds.
+    Attributes:
+        method: "gcs" or "gcswr".
+        response: the token ids [rows, n].
+        seeds: the noise the response never used is fresh, from these seeds.
+        positions: GCS: the noise of each of the response's positions [rows, n, vocab].
+        initial: GCSwR: the state before the first token [rows, vocab].
+        fresh: GCSwR: the noise drawn for the winner after each step [rows, n].
+        draw_index: GCSwR: which draw of its token each ``fresh`` value is.
     """
 
     method: str
@@ -132,15 +136,32 @@ def refuse_context(method: str, caller: str) -> None:
 
 def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed: int = 0,
               ends: Sequence[int] | None = None) -> Posterior:
-    """Noise from its posterior given that rows with (warped) ``logits`` [rows, n, vocab] produced ``response``
-    [rows, n] under ``method`` ("gcs" or "gcswr"). ``seed`` picks the draw (a different seed, another draw).
+    """Noise drawn from its posterior given that rows with these logits produced ``response``.
 
-    ``ends``: the responses ended right after ``response`` with one of these token ids (end of turn);
-    ``logits`` then has one step more, the race that an end token won. Which one won is drawn in
-    proportion to its probability, and ``Posterior.response`` includes it.
+    Every row's replay reproduces its response; a draw whose float32 replay would not (a near-tie rounded the other
+    way) is drawn again.
 
-    Every row's replay (``replay``) reproduces its response; a draw whose float32 replay would not (a
-    near-tie rounded the other way) is drawn again. A response token of probability 0 is a ValueError.
+    Args:
+        method: "gcs" or "gcswr".
+        logits: the warped logits [rows, n, vocab] (one step more with ``ends``).
+        response: the token ids [rows, n].
+        seed: picks the draw (a different seed, another draw).
+        ends: the responses ended right after ``response`` with one of these token ids (end of turn); ``logits`` then
+            has one step more, the race that an end token won. Which one won is drawn in proportion to its
+            probability, and ``Posterior.response`` includes it.
+
+    Returns:
+        The ``Posterior``; its ``sampler()`` draws with that noise.
+
+    Raises:
+        ValueError: a response token of probability 0, an unknown method, or shapes that do not match.
+
+    Examples:
+        >>> import torch
+        >>> logits = torch.log_softmax(torch.tensor([[[2.0, 1.0, 0.0], [0.0, 2.0, 1.0]]]), dim=-1)
+        >>> sampler = posterior("gcswr", logits, torch.tensor([[0, 1]]), seed=0).sampler()
+        >>> [int(sampler.sample(logits[:, i])[0]) for i in range(2)]  # the replay gives the response back
+        [0, 1]
     """
     method = check_method(method)
     if method == "is":

@@ -94,24 +94,44 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
                    settings: SamplingSettings | None = None) -> str:
     """The response to ``prompt`` had it written ``replacement`` at token ``at``, with the response's luck.
 
-    ``response`` is text or token ids as in ``gcs.hindsight`` (``finished``: it ended there); ``at`` indexes its
-    tokens (``gcs.response_tokens``; ``at`` equal to their number replaces the end of a finished response).
-    ``replacement`` is text, a token id or a list of ids, forced from ``at`` on.
-    ``seed`` picks the posterior draw; ``max_new_tokens`` bounds the whole counterfactual response.
-    Returns it as text: the tokens before ``at`` unchanged, the replacement, then the model's continuation.
-    Replacing a token by itself gives the response back. Setting ``stop`` ends the work after the current
-    token with ``gcs.Cancelled``. ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces
-    method ... max_new_tokens.
+    The noise is drawn from its posterior given the response (as ``gcs.hindsight``), the response is replayed up to
+    token ``at``, the replacement is forced there, and the model goes on with the posterior noise: an exact sample given
+    the edited prefix. Replacing a token by itself gives the response back.
 
-    On the embedded model (what follows an edit depends on the machine's kernels; replacing a token by itself
-    does not):
+    Args:
+        prompt: the prompt that got the response.
+        response: text or token ids, as in ``gcs.hindsight``.
+        at: the index of the token to replace (``gcs.response_tokens``); equal to their number, it replaces the end
+            of a finished response.
+        replacement: text, a token id or a list of ids, forced from ``at`` on.
+        method: "gcswr", "gcs" or "is".
+        seed: picks the posterior draw.
+        temperature: above 0.
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: bounds the whole counterfactual response.
+        finished: the response ended there (its end of turn was observed).
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        stop: a ``threading.Event`` that ends the work after the current token with ``gcs.Cancelled``.
+        settings: a ``gcs.SamplingSettings`` of one method and one seed, in place of method ... max_new_tokens.
 
-    >>> import gcs
-    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons",
-    ...                    seed=1).startswith("Lemons")
-    True
-    >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
-    'Apples are sweet.'
+    Returns:
+        The counterfactual response as text: the tokens before ``at`` unchanged, the replacement, then the model's
+        continuation.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: ``at`` out of range, a response the settings make impossible, or another bad value.
+
+    Examples:
+        On the embedded model (what follows an edit depends on the machine's kernels; replacing a token by itself
+        does not):
+
+        >>> import gcs
+        >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=0, replacement=" Lemons",
+        ...                    seed=1).startswith("Lemons")
+        True
+        >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
+        'Apples are sweet.'
     """
     settings = one_or_built(settings, caller="gcs.counterfactual", method=method, seed=seed, temperature=temperature,
                             top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
@@ -120,13 +140,21 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
 
 
 def response_tokens(response: Response, *, model: Model | str | None = None) -> list[str]:
-    """The response's tokens as the model reads them, or as given by their ids (what ``at`` indexes), as text pieces.
+    """The response's tokens as text pieces: what ``counterfactual``'s ``at`` indexes.
 
-    On the embedded model's tokenizer:
+    Args:
+        response: text (tokenized as the model reads it) or token ids.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
 
-    >>> import gcs
-    >>> gcs.response_tokens("Apples are sweet.")
-    ['App', 'les', ' are', ' sweet', '.']
+    Returns:
+        One text piece per token.
+
+    Examples:
+        On the embedded model's tokenizer:
+
+        >>> import gcs
+        >>> gcs.response_tokens("Apples are sweet.")
+        ['App', 'les', ' are', ' sweet', '.']
     """
     model = resolve_model(model)
     tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)

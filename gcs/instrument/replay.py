@@ -120,8 +120,26 @@ def _checked_ids(response, vocab: int) -> list[int]:
 
 
 def reads_back(ids: Sequence[int], *, model: Model) -> bool:
-    """Whether the text of ``ids`` tokenizes back to ``ids``: not always (a "\n", "\n" pair reads back as one "\n\n"
-    token; half a character decodes to U+FFFD), and then only the ids observe that response exactly."""
+    """Whether the text of ``ids`` tokenizes back to ``ids``.
+
+    Not always: a "\\n", "\\n" pair reads back as one "\\n\\n" token, and half a character decodes to U+FFFD; then
+    only the ids observe that response exactly.
+
+    Args:
+        ids: token ids.
+        model: the loaded ``gcs.Model`` whose tokenizer reads them.
+
+    Returns:
+        True when decoding and encoding again gives ``ids``.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> model = gcs.load_model()
+        >>> reads_back(model.tokenizer.encode("Blue.", add_special_tokens=False), model=model)
+        True
+    """
     tokenizer: Any = model.tokenizer  # a transformers tokenizer (gcs.Model types it as object)
     text = tokenizer.decode(list(ids), skip_special_tokens=True)
     return tokenizer.encode(text, add_special_tokens=False) == list(ids)
@@ -156,12 +174,21 @@ def forced_rows(rows: Sequence[tuple[str, Sequence[int], bool]], model: Model, s
 
 @dataclass(frozen=True)
 class HindsightReport:
-    """``hindsight_report``'s answer. ``answers``: one per paraphrase. ``replay``: the prompt itself answered
-    with the same posterior noise (None under IS, whose answers are independent of the response): it
-    reproduces the response, end included when ``finished``; ``parted_at`` is None when it does, else the
-    index of the first token where it differs (it never should: the premise of hindsight). ``reads_back``: whether
-    the response's text tokenizes back to the observed tokens (False only for token ids that its text cannot give:
-    passed as text, such a response would be another observation)."""
+    """``hindsight_report``'s answer.
+
+    Attributes:
+        answers: one per paraphrase.
+        method: the method.
+        finished: whether the response was observed ending.
+        response_tokens: the response's tokens as text pieces.
+        replay: the prompt itself answered with the same posterior noise (None under IS, whose answers are independent
+            of the response): it reproduces the response, end included when ``finished``.
+        replay_finished: whether the replay ended.
+        parted_at: None when the replay reproduces the response, else the index of the first token where it differs
+            (it never should: the premise of hindsight).
+        reads_back: whether the response's text tokenizes back to the observed tokens (False only for token ids that
+            its text cannot give).
+    """
 
     answers: list[str]
     method: str
@@ -266,10 +293,43 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
                      settings: SamplingSettings | None = None, **generate_kwargs) -> HindsightReport:
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
 
-    The replay runs through the path the posterior was computed on (the prompt alone, or in the same
-    batch as the paraphrases where the model's rows are computed independently, ``gcs.engines.invariance``).
-    Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
-    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens.
+    The replay runs through the path the posterior was computed on (the prompt alone, or in the same batch as the
+    paraphrases where the model's rows are computed independently, ``gcs.engines.invariance``).
+
+    Args:
+        prompt: the prompt that got the response.
+        response: text (typed in), tokenized with the model's tokenizer, or token ids (a ``gcs.compare`` frame's
+            ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
+            ``reads_back``).
+        paraphrases: the prompts to answer with that noise.
+        method: "gcswr" or "gcs" share noise with the response; under "is" a paraphrase's answer is independent of it
+            (an ordinary IS sample).
+        seed: picks the posterior draw.
+        temperature: above 0 (no luck to share at 0).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        finished: the response ended there (the model's end-of-turn token is part of what was observed); False: it
+            is the beginning of a longer answer.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        stop: a ``threading.Event`` that ends the work after the current token with ``gcs.Cancelled``.
+        settings: a ``gcs.SamplingSettings`` of one method and one seed, in place of method ... max_new_tokens.
+        **generate_kwargs: passed to transformers' ``generate`` (hindsight runs on the transformers engine).
+
+    Returns:
+        A ``HindsightReport``: the answers, the replay and whether it reproduced the response.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a response the settings make impossible (top-p), an end-of-turn token inside it, an empty one,
+            more than 1,024 tokens, or a temperature of 0.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> report = gcs.hindsight_report("Name a colour.", "Blue.", ["Tell me a colour."], seed=3)
+        >>> report.replay, report.parted_at
+        ('Blue.', None)
     """
     settings = one_or_built(settings, caller="gcs.hindsight_report", method=method, seed=seed, temperature=temperature,
                             top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
@@ -284,25 +344,45 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
               settings: SamplingSettings | None = None, **generate_kwargs) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
-    ``response`` is text (typed in), tokenized with the model's tokenizer, or token ids (a ``gcs.compare``
-    frame's ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
-    ``reads_back``); ``seed`` picks the posterior draw. ``finished`` (default): the response ended there (the
-    model's end-of-turn token is part of what was observed); ``finished=False``: it is the beginning of
-    a longer answer. ``method``: "gcswr" (default) or "gcs" share noise with the response; under "is" a
-    paraphrase's answer is independent of it (an ordinary IS sample). Replaying the prompt itself
-    (``paraphrases=[prompt]``) gives the response back, end included when finished, to the token
-    (``hindsight_report`` checks it). A response the settings make impossible (top-p) is a ValueError.
-    Extra keyword arguments go to transformers' ``generate`` (hindsight runs on the transformers engine).
-    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens.
+    Replaying the prompt itself (``paraphrases=[prompt]``) gives the response back, end included when finished, to the
+    token (``hindsight_report`` checks it).
 
-    On the embedded model (the answers depend on the machine's kernels; the replay of the prompt itself does not):
+    Args:
+        prompt: the prompt that got the response.
+        response: text (typed in), tokenized with the model's tokenizer, or token ids (a ``gcs.compare`` frame's
+            ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
+            ``reads_back``).
+        paraphrases: the prompts to answer with that noise.
+        method: "gcswr" or "gcs" share noise with the response; under "is" a paraphrase's answer is independent of it
+            (an ordinary IS sample).
+        seed: picks the posterior draw.
+        temperature: above 0 (no luck to share at 0).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        finished: the response ended there (the model's end-of-turn token is part of what was observed); False: it
+            is the beginning of a longer answer.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        stop: a ``threading.Event`` that ends the work after the current token with ``gcs.Cancelled``.
+        settings: a ``gcs.SamplingSettings`` of one method and one seed, in place of method ... max_new_tokens.
+        **generate_kwargs: passed to transformers' ``generate`` (hindsight runs on the transformers engine).
 
-    >>> import gcs
-    >>> gcs.hindsight("Name a colour.", "Blue.", ["Name a colour.", "Tell me a colour."], seed=3)[0]
-    'Blue.'
-    >>> ids = gcs.load_model().tokenizer.encode("Blue.", add_special_tokens=False)
-    >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
-    ['Blue.']
+    Returns:
+        One answer per paraphrase.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a response the settings make impossible (top-p), an end-of-turn token inside it, an empty one,
+            more than 1,024 tokens, or a temperature of 0.
+
+    Examples:
+        On the embedded model (the answers depend on the machine's kernels; the replay of the prompt itself does not):
+
+        >>> import gcs
+        >>> gcs.hindsight("Name a colour.", "Blue.", ["Name a colour.", "Tell me a colour."], seed=3)[0]
+        'Blue.'
+        >>> ids = gcs.load_model().tokenizer.encode("Blue.", add_special_tokens=False)
+        >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
+        ['Blue.']
     """
     settings = one_or_built(settings, caller="gcs.hindsight", method=method, seed=seed, temperature=temperature,
                             top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,

@@ -42,8 +42,16 @@ DEFAULT_TOP = 10
 
 @dataclass(frozen=True)
 class Candidate:
-    """One token in one step's race. ``noise``: its Exp(1) value ``E`` before the draw (None for IS);
-    ``noise_after``: GCSwR's value after recycling (None otherwise); ``arrival``: ``E / p`` (inf if p = 0)."""
+    """One token in one step's race.
+
+    Attributes:
+        token_id: the token id.
+        text: its text.
+        probability: its probability under the warped distribution.
+        noise: its Exp(1) value ``E`` before the draw (None for IS).
+        noise_after: GCSwR's value after recycling (None otherwise).
+        arrival: ``E / p`` (inf if p = 0; None for IS).
+    """
 
     token_id: int
     text: str
@@ -60,8 +68,18 @@ class Candidate:
 
 @dataclass(frozen=True)
 class TraceStep:
-    """One position of one row: the candidates (most likely first, then the winner and any watched token not among
-    them), the winning token, IS's uniform (None for the Gumbel methods) and whether the row had already finished."""
+    """One position of one row of a ``Trace``.
+
+    Attributes:
+        position: the token position.
+        row: the prompt's row.
+        candidates: ``Candidate`` objects, most likely first, then the winner and any watched token not among them.
+        winner: the winning token id.
+        winner_text: its text.
+        uniform: IS's uniform (None for the Gumbel methods).
+        finished: whether the row had already finished.
+        forced: whether the token was forced (``gcs.trace(forced=...)``).
+    """
 
     position: int
     row: int
@@ -80,7 +98,20 @@ class TraceStep:
 
 @dataclass(frozen=True)
 class Trace:
-    """What ``gcs.trace`` returns: ``steps[position][row]``, the responses and their token ids."""
+    """What ``gcs.trace`` returns.
+
+    Attributes:
+        prompts: the prompts, one row each.
+        method: the method.
+        seed: the seed.
+        temperature: the temperature.
+        top_p: the nucleus mass, or None.
+        steps: ``steps[position][row]``, each a ``TraceStep``.
+        token_ids: each row's response as token ids.
+        responses: each row's response as text.
+        forced: the (position, row, token id) steps that were forced.
+        system: the system message, or None.
+    """
 
     prompts: tuple[str, ...]
     method: str
@@ -187,25 +218,43 @@ def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, tempe
           settings: SamplingSettings | None = None) -> Trace:
     """Generate one response per prompt as ``gcs.generate`` does, recording every step's race.
 
-    Per step and row: the ``top`` most likely candidates (and the winner), their probabilities
-    under the warped distribution, their noise before (and, for GCSwR, after) the draw, their
-    arrival times and the winner. ``temperature`` must be above 0 (greedy has no noise to show).
-    ``forced``: (position, row, token id) triples: that row emits that token there instead of its
-    race's winner (``gcs.Sampler.force``), so the trace branches at that step and the steps before
-    it stay as they were. Setting ``stop`` ends the work after the current token with ``gcs.Cancelled``.
-    ``system``: a system message for every prompt (``gcs.format_prompt``). ``watch``: token ids recorded at every
-    step besides the candidates (after them, when not among them): ``gcs.parting`` asks for the other arm's token.
-    ``settings`` (a ``gcs.SamplingSettings`` of one method and one seed) replaces method ... max_new_tokens.
+    Per step and row: the ``top`` most likely candidates (and the winner), their probabilities under the warped
+    distribution, their noise before (and, for GCSwR, after) the draw, their arrival times and the winner.
 
-    On the embedded model (which tokens win depends on the machine's kernels; that the trace is the same
-    generation does not):
+    Args:
+        prompts: the prompts.
+        method: "is", "gcs" or "gcswr".
+        seed: the seed the prompts share.
+        temperature: above 0 (greedy has no noise to show).
+        top_p: nucleus sampling's mass, in (0, 1] (None: off).
+        max_new_tokens: at most ``MAX_NEW_TOKENS``.
+        top: candidates recorded per step and row.
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+        forced: (position, row, token id) triples: that row emits that token there instead of its race's winner
+            (``gcs.Sampler.force``), so the trace branches at that step and the steps before it stay as they were.
+        stop: a ``threading.Event`` that ends the work after the current token with ``gcs.Cancelled``.
+        system: a system message for every prompt (``gcs.format_prompt``).
+        watch: token ids recorded at every step besides the candidates (after them, when not among them):
+            ``gcs.parting`` asks for the other arm's token.
+        settings: a ``gcs.SamplingSettings`` of one method and one seed, in place of method ... max_new_tokens.
 
-    >>> import gcs
-    >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
-    >>> len(t.steps[0])  # the first position: one race per prompt
-    2
-    >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
-    True
+    Returns:
+        The ``Trace``: its responses and, per position, one ``TraceStep`` per prompt.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: a temperature of 0, a top_k in ``settings``, a bad forced step, or another bad value.
+
+    Examples:
+        On the embedded model (which tokens win depends on the machine's kernels; that the trace is the same
+        generation does not):
+
+        >>> import gcs
+        >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
+        >>> len(t.steps[0])  # the first position: one race per prompt
+        2
+        >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
+        True
     """
     settings = one_or_built(settings, caller="gcs.trace", method=method, seed=seed, temperature=temperature,
                             top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
@@ -242,10 +291,23 @@ def _mark(steps: list[tuple[TraceStep, ...]], token_ids: list[tuple[int, ...]], 
 
 @dataclass(frozen=True)
 class CarriedWin:
-    """GCSwR: the race at (``position``, ``row``) was won by a clock that had already won ``earlier_row``'s race at
-    ``earlier_position``: the same token's same draw (``draw``: how often each row had emitted the token before),
-    so both rows received it as the same value ``drawn`` from the shared seed, and recycling carried it along in
-    each, taking ``T * p`` off at every race it lost: ``clock`` here, ``earlier_clock`` there."""
+    """GCSwR: a race won by a clock that had already won another row's race earlier.
+
+    Both rows received the clock as the same value ``drawn`` from the shared seed (the same token's same draw), and
+    recycling carried it along in each, taking ``T * p`` off at every race it lost.
+
+    Attributes:
+        position: the later race's position.
+        row: the later race's row.
+        token_id: the token whose clock won both races.
+        text: its text.
+        draw: how often each row had emitted the token before.
+        drawn: the clock's value when drawn.
+        clock: its value at the later race.
+        earlier_position: the earlier race's position.
+        earlier_row: the earlier race's row.
+        earlier_clock: the clock's value at the earlier race.
+    """
 
     position: int
     row: int
@@ -267,13 +329,29 @@ def drawn_clock(seed: int, token_id: int, draw: int) -> float:
 
 
 def carried_win(trace: Trace, position: int, row: int) -> CarriedWin | None:
-    """The race at (``position``, ``row``) if its winning clock had already won another row's race at an earlier
-    position (see ``CarriedWin``), else None; the latest such race when there are several.
+    """The race at (``position``, ``row``) if its winning clock had already won another row's race earlier.
 
-    Exact, from the trace alone: the same token, the same draw of its clock in both rows (each row's emitted
-    tokens before the race are counted), and in both races a value at most the drawn one (recycling only
-    lowers a clock). Only GCSwR carries clocks; a forced step redraws a clock the trace need not show, so
-    races at or after a row's first forced step are left out.
+    Exact, from the trace alone: the same token, the same draw of its clock in both rows (each row's emitted tokens
+    before the race are counted), and in both races a value at most the drawn one (recycling only lowers a clock). Only
+    GCSwR carries clocks; a forced step redraws a clock the trace need not show, so races at or after a row's first
+    forced step are left out.
+
+    Args:
+        trace: a ``gcs.trace`` result.
+        position: the token position.
+        row: the prompt's row.
+
+    Returns:
+        The ``CarriedWin`` (the latest such race when there are several), or None.
+
+    Examples:
+        On the embedded model:
+
+        >>> import gcs
+        >>> t = gcs.trace(["2+2?", "What is 2 plus 2?"], method="gcswr", seed=1, max_new_tokens=4)
+        >>> win = carried_win(t, 3, 1)
+        >>> win is None or isinstance(win, CarriedWin)
+        True
     """
     step = trace.steps[position][row]
     if trace.method != "gcswr" or not _raced(trace, position, row):

@@ -3,10 +3,10 @@
 libgomp (PyTorch's OpenMP runtime on Linux) gives each Python thread that runs torch operations a pool of its own.
 Once the pools hold more threads than the machine has cores (the main thread loaded the model, a worker thread
 streams: ``gcs.stream_compare``, the app's requests), every waiting OpenMP thread stops spinning after a thousand
-turns and sleeps, so each of a decode step's many small operations pays a wake-up. Measured here (2 cores, the
-embedded model, 36 rows x 64 tokens): ``gcs.compare`` took 3.7 s in the main thread and 7.4 s in a worker thread;
-with ``OMP_WAIT_POLICY=active`` and ``GOMP_SPINCOUNT=30000`` (about 0.3 ms of spinning, then sleep, in every pool)
-3.9 s. The setting changes how long an idle thread waits, never what is computed: the same tokens either way.
+turns and sleeps, so each of a decode step's many small operations pays a wake-up, and a worker thread generates at
+about half the main thread's speed. ``OMP_WAIT_POLICY=active`` and ``GOMP_SPINCOUNT=30000`` (a short spin, then
+sleep, in every pool) bring it back (docs/benchmarks.md, "Threads": ``python bench/bench_streaming.py``). The
+setting changes how long an idle thread waits, never what is computed: the same tokens either way.
 
 ``import gcs`` sets both (this module, on import) where neither is set and torch is not loaded yet (libgomp reads
 them once, when it loads); a value you set yourself wins (``OMP_WAIT_POLICY=passive`` keeps idle threads from

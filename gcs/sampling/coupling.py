@@ -48,10 +48,19 @@ def check_distribution(values, name: str = "p") -> torch.Tensor:
 
 
 def perturb(p, *, epsilon: float, seed: int = 0) -> torch.Tensor:
-    """q = softmax(log p + ε z) for a fixed standard normal direction z (by ``seed``); ε = 0 gives p.
+    """A distribution near ``p``: ``softmax(log p + epsilon * z)`` for a fixed standard normal direction z.
 
-    >>> perturb([0.5, 0.5], epsilon=0.0).tolist()
-    [0.5, 0.5]
+    Args:
+        p: a probability vector.
+        epsilon: how far to move; 0 gives ``p``.
+        seed: picks the direction z.
+
+    Returns:
+        The perturbed probabilities, a tensor.
+
+    Examples:
+        >>> perturb([0.5, 0.5], epsilon=0.0).tolist()
+        [0.5, 0.5]
     """
     p = check_distribution(p)
     if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real):
@@ -80,10 +89,22 @@ def coupling_curve(p, q=None, *, epsilons: Sequence[float] = tuple(np.linspace(0
                    seed: int = 0) -> pd.DataFrame:
     """Agreement probability of one draw from p and one from q, as q moves away from p.
 
-    ``q`` None: q = ``perturb(p, epsilon=ε, seed=seed)`` for each ε; a given ``q`` is blended as
-    q_ε = (1 − w) p + w q with w = ε / max(ε), so the last point is the given q. Columns:
-    epsilon, theorem1 (shared noise, exact), independent (Σ p·q), monte_carlo_shared and
-    monte_carlo_independent (``trials`` draws with gcs's samplers) and their std.errs.
+    Args:
+        p: a probability vector.
+        q: None: q = ``perturb(p, epsilon=ε, seed=seed)`` for each ε; a given ``q`` is blended as
+            q_ε = (1 − w) p + w q with w = ε / max(ε), so the last point is the given q.
+        epsilons: the points of the curve.
+        trials: draws per point for the Monte Carlo columns (with gcs's samplers).
+        seed: seeds the perturbation direction and the draws.
+
+    Returns:
+        A frame with columns epsilon, theorem1 (shared noise, exact), independent (Σ p·q), monte_carlo_shared,
+        stderr_shared, monte_carlo_independent and stderr_independent.
+
+    Examples:
+        >>> curve = coupling_curve([0.6, 0.3, 0.1], epsilons=[0.0, 1.0], trials=200)
+        >>> curve["theorem1"].round(3).tolist()
+        [1.0, 0.676]
     """
     p, seed = check_distribution(p), check_seed(seed)
     if q is not None:
@@ -120,10 +141,22 @@ def coupling_curve(p, q=None, *, epsilons: Sequence[float] = tuple(np.linspace(0
 def recycling_histogram(p, *, steps: int = 5000, seed: int = 0) -> tuple[pd.DataFrame, float]:
     """Draw ``steps`` tokens from one fixed distribution with GCSwR (one row, recycled noise).
 
-    Returns a frame (token, target, gcswr, reuse) of frequencies and the chi-square
-    p-value of the GCSwR counts against the target (Theorem 2: each step is an exact
-    draw). "reuse" keeps the first step's Gumbel vector without recycling: argmax never
-    changes, so one token takes every step; recycling is what keeps the draws exact.
+    "reuse" keeps the first step's Gumbel vector without recycling: argmax never changes, so one token takes every
+    step; recycling is what keeps the draws exact.
+
+    Args:
+        p: a probability vector.
+        steps: how many tokens to draw.
+        seed: the sampler's seed.
+
+    Returns:
+        A frame (token, target, gcswr, reuse) of frequencies, and the chi-square p-value of the GCSwR counts against
+        the target (Theorem 2: each step is an exact draw).
+
+    Examples:
+        >>> frame, p_value = recycling_histogram([0.6, 0.3, 0.1], steps=300)
+        >>> frame.columns.tolist(), float(frame["reuse"].max())
+        (['token', 'target', 'gcswr', 'reuse'], 1.0)
     """
     p, seed = check_distribution(p), check_seed(seed)
     check_count(steps, "steps", 1, MAX_STEPS)

@@ -18,10 +18,23 @@ from gcs.checks import ArgumentTypeError
 
 
 def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities [..., vocab] of the normalised geometric mean of [..., n, vocab] logits.
+    """The normalised geometric mean of several next-token distributions (Eq. 1).
 
-    Each member is normalised first (``log_softmax``), so members with shifted logits
-    count equally; the mean is taken over the second-to-last axis.
+    Each member is normalised first (``log_softmax``), so members with shifted logits count equally; the mean is taken
+    over the second-to-last axis.
+
+    Args:
+        logits: the members' logits, [..., n, vocab].
+
+    Returns:
+        Log-probabilities [..., vocab].
+
+    Raises:
+        ValueError: a bad shape, a member with no finite logit or a NaN, or members that share no token.
+
+    Examples:
+        >>> [round(p, 4) for p in geometric_ensemble(torch.tensor([[0.0, 0.0], [0.0, -2.0]])).exp().tolist()]
+        [0.7311, 0.2689]
     """
     if not isinstance(logits, torch.Tensor) or not logits.is_floating_point():
         raise ArgumentTypeError(f"logits must be a floating torch.Tensor, got "
@@ -38,13 +51,20 @@ def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:
 
 
 def grouped_geometric_ensemble(logits: torch.Tensor, groups: torch.Tensor) -> torch.Tensor:
-    """Eq. 1 for variable-size groups: rows [rows, vocab] with group ids [rows] -> [n_groups, vocab].
+    """Eq. 1 for variable-size groups: the geometric mean of each group's next-token distributions.
 
-    Row r contributes to group ``groups[r]``; group ids must be 0..n_groups-1.
+    Args:
+        logits: one row per member, [rows, vocab].
+        groups: each row's group id, [rows]; ids are 0 to n_groups - 1.
 
-    >>> x = torch.tensor([[0.0, 0.0], [0.0, -1.0], [0.0, -2.0]])
-    >>> [[round(v, 3) for v in row] for row in grouped_geometric_ensemble(x, torch.tensor([0, 1, 1])).exp().tolist()]
-    [[0.5, 0.5], [0.818, 0.182]]
+    Returns:
+        Log-probabilities [n_groups, vocab], one normalised distribution per group.
+
+    Examples:
+        >>> x = torch.tensor([[0.0, 0.0], [0.0, -1.0], [0.0, -2.0]])
+        >>> ensembled = grouped_geometric_ensemble(x, torch.tensor([0, 1, 1])).exp().tolist()
+        >>> [[round(v, 3) for v in row] for row in ensembled]
+        [[0.5, 0.5], [0.818, 0.182]]
     """
     members = torch.log_softmax(logits.float(), dim=-1)
     n_groups = int(groups.max()) + 1

@@ -3,8 +3,8 @@
 In eager torch a GCSwR step is seven passes over the ``[batch, vocab]`` state (rates,
 arrivals, their minimum, the update, the clamp, ...), each streaming megabytes through
 memory. ``recycling_kernel.cpp`` makes two passes per row while the row sits in cache,
-and redraws the winner's noise in the same call: sampler-only it is ~1.8x (49,152 tokens)
-and ~1.5x (128,256) faster than the eager path (``python bench/bench_sampler.py``).
+and redraws the winner's noise in the same call, faster than the eager path at large
+vocabularies (``python bench/bench_sampler.py``; docs/benchmarks.md, "Samplers").
 
 It uses torch's own vectorised functions (Sleef's ``exp2``), so it picks the same tokens
 and leaves the same state, bit for bit, as the eager path wherever torch's kernels take
@@ -101,9 +101,22 @@ def _first_error_line(error: Exception) -> str:
 
 
 def cpu_kernel():
-    """The compiled extension, or None when ``GCS_CPU_KERNEL=off`` or (under ``auto``) it cannot be built.
+    """GCSwR's fused CPU kernel, compiled on first use.
 
-    Built once per process (and cached on disk by torch); thread-safe.
+    Built once per process (and cached on disk by torch); thread-safe. ``GCS_CPU_KERNEL`` chooses: ``auto`` (build it
+    where a compiler is, else warn once), ``on`` (an error if it cannot be built), ``off``.
+
+    Returns:
+        The compiled extension module, or None when ``GCS_CPU_KERNEL=off`` or (under ``auto``) it cannot be built.
+
+    Raises:
+        RuntimeError: under ``GCS_CPU_KERNEL=on``, a kernel that cannot be built.
+
+    Examples:
+        >>> import types
+        >>> kernel = cpu_kernel()
+        >>> kernel is None or isinstance(kernel, types.ModuleType)
+        True
     """
     mode = kernel_mode()
     if mode == "off":
@@ -127,7 +140,15 @@ def cpu_kernel():
 
 
 def kernel_status() -> str:
-    """One line on the fused kernel, for logs and the app: on, off, not built yet, or why it is unavailable."""
+    """One line on the fused kernel, for logs and the app.
+
+    Returns:
+        Whether it is on, off, not built yet, or why it is unavailable.
+
+    Examples:
+        >>> kernel_status().startswith("fused GCSwR CPU kernel")
+        True
+    """
     mode = kernel_mode()
     if mode == "off":
         return f"fused GCSwR CPU kernel: off ({KERNEL_ENV}=off)"

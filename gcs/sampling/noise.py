@@ -192,13 +192,22 @@ def vocabulary_noise(keys: torch.Tensor, draws: torch.Tensor, vocab_size: int) -
 
 
 def gumbel(seeds: torch.Tensor, token_ids: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
-    """Gumbel(0, 1) noise [rows, tokens]: the value GCS adds to ``log p`` for each token.
+    """Gumbel(0, 1) noise: the value GCS adds to ``log p`` for each token.
 
     Equal seeds give equal noise; the draw index selects a fresh, independent vector.
 
-    >>> a = gumbel(torch.tensor([3, 3, 4]), torch.arange(5), torch.tensor([0, 0, 0]))
-    >>> bool((a[0] == a[1]).all()), bool((a[0] == a[2]).any())
-    (True, False)
+    Args:
+        seeds: one seed per row, an integer tensor [rows].
+        token_ids: the tokens to draw noise for, an integer tensor [tokens].
+        draws: one draw index per row, an integer tensor [rows].
+
+    Returns:
+        The noise, a float tensor [rows, tokens].
+
+    Examples:
+        >>> a = gumbel(torch.tensor([3, 3, 4]), torch.arange(5), torch.tensor([0, 0, 0]))
+        >>> bool((a[0] == a[1]).all()), bool((a[0] == a[2]).any())
+        (True, False)
     """
     keys = row_keys(seeds, DOMAIN_GUMBEL)
     return exponential_noise(keys[:, None], draws[:, None], token_ids[None, :]).log_().neg_()

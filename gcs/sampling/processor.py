@@ -59,7 +59,8 @@ class GumbelLogitsProcessor(LogitsProcessor):
         method: sampling method, or one per row; see ``gcs.make_sampler``.
         seed: one int, or one int per batch row; rows with equal seeds are coupled.
         temperature: softmax temperature; 0 means greedy (all methods agree).
-        top_k, top_p: optional truncation, applied after temperature as in transformers.
+        top_k: optional top-k truncation, applied after temperature as in transformers.
+        top_p: optional nucleus (top-p) truncation, applied after temperature as in transformers.
         streams: optional per-row ints that make "is" draws independent of batch position.
         sampler: a started-fresh ``gcs.Sampler`` to use instead of ``make_sampler(method, seed=seed, streams=streams)``
             (``gcs.hindsight`` passes one that draws from posterior noise).
@@ -145,11 +146,18 @@ class GumbelLogitsProcessor(LogitsProcessor):
 class EnsembleLogitsProcessor(LogitsProcessor):
     """Replace each row's scores by its group's geometric-mean distribution (section 5).
 
-    ``groups`` gives a group id per batch row: a prompt and its rewordings form one group.
-    Placed before a ``GumbelLogitsProcessor`` whose rows of one group share seed, method
-    and stream, every row of a group then draws the same token, so the group's rows share
-    one response prefix while each conditions on its own wording. Rows alone in their
-    group keep their scores untouched (no ensembling = plain generation, bit for bit).
+    Placed before a ``GumbelLogitsProcessor`` whose rows of one group share seed, method and stream, every row of a
+    group then draws the same token, so the group's rows share one response prefix while each conditions on its own
+    wording. Rows alone in their group keep their scores untouched (no ensembling = plain generation, bit for bit).
+
+    Args:
+        groups: a group id per batch row: a prompt and its rewordings form one group.
+
+    Examples:
+        >>> processor = EnsembleLogitsProcessor([0, 0, 1])
+        >>> scores = processor(torch.zeros(3, 1), torch.tensor([[0.0, 0.0], [0.0, -2.0], [1.0, 0.0]]))
+        >>> bool(torch.equal(scores[0], scores[1])), scores[2].tolist()
+        (True, [1.0, 0.0])
     """
 
     def __init__(self, groups: Sequence[int]):

@@ -146,22 +146,25 @@ def relative_rates(logits: torch.Tensor, row_max: torch.Tensor, out: torch.Tenso
 
 
 class Sampler:
-    """Base class: validation, lazily created per-row state, and the call contract.
+    """Base class of the samplers: validation, lazily created per-row state, and the call contract.
 
-    ``sample(logits, active=None)``: ``logits`` is a floating tensor [batch, vocab] of
-    any float dtype on any device, ``-inf`` marking masked tokens. Returns a long
-    tensor [batch] and advances each row's state. Rows where the optional boolean
-    ``active`` [batch] is False get a token but keep their state (a finished row).
-    The batch size, vocabulary size and device are fixed by the first call until
-    ``reset()``.
+    ``sample(logits, active=None)`` draws one token per row; the batch size, vocabulary size and device are fixed by the
+    first call until ``reset()``. ``force(index, tokens)`` schedules an intervention: at output index ``index`` row
+    ``r`` emits ``tokens[r]`` (-1: whatever its race picks). The race still runs and moves the state on as for its
+    winner; a forced token that is not the winner then takes a fresh draw of its noise, as a winner does (GCSwR; IS and
+    GCS keep no per-token state). Given noise that is exact for the history (prior noise, or ``gcs.hindsight``'s
+    posterior averaged over the observed response), the state after the forced step is again iid Exp(1), so what
+    follows is an exact sample given the edited prefix (``gcs.counterfactual``).
 
-    ``force(index, tokens)`` schedules an intervention: at output index ``index`` row ``r``
-    emits ``tokens[r]`` (-1: whatever its race picks). The race still runs and moves the
-    state on as for its winner; a forced token that is not the winner then takes a fresh
-    draw of its noise, as a winner does (GCSwR; IS and GCS keep no per-token state). Given
-    noise that is exact for the history (prior noise, or ``gcs.hindsight``'s posterior
-    averaged over the observed response), the state after the forced step is again iid
-    Exp(1), so what follows is an exact sample given the edited prefix (``gcs.counterfactual``).
+    Args:
+        seed: one int for every row, or one per row.
+        streams: one int per row (IS only: the source of independence in place of the row index).
+
+    Attributes:
+        method: the method's name.
+        batch_size: rows, fixed by the first ``sample`` until ``reset`` (None before).
+        vocab_size: the vocabulary, likewise.
+        device: the device, likewise.
     """
 
     method: str = ""
@@ -188,6 +191,24 @@ class Sampler:
         self.batch_size = self.vocab_size = self.device = None
 
     def sample(self, logits: torch.Tensor, active: torch.Tensor | None = None) -> torch.Tensor:
+        """One token per row, an exact draw from ``softmax(logits)`` of that row.
+
+        Args:
+            logits: a floating tensor [rows, vocab], any float dtype, any device, ``-inf`` marking masked tokens;
+                a row's largest logit must be finite.
+            active: optional booleans [rows]; rows that are False (finished responses) get a token but keep their
+                state.
+
+        Returns:
+            The chosen token ids, a long tensor [rows]; each row's state moves on.
+
+        Examples:
+            >>> make_sampler("gcs", seed=[0, 0]).sample(torch.tensor([[0.0, 5.0], [0.0, 5.0]])).tolist()
+            [1, 1]
+
+        Raises:
+            ValueError: a shape that does not match, or a row with no distribution (NaN, all -inf, or +inf).
+        """
         logits = self._checked(logits)
         if active is not None:
             active = torch.as_tensor(active, dtype=torch.bool, device=logits.device)
@@ -314,10 +335,19 @@ class Sampler:
 class IndependentSampler(Sampler):
     """IS: inverse-CDF sampling with one fresh uniform per row and step.
 
-    The uniform is ``hash(seed, stream, step)``: reproducible for a seed, and
-    independent across rows because each row has its own stream (its row index
-    unless ``streams`` names another, e.g. a hash of the row's prompt, so that a row's
-    draws do not depend on its position in the batch).
+    The uniform is ``hash(seed, stream, step)``: reproducible for a seed, and independent across rows because each row
+    has its own stream.
+
+    Args:
+        seed: one int for every row, or one per row.
+        streams: one int per row in place of its row index, e.g. a hash of the row's prompt, so that a row's draws do
+            not depend on its position in the batch.
+
+    Examples:
+        >>> sampler = IndependentSampler(seed=0, streams=[5, 5])
+        >>> tokens = sampler.sample(torch.zeros(2, 50))
+        >>> bool(tokens[0] == tokens[1])  # one stream, one draw
+        True
     """
 
     method = "is"
@@ -376,7 +406,17 @@ class _GumbelSamplerBase(Sampler):
 
 
 class GumbelSampler(_GumbelSamplerBase):
-    """GCS: ``argmax(logits + g)`` with the row's Gumbel vector for this position."""
+    """GCS: ``argmax(logits + g)`` with the row's Gumbel vector for this position.
+
+    Args:
+        seed: one int for every row, or one per row; rows with equal seeds share their noise.
+        streams: accepted for the common signature; GCS's noise depends on the seed only.
+
+    Examples:
+        >>> GumbelSampler(seed=[1, 1]).sample(torch.zeros(2, 50)).tolist()[0] == GumbelSampler(seed=1).sample(
+        ...     torch.zeros(1, 50)).tolist()[0]
+        True
+    """
 
     method = "gcs"
 
@@ -397,20 +437,24 @@ class GumbelSampler(_GumbelSamplerBase):
 class ContextGumbelSampler(GumbelSampler):
     """"ctx": GCS whose draw index is the answer's context, not its position (docs/context.md).
 
-    The vector of a step is keyed by (seed, the last ``context`` generated tokens, how many earlier steps of this
-    answer had those same tokens last): ``gcs.sampling.noise.context_draws``. The first ``context`` steps pad the
-    window with ``CONTEXT_PAD``; the prompt never enters it. No key repeats within an answer and each depends on the
-    past only, so every answer is an exact sample (``gcs.sampling.reference.context_step`` is the literal step);
-    two answers that part and then write the same ``context`` tokens (having met them equally often) draw the same
-    vector again.
+    The vector of a step is keyed by (seed, the last ``context`` generated tokens, how many earlier steps of this answer
+    had those same tokens last): ``gcs.sampling.noise.context_draws``. The first ``context`` steps pad the window with
+    ``CONTEXT_PAD``; the prompt never enters it. No key repeats within an answer and each depends on the past only, so
+    every answer is an exact sample (``gcs.sampling.reference.context_step`` is the literal step); two answers that part
+    and then write the same ``context`` tokens (having met them equally often) draw the same vector again. State per
+    row: ``window`` [batch, context], the last tokens, and ``words`` [batch, >= steps], the context word of each
+    earlier step.
 
-    State per row: ``window`` [batch, context], the last tokens, and ``words`` [batch, >= steps], the context word
-    of each earlier step (the count is how many of them equal this step's word).
+    Args:
+        seed: one int for every row, or one per row.
+        streams: accepted for the common signature.
+        context: how many generated tokens key the noise, in [1, 64] (None: ``DEFAULT_CONTEXT``).
 
-    >>> s = make_sampler("ctx", seed=[0, 0], context=1)
-    >>> logits = torch.tensor([[0.0, 0.0, -1.0], [0.0, 0.1, -1.0]])
-    >>> s.sample(logits).shape, s.window.shape
-    (torch.Size([2]), torch.Size([2, 1]))
+    Examples:
+        >>> s = make_sampler("ctx", seed=[0, 0], context=1)
+        >>> logits = torch.tensor([[0.0, 0.0, -1.0], [0.0, 0.1, -1.0]])
+        >>> s.sample(logits).shape, s.window.shape
+        (torch.Size([2]), torch.Size([2, 1]))
     """
 
     method = "ctx"
@@ -489,12 +533,20 @@ class ContextGumbelSampler(GumbelSampler):
 class RecyclingGumbelSampler(_GumbelSamplerBase):
     """GCSwR (Algorithm 1): Gumbel-max whose noise is recycled after every pick.
 
-    State per row: ``residual`` [vocab], the Exp(1) form of the current Gumbel noise,
-    and ``draws`` [vocab], how often each token has been picked (the draw index of its
-    current noise). Nothing is pre-drawn, so responses can be arbitrarily long.
+    State per row: ``residual`` [vocab], the Exp(1) form of the current Gumbel noise, and ``draws`` [vocab], how often
+    each token has been picked (the draw index of its current noise). Nothing is pre-drawn, so responses can be
+    arbitrarily long. On CPU the step runs in the fused kernel of ``gcs.sampling.kernels`` when it is available (same
+    tokens and state, bit for bit); elsewhere, and without it, in eager torch.
 
-    On CPU the step runs in the fused kernel of ``gcs.sampling.kernels`` when it is available
-    (same tokens and state, bit for bit); elsewhere, and without it, in eager torch.
+    Args:
+        seed: one int for every row, or one per row; rows with equal seeds share their noise.
+        streams: accepted for the common signature; GCSwR's noise depends on the seed only.
+
+    Examples:
+        >>> sampler = RecyclingGumbelSampler(seed=[0, 0])
+        >>> first = sampler.sample(torch.zeros(2, 6))
+        >>> bool(first[0] == first[1]), sampler.draws.shape
+        (True, torch.Size([2, 6]))
     """
 
     method = "gcswr"
@@ -601,8 +653,20 @@ def _one_sampler(method: str, seed, streams, context: int | None) -> Sampler:
 class MixedSampler(Sampler):
     """One method per row: rows are grouped by method and each group has its own sampler.
 
-    Lets one batch hold IS, GCS and GCSwR rows side by side (a loop over the methods,
-    never over rows). Each row behaves exactly as it would under its own method.
+    Lets one batch hold IS, GCS and GCSwR rows side by side (a loop over the methods, never over rows). Each row behaves
+    exactly as it would under its own method.
+
+    Args:
+        methods: one method per row.
+        seed: one int for every row, or one per row.
+        streams: one int per row (IS rows only).
+        context: the window of "ctx" rows.
+
+    Examples:
+        >>> mixed = MixedSampler(["gcs", "gcs", "is"], seed=0)
+        >>> tokens = mixed.sample(torch.zeros(3, 40))
+        >>> bool(tokens[0] == tokens[1])  # the two GCS rows share their noise
+        True
     """
 
     method = "mixed"
@@ -649,22 +713,33 @@ def make_sampler(
     method: str | Sequence[str] = "gcswr", *, seed: SeedLike = 0, streams: Sequence[int] | None = None,
     context: int | None = None,
 ) -> Sampler:
-    """Create a sampler for ``method`` in ``"is"``, ``"gcs"``, ``"gcswr"`` (or ``"ctx"``, an extension).
+    """Create a sampler for ``method``: "is", "gcs", "gcswr" (or "ctx", an extension beyond the paper).
 
-    ``seed`` is one int for every row, or a sequence with one int per batch row (so a
-    whole sweep of seeds x paraphrases runs as one batch). Under ``"gcs"``/``"gcswr"``
-    rows with equal seeds share their noise: that is the coupling. ``streams`` (one int
-    per row) only matters for ``"is"``: it replaces the row index as the source of
-    independence, making a row's draws independent of its place in the batch.
-    ``method`` may also be a sequence with one method per row. ``context`` (an integer in [1, 64]; default
-    ``DEFAULT_CONTEXT``, 4) is how many generated tokens key the noise of ``"ctx"``; other methods take none.
+    Under "gcs" and "gcswr" rows with equal seeds share their noise: that is the coupling.
 
-    >>> s = make_sampler("gcs", seed=3)
-    >>> first = s.sample(torch.zeros(2, 10)); s.reset()
-    >>> torch.equal(first, s.sample(torch.zeros(2, 10))), bool(first[0] == first[1])
-    (True, True)
-    >>> make_sampler("ctx", seed=3, context=2)
-    ContextGumbelSampler(method='ctx', seed=3, context=2)
+    Args:
+        method: the method, or a sequence with one method per row.
+        seed: one int for every row, or a sequence with one int per batch row (so a whole sweep of seeds x
+            paraphrases runs as one batch).
+        streams: one int per row; only "is" reads it: it replaces the row index as the source of independence,
+            making a row's draws independent of its place in the batch.
+        context: how many generated tokens key the noise of "ctx", an integer in [1, 64] (None: ``DEFAULT_CONTEXT``);
+            other methods take none.
+
+    Returns:
+        A fresh ``Sampler``; call ``sample(logits)`` once per position.
+
+    Raises:
+        TypeError: an argument of the wrong type.
+        ValueError: an unknown method, bad seeds or streams, or a context for a method that takes none.
+
+    Examples:
+        >>> s = make_sampler("gcs", seed=3)
+        >>> first = s.sample(torch.zeros(2, 10)); s.reset()
+        >>> torch.equal(first, s.sample(torch.zeros(2, 10))), bool(first[0] == first[1])
+        (True, True)
+        >>> make_sampler("ctx", seed=3, context=2)
+        ContextGumbelSampler(method='ctx', seed=3, context=2)
     """
     if isinstance(method, str):
         method = check_method(method)

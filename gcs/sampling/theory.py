@@ -37,22 +37,33 @@ def _probabilities(values, name: str) -> torch.Tensor:
 
 
 def agreement_probability(p, q, *, method: str = "gcs") -> float | torch.Tensor:
-    """Probability that the two draws, one from ``p`` and one from ``q``, are the same category.
+    """Probability that two draws, one from ``p`` and one from ``q``, are the same category.
 
-    ``method="gcs"`` (or ``"gcswr"``; they coincide for a single draw from a fresh
-    noise vector) is Theorem 1 summed over k::
+    ``method="gcs"`` (or "gcswr"; they coincide for a single draw from a fresh noise vector) is Theorem 1 summed over
+    k::
 
         sum_k  p_k q_k / (p_k q_k + sum_{i != k} max(p_i q_k, q_i p_k))
 
-    ``method="is"`` is independent sampling: ``sum_k p_k q_k``.
+    evaluated in O(vocab log vocab): for fixed k, ``max(p_i q_k, q_i p_k)`` is ``p_i q_k`` exactly when
+    ``p_i / q_i >= p_k / q_k``, so sorting by that ratio turns the inner sum into two prefix sums. ``method="is"`` is
+    independent sampling: ``sum_k p_k q_k``.
 
-    ``p`` and ``q`` are probability vectors [vocab] or batches [..., vocab]. The sum is
-    evaluated in O(vocab log vocab): for fixed k, ``max(p_i q_k, q_i p_k)`` is ``p_i q_k``
-    exactly when ``p_i / q_i >= p_k / q_k``, so sorting by that ratio turns the inner sum
-    into two prefix sums.
+    Args:
+        p: a probability vector [vocab] or a batch [..., vocab].
+        q: the same shape as ``p``.
+        method: "gcs", "gcswr" or "is".
 
-    >>> round(agreement_probability([0.9, 0.1], [0.1, 0.9]), 4)
-    0.2
+    Returns:
+        The probability: a float for vectors, a tensor [...] for batches.
+
+    Raises:
+        ValueError: an unknown method, or inputs that are not probability vectors of one shape.
+
+    Examples:
+        >>> round(agreement_probability([0.9, 0.1], [0.1, 0.9]), 4)
+        0.2
+        >>> round(agreement_probability([0.9, 0.1], [0.1, 0.9], method="is"), 4)
+        0.18
     """
     p, q = _probabilities(p, "p"), _probabilities(q, "q")
     if p.shape != q.shape:
@@ -80,10 +91,20 @@ def p_repeat(labels: Sequence[bool]) -> float:
     The plug-in ``p_hat^2 + (1 - p_hat)^2`` is biased upwards; the paper's correction is
     ``N / (N - 1) * (p_hat^2 + (1 - p_hat)^2) - 1 / (N - 1)``.
 
-    >>> p_repeat([True, False])
-    0.0
-    >>> p_repeat([True, True, True])
-    1.0
+    Args:
+        labels: N boolean labels, N >= 2.
+
+    Returns:
+        The estimate.
+
+    Raises:
+        ValueError: fewer than two labels.
+
+    Examples:
+        >>> p_repeat([True, False])
+        0.0
+        >>> p_repeat([True, True, True])
+        1.0
     """
     values = np.asarray(labels)
     if values.ndim != 1:

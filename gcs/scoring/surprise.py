@@ -38,9 +38,23 @@ ROWS_PER_PASS = 8  # responses scored per forward pass (the [rows, length, vocab
 
 def excess_surprise(prompts: Sequence[str], responses: Sequence[str] | Sequence[Sequence[int]],
                     *, model: Model | str | None = None) -> np.ndarray:
-    """Per response (to the prompt at the same index): its tokens' mean excess surprise in nats (NaN if empty).
-    ``responses``: texts, or token id lists (a frame's token_ids: the tokens drawn, which a text need not encode
-    back to)."""
+    """Each response's mean excess surprise under the model, in nats: the degenerate-output rule's measure.
+
+    Args:
+        prompts: the prompts.
+        responses: one per prompt (at the same index): texts, or token id lists (a frame's token_ids: the tokens
+            drawn, which a text need not encode back to).
+        model: a loaded ``gcs.Model``, a name, or None for the embedded model.
+
+    Returns:
+        One value per response (NaN for an empty one).
+
+    Examples:
+        On the embedded model:
+
+        >>> excess_surprise(["What is DNA?"], ["DNA is a molecule."]).shape
+        (1,)
+    """
     prompts = check_prompts(prompts)
     given_ids = isinstance(responses, Sequence) and not isinstance(responses, str) and len(responses) > 0 and \
         all(not isinstance(r, str) and isinstance(r, Sequence) for r in responses)

@@ -21,13 +21,23 @@ import scipy.stats
 from gcs.stats.signflip import fewest_seeds
 
 CONFIDENCE = 0.95  # every interval's default, library and app alike
+"""Every interval's and test's default confidence level, library and app alike."""
 
 
 def standard_error(values: Sequence[float] | np.ndarray) -> float:
-    """The standard error of the mean of ``values`` (NaN for fewer than two).
+    """The standard error of the mean of ``values``.
 
-    >>> standard_error([4.0]) != standard_error([4.0])  # NaN
-    True
+    Args:
+        values: the numbers.
+
+    Returns:
+        The sample standard deviation over the square root of the count; NaN for fewer than two values.
+
+    Examples:
+        >>> round(standard_error([1.0, 2.0, 3.0]), 4)
+        0.5774
+        >>> standard_error([4.0]) != standard_error([4.0])  # NaN
+        True
     """
     array = np.asarray(values, dtype=float)
     return float(array.std(ddof=1) / math.sqrt(len(array))) if len(array) > 1 else math.nan
@@ -45,7 +55,19 @@ def t_half_width(error: float, n: int, confidence: float = CONFIDENCE, compariso
 
 
 def mean_interval(values: Sequence[float], *, confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
-    """(mean, standard error, low, high): Student's t interval for the mean; NaN error and bounds for one value."""
+    """Student's t interval for the mean of ``values``.
+
+    Args:
+        values: the numbers.
+        confidence: the interval's confidence level.
+
+    Returns:
+        (mean, standard error, low, high); the error and bounds are NaN for one value.
+
+    Examples:
+        >>> [round(x, 2) for x in mean_interval([1.0, 2.0, 3.0])]
+        [2.0, 0.58, -0.48, 4.48]
+    """
     array = np.asarray(values, dtype=float)
     mean = float(array.mean()) if len(array) else math.nan
     if len(array) < 2:
@@ -75,12 +97,23 @@ def variance_ratio_interval(ratio: float, df_numerator: int, df_denominator: int
 
 def seeds_for(spread: float, *, comparisons: int, difference: float = 0.01,
               confidence: float = CONFIDENCE) -> int | None:
-    """How many seeds a run should plan for its simultaneous interval's half-width to be at most ``difference``, for
-    paired differences with standard deviation ``spread`` (None when there is no spread to go by): the t
-    approximation of that width, and never fewer than the exact sign-flip test needs to claim at all.
+    """How many seeds a run should plan for its simultaneous interval to be narrow enough.
 
-    >>> seeds_for(0.02, comparisons=4), seeds_for(0.0, comparisons=4), seeds_for(0.5, comparisons=4, difference=1)
-    (29, None, 8)
+    The t approximation of the width for paired differences of standard deviation ``spread``, and never fewer seeds
+    than the exact sign-flip test needs to claim at all.
+
+    Args:
+        spread: the standard deviation of the paired differences.
+        comparisons: how many comparisons share the confidence (Bonferroni).
+        difference: the largest half-width wanted.
+        confidence: the simultaneous confidence level.
+
+    Returns:
+        The seeds, or None when there is no spread to go by.
+
+    Examples:
+        >>> seeds_for(0.02, comparisons=4), seeds_for(0.0, comparisons=4), seeds_for(0.5, comparisons=4, difference=1)
+        (29, None, 8)
     """
     if not spread > 0:
         return None

@@ -66,11 +66,30 @@ def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: floa
     """One row per (method, metric) against ``baseline``: the paired differences over seeds and their test.
 
     Every comparison is tested with the exact sign-flip test (``gcs.stats.signflip``) at the Bonferroni level
-    ``alpha = (1 - confidence) / comparisons``, so that all lines hold together. Columns (``PAIRED_COLUMNS``):
-    method, metric, n (paired seeds), wins, diff (mean), sd (the differences' standard deviation), low, high (the
-    test's simultaneous interval: NaN where n seeds cannot reach ``alpha`` at all), p (two-sided, exact up to 16
-    seeds), claimable (whether n seeds can reach ``alpha``: ``fewest_seeds(alpha)`` or more) and beyond_noise
-    (p <= ``alpha``, the interval excluding 0).
+    ``alpha = (1 - confidence) / comparisons``, so that all lines hold together.
+
+    Args:
+        scores: columns method, seed, metric, consistency (``CompareReport.scores``).
+        baseline: the method the others are compared with.
+        confidence: the simultaneous confidence level.
+        metrics: the metrics to test (None: every metric in ``scores``).
+
+    Returns:
+        A frame with columns (``PAIRED_COLUMNS``) method, metric, n (paired seeds), wins, diff (mean), sd (the
+        differences' standard deviation), low, high (the simultaneous interval: NaN where n seeds cannot reach
+        ``alpha`` at all), p (two-sided, exact up to 16 seeds), claimable (``fewest_seeds(alpha)`` seeds or more)
+        and beyond_noise (p <= ``alpha``, the interval excluding 0).
+
+    Raises:
+        ValueError: a missing column, an unknown baseline or metric, or a seed scored twice.
+
+    Examples:
+        >>> import pandas as pd
+        >>> scores = pd.DataFrame({"method": ["is"] * 8 + ["gcswr"] * 8, "seed": list(range(8)) * 2, "metric": "e5",
+        ...                        "consistency": [0.80, 0.82, 0.81, 0.79, 0.80, 0.83, 0.81, 0.80,
+        ...                                        0.85, 0.86, 0.84, 0.85, 0.87, 0.86, 0.85, 0.84]})
+        >>> paired_tests(scores)[["method", "n", "wins", "p", "beyond_noise"]].to_dict("records")
+        [{'method': 'gcswr', 'n': 8, 'wins': 8, 'p': 0.0078125, 'beyond_noise': True}]
     """
     _check_scores(scores, confidence)
     metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)
@@ -118,18 +137,36 @@ def verdict(scores, *, baseline: str = "is", confidence: float = CONFIDENCE,
             excess: Sequence[float] | None = None) -> list[str]:
     """One plain sentence per comparison of a method with ``baseline`` under each metric (``paired_tests``).
 
-    ``scores``: columns method, seed, metric, consistency (``CompareReport.scores``); a seed scored twice
-    for one method and metric is refused. The sentences hold together at ``confidence`` (at most
-    1 - ``confidence`` chance that any of them claims an effect that is not there), say "within noise"
-    otherwise, label the confidence and how many comparisons share it, and scope the claim.
-    ``excess``: the answers' excess surprise (``gcs.excess_surprise``); when ``gcs.scoring.surprise.degenerate``
-    flags it, the first line says the answers are not language the model stands behind and no line
-    claims an effect (agreement between such answers is shared noise, not consistency).
+    The sentences hold together at ``confidence`` (at most 1 - ``confidence`` chance that any of them claims an effect
+    that is not there), say "within noise" otherwise, label the confidence and how many comparisons share it, and scope
+    the claim.
 
-    ``scores`` may also be a run in rounds (a ``gcs.RoundReport``): the sentences are then its sequential tests at
-    that look (held over every look; ``confidence`` and ``baseline`` are the run's own), each comparison claimed,
-    within noise or still deciding, and the last line says how many seeds the run used and why it stopped; its
-    ``excess`` (the first round's, recorded during generation) is the default ``excess``.
+    Args:
+        scores: columns method, seed, metric, consistency (``CompareReport.scores``); or a run in rounds (a
+            ``gcs.RoundReport``): the sentences are then its sequential tests at that look (held over every look;
+            ``confidence`` and ``baseline`` are the run's own), each comparison claimed, within noise or still
+            deciding, and the last line says how many seeds the run used and why it stopped.
+        baseline: the method the others are compared with.
+        confidence: the simultaneous confidence level.
+        metrics: the metrics to judge (None: every metric in ``scores``).
+        scope: how the sentences begin, saying what the claim covers.
+        excess: the answers' excess surprise (``gcs.excess_surprise``; a run in rounds: its first round's by
+            default); when ``gcs.scoring.surprise.degenerate`` flags it, the first line says the answers are not
+            language the model stands behind and no line claims an effect.
+
+    Returns:
+        The sentences.
+
+    Raises:
+        ValueError: a seed scored twice for one method and metric, or a bad column, baseline or metric.
+
+    Examples:
+        >>> import pandas as pd
+        >>> scores = pd.DataFrame({"method": ["is"] * 8 + ["gcswr"] * 8, "seed": list(range(8)) * 2, "metric": "e5",
+        ...                        "consistency": [0.80, 0.82, 0.81, 0.79, 0.80, 0.83, 0.81, 0.80,
+        ...                                        0.85, 0.86, 0.84, 0.85, 0.87, 0.86, 0.85, 0.84]})
+        >>> print(verdict(scores)[0])
+        On these paraphrases, with this model, over 8 seeds: GCSwR agreed more than IS in 8 of 8 seeds, ...: GCSwR ...
     """
     # a gcs.RoundReport (by its fields: gcs.experiments.rounds builds
     if hasattr(scores, "plan") and hasattr(scores, "look"):

@@ -50,9 +50,13 @@ FUTILITY = 0.10  # a comparison whose chance to be claimed by the last look is b
 class SequentialPlan:
     """When a run looks and how much of each comparison's budget each look may spend, fixed before any seed.
 
-    ``looks``: seeds seen at each look (increasing); the run's own maximum is ``looks[maximum]`` and later looks are
-    the "more seeds" extension. ``spend``: each look's share of a comparison's budget (summing to 1; 0 where an
-    exact test could not reject at any level the budget allows). ``confidence``: over every look and comparison.
+    Attributes:
+        looks: seeds seen at each look (increasing); looks after ``looks[maximum]`` are the "more seeds" extension.
+        spend: each look's share of a comparison's budget (summing to 1; 0 where an exact test could not reject at any
+            level the budget allows).
+        maximum: the index of the run's own last look.
+        confidence: held over every look and comparison.
+        futility: how unlikely a later claim must be for a comparison to stop as "within noise".
     """
 
     looks: tuple[int, ...]
@@ -70,23 +74,37 @@ class SequentialPlan:
 def sequential_plan(max_seeds: int = 16, *, rounds: Sequence[int] | None = None, confidence: float = CONFIDENCE,
                     comparisons: int = 4, extension: Sequence[int] = EXTENSION_ROUNDS,
                     futility: float = FUTILITY, spending: str = "proportional") -> SequentialPlan:
-    """The plan of a run of at most ``max_seeds`` seeds in ``rounds`` (seeds per round; default 4, 12, cut or
-    extended to ``max_seeds``), then ``extension`` rounds for "more seeds".
+    """The plan of a run of at most ``max_seeds`` seeds in rounds, then extension rounds for "more seeds".
 
-    Spending: a look spends only where the exact test's floor (2 / 2**n) is within what it spends, since below
-    the floor it could never claim. The default ``spending="proportional"`` splits the budget in proportion to each
-    look's seeds, and a look whose share falls below its floor passes it to the later looks (with 4 comparisons,
-    the look at 8 seeds would need 62.5 % of the budget, so by default it only stops comparisons for futility);
-    ``"floor-first"`` gives each earlier look at least its floor, so that seeds that all agree in sign are claimed
-    there, at the cost of the last look's power. On 16 real groups the proportional plan claimed more (see
-    docs/experiments.md). The run's looks share ``1 - EXTENSION_SHARE``, the extension's the remainder, split in
-    proportion to their seeds.
+    Spending: a look spends only where the exact test's floor (2 / 2**n) is within what it spends, since below the floor
+    it could never claim. ``spending="proportional"`` splits the budget in proportion to each look's seeds, and a look
+    whose share falls below its floor passes it to the later looks (with 4 comparisons, the look at 8 seeds would need
+    62.5 % of the budget, so by default it only stops comparisons for futility); ``"floor-first"`` gives each earlier
+    look at least its floor, so that seeds that all agree in sign are claimed there, at the cost of the last look's
+    power. The run's looks share ``1 - EXTENSION_SHARE``, the extension's the remainder, split in proportion to their
+    seeds.
 
-    >>> plan = sequential_plan(16)
-    >>> plan.looks, [round(s, 3) for s in plan.spend]
-    ((4, 16, 24, 32), [0.0, 0.85, 0.064, 0.086])
-    >>> sequential_plan(16, rounds=(4, 4, 8)).looks
-    (4, 8, 16, 24, 32)
+    Args:
+        max_seeds: the most seeds the run uses.
+        rounds: seeds per round (None: 4, then 12, cut or extended to ``max_seeds``).
+        confidence: the confidence held over every look and comparison.
+        comparisons: how many comparisons share it.
+        extension: the seeds of each extension round.
+        futility: how unlikely a later claim must be for a comparison to stop as "within noise".
+        spending: "proportional" or "floor-first".
+
+    Returns:
+        The plan: its looks (cumulative seeds) and what each spends.
+
+    Raises:
+        ValueError: a bad max_seeds, rounds, confidence, futility or spending.
+
+    Examples:
+        >>> plan = sequential_plan(16)
+        >>> plan.looks, [round(s, 3) for s in plan.spend]
+        ((4, 16, 24, 32), [0.0, 0.85, 0.064, 0.086])
+        >>> sequential_plan(16, rounds=(4, 4, 8)).looks
+        (4, 8, 16, 24, 32)
     """
     if not isinstance(max_seeds, int) or isinstance(max_seeds, bool):
         raise ArgumentTypeError(f"max_seeds must be a whole number of at least 1, got {type(max_seeds).__name__} "
@@ -139,13 +157,27 @@ def sequential_tests(scores: pd.DataFrame, *, plan: SequentialPlan, baseline: st
                      metrics: Sequence[str] | None = None) -> pd.DataFrame:
     """Every comparison of a method with ``baseline`` under each metric, at the last look the seeds so far reach.
 
-    ``scores``: columns method, seed, metric, consistency (``CompareReport.scores``); the seeds are taken in
-    ascending order, and looked at where the plan says. Columns: method, metric, n (paired seeds at that look),
-    wins, diff (mean difference), low, high (the sign-flip interval at that look's share of the budget: with the
-    other looks' intervals it holds at ``confidence`` over all comparisons; NaN where the look spends nothing), p
-    (the sign-flip p-value there), status ("beyond noise"; "within noise" once it would very likely stay unclaimed;
-    "open" while looks remain in the run; "undecided" at the run's last look), decided_at (the seeds it was decided
-    at) and beyond_noise.
+    Args:
+        scores: columns method, seed, metric, consistency (``CompareReport.scores``); the seeds are taken in
+            ascending order, and looked at where the plan says.
+        plan: the run's ``SequentialPlan``.
+        baseline: the method the others are compared with.
+        metrics: the metrics to test (None: every metric in ``scores``).
+
+    Returns:
+        A frame with columns method, metric, n (paired seeds at that look), wins, diff (mean difference), low, high
+        (the sign-flip interval at that look's share of the budget: with the other looks' intervals it holds at the
+        plan's confidence over all comparisons; NaN where the look spends nothing), p, status ("beyond noise";
+        "within noise" once it would very likely stay unclaimed; "open" while looks remain in the run; "undecided"
+        at the run's last look), decided_at (the seeds it was decided at) and beyond_noise.
+
+    Examples:
+        >>> import pandas as pd
+        >>> scores = pd.DataFrame({"method": ["is"] * 8 + ["gcswr"] * 8, "seed": list(range(8)) * 2, "metric": "e5",
+        ...                        "consistency": [0.80, 0.82, 0.81, 0.79, 0.80, 0.83, 0.81, 0.80,
+        ...                                        0.85, 0.86, 0.84, 0.85, 0.87, 0.86, 0.85, 0.84]})
+        >>> sequential_tests(scores, plan=sequential_plan(16))[["method", "n", "status"]].to_dict("records")
+        [{'method': 'gcswr', 'n': 4, 'status': 'open'}]
     """
     _check_scores(scores, plan.confidence)
     metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)

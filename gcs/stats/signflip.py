@@ -40,8 +40,18 @@ _BISECTIONS = 36  # the interval to 2**-34 of the differences' range
 
 
 def fewest_seeds(alpha: float) -> int:
-    """The fewest seeds at which the exact test can reject at level ``alpha`` at all: the first n with 2 / 2**n <=
-    ``alpha``."""
+    """The fewest seeds at which the exact sign-flip test can reject at level ``alpha`` at all.
+
+    Args:
+        alpha: the test's level.
+
+    Returns:
+        The first n with 2 / 2**n <= ``alpha``.
+
+    Examples:
+        >>> fewest_seeds(0.05), fewest_seeds(0.05 / 4)
+        (6, 8)
+    """
     if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real):
         raise ArgumentTypeError(f"alpha must be a number in (0, 1), got {type(alpha).__name__} {quoted(alpha)}")
     if not 0 < alpha < 1:
@@ -100,15 +110,40 @@ def _as_differences(differences: Sequence[float] | np.ndarray) -> np.ndarray:
 
 
 def sign_flip_p(differences: Sequence[float] | np.ndarray) -> float:
-    """Two-sided p-value of the sign-flip (paired permutation) test that the differences are centred on 0."""
+    """Two-sided p-value of the sign-flip (paired permutation) test that the differences are centred on 0.
+
+    Args:
+        differences: the paired differences, one per seed.
+
+    Returns:
+        The p-value (exact up to 16 differences).
+
+    Examples:
+        >>> sign_flip_p([0.01, 0.02, 0.01, 0.03, 0.02, 0.01, 0.04, 0.02])  # 8 of 8 positive: 2 / 2**8
+        0.0078125
+    """
     d = _as_differences(differences)
     return _Patterns(d).p() if len(d) else 1.0
 
 
 def sign_flip_interval(differences: Sequence[float] | np.ndarray, *, alpha: float) -> tuple[float, float]:
-    """The shifts that the sign-flip test at level ``alpha`` does not reject: a ``1 - alpha`` confidence interval
-    for the centre of symmetric paired differences. (NaN, NaN) where no shift can be rejected (fewer seeds than
-    ``fewest_seeds(alpha)``); a single point where every difference is the same."""
+    """The shifts that the sign-flip test at level ``alpha`` does not reject.
+
+    A ``1 - alpha`` confidence interval for the centre of symmetric paired differences.
+
+    Args:
+        differences: the paired differences, one per seed.
+        alpha: the test's level.
+
+    Returns:
+        (low, high); (NaN, NaN) where no shift can be rejected (fewer seeds than ``fewest_seeds(alpha)``), a single
+        point where every difference is the same.
+
+    Examples:
+        >>> low, high = sign_flip_interval([0.01, 0.02, 0.01, 0.03, 0.02, 0.01, 0.04, 0.02], alpha=0.05)
+        >>> round(low, 3), round(high, 3)
+        (0.01, 0.03)
+    """
     d = _as_differences(differences)
     if not can_claim(len(d), alpha):
         return math.nan, math.nan
@@ -134,14 +169,21 @@ def _interval(patterns: _Patterns, d: np.ndarray, alpha: float) -> tuple[float, 
 
 
 def sign_flip_test(differences: Sequence[float] | np.ndarray, *, alpha: float) -> dict:
-    """The paired test of one comparison at level ``alpha``, as a verdict reads it: n, wins (differences above 0),
-    diff (their mean), sd (their standard deviation: what a planned run's width depends on), low, high
-    (``sign_flip_interval``), p, claimable (whether n seeds can reach ``alpha`` at all)
-    and beyond_noise (p <= ``alpha``: the interval excludes 0).
+    """The paired test of one comparison at level ``alpha``, as a verdict reads it.
 
-    >>> test = sign_flip_test([0.01, 0.02, 0.01, 0.03], alpha=0.05)
-    >>> test["p"], test["claimable"], test["beyond_noise"]
-    (0.125, False, False)
+    Args:
+        differences: the paired differences, one per seed.
+        alpha: the test's level.
+
+    Returns:
+        A dict: n, wins (differences above 0), diff (their mean), sd (their standard deviation: what a planned run's
+        width depends on), low, high (``sign_flip_interval``), p, claimable (whether n seeds can reach ``alpha`` at
+        all) and beyond_noise (p <= ``alpha``: the interval excludes 0).
+
+    Examples:
+        >>> test = sign_flip_test([0.01, 0.02, 0.01, 0.03], alpha=0.05)
+        >>> test["p"], test["claimable"], test["beyond_noise"]
+        (0.125, False, False)
     """
     d = _as_differences(differences)
     record = dict(n=len(d), wins=int((d > 0).sum()), diff=float(d.mean()) if len(d) else math.nan,

@@ -48,14 +48,30 @@ def _install(model: torch.nn.Module) -> list[torch.nn.Linear]:
 
 
 def make_row_invariant(model: torch.nn.Module) -> torch.nn.Module:
-    """Give a transformers causal LM row-invariant kernels for good, in place (idempotent); returns the model.
+    """Give a transformers causal LM row-invariant kernels for good, in place (idempotent).
 
-    Every plain ``nn.Linear`` becomes a ``RowBlockLinear`` and attention runs through
-    ``row_invariant_attention``. Refused with a ValueError naming the reason for a model this
-    attention would compute wrongly (logit soft-capping, attention sinks) or cannot reach. gcs does this to
-    the models it loads itself (``gcs.load_model``); a model of yours is converted only for the duration of
-    each gcs call (``row_invariant_kernels``) unless you call this on it: then it keeps the kernels, and
-    saves the conversion each call costs.
+    Every plain ``nn.Linear`` becomes a ``RowBlockLinear`` and attention runs through ``row_invariant_attention``. gcs
+    does this to the models it loads itself (``gcs.load_model``); a model of yours is converted only for the duration of
+    each gcs call (``row_invariant_kernels``) unless you call this on it: then it keeps the kernels, and saves the
+    conversion each call costs. Its attention then refuses dropout, so do it to a model you no longer train.
+
+    Args:
+        model: a transformers causal LM.
+
+    Returns:
+        The same model.
+
+    Raises:
+        ValueError: a model this attention would compute wrongly (logit soft-capping, attention sinks) or cannot
+            reach, naming the reason.
+
+    Examples:
+        >>> import transformers
+        >>> config = transformers.LlamaConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+        ...                                   num_attention_heads=2, attn_implementation="sdpa")
+        >>> model = make_row_invariant(transformers.LlamaForCausalLM(config))
+        >>> type(model.lm_head).__name__, model.config._attn_implementation
+        ('RowBlockLinear', 'gcs_row_invariant')
     """
     reason = refusal(model)
     if reason:
@@ -68,21 +84,29 @@ def make_row_invariant(model: torch.nn.Module) -> torch.nn.Module:
 
 @contextmanager
 def row_invariant_kernels(model: torch.nn.Module) -> Iterator[None]:
-    """Row-invariant kernels on ``model`` inside the block only: its linear layers' classes and its attention
-    implementation are put back as they were when it ends (an exception included), so a model the caller
-    gave gcs comes back as given. Nothing is swapped for a model that already has them (``make_row_invariant``,
-    or an enclosing block: nesting is free). Callers keep other threads off the model meanwhile
-    (``gcs.engines.transformers.generating`` holds the model's lock).
+    """Row-invariant kernels on ``model`` inside a ``with`` block only.
 
-    >>> import transformers
-    >>> config = transformers.LlamaConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
-    ...                                   num_attention_heads=2, attn_implementation="sdpa")
-    >>> model = transformers.LlamaForCausalLM(config)
-    >>> with row_invariant_kernels(model):
-    ...     type(model.lm_head).__name__, model.config._attn_implementation
-    ('RowBlockLinear', 'gcs_row_invariant')
-    >>> type(model.lm_head).__name__, model.config._attn_implementation
-    ('Linear', 'sdpa')
+    Its linear layers' classes and its attention implementation are put back as they were when the block ends (an
+    exception included), so a model the caller gave gcs comes back as given. Nothing is swapped for a model that already
+    has them (``make_row_invariant``, or an enclosing block: nesting is free). Callers keep other threads off the model
+    meanwhile (``gcs.engines.transformers.generating`` holds the model's lock).
+
+    Args:
+        model: a transformers causal LM.
+
+    Yields:
+        Nothing; the model has the kernels until the block ends.
+
+    Examples:
+        >>> import transformers
+        >>> config = transformers.LlamaConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_hidden_layers=1,
+        ...                                   num_attention_heads=2, attn_implementation="sdpa")
+        >>> model = transformers.LlamaForCausalLM(config)
+        >>> with row_invariant_kernels(model):
+        ...     type(model.lm_head).__name__, model.config._attn_implementation
+        ('RowBlockLinear', 'gcs_row_invariant')
+        >>> type(model.lm_head).__name__, model.config._attn_implementation
+        ('Linear', 'sdpa')
     """
     reason = refusal(model)
     if reason:
