@@ -2,11 +2,12 @@
 
     python bench/bench_ab.py [--prompts 8] [--seeds 16] [--tokens 48] [--engine transformers|vllm] [--method gcswr|gcs]
 
-Three real changes on the embedded model, arm A against arm B (``gcs.ab``, GCSwR, with its IS control):
-a system prompt (none against "Answer in one sentence."), the temperature (1.0 against 0.8) and the precision
-(bfloat16 against float32). Two scores: the answer's length in tokens, and its E5 similarity to a reference answer
-(each prompt's own: the embedded model's greedy answer at bf16). The prompts are the first prompt of each of the
-first ``--prompts`` groups of the built-in "general" set (different questions).
+Four real changes on the embedded model, arm A against arm B (``gcs.ab``, GCSwR, with its IS control):
+a system prompt (none against "Answer in one sentence."), the temperature (1.0 against 0.8), the precision
+(bfloat16 against float32) and the user turn's template (the bare prompt against "Question: " before it and
+"Answer briefly." on a line after it). Two scores: the answer's length in tokens, and its E5 similarity to a
+reference answer (each prompt's own: the embedded model's greedy answer at bf16). The prompts are the first prompt of
+each of the first ``--prompts`` groups of the built-in "general" set (different questions).
 
 For each change and score: the effect B - A under shared luck and its interval (``gcs.ab_report``: simultaneous
 over the two scores, seeds as the unit), the interval's width under shared luck and under independent sampling at
@@ -32,6 +33,7 @@ CHANGES = {
     "system prompt": (gcs.Variant(), gcs.Variant(system="Answer in one sentence.")),
     "T 1.0 vs 0.8": (gcs.Variant(), gcs.Variant(temperature=0.8)),
     "bf16 vs fp32": (gcs.Variant(dtype="bfloat16"), gcs.Variant(dtype="float32")),
+    "template": (gcs.Variant(), gcs.Variant(template="Question: {prompt}\nAnswer briefly.")),
 }
 GOAL = 2.0
 

@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import run_script
 
@@ -150,10 +151,48 @@ def test_the_threads_benchmark_prints_both_machines_and_the_same_responses(run_b
 def test_ab_benchmark_prints_every_change_and_score(run_bench):
     code, out, err = run_bench("bench_ab.py", "--prompts", "1", "--seeds", "2", "--tokens", "4")
     assert code == 0, err
-    for change in ("system prompt", "T 1.0 vs 0.8", "bf16 vs fp32"):
+    for change in ("system prompt", "T 1.0 vs 0.8", "bf16 vs fp32", "template"):
         for score in ("length", "E5 ref"):
             assert re.search(rf"  {re.escape(change)} +{score} +[+-]\d+\.\d\d ", out), out
     assert re.search(r"goal \(IS needs >= 2x the seeds\) met for \d+ of \d+ \(change, score\) pairs", out), out
+
+
+@pytest.mark.slow
+def test_the_context_benchmark_prints_every_change_under_every_arm(run_bench):
+    code, out, err = run_bench("bench_context.py", "--groups", "0", "--contexts", "1", "--ab-prompts", "1",
+                               "--ab-seeds", "3", "--ab-tokens", "4")
+    assert code == 0, err
+    assert "paired verdict" not in out, out  # --groups 0 skips the consistency part
+    for change in ("system prompt", "T 1.0 vs 0.8", "bf16 vs fp32", "template"):
+        for arm in ("gcs", "gcswr", "ctx1"):
+            for score in ("length", "E5 ref"):
+                # a saving with its interval, or the reason there is none
+                assert re.search(rf"  {re.escape(change)} +{arm} +{score} +(\d+\.\d\dx \[|inf |- )", out), out
+        # the paired ratio against GCS and against GCSwR, each with its interval or why it has none
+        paired = r"( +(-|\S+x (\[\S+ \S+\]|\(one has no spread\)))){2}"
+        assert re.search(rf"  {re.escape(change)} +ctx1 +E5 ref .*%{paired}\n", out), out
+
+
+@pytest.mark.slow
+def test_the_context_benchmark_refuses_an_unknown_change(run_bench):
+    code, out, err = run_bench("bench_context.py", "--changes", "temperature,colour")
+    assert code == 2
+    assert "unknown ['colour']" in err, err
+
+
+def test_the_paired_variance_ratio_and_its_interval():
+    from bench_context import pitman_morgan
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=16)
+    assert pitman_morgan(x, x / 2, confidence=0.95) == pytest.approx((4.0, 4.0, 4.0))  # perfectly correlated: exact
+    ratio, low, high = pitman_morgan(x, rng.normal(size=16), confidence=0.95)
+    assert low < ratio < high
+    assert pitman_morgan(x, np.zeros(16), confidence=0.95)[0] == np.inf
+    # independent normal samples of equal variance: the 95 % interval holds 1 in about 95 % of 400 draws
+    held = sum(low <= 1 <= high for low, high in (pitman_morgan(rng.normal(size=16), rng.normal(size=16),
+                                                                  confidence=0.95)[1:] for _ in range(400)))
+    assert 360 <= held <= 395, held
 
 
 @pytest.mark.slow
