@@ -30,7 +30,7 @@
 # 1. Sampling as a race (the Gumbel-max trick)
 # 2. How often two rewordings agree: the paper's Theorem 4.1 against simulation
 # 3. Sharing luck over a whole answer: recycling keeps every answer exact
-# 4. The side by side: many seeds and a paired verdict
+# 4. The side by side: many seeds, one verdict per score
 # 5. Hindsight: "with the same luck, what would it have said?"
 # 6. Exercises (answers folded)
 
@@ -221,12 +221,12 @@ figure.show()
 # share of the two answers' tokens that lie in runs of 3 or more tokens appearing, in order, in both answers.
 #
 # `gcs.verdict` uses the exact **sign-flip test**: if the methods did not differ, each seed's difference (GCSwR minus
-# IS) would be as likely negative as positive, so the p-value is the share of all 2^n ways of flipping the signs
-# whose mean is at least as far from 0 as the one observed. It is still valid with unpaired luck, since the seeds
-# are independent. The 5 % error allowed is split over the two scores (Bonferroni: each is tested at 2.5 %), so
-# that the chance of any false claim stays at most 5 %. With 8 seeds the smallest possible p-value is
-# 2/2^8 ≈ 0.008, and 7 seeds is the least at which 2.5 % can be reached at all: 8 is near the minimum, and "within
-# noise" is a likely, honest outcome here, not a failure of GCSwR.
+# IS) would be as likely negative as positive, so the p-value is the share of all 2^n ways of flipping the signs whose
+# mean is at least as far from 0 as the one observed. Unshared luck does not spoil it: with no difference, a seed's two
+# scores are independent draws of one law, and the seeds are independent. The 5 % error allowed is split over the two
+# scores (Bonferroni: each is tested at 2.5 %), so that the chance of any false claim stays at most 5 %. With 8 seeds
+# the smallest possible p-value is 2/2^8 ≈ 0.008, and 7 seeds is the least at which 2.5 % can be reached at all: 8 is
+# near the minimum, and "within noise" is a likely, honest outcome here, not a failure of GCSwR.
 
 # %%
 questions = ["What is DNA?", "Can you explain what DNA is?"]

@@ -22,7 +22,8 @@ import gcs
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("paraphrases", nargs="*",
                     default=["What is DNA?", "Can you explain what DNA is?", "Describe the molecule called DNA."])
-parser.add_argument("--seeds", type=int, default=8, help="seeds, each one paired observation (default 8)")
+parser.add_argument("--seeds", type=int, default=8,
+                    help="seeds, each one IS score set against one GCSwR score (default 8)")
 parser.add_argument("--tokens", type=int, default=32, help="new tokens per answer at most (default 32)")
 args = parser.parse_args()
 
