@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_script
 
+from conftest import run_script
 from gcs.engines.invariance import packed_weights, row_blocks
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"

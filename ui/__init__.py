@@ -70,8 +70,8 @@ from .http_limits import (
 from .links import Links
 from .logs import logger
 from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
-from .page_assets import QuietStatusTrackers
 from .messages import say_slider_ranges, strict_json, watch_lanes
+from .page_assets import QuietStatusTrackers
 from .serving import guard_queue, lane_standing, quiet_input_errors
 
 __all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
