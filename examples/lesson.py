@@ -28,7 +28,7 @@
 # compiler gcs warns once and runs the same computation in plain torch, a little slower.)
 #
 # 1. Sampling as a race (the Gumbel-max trick)
-# 2. How often two rewordings agree: the paper's Theorem 4.1 against simulation
+# 2. How often two rewordings agree: Theorem 1 against simulation
 # 3. Sharing luck over a whole answer: recycling keeps every answer exact
 # 4. The side by side: many seeds, one verdict per score
 # 5. Hindsight: "with the same luck, what would it have said?"
@@ -116,7 +116,7 @@ pd.DataFrame({"word": words, "target p": p, "share of wins": share, "low": share
 #
 # **Independent sampling** (IS: different luck for each question) agrees with probability `Σ_i p_i q_i`.
 # **Shared clocks** agree at least as often in every case tried, and far more when `p` and `q` are close (here 0.878
-# against 0.340). The paper's Theorem 4.1 gives the exact probability:
+# against 0.340). The paper's Theorem 1 (numbered 4.1 in its text) gives the exact probability:
 #
 # $$P(\text{same word}) = \sum_k \frac{p_k q_k}{p_k q_k + \sum_{i \ne k} \max(p_i q_k,\; q_i p_k)}$$
 #
@@ -127,7 +127,7 @@ pd.DataFrame({"word": words, "target p": p, "share of wins": share, "low": share
 
 # %%
 print(f"independent sampling: {gcs.agreement_probability(p, q, method='is'):.3f}")
-print(f"shared clocks (Theorem 4.1): {gcs.agreement_probability(p, q, method='gcs'):.3f}")
+print(f"shared clocks (Theorem 1): {gcs.agreement_probability(p, q, method='gcs'):.3f}")
 
 curve = gcs.coupling_curve(p, q, epsilons=np.linspace(0, 1, 6), trials=20_000, seed=0)
 gcs.coupling_figure(curve, title="Agreement of one word drawn for each question", blended=True).show()
@@ -154,7 +154,7 @@ check.round(4)
 # says nothing about the next. **GCSwR** (GCS with recycling) carries the clocks over: after a race, each loser
 # keeps what is left of its clock (`E_i − T·p_i`, where `T` is the winning time) and only the winner draws a new
 # one. Because exponential clocks are memoryless, the leftovers are again fresh Exp(1) clocks, so every word is
-# still an exact sample, whatever came before (the paper's Theorem 4.2 and Algorithm 1).
+# still an exact sample, whatever came before (the paper's Theorem 2, numbered 4.2 in its text, and Algorithm 1).
 #
 # Why this helps two rewordings: their answers often use the same words at shifted positions ("DNA is a molecule"
 # against "It is a molecule called DNA"). With fresh clocks per position, a word's luck at position 3 says nothing
@@ -295,7 +295,7 @@ print(gcs.agreement_probability(p, p, method="gcs"), gcs.agreement_probability(p
 
 # %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
 #@title Answer (double-click to show)
-# IS: 0.9*0.1 + 0.1*0.9 = 0.18. Theorem 4.1: 0.09/(0.09+0.81) + 0.09/(0.09+0.81) = 0.2. Shared clocks still agree a
+# IS: 0.9*0.1 + 0.1*0.9 = 0.18. Theorem 1: 0.09/(0.09+0.81) + 0.09/(0.09+0.81) = 0.2. Shared clocks still agree a
 # little more often, though the two questions favour opposite words.
 print(gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method="is"),
       gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method="gcs"))
@@ -318,7 +318,7 @@ print("\n".join(gcs.verdict(report.scores[report.scores["seed"] < 4])))
 # %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
 #@title Answer (double-click to show)
 # Recycled: the shares match the target (a chi-square p-value well above 0.001). The chi-square test is legitimate
-# although one seed made all 5,000 draws: by Theorem 4.2 each recycled draw is exact whatever came before, so with
+# although one seed made all 5,000 draws: by Theorem 2 each recycled draw is exact whatever came before, so with
 # one fixed distribution the draws are independent, as if each came from its own seed. Kept without recycling, the
 # same word wins every step: the first race's winner has the lowest arrival time forever.
 histogram, p_value = gcs.recycling_histogram([0.5, 0.3, 0.2], steps=5000, seed=0)

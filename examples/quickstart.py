@@ -3,7 +3,7 @@
 Two paraphrased prompts give similar but not identical distributions p and q. Sampled
 independently (IS) they agree with probability sum(p*q); with shared Gumbel noise
 (GCS / GCSwR) at least as often in every case tried, and far more when p and q are close
-(here 0.878 against 0.340; the paper's Theorem 4.1 gives the exact value), while each
+(here 0.878 against 0.340; the paper's Theorem 1 gives the exact value), while each
 draw is still exact. p and q are made-up numbers.
 
 Needs gcs only (no model): ``pip install -e .`` in a checkout, or

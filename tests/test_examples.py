@@ -90,7 +90,7 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
     nbclient.NotebookClient(notebook, kernel_name="python3", timeout=None,
                             resources={"metadata": {"path": str(EXAMPLES)}}).execute()
     text = printed(notebook)
-    assert "winner under p: " in text and "shared clocks (Theorem 4.1): 0.878" in text
+    assert "winner under p: " in text and "shared clocks (Theorem 1): 0.878" in text
     p_values = dict(re.findall(r"(GCSwR|reused clocks): chi-square p-value against the exact law = (\S+)", text))
     assert float(p_values["GCSwR"]) > 1e-3 and float(p_values["reused clocks"]) < 1e-6, p_values
     assert "over 8 seeds: GCSwR" in text  # the verdict
