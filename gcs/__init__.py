@@ -3,7 +3,8 @@
 The package's folders follow the data: noise is drawn, a sampler turns it and the logits into tokens, an engine runs
 the model, generation lays out the responses, scoring and statistics judge them, experiments and A/B tests run many.
 
-    runtime/      the plumbing everything uses: quoting in errors, private APIs (internals), OpenMP, threads, timing
+    runtime/      the plumbing everything uses: quoting in errors, argument shapes, private APIs (internals), OpenMP,
+                  threads, timing
     checks, settings, environment   what a caller may pass: the argument checks, ``SamplingSettings``, GCS_* variables
     stats/        paired tests, the sequential plan, intervals (numpy, pandas and scipy only: no torch, no model)
     sampling/     noise, the IS / GCS / GCSwR samplers (the literal algorithm, the fused CPU kernel), the logits
@@ -11,7 +12,7 @@ the model, generation lays out the responses, scoring and statistics judge them,
     vllm/         the vLLM plugin: the same samplers as a logits processor, per-request options and state
     engines/      models, prompts, rows laid out as one batch and many, decoded by transformers, vLLM or endpoints
     scoring/      similarity metrics, E5 and the other embedders, the model's excess surprise
-    generation, rewording   ``generate``, ``stream``, ``compare``: the public way to sample responses
+    rewording, generation/   ``generate``, ``stream``, ``compare``: the public way to sample responses
     instrument/   the race step by step (trace), the noise given a response (posterior), hindsight, counterfactuals
     experiments/  sweeps, rounds until a verdict, style, figures, paraphrase sets, results files
     abtest/       A/B under shared luck: variants, their scores, the report, where two answers part
@@ -61,22 +62,24 @@ _EXPORTS = {
     "engines.invariance": ("make_row_invariant", "row_invariant_kernels"),
     "engines.batch": ("prompt_lengths", "Cancelled"),
     "engines.endpoints": ("Endpoint", "EndpointError"),
-    "scoring.metrics": ("METRICS", "METRIC_NAMES", "embedder", "similarity", "similarity_to", "consistency",
-        "shared_tokens", "aligned_spans", "common_prefix_length"),
+    "scoring.metrics": ("METRICS", "METRIC_NAMES", "embedder", "similarity", "similarity_to", "consistency"),
+    "scoring.token_overlap": ("shared_tokens", "aligned_spans", "common_prefix_length"),
     "scoring.surprise": ("excess_surprise",),
-    "generation": ("generate", "stream", "compare", "stream_compare"),
+    "generation.responses": ("generate", "stream", "compare", "stream_compare"),
     "rewording": ("reword", "reword_report", "RewordReport"),
-    "instrument.tracing": ("trace", "Trace", "TraceStep", "Candidate", "carried_win", "CarriedWin"),
+    "instrument.tracing": ("trace", "Trace", "TraceStep", "Candidate"),
+    "instrument.carrying": ("carried_win", "CarriedWin"),
     "instrument.conditioning": ("posterior", "Posterior"),
-    "instrument.replay": ("hindsight", "hindsight_report", "reads_back", "HindsightReport"),
+    "instrument.forcing": ("reads_back",),
+    "instrument.replay": ("hindsight", "hindsight_report", "HindsightReport"),
     "instrument.edits": ("counterfactual", "response_tokens"),
     "experiments.data": ("Group", "load_groups", "parse_groups"),
     "experiments.export": ("csv_safe", "write_csv"),
     "experiments.sweeps": ("sweep", "consistency_by_temperature", "summary_table"),
     "experiments.comparison": ("compare_report", "CompareReport", "paired_summary"),
     "experiments.rounds": ("compare_rounds", "RoundReport"),
-    "experiments.style": ("Classifier", "LLMJudge", "RULE_CLASSIFIERS", "style_responses", "label_responses",
-        "style_consistency", "style_table"),
+    "experiments.classifiers": ("Classifier", "LLMJudge", "RULE_CLASSIFIERS"),
+    "experiments.style": ("style_responses", "label_responses", "style_consistency", "style_table"),
     "experiments.figures": ("consistency_figure", "similarity_heatmap", "coupling_figure", "recycling_figure",
         "style_figure", "paired_figure", "race_figure", "race_scale"),
     "abtest.variants": ("Variant",),

@@ -23,10 +23,11 @@ import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gcs.checks import check_count, check_prompts, check_seed
+from gcs.checks import check_seed
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import run_batches
 from gcs.engines.models import Model, resolve_model
+from gcs.runtime.arguments import check_count, check_prompts
 from gcs.sampling.noise import derive_seed
 from gcs.settings import SamplingSettings
 

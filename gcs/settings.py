@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
     METHODS,
-    ArgumentTypeError,
     check_context,
     check_max_new_tokens,
     check_method,
@@ -37,6 +36,7 @@ from gcs.checks import (
     check_seeds,
     check_temperature,
 )
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import gcs
-from gcs.checks import ArgumentTypeError
+from gcs.runtime.arguments import ArgumentTypeError
 
 NO_MODEL = "nonexistent"  # a model name that cannot load: a call that reached the model would fail on it, not hang
 SCORES = pd.DataFrame({"method": ["is", "gcswr"] * 2, "seed": [0, 0, 1, 1], "metric": ["e5"] * 4,

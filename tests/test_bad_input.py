@@ -16,8 +16,8 @@ import pytest
 
 import gcs
 from conftest import refused_in_ui
-from gcs import generation
 from gcs.cli import commands as cli
+from gcs.generation import cores
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -62,7 +62,7 @@ HEAVY = {"100 paraphrases", "20,000 characters"}  # accepted; generating them on
 def test_python_api(case, embedded_model):
     prompts, settings, message, _ = CASES[case]
     if message is None and case in HEAVY:  # validation and batching accept it (nothing generated)
-        batch, _ = generation.prepare(prompts, gcs.SamplingSettings(max_new_tokens=1), embedded_model)
+        batch, _ = cores.prepare(prompts, gcs.SamplingSettings(max_new_tokens=1), embedded_model)
         assert len(batch.rows) == 3 * len(prompts)
     elif message is None:
         frame = _python(prompts, settings, embedded_model)

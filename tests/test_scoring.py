@@ -76,7 +76,7 @@ def reference_aligned(a: list, b: list, min_run: int = 3) -> float:
 ])
 def test_aligned_agreement_on_crafted_strings(a, b, expected):
     tokens_a, tokens_b = a.split(), b.split()
-    assert gcs.scoring.metrics.aligned_agreement(tokens_a, tokens_b) == pytest.approx(expected)
+    assert gcs.scoring.token_overlap.aligned_agreement(tokens_a, tokens_b) == pytest.approx(expected)
     assert reference_aligned(tokens_a, tokens_b) == pytest.approx(expected)
     matrix = gcs.similarity([a, b], metric="aligned", tokenizer=str.split) if a or b else None
     if matrix is not None:
@@ -88,7 +88,7 @@ def test_aligned_agreement_matches_the_reference_on_random_token_strings():
     for _ in range(200):
         a = list(rng.integers(0, 4, rng.integers(0, 12)))
         b = list(rng.integers(0, 4, rng.integers(0, 12)))
-        assert gcs.scoring.metrics.aligned_agreement(a, b) == pytest.approx(reference_aligned(a, b))
+        assert gcs.scoring.token_overlap.aligned_agreement(a, b) == pytest.approx(reference_aligned(a, b))
 
 
 def test_aligned_agreement_scores_shared_runs_not_shared_words():
@@ -99,9 +99,9 @@ def test_aligned_agreement_scores_shared_runs_not_shared_words():
     # Jaccard cannot tell them apart: the same words
     assert gcs.consistency(shuffled, metric="jaccard", tokenizer=str.split) == pytest.approx(
         gcs.consistency(coupled, metric="jaccard", tokenizer=str.split))
-    assert gcs.scoring.metrics.common_prefix_length(coupled, tokenizer=str.split) == 5
+    assert gcs.scoring.token_overlap.common_prefix_length(coupled, tokenizer=str.split) == 5
     with pytest.raises(ValueError, match="at least two texts"):
-        gcs.scoring.metrics.common_prefix_length(["one"], tokenizer=str.split)
+        gcs.scoring.token_overlap.common_prefix_length(["one"], tokenizer=str.split)
     with pytest.raises(ValueError, match="takes no model name"):
         gcs.similarity(["a", "b"], metric="aligned:some/model")
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 import gcs
-from gcs.experiments import style
+from gcs.experiments import classifiers
 
 PY = "Sure!\n```python\ndef add(a, b):\n    # sum\n    return a + b\n```"
 JS = "```\nfunction add(a, b) {\n  return a + b;\n}\nconsole.log(add(1, 2));\n```\nThat is all."
@@ -15,27 +15,27 @@ CPP = "Here:\n```cpp\n#include <iostream>\nint main() { std::cout << 1; }\n```"
 @pytest.mark.parametrize(
     "function, response, expected",
     [
-        (style.has_code_block, PY, True),
-        (style.has_code_block, "Use a loop over the list.", False),
-        (style.code_language, PY, "python"),
-        (style.code_language, JS, "javascript"),
-        (style.code_language, CPP, "c++"),
-        (style.code_language, "```\nimport os\nprint(os.sep)\n```", "python"),
-        (style.code_language, "No code here.", "none"),
-        (style.starts_with_code, JS, True),
-        (style.starts_with_code, PY, False),
-        (style.code_has_comments, PY, True),
-        (style.code_has_comments, JS, False),
-        (style.code_has_comments, "```cpp\nint x = 1; // one\n```", True),
-        (style.code_has_comments, "```python\nprint('#not a comment'.strip())\n```", False),
-        (style.code_has_comments, "```python\nx = 1\n", False),  # unclosed fence, no comment
-        (style.list_style, "1. Paris\n2. Rome\n3) Oslo", "numbered"),
-        (style.list_style, "- Paris\n- Rome\n* Oslo", "bulleted"),
-        (style.list_style, "a. Paris\nb. Rome", "lettered"),
-        (style.list_style, "Paris, Rome, Oslo, Madrid and Lisbon.", "none"),
-        (style.list_style, "1. Only one item", "none"),
-        (style.is_terse, "Paris, Rome, Oslo, Madrid, Lisbon.", True),
-        (style.is_terse, " ".join(["word"] * style.TERSE_WORDS), False),
+        (classifiers.has_code_block, PY, True),
+        (classifiers.has_code_block, "Use a loop over the list.", False),
+        (classifiers.code_language, PY, "python"),
+        (classifiers.code_language, JS, "javascript"),
+        (classifiers.code_language, CPP, "c++"),
+        (classifiers.code_language, "```\nimport os\nprint(os.sep)\n```", "python"),
+        (classifiers.code_language, "No code here.", "none"),
+        (classifiers.starts_with_code, JS, True),
+        (classifiers.starts_with_code, PY, False),
+        (classifiers.code_has_comments, PY, True),
+        (classifiers.code_has_comments, JS, False),
+        (classifiers.code_has_comments, "```cpp\nint x = 1; // one\n```", True),
+        (classifiers.code_has_comments, "```python\nprint('#not a comment'.strip())\n```", False),
+        (classifiers.code_has_comments, "```python\nx = 1\n", False),  # unclosed fence, no comment
+        (classifiers.list_style, "1. Paris\n2. Rome\n3) Oslo", "numbered"),
+        (classifiers.list_style, "- Paris\n- Rome\n* Oslo", "bulleted"),
+        (classifiers.list_style, "a. Paris\nb. Rome", "lettered"),
+        (classifiers.list_style, "Paris, Rome, Oslo, Madrid and Lisbon.", "none"),
+        (classifiers.list_style, "1. Only one item", "none"),
+        (classifiers.is_terse, "Paris, Rome, Oslo, Madrid, Lisbon.", True),
+        (classifiers.is_terse, " ".join(["word"] * classifiers.TERSE_WORDS), False),
     ],
 )
 def test_rule_classifiers(function, response, expected):
@@ -73,7 +73,7 @@ def test_multi_valued_dimensions_and_table():
 
 def test_classifier_validation():
     with pytest.raises(ValueError, match="unknown classifier"):
-        style.check_classifiers(["is_python"])
+        classifiers.check_classifiers(["is_python"])
     with pytest.raises(ValueError, match="function"):
         gcs.Classifier("x", "not callable")
     with pytest.raises(ValueError, match="placeholder"):

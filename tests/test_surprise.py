@@ -59,7 +59,7 @@ def test_generation_records_the_excess_a_pass_over_the_drawn_tokens_computes():
     """The recorder reads the logits generation computed anyway: each answer's mean excess equals a separate pass of
     the model over exactly the tokens drawn (rows of different lengths, an unfinished one, IS and coupled rows,
     streamed or not), and recording changes no token."""
-    from gcs.generation import compare_with
+    from gcs.generation.cores import compare_with
 
     model = tiny_gcs_model(vocab_size=64, seed=5)
     model.model.lm_head.weight.data *= 4

@@ -114,7 +114,7 @@ SKY = ["Why is the sky blue?", "What makes the sky look blue?"]
 @pytest.mark.slow
 def test_drawn_clock_is_the_noise_the_sampler_starts_with(embedded_model):
     """``drawn_clock`` is the sampler's own noise: draw 0 is its start state, and the trace's first race shows it."""
-    from gcs.instrument.tracing import drawn_clock
+    from gcs.instrument.carrying import drawn_clock
 
     trace = gcs.trace(SKY, method="gcswr", seed=3, max_new_tokens=1, model=embedded_model)
     start, _ = gcs.sampling.samplers.RecyclingGumbelSampler.initial_state(3, len(embedded_model.tokenizer))
@@ -131,7 +131,7 @@ def emitted_before(trace, position, row, token):
 
 @pytest.mark.slow
 def test_carried_wins_on_a_real_trace_are_exactly_the_shared_clocks_that_win_again(embedded_model):
-    from gcs.instrument.tracing import drawn_clock
+    from gcs.instrument.carrying import drawn_clock
 
     trace = gcs.trace(SKY, method="gcswr", seed=0, max_new_tokens=16, model=embedded_model)
     found = 0
@@ -164,7 +164,7 @@ def synthetic(winners, clocks, method="gcswr", forced=()):
 
 
 def test_carried_win_needs_the_same_token_the_same_draw_and_a_worn_down_clock():
-    from gcs.instrument.tracing import drawn_clock
+    from gcs.instrument.carrying import drawn_clock
 
     start = drawn_clock(0, 5, 0)
     below = start * 0.9

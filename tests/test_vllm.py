@@ -23,7 +23,7 @@ from gcs.engines.batch import Batch, Row
 from gcs.engines.models import load_model
 from gcs.engines.prompts import format_prompt
 from gcs.engines.vllm import VLLMRunner, engine
-from gcs.instrument.replay import forced_rows
+from gcs.instrument.forcing import forced_rows
 from gcs.sampling.samplers import make_sampler
 from gcs.settings import SamplingSettings
 from gcs.vllm.options import CPU_MAX_NUM_SEQS, plugin_registered

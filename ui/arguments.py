@@ -21,7 +21,8 @@ import inspect
 import types
 import typing
 
-from gcs.checks import ArgumentTypeError, quoted
+from gcs.checks import quoted
+from gcs.runtime.arguments import ArgumentTypeError
 
 from .messages import user_error
 

@@ -17,7 +17,7 @@ import gradio as gr
 import pandas as pd
 
 import gcs
-from gcs.generation import compare_with
+from gcs.generation.cores import compare_with
 
 from .compare_rounds import one_batch_because, round_updates, round_work, shown_methods, start_rounds
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown

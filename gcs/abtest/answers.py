@@ -27,23 +27,12 @@ import pandas as pd
 
 from gcs.abtest.scores import Score, check_scores, pair_scores
 from gcs.abtest.variants import Arm, Variant, arms
-from gcs.checks import (
-    DEFAULT_MAX_NEW_TOKENS,
-    ArgumentTypeError,
-    check_callback,
-    check_count,
-    check_engine,
-    check_max_new_tokens,
-    check_method,
-    check_prompts,
-    check_seeds,
-    check_stop,
-    quoted,
-)
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_engine, check_max_new_tokens, check_method, check_seeds, quoted
 from gcs.engines.batch import check_plain_text
 from gcs.engines.batching import Progress, check_progress, default_batch_rows, reporting, run_batches
 from gcs.engines.endpoints import EngineChoice
 from gcs.experiments.results import finished_keys
+from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_count, check_prompts, check_stop
 from gcs.settings import SamplingSettings, check_settings, refuse_beside
 
 END = -1  # an answer's end, as a token: two answers that stop at different places part there

@@ -22,16 +22,10 @@ import pandas as pd
 
 from gcs.abtest.answers import parts_at
 from gcs.abtest.variants import Variant, arms
-from gcs.checks import (
-    DEFAULT_MAX_NEW_TOKENS,
-    ArgumentTypeError,
-    check_count,
-    check_max_new_tokens,
-    check_prompts,
-    check_seed,
-)
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_max_new_tokens, check_seed
 from gcs.engines.batch import check_plain_text, stop_token_ids
 from gcs.instrument.tracing import DEFAULT_TOP, Trace, TraceStep, trace_with
+from gcs.runtime.arguments import ArgumentTypeError, check_count, check_prompts
 from gcs.runtime.quoting import quoted
 
 END_TEXT = "end"  # an answer's end (a stop token) where one arm stopped and the other went on

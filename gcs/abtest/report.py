@@ -32,7 +32,8 @@ import pandas as pd
 
 from gcs.abtest.answers import FRAME_COLUMNS
 from gcs.abtest.scores import PAIR_SCORES
-from gcs.checks import METHOD_NAMES, ArgumentTypeError
+from gcs.checks import METHOD_NAMES
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.stats.intervals import CONFIDENCE, mean_interval, variance_ratio_interval
 from gcs.stats.paired import paired_tests
 from gcs.stats.signflip import fewest_seeds

@@ -11,7 +11,7 @@ An *arm score* is a number per answer, compared between the arms (B - A over see
 - ``scorer``: any function answer -> number (its label: ``"scorer"``, or ``"scorer:NAME"`` for a named function).
 
 A *pair score* is a number per pair of answers, how close the arms' answers are: ``"e5_between"`` (their E5
-similarity) and ``"aligned"`` (aligned agreement of their token ids, ``gcs.scoring.metrics.aligned_agreement``).
+similarity) and ``"aligned"`` (aligned agreement of their token ids, ``gcs.scoring.token_overlap.aligned_agreement``).
 
 >>> arm, pair = check_scores(["length", "contains:Paris", "aligned"])
 >>> [score.label for score in arm], pair
@@ -35,9 +35,10 @@ from typing import Any
 import numpy as np
 import regex
 
-from gcs.checks import ArgumentTypeError
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
-from gcs.scoring.metrics import aligned_agreement, embedder, similarity_to
+from gcs.scoring.metrics import embedder, similarity_to
+from gcs.scoring.token_overlap import aligned_agreement
 
 ARM_KINDS = ("length", "contains", "regex", "e5_to")
 PAIR_SCORES = ("e5_between", "aligned")

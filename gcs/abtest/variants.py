@@ -13,16 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from gcs.checks import (
-    METHODS,
-    ArgumentTypeError,
-    check_sampling_settings,
-    check_temperature,
-    quoted,
-)
+from gcs.checks import METHODS, check_sampling_settings, check_temperature, quoted
 from gcs.engines.batch import Row, check_plain_text, prompt_stream
 from gcs.engines.models import Model, check_dtype, load_model
 from gcs.engines.prompts import format_prompt
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.settings import SamplingSettings
 
 

@@ -92,16 +92,9 @@ def command_run(args: argparse.Namespace) -> Path:
 def command_style(args: argparse.Namespace) -> Path:
     from gcs.checks import check_methods, check_seeds
     from gcs.engines.models import load_model
+    from gcs.experiments.classifiers import STYLE_SETS, check_classifiers
     from gcs.experiments.figures import style_figure
-    from gcs.experiments.style import (
-        STYLE_KEYS,
-        STYLE_SETS,
-        check_classifiers,
-        label_responses,
-        style_consistency,
-        style_responses,
-        style_table,
-    )
+    from gcs.experiments.style import STYLE_KEYS, label_responses, style_consistency, style_responses, style_table
     from gcs.settings import SamplingSettings
 
     questions = load_groups(args.data)[: args.limit]
@@ -135,7 +128,7 @@ def command_style(args: argparse.Namespace) -> Path:
 
 def command_compare(args: argparse.Namespace) -> None:
     from gcs.engines.models import load_model
-    from gcs.generation import compare
+    from gcs.generation.responses import compare
     from gcs.scoring.metrics import consistency
 
     engine = engine_of(args)  # (before the model loads: a contradiction costs nothing)

@@ -18,9 +18,10 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from gcs.checks import ArgumentTypeError, check_engine
+from gcs.checks import check_engine
 from gcs.engines.batch import Batch, Cancelled, Row
 from gcs.engines.models import Model
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.settings import SamplingSettings
 
 MAX_BATCH_ROWS_CPU = 48

@@ -32,10 +32,11 @@ from typing import Any
 
 import httpx
 
-from gcs.checks import ArgumentTypeError, check_url, is_integer
+from gcs.checks import check_url
 from gcs.engines.models import Model
 from gcs.engines.prompts import format_prompt
 from gcs.environment import env_text, env_urls
+from gcs.runtime.arguments import ArgumentTypeError, is_integer
 from gcs.runtime.quoting import quoted
 
 DEFAULT_TIMEOUT = 120.0  # seconds a server may take to answer, or between two tokens of a streamed answer

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 
-from gcs.checks import ArgumentTypeError
 from gcs.environment import env_text
 from gcs.runtime import internals
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 
 logger = logging.getLogger(__name__)

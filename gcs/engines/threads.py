@@ -36,10 +36,10 @@ from typing import Any, cast
 import torch
 from transformers import StoppingCriteria
 
-from gcs.checks import ArgumentTypeError
 from gcs.engines.invariance import is_row_invariant
 from gcs.environment import setting
 from gcs.runtime import internals
+from gcs.runtime.arguments import ArgumentTypeError
 
 logger = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ import pandas as pd
 
 from gcs.checks import EXTENDED_METHODS
 from gcs.runtime.stage_timing import timed
-from gcs.scoring.metrics import check_metrics, common_prefix_length, mean_off_diagonal, similarity_matrices
+from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
+from gcs.scoring.token_overlap import common_prefix_length
 from gcs.stats.intervals import CONFIDENCE, mean_interval
 from gcs.stats.paired import PAIRED_COLUMNS, paired_tests
 

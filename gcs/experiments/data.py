@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gcs.checks import ArgumentTypeError, check_prompts
+from gcs.runtime.arguments import ArgumentTypeError, check_prompts
 from gcs.runtime.quoting import quoted
 
 MAX_DATA_BYTES = 5_000_000

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gcs.checks import ArgumentTypeError
 from gcs.experiments.export import csv_safe, unescape_cell
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 
 LIST_COLUMNS = ("responses",)  # stored as JSON text in the CSV

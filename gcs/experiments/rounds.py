@@ -21,21 +21,12 @@ from typing import Any
 
 import pandas as pd
 
-from gcs.checks import (
-    DEFAULT_MAX_NEW_TOKENS,
-    MAX_SEED,
-    METHODS,
-    ArgumentTypeError,
-    check_callback,
-    check_engine,
-    check_share,
-    check_stop,
-    check_texts,
-)
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED, METHODS, check_engine
 from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.comparison import CompareReport, combine_reports, compare_report
-from gcs.generation import compare_with
+from gcs.generation.cores import compare_with
+from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_share, check_stop, check_texts
 from gcs.runtime.stage_timing import timed
 from gcs.scoring.metrics import check_metrics
 from gcs.scoring.surprise import frame_excess

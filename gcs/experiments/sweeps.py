@@ -28,13 +28,9 @@ from gcs.checks import (
     MAX_REWORDINGS,
     METHOD_NAMES,
     METHODS,
-    ArgumentTypeError,
-    check_callback,
     check_engine,
     check_rewordings,
-    check_stop,
     check_temperatures,
-    is_integer,
 )
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import Progress, check_progress, run_batches
@@ -43,6 +39,7 @@ from gcs.engines.models import Model, resolve_model
 from gcs.experiments.data import Group, as_groups
 from gcs.experiments.results import finished_keys
 from gcs.rewording import reword
+from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_stop, is_integer
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
 from gcs.settings import SamplingSettings, check_settings, refuse_beside

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gcs.checks import ArgumentTypeError, check_method, check_seed
+from gcs.checks import check_method, check_seed
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.sampling.noise import HashedNoise, derive_seed, derive_seeds
 from gcs.sampling.samplers import GumbelSampler, RecyclingGumbelSampler, Sampler, relative_rates
 

@@ -22,10 +22,12 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, ArgumentTypeError, check_stop, is_integer, quoted
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, quoted
 from gcs.engines.batch import Batch, Row, check_plain_text, prompt_stream
 from gcs.engines.models import Model, resolve_model
-from gcs.instrument.replay import Response, check_observation, observed_noise, refuse_end_of_turn, response_ids
+from gcs.instrument.forcing import Response, refuse_end_of_turn, response_ids
+from gcs.instrument.replay import check_observation, observed_noise
+from gcs.runtime.arguments import ArgumentTypeError, check_stop, is_integer
 from gcs.sampling.samplers import make_sampler
 from gcs.settings import SamplingSettings, one_or_built
 

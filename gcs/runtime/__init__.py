@@ -1,4 +1,4 @@
-"""The plumbing every layer uses, importing nothing else of gcs: how errors quote values (``quoting``), every private
-torch, vLLM and transformers API behind one adapter (``internals``), OpenMP's idle threads (``openmp``), work in a
-thread of its own (``background``), per-stage timings (``stage_timing``), request bodies read once (``asgi``), and
-submodules imported on first use (``lazy``)."""
+"""The plumbing every layer uses, importing nothing else of gcs: how errors quote values (``quoting``), argument
+shapes and the wrong type's error (``arguments``), every private torch, vLLM and transformers API behind one adapter
+(``internals``), OpenMP's idle threads (``openmp``), work in a thread of its own (``background``), per-stage timings
+(``stage_timing``), request bodies read once (``asgi``), and submodules imported on first use (``lazy``)."""

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from gcs.checks import ArgumentTypeError, check_count, check_seed
+from gcs.checks import check_seed
+from gcs.runtime.arguments import ArgumentTypeError, check_count
 from gcs.runtime.quoting import quoted
 from gcs.sampling.noise import derive_seed, derive_seeds
 from gcs.sampling.samplers import make_sampler

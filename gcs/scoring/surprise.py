@@ -13,7 +13,7 @@ median excess is above ``DEGENERATE_EXCESS`` nats per token (calibrated on the b
 ``bench/bench_surprise.py``; docs/experiments.md, *The verdict*).
 
 Generation can record the same quantity as it goes, from the logits it computes anyway (``gcs.sampling.processor.
-ExcessRecorder``, a frame's "excess_surprise" column from ``gcs.generation.compare_with(record_excess=True)``):
+ExcessRecorder``, a frame's "excess_surprise" column from ``gcs.generation.cores.compare_with(record_excess=True)``):
 ``gcs.compare_rounds`` does, so the flag costs no second pass over the answers. ``excess_surprise`` is that pass,
 for answers from elsewhere (texts, or the token ids a frame holds: exactly the tokens drawn).
 """
@@ -26,10 +26,10 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from gcs.checks import ArgumentTypeError, check_prompts, check_texts, is_integer
 from gcs.engines.models import Model, resolve_model
 from gcs.engines.prompts import format_prompt
 from gcs.engines.transformers import generating
+from gcs.runtime.arguments import ArgumentTypeError, check_prompts, check_texts, is_integer
 from gcs.runtime.stage_timing import timed
 from gcs.stats.paired import DEGENERATE_EXCESS, degenerate  # noqa: F401  (the rule, kept where the verdict reads it)
 

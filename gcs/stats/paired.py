@@ -32,7 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from gcs.checks import METHOD_NAMES, ArgumentTypeError, check_share
+from gcs.checks import METHOD_NAMES
+from gcs.runtime.arguments import ArgumentTypeError, check_share
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.signflip import fewest_seeds, sign_flip_test
 

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 import scipy.stats
 
-from gcs.checks import ArgumentTypeError, check_share
+from gcs.runtime.arguments import ArgumentTypeError, check_share
 from gcs.runtime.quoting import quoted
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.paired import _check_scores

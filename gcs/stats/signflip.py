@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gcs.checks import ArgumentTypeError
+from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.quoting import quoted
 
 SIGN_FLIP_EXACT = 16  # seeds up to which the test enumerates all 2**n sign patterns

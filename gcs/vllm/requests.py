@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from vllm import SamplingParams
 
-from gcs.checks import DEFAULT_CONTEXT, MAX_CONTEXT, check_count, check_method, check_sampling_settings, check_seed
+from gcs.checks import DEFAULT_CONTEXT, MAX_CONTEXT, check_method, check_sampling_settings, check_seed
+from gcs.runtime.arguments import check_count
 from gcs.sampling.noise import stream_id
 from gcs.vllm.options import named_keys
 
