@@ -22,7 +22,8 @@ the page's loading tracker used to leave its loop running for the life of the ta
 
 With --visitors 2, a second browser (its own context: another visitor) clicks Generate one second after the first:
 the first visitor's first answers and both verdicts, and how soon the second visitor's status line says where it
-stands in the queue. With --busy N, N other processes keep the cores busy meanwhile (a shared machine). Goals (issue
+stands in the queue. Before the runs, the share of a core each chromium process used while the page sat idle.
+With --busy N, N other processes keep the cores busy meanwhile (a shared machine). Goals (issue
 "The page at the library's speed"): final verdict <= 25 s quiet; first answers <= 4 s (also with a second visitor);
 the second visitor told its place in the queue within 1 s.
 """
@@ -191,6 +192,15 @@ def browser_processes() -> list:
     return [p for p in psutil.Process().children(recursive=True) if "chrom" in p.name().lower()]
 
 
+def idle_share(seconds: float = 5.0) -> dict[str, float]:
+    """The share of a core each kind of chromium process used over ``seconds`` while the page sat idle (a page that
+    asks for nothing costs headless chromium almost nothing; a timer loop left running shows here)."""
+    chromium = browser_processes()
+    before = cpu_by_kind(chromium)
+    time.sleep(seconds)
+    return {kind: (spent - before.get(kind, 0.0)) / seconds for kind, spent in cpu_by_kind(chromium).items()}
+
+
 def one_visitor(page, server, url: str, log: Path) -> dict:
     page.goto(url)  # clears the last run's answers, so that "first answer" sees this run's
     page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
@@ -239,6 +249,9 @@ def main() -> None:
             pages = [open_page(browser, url) for _ in range(args.visitors)]
             click(pages[0])
             wait_done(pages[0])  # warm: embedding models, kernels
+            idle = idle_share()
+            print("the page idle after a run, share of a core over 5 s: "
+                  + ", ".join(f"{kind} {share:.3f}" for kind, share in sorted(idle.items())), flush=True)
             hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
             for index in range(args.runs):
                 if args.visitors == 2:
