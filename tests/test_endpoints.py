@@ -18,6 +18,8 @@ import concurrent.futures
 import contextlib
 import http.server
 import os
+import ssl
+import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +33,7 @@ import torch
 from test_browser import CHROMIUM, TIMEOUT_MS, record_answers
 from test_mcp import tool_result
 from test_vllm_serve import metric, shared_prefix
-from waiting import WaitingTransport, until
+from waiting import WaitingTransport, app_client, until
 
 import gcs
 from conftest import free_port, log_count, running_server, tiny_gcs_model
@@ -344,6 +346,42 @@ def test_a_web_server_that_is_not_vllm_is_named_so_not_quoted():
     assert "an HTML page, not vLLM's JSON: is this a gcs vllm-serve server?" in message and "<" not in message
 
 
+def test_a_server_whose_certificate_is_not_trusted_is_refused_before_any_request(tmp_path):
+    """TLS certificates are verified: a real HTTPS server with a self-signed certificate is refused during the
+    handshake, so it never receives a request (nor the key in its headers), and the error names the endpoint."""
+    key, certificate = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out",
+                    str(certificate), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    requests = []
+
+    class Counting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append((self.path, dict(self.headers)))
+            self.send_response(404)
+            self.end_headers()
+
+        def log_message(self, *args):  # the handshake failures are expected here
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(certificate, key)
+    server.socket = tls.wrap_socket(server.socket, server_side=True)
+    server.handle_error = lambda *args: None  # a refused handshake is what this test wants
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"https://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(gcs.EndpointError) as refused:
+            gcs.compare(["w1 w2", "w3 w4"], max_new_tokens=2, model=tiny_gcs_model(),
+                        engine=gcs.Endpoint(url, api_key=KEY, timeout=30))
+    finally:
+        server.shutdown()
+    message = str(refused.value)
+    assert url in message and "certificate" in message.lower() and KEY not in message, message
+    assert requests == []  # no request got past the handshake: no path, no header, no key
+
+
 def test_the_cli_refuses_two_engines_and_batch_invariance_on_cpu(capsys):
     assert main(["compare", "Why?", "--engine", "vllm", "--endpoint", "http://127.0.0.1:9"]) == 2
     assert "--engine vllm and --endpoint name two engines" in capsys.readouterr().err
@@ -571,6 +609,42 @@ def test_a_closed_tab_aborts_its_run_s_requests_on_the_endpoint(server_a, app_on
 
 
 @pytest.mark.slow  # a real vLLM server and the app
+def test_no_visitor_value_makes_the_app_call_a_url(server_a, app_on_a):
+    """Only the operator names endpoints (GCS_ENDPOINTS): a URL a visitor sends where a model (either A/B arm's too) or
+    a prompt goes is refused or taken as text, and the address it names is never called (a listening socket counts
+    every connection made to it)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.settimeout(0.2)
+    address, calls, done = f"http://127.0.0.1:{listener.getsockname()[1]}", [], threading.Event()
+
+    def count():
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                calls.append(listener.accept()[0].close())
+
+    threading.Thread(target=count, daemon=True).start()
+    url, log, progress = app_on_a()
+    try:
+        client = app_client(url, progress)
+        for model in (address, address + "/v1", f"{address}/v1/completions"):
+            with pytest.raises(Exception, match="model") as refused:
+                client.predict("\n".join(PROMPTS), 1.0, 4, [1], 1.0, "gcswr", 0, model, False, api_name="/compare")
+            assert address not in str(refused.value) or "not offered" in str(refused.value), refused.value
+            with pytest.raises(Exception, match="model"):
+                client.predict(PROMPTS[0], b_model=model, seeds=2, max_new_tokens=4, scores="length", api_name="/ab")
+        answer = client.predict(f"{address}/v1\nWhat is {address}?", 1.0, 4, [1], 1.0, "gcswr", 0,
+                                "smollm2-135m-instruct", False, api_name="/compare")  # a URL as a question is text
+        assert answer["responses"]["gcswr"]
+    finally:
+        done.set()
+    assert calls == [], f"the app called {address} {len(calls)} time(s)"
+
+
+@pytest.mark.slow
 def test_mcp_tool_calls_on_an_endpoint_show_the_key_nowhere(server_a, app_on_a):
     """Through the real MCP transport, against the app started with GCS_ENDPOINT_KEY: a compare tool call generates
     on A, and neither its answer (every content item, text and structured) nor what the app logged meanwhile shows
