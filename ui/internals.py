@@ -289,9 +289,9 @@ def replace_url_ok(check: Callable[[str], bool]) -> bool:
 
 # -- the page's front end -------------------------------------------------------------------------------------------
 # Gradio's status tracker (its minified bundle) times a pending output in a requestAnimationFrame loop that only
-# stops when the tracker sees its status change. The page's loading tracker is removed while pending, so its loop
-# never sees it: every open tab then asks for a frame 60 times a second, forever. The loop, as built, and the same
-# loop going on only while its status is pending (what a tracker still on the page does anyway).
+# stops when the tracker sees its status change. The page's loading tracker is removed before it sees its status
+# change, so its loop never stops: every open tab then asks for a frame 60 times a second, forever. The loop, as
+# built, and the same loop going on only while its status is pending (what a tracker still on the page does anyway).
 TIMER_LOOP = "W&&ze()})}"
 TIMER_LOOP_WHILE_PENDING = "W&&o.status===`pending`&&ze()})}"
 

@@ -29,7 +29,7 @@ class QuietStatusTrackers:
             if body is not None:
                 await send({"type": "http.response.start", "status": 200, "headers": [
                     (b"content-type", b"text/javascript; charset=utf-8"), (b"content-length", str(len(body)).encode()),
-                    (b"cache-control", b"no-cache")]})  # revalidated: a page never keeps another build's copy
+                    (b"cache-control", b"no-cache")]})  # fetched again on each load: no stale copy of another build
                 await send({"type": "http.response.body", "body": body if scope["method"] == "GET" else b""})
                 return
         await self.app(scope, receive, send)
