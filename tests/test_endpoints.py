@@ -137,10 +137,21 @@ def app_on_a(server_a, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def alone(server_a, embedded_model) -> pd.DataFrame:
+def quiet_a(server_a, app_on_a):
+    """A once the app (starting beside the first test) has checked it: the check's requests would share A's batches
+    with a test's rows, and on CPU a request's company changes its tokens (``max_requests=1`` promises one request
+    at a time from this client, not from every client)."""
+    _, log, progress = app_on_a()
+    until(lambda: "endpoint(s): " in log.read_text() or "the endpoints cannot generate" in log.read_text(),
+          "the app to check its endpoint", progress)
+    return server_a
+
+
+@pytest.fixture(scope="module")
+def alone(quiet_a, embedded_model) -> pd.DataFrame:
     """The frame of one request at a time on A: what two endpoints, a run that lost one and a run retried after
     busy answers must each give, row for row."""
-    return gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
+    return gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(quiet_a, max_requests=1))
 
 
 def endpoint_a(server_a, **options) -> gcs.Endpoint:
@@ -164,17 +175,20 @@ def tokens(frame) -> list[list[int]]:
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, app_on_a, embedded_model):
-    # (app_on_a: the app starts beside this test's in-process engine, for the browser test at the end)
-    served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
+def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_model, request):
+    # (app_on_a: the app starts beside this test's in-process engine, for the browser test at the end; A is asked
+    # once the app has checked it)
     local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
+    quiet_a = request.getfixturevalue("quiet_a")
+    served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(quiet_a))
     assert len(served) == 12 and tokens(served) == tokens(local)
     assert list(served["finished"]) == list(local["finished"])
     assert list(served["response"]) == list(local["response"])
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(server_a, embedded_model):
+def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(quiet_a, embedded_model):
+    server_a = quiet_a
     whole = gcs.compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]), model=embedded_model,
                         engine=endpoint_a(server_a, max_requests=1))
     frames = list(gcs.stream_compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]),

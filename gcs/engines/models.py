@@ -155,7 +155,7 @@ def _convert_embedded(target: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     # save_pretrained refuses GGUF-quantized models; the weights are dequantised
-    model.hf_quantizer = None  # type: ignore[assignment]  # from_pretrained's return type lacks hf_quantizer
+    model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):  # stale: it would make other loaders expect GGUF weights
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -213,7 +213,7 @@ def _load(name: str, device: torch.device, dtype: torch.dtype | None) -> Model:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     # transformers wraps PreTrainedModel.to in functools.wraps, which mypy does not bind as a method
-    model = model.to(device).eval()  # type: ignore[arg-type]
+    model = model.to(device).eval()
     _LOADED.add(model)
     return Model(name=name, model=model, tokenizer=tokenizer)
 

@@ -209,7 +209,7 @@ class E5Small:
             raise ValueError(f"{self.file.path}: tensors do not fit a BertModel (missing {missing}, unexpected "
                              f"{unexpected})")
         # transformers wraps PreTrainedModel.to in functools.wraps, which mypy does not bind as a method
-        self.encoder = encoder.to(device=self.device, dtype=dtype).eval()  # type: ignore[call-arg]
+        self.encoder = encoder.to(device=self.device, dtype=dtype).eval()
         self._words = self.file.blocks("emb.word").reshape(self.file.config["vocab_size"], -1, Q4_BLOCK_BYTES)
 
     def _state_dict(self) -> dict[str, torch.Tensor]:

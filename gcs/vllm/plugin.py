@@ -116,8 +116,8 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
         # consecutive rows (V1's batch when one setting fills it) as a view: no gather, no scatter
         run = as_slice([m.row for m in members])
         rows = run if run is not None else torch.tensor([m.row for m in members], device=device)
-        # the warpers read the scores only (no input ids); transformers types both as legacy tensor classes
-        warped = make_warpers(*warping)(None, logits[rows].float())  # type: ignore[arg-type]
+        # the warpers read the scores only (no input ids)
+        warped = make_warpers(*warping)(None, logits[rows].float())
         sampler = make_sampler(method, seed=[m.request.args.seed for m in members],
                                streams=[m.request.stream or 0 for m in members], context=context)
         indices = torch.tensor([m.index for m in members])
@@ -262,7 +262,7 @@ def _refuse_a_second_registration(vllm_config) -> None:
 
 
 # The two interfaces' ``apply`` differ: this class only picks one (``__new__``), and is never an instance itself.
-class GumbelSamplingProcessor(_GcsRequests, V1LogitsProcessor, V2LogitsProcessor):  # type: ignore[misc]
+class GumbelSamplingProcessor(_GcsRequests, V1LogitsProcessor, V2LogitsProcessor):
     """The entry point: vLLM's V1 runner gets a ``GumbelSamplingV1``, Model Runner V2 a ``GumbelSamplingV2``.
 
     Both runners load the same ``vllm.logits_processors`` entry point; V1 constructs it with
