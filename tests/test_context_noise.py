@@ -208,16 +208,28 @@ def test_generate_and_compare_carry_the_context(tiny):
     assert list(report.table["method"]) == ["gcs", "ctx"]
 
 
-@pytest.mark.parametrize("call", ["hindsight", "counterfactual", "posterior"])
-def test_entry_points_without_a_context_posterior_refuse_ctx(tiny, call):
-    settings = gcs.SamplingSettings.single("ctx", 0, max_new_tokens=4)
-    with pytest.raises(ValueError, match=f"gcs.{call} does not support method 'ctx' yet"):
-        if call == "hindsight":
-            gcs.hindsight("w5 w6", [5, 6], ["w7"], settings=settings, model=tiny)
-        elif call == "counterfactual":
-            gcs.counterfactual("w5 w6", [5, 6], 0, 7, settings=settings, model=tiny)
-        else:
-            gcs.posterior("ctx", torch.zeros(1, 2, 8), torch.zeros(1, 2, dtype=torch.long))
+def test_hindsight_and_counterfactuals_run_on_ctx_s_posterior(tiny):
+    """The posterior keyed by context reaches the entry points with the settings' window: hindsight on the prompt
+    itself gives the response back for windows of 1 and 3 tokens (a posterior keyed with another window than the
+    sampler's would meet fresh noise and part), and replacing a token by itself gives the response back. (The
+    exactness of both: the chi-square tests of test_hindsight.py and test_counterfactual.py.)"""
+    from gcs.instrument.replay import observed_noise
+
+    prompt = "w5 w6"
+    for window in (1, 3):
+        settings = gcs.SamplingSettings.single("ctx", 3, max_new_tokens=12).replace(context=window)
+        frame = gcs.compare([prompt], settings=settings, model=tiny)
+        ids, finished = [int(i) for i in frame["token_ids"][0]], bool(frame["finished"][0])
+        report = gcs.hindsight_report(prompt, ids, [prompt, "w7 w8"], settings=settings, finished=finished,
+                                      model=tiny)
+        assert report.replayed, (window, report)
+        # (a replay on the prompt itself succeeds with any window the posterior and its sampler share: the window
+        # must be the settings', or a paraphrase would meet another answer's keys)
+        noise = observed_noise(prompt, ids, settings, finished, tiny)
+        assert noise.context == window and noise.sampler().context == window
+        middle = len(ids) // 2
+        same = gcs.counterfactual(prompt, ids, middle, ids[middle], settings=settings, finished=finished, model=tiny)
+        assert same == frame["raw_response"][0], window
 
 
 def test_the_vllm_engine_asks_the_plugin_for_ctx_with_its_window(tiny):

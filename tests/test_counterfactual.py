@@ -14,7 +14,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_hindsight import SIGNIFICANCE, STEPS, VOCAB, along, homogeneity_p_value, run, synthetic_table
+from test_hindsight import (
+    SHARED,
+    SIGNIFICANCE,
+    STEPS,
+    VOCAB,
+    WINDOW,
+    along,
+    homogeneity_p_value,
+    run,
+    synthetic_table,
+)
 
 import gcs
 from gcs.instrument.conditioning import posterior
@@ -39,7 +49,7 @@ def counterfactual_cells(table, method: str, seed: int, rule: str = "library") -
     observed = y.clone()
     if rule == "edited-observed":
         observed[:, AT] = FORCED
-    sampler = posterior(method, along(table, 0, observed), observed, seed=seed + 1).sampler()
+    sampler = posterior(method, along(table, 0, observed), observed, seed=seed + 1, **WINDOW.get(method, {})).sampler()
     if rule != "keep-the-state-before":
         return edited_cells(run(table, sampler.force(AT, [FORCED] * SAMPLES), torch.zeros(SAMPLES, dtype=torch.long)))
     previous, tokens = torch.zeros(SAMPLES, dtype=torch.long), []
@@ -58,14 +68,14 @@ def counterfactual_cells(table, method: str, seed: int, rule: str = "library") -
     return edited_cells(torch.stack(tokens, dim=1))
 
 
-@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+@pytest.mark.parametrize("method", SHARED)
 def test_a_counterfactual_continuation_is_an_exact_sample_given_the_edit(method):
     table = synthetic_table()
     assert homogeneity_p_value(forward_with_the_edit(table, 100), counterfactual_cells(table, method, 8)) > SIGNIFICANCE
 
 
 @pytest.mark.parametrize("method, rule", [("gcs", "edited-observed"), ("gcswr", "edited-observed"),
-                                          ("gcswr", "keep-the-state-before")])
+                                          ("ctx", "edited-observed"), ("gcswr", "keep-the-state-before")])
 def test_the_same_test_rejects_wrong_rules(method, rule):
     table = synthetic_table()
     wrong = counterfactual_cells(table, method, 8, rule)

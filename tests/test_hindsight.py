@@ -20,6 +20,12 @@ from gcs.sampling.noise import derive_seeds
 
 VOCAB, STEPS, SAMPLES = 3, 3, 30_000
 SIGNIFICANCE = 1e-3  # the chance that a correct sampler fails one test with these fixed seeds
+SHARED = ["gcs", "gcswr", "ctx"]  # the methods with noise to infer
+WINDOW = {"ctx": {"context": 1}}  # "ctx" keyed by the last token: a 3-token answer meets its windows again
+
+
+def sampler_of(method: str, seed) -> gcs.Sampler:
+    return gcs.make_sampler(method, seed=seed, **WINDOW.get(method, {}))
 
 
 def synthetic_table(seed: int = 0) -> torch.Tensor:
@@ -71,23 +77,23 @@ def homogeneity_p_value(first: np.ndarray, second: np.ndarray) -> float:
 def coupled_forward(table, method: str, seed: int) -> np.ndarray:
     seeds = derive_seeds(seed, torch.arange(SAMPLES)).tolist()
     prompts = torch.cat([torch.zeros(SAMPLES, dtype=torch.long), torch.ones(SAMPLES, dtype=torch.long)])
-    tokens = run(table, gcs.make_sampler(method, seed=seeds + seeds), prompts)
+    tokens = run(table, sampler_of(method, seeds + seeds), prompts)
     return cells(tokens[:SAMPLES], tokens[SAMPLES:])
 
 
 def hindsight_pairs(table, method: str, seed: int, fresh_for_b: bool = False) -> np.ndarray:
     """Y forward for A (by independent sampling: any exact sampler will do), then V for B from posterior noise."""
     y = run(table, gcs.make_sampler("is", seed=seed), torch.zeros(SAMPLES, dtype=torch.long))
-    noise = posterior(method, along(table, 0, y), y, seed=seed + 1)
+    noise = posterior(method, along(table, 0, y), y, seed=seed + 1, **WINDOW.get(method, {}))
     if fresh_for_b:
-        sampler = gcs.make_sampler(method, seed=derive_seeds(seed + 2, torch.arange(SAMPLES)).tolist())
+        sampler = sampler_of(method, derive_seeds(seed + 2, torch.arange(SAMPLES)).tolist())
     else:
         sampler = noise.sampler()
     v = run(table, sampler, torch.ones(SAMPLES, dtype=torch.long))
     return cells(y, v)
 
 
-@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+@pytest.mark.parametrize("method", SHARED)
 def test_hindsight_pairs_match_coupled_forward_sampling(method):
     table = synthetic_table()
     forward = coupled_forward(table, method, seed=11)
@@ -95,7 +101,7 @@ def test_hindsight_pairs_match_coupled_forward_sampling(method):
     assert homogeneity_p_value(forward, backward) > SIGNIFICANCE
 
 
-@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+@pytest.mark.parametrize("method", SHARED)
 def test_the_same_test_rejects_fresh_noise_for_the_paraphrase(method):
     """The chi-square test has the power to see a missing coupling: independent noise for B fails it."""
     table = synthetic_table()
@@ -104,11 +110,11 @@ def test_the_same_test_rejects_fresh_noise_for_the_paraphrase(method):
     assert homogeneity_p_value(forward, wrong) < 1e-6
 
 
-@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+@pytest.mark.parametrize("method", SHARED)
 def test_replaying_the_prompt_with_posterior_noise_reproduces_the_response(method):
     table = synthetic_table(1)
     y = run(table, gcs.make_sampler("is", seed=4), torch.zeros(2000, dtype=torch.long))
-    noise = posterior(method, along(table, 0, y), y, seed=5)
+    noise = posterior(method, along(table, 0, y), y, seed=5, **WINDOW.get(method, {}))
     assert torch.equal(replay(noise, along(table, 0, y)), y)
     assert torch.equal(run(table, noise.sampler(), torch.zeros(2000, dtype=torch.long)), y)
 
@@ -185,12 +191,12 @@ def finished_hindsight_pairs(table, method: str, seed: int, observe_end: bool = 
             logits = along(table, 0, torch.cat([observed, torch.zeros(len(rows), STEPS - steps, dtype=torch.long)],
                                                dim=1))[:, :steps]
             ends = ENDS if finished and observe_end else None
-            noise = posterior(method, logits, observed[:, :n], seed=seed + 1 + n, ends=ends)
+            noise = posterior(method, logits, observed[:, :n], seed=seed + 1 + n, ends=ends, **WINDOW.get(method, {}))
             v[rows] = run_until_end(table, noise.sampler(), torch.ones(len(rows), dtype=torch.long))
     missing = (length == 0) & ~observe_end  # an empty, unobserved response says nothing: B's answer is fresh
     if missing.any():
         rows = missing.nonzero().squeeze(1)
-        fresh = gcs.make_sampler(method, seed=derive_seeds(seed + 9, torch.arange(len(rows))).tolist())
+        fresh = sampler_of(method, derive_seeds(seed + 9, torch.arange(len(rows))).tolist())
         v[rows] = run_until_end(table, fresh, torch.ones(len(rows), dtype=torch.long))
     return end_cells(y, v)
 
@@ -198,7 +204,7 @@ def finished_hindsight_pairs(table, method: str, seed: int, observe_end: bool = 
 def coupled_forward_until_end(table, method: str, seed: int) -> np.ndarray:
     seeds = derive_seeds(seed, torch.arange(SAMPLES)).tolist()
     prompts = torch.cat([torch.zeros(SAMPLES, dtype=torch.long), torch.ones(SAMPLES, dtype=torch.long)])
-    tokens = run_until_end(table, gcs.make_sampler(method, seed=seeds + seeds), prompts)
+    tokens = run_until_end(table, sampler_of(method, seeds + seeds), prompts)
     return end_cells(tokens[:SAMPLES], tokens[SAMPLES:])
 
 
@@ -209,7 +215,7 @@ def end_table(seed: int = 2) -> torch.Tensor:
     return torch.stack([a, a + 0.6 * torch.randn(STEPS, END_VOCAB, END_VOCAB, generator=generator)])
 
 
-@pytest.mark.parametrize("method", ["gcs", "gcswr"])
+@pytest.mark.parametrize("method", SHARED)
 def test_finished_responses_condition_on_their_end(method):
     """(Y with its end, V) from hindsight matches coupled forward sampling; observing Y without its end
     (the old behaviour: "Y is a prefix") is rejected by the same test."""

@@ -12,6 +12,11 @@ independent of ``T``, of ``k`` and of each other (memorylessness). So, for one r
 
 - GCS: every position has its own noise vector, independent of the others: each position's
   posterior is one race posterior, and positions after ``Y`` keep fresh noise.
+- "ctx" (docs/context.md): the same, with the position replaced by the step's key (its window of
+  generated tokens and how often the answer met that window before): the keys of ``Y`` are distinct
+  and each depends on ``Y``'s past only, so the vector at each key is one race posterior, and every
+  other key keeps fresh noise. A paraphrase whose answer reaches one of ``Y``'s keys meets its
+  posterior vector there, wherever that happens.
 - GCSwR (Theorem 2): the state after the last step is iid Exp(1) given the whole history, and the
   state before a step is the race posterior of the state after it (the losers' residuals ``R_i``
   *are* the state after; the winner's entry after is its freshly drawn noise). Walking backward
@@ -31,10 +36,16 @@ from dataclasses import dataclass
 
 import torch
 
-from gcs.checks import check_method, check_seed
+from gcs.checks import DEFAULT_CONTEXT, check_context, check_method, check_seed
 from gcs.runtime.arguments import ArgumentTypeError
-from gcs.sampling.noise import HashedNoise, derive_seed, derive_seeds
-from gcs.sampling.samplers import GumbelSampler, RecyclingGumbelSampler, Sampler, relative_rates
+from gcs.sampling.noise import DOMAIN_CONTEXT, HashedNoise, context_keys, derive_seed, derive_seeds
+from gcs.sampling.samplers import (
+    ContextGumbelSampler,
+    GumbelSampler,
+    RecyclingGumbelSampler,
+    Sampler,
+    relative_rates,
+)
 
 REPLAY_ATTEMPTS = 20  # a posterior draw whose float32 replay differs from Y (a near-tie) is drawn again
 
@@ -68,13 +79,15 @@ class Posterior:
     """Noise drawn from its posterior given responses, one row per response (``posterior``).
 
     Attributes:
-        method: "gcs" or "gcswr".
+        method: "gcs", "gcswr" or "ctx".
         response: the token ids [rows, n].
         seeds: the noise the response never used is fresh, from these seeds.
-        positions: GCS: the noise of each of the response's positions [rows, n, vocab].
+        positions: GCS and "ctx": the noise of each of the response's steps [rows, n, vocab].
         initial: GCSwR: the state before the first token [rows, vocab].
         fresh: GCSwR: the noise drawn for the winner after each step [rows, n].
         draw_index: GCSwR: which draw of its token each ``fresh`` value is.
+        keys: "ctx": the key of each step's vector [rows, n] (``gcs.sampling.noise.context_keys``).
+        context: "ctx": the window the keys were made with.
     """
 
     method: str
@@ -84,18 +97,23 @@ class Posterior:
     initial: torch.Tensor | None = None
     fresh: torch.Tensor | None = None
     draw_index: torch.Tensor | None = None
+    keys: torch.Tensor | None = None
+    context: int | None = None
 
     def select(self, rows: Sequence[int]) -> Posterior:
         """The posterior rows ``rows`` (repeats allowed: paraphrases that share one response's luck)."""
         index = torch.as_tensor(list(rows), dtype=torch.long)
         pick = lambda x: None if x is None else x[index]  # noqa: E731
         return Posterior(self.method, self.response[index], tuple(self.seeds[i] for i in index.tolist()),
-                         pick(self.positions), pick(self.initial), pick(self.fresh), pick(self.draw_index))
+                         pick(self.positions), pick(self.initial), pick(self.fresh), pick(self.draw_index),
+                         pick(self.keys), self.context)
 
     def sampler(self) -> Sampler:
         """A sampler for ``len(response)`` rows that draws with this noise (``sample`` as any ``gcs.Sampler``)."""
         if self.method == "gcs":
             return GumbelSampler(seed=list(self.seeds), noise=PositionPosterior(self))
+        if self.method == "ctx":
+            return ContextGumbelSampler(seed=list(self.seeds), context=self.context, noise=KeyedPosterior(self))
         return RecyclingGumbelSampler(seed=list(self.seeds), noise=RecycledPosterior(self))
 
 
@@ -119,43 +137,29 @@ def rates_to_probabilities(logits: torch.Tensor) -> torch.Tensor:
     return (rates / rates.sum(dim=-1, keepdim=True)).reshape(logits.shape)
 
 
-def refuse_context(method: str, caller: str) -> None:
-    """ValueError for method "ctx" where ``caller`` needs noise given a response (docs/context.md says why).
-
-    >>> refuse_context("gcs", "gcs.hindsight")  # GCS and GCSwR pass
-    >>> refuse_context("ctx", "gcs.hindsight")
-    Traceback (most recent call last):
-    ...
-    ValueError: gcs.hindsight does not support method 'ctx' yet: ...
-    """
-    if method == "ctx":
-        # The posterior would carry over (an answer's keys are distinct, so key by key it is GCS's per-position
-        # posterior), but no noise source keyed by context is written: refuse rather than use prior noise.
-        raise ValueError(f"{caller} does not support method 'ctx' yet: its noise is keyed by context, and no "
-                         "posterior noise source keyed by context exists; use 'gcs' or 'gcswr' (docs/context.md)")
-
-
 def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed: int = 0,
-              ends: Sequence[int] | None = None) -> Posterior:
+              ends: Sequence[int] | None = None, context: int | None = None) -> Posterior:
     """Noise drawn from its posterior given that rows with these logits produced ``response``.
 
     Every row's replay reproduces its response; a draw whose float32 replay would not (a near-tie rounded the other
     way) is drawn again.
 
     Args:
-        method: "gcs" or "gcswr".
+        method: "gcs", "gcswr" or "ctx".
         logits: the warped logits [rows, n, vocab] (one step more with ``ends``).
         response: the token ids [rows, n].
         seed: picks the draw (a different seed, another draw).
         ends: the responses ended right after ``response`` with one of these token ids (end of turn); ``logits`` then
             has one step more, the race that an end token won. Which one won is drawn in proportion to its
             probability, and ``Posterior.response`` includes it.
+        context: "ctx"'s window (None: ``DEFAULT_CONTEXT``); only with "ctx".
 
     Returns:
         The ``Posterior``; its ``sampler()`` draws with that noise.
 
     Raises:
-        ValueError: a response token of probability 0, an unknown method, or shapes that do not match.
+        ValueError: a response token of probability 0, an unknown method, a context without "ctx", or shapes that do
+            not match.
 
     Examples:
         >>> import torch
@@ -167,7 +171,7 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed
     method = check_method(method)
     if method == "is":
         raise ValueError("IS has no shared noise to infer: a paraphrase's answer is independent of the response")
-    refuse_context(method, "gcs.posterior")
+    context = check_context(context, [method])
     for name, tensor in (("logits", logits), ("response", response)):
         if not isinstance(tensor, torch.Tensor):
             raise ArgumentTypeError(f"{name} must be a torch.Tensor, got {type(tensor).__name__}")
@@ -185,16 +189,21 @@ def posterior(method: str, logits: torch.Tensor, response: torch.Tensor, *, seed
     generator = torch.Generator().manual_seed(derive_seed(check_seed(seed), 1))
     if ends is not None:
         response = torch.cat([response, _draw_end(probabilities[:, -1], ends, generator)[:, None]], dim=1)
-    rows = len(response)
-    seeds = tuple(derive_seeds(seed, 2 + torch.arange(rows)).tolist())
-    draw = _gcs_posterior if method == "gcs" else _gcswr_posterior
-    result = draw(probabilities, response, seeds, generator)
+    seeds = tuple(derive_seeds(seed, 2 + torch.arange(len(response))).tolist())
+    keys = context_keys(response, DEFAULT_CONTEXT if context is None else context) if method == "ctx" else None
+
+    def draw(rows: torch.Tensor) -> Posterior:
+        picked = probabilities[rows], response[rows], tuple(seeds[i] for i in rows.tolist()), generator
+        if keys is not None:
+            return _ctx_posterior(*picked, keys=keys[rows], context=context)
+        return (_gcs_posterior if method == "gcs" else _gcswr_posterior)(*picked)
+
+    result = draw(torch.arange(len(response)))
     for _ in range(REPLAY_ATTEMPTS):
         wrong = (replay(result, logits) != response).any(dim=1).nonzero().squeeze(1)
         if len(wrong) == 0:
             return result
-        redrawn = draw(probabilities[wrong], response[wrong], tuple(seeds[i] for i in wrong.tolist()), generator)
-        result = _replace_rows(result, wrong, redrawn)
+        result = _replace_rows(result, wrong, draw(wrong))
     raise RuntimeError(f"no posterior draw replays the response exactly after {REPLAY_ATTEMPTS} attempts")
 
 
@@ -214,6 +223,11 @@ def _gcs_posterior(probabilities, response, seeds, generator) -> Posterior:
     flat = race_posterior(probabilities.reshape(-1, vocab), response.reshape(-1),
                           _exponentials((rows * n, vocab), generator), generator)
     return Posterior("gcs", response, seeds, positions=flat.reshape(rows, n, vocab).float())
+
+
+def _ctx_posterior(probabilities, response, seeds, generator, *, keys, context) -> Posterior:
+    flat = _gcs_posterior(probabilities, response, seeds, generator)
+    return Posterior("ctx", response, seeds, positions=flat.positions, keys=keys, context=context)
 
 
 def _gcswr_posterior(probabilities, response, seeds, generator) -> Posterior:
@@ -237,7 +251,8 @@ def _replace_rows(result: Posterior, rows: torch.Tensor, redrawn: Posterior) -> 
         return old
 
     return Posterior(result.method, result.response, result.seeds, put(result.positions, redrawn.positions),
-                     put(result.initial, redrawn.initial), put(result.fresh, redrawn.fresh), result.draw_index)
+                     put(result.initial, redrawn.initial), put(result.fresh, redrawn.fresh), result.draw_index,
+                     result.keys, result.context)
 
 
 def replay(noise: Posterior, logits: torch.Tensor) -> torch.Tensor:
@@ -299,4 +314,30 @@ class RecycledPosterior(HashedNoise):
         match = (response == tokens[:, None]) & (draw_index == draws[:, None])  # at most one step per row
         found = match.any(dim=1)
         values[found] = fresh[found, match[found].int().argmax(dim=1)]
+        return values
+
+
+class KeyedPosterior(HashedNoise):
+    """"ctx"'s noise source for a ``Posterior``: a step whose key is one of ``Y``'s keys (the same window of generated
+    tokens, met as often before) takes that key's posterior vector; every other key fresh hashed noise."""
+
+    hashed = False
+    domain = DOMAIN_CONTEXT
+
+    def __init__(self, noise: Posterior):
+        self.positions, self.observed = noise.positions, noise.keys
+
+    def start(self, seeds, vocab):
+        super().start(seeds, vocab)
+        self.positions, self.observed = self.positions.to(seeds.device), self.observed.to(seeds.device)
+        if self.positions.shape[0] != len(seeds) or self.positions.shape[2] != vocab:
+            raise ValueError(f"the posterior covers {self.positions.shape[0]} rows of {self.positions.shape[2]} "
+                             f"tokens, not {len(seeds)} of {vocab}")
+        return self
+
+    def vector(self, draws):
+        values = super().vector(draws)
+        match = self.observed == draws[:, None]  # [rows, n]: at most one step per row (Y's keys are distinct)
+        known = match.any(dim=1).nonzero().squeeze(1)
+        values[known] = self.positions[known, match[known].int().argmax(dim=1)]
         return values

@@ -61,7 +61,7 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
                         stop: threading.Event | None = None) -> str:
     """The core of ``counterfactual``: ``settings`` hold one method and one seed."""
     check_stop(stop)
-    method, seed = check_observation(prompt, settings, finished, "gcs.counterfactual")
+    method, seed = check_observation(prompt, settings, finished)
     model = resolve_model(model)
     check_plain_text(prompt, model, "prompt")
     ids = response_ids(response, model)
@@ -106,7 +106,7 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
         at: the index of the token to replace (``gcs.response_tokens``); equal to their number, it replaces the end
             of a finished response.
         replacement: text, a token id or a list of ids, forced from ``at`` on.
-        method: "gcswr", "gcs" or "is".
+        method: "gcswr", "gcs" or "is" ("ctx" with ``settings`` and its ``context``: docs/context.md).
         seed: picks the posterior draw.
         temperature: above 0.
         top_p: nucleus sampling's mass, in (0, 1] (None: off).

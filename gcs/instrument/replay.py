@@ -30,7 +30,7 @@ import torch
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
 from gcs.engines.models import Model, resolve_model
-from gcs.instrument.conditioning import Posterior, posterior, refuse_context
+from gcs.instrument.conditioning import Posterior, posterior
 from gcs.instrument.forcing import Response, forced_logits, reads_back, response_ids
 from gcs.runtime.arguments import ArgumentTypeError, check_prompts, check_stop
 from gcs.runtime.quoting import quoted
@@ -82,11 +82,9 @@ def _first_difference(expected: Sequence[int], got: Sequence[int]) -> int | None
     return None if len(expected) == len(got) else min(len(expected), len(got))
 
 
-def check_observation(prompt: str, settings: SamplingSettings, finished: bool,
-                      caller: str = "gcs.hindsight") -> tuple[str, int]:
+def check_observation(prompt: str, settings: SamplingSettings, finished: bool) -> tuple[str, int]:
     """The method and seed of an observed response's settings, after checking what hindsight and counterfactuals
-    need: a prompt, ``finished`` a bool, one method (not "ctx") and one seed, and a temperature above 0 (luck to
-    share)."""
+    need: a prompt, ``finished`` a bool, one method and one seed, and a temperature above 0 (luck to share)."""
     if not isinstance(prompt, str):
         raise ArgumentTypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
     if not prompt.strip():
@@ -94,7 +92,6 @@ def check_observation(prompt: str, settings: SamplingSettings, finished: bool,
     if not isinstance(finished, bool):
         raise ArgumentTypeError(f"finished must be True or False, got {type(finished).__name__} {quoted(finished)}")
     method_and_seed = settings.method_and_seed()
-    refuse_context(method_and_seed[0], caller)
     if settings.temperature == 0:
         raise ValueError("at temperature 0 every method is greedy: there is no luck to share; use a temperature "
                          "above 0")
@@ -107,7 +104,7 @@ def observed_noise(prompt: str, ids: Sequence[int], settings: SamplingSettings, 
     logits = forced_logits(prompt, ids, model, settings, finished, generate_kwargs, stop)
     ends = stop_token_ids(model) if finished else None
     return posterior(settings.methods[0], logits, torch.tensor([list(ids)], dtype=torch.long), seed=settings.seeds[0],
-                     ends=ends)
+                     ends=ends, context=settings.context)
 
 
 def hindsight_with(prompt: str, response: Response, paraphrases: Sequence[str], settings: SamplingSettings,
@@ -167,8 +164,9 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
             ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
             ``reads_back``).
         paraphrases: the prompts to answer with that noise.
-        method: "gcswr" or "gcs" share noise with the response; under "is" a paraphrase's answer is independent of it
-            (an ordinary IS sample).
+        method: "gcswr" or "gcs" share noise with the response (so does "ctx", given with ``settings`` and its
+            ``context``: docs/context.md); under "is" a paraphrase's answer is independent of it (an ordinary IS
+            sample).
         seed: picks the posterior draw.
         temperature: above 0 (no luck to share at 0).
         top_p: nucleus sampling's mass, in (0, 1] (None: off).
@@ -218,8 +216,9 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
             ``token_ids``: exactly the tokens that were generated, which text does not always give back, see
             ``reads_back``).
         paraphrases: the prompts to answer with that noise.
-        method: "gcswr" or "gcs" share noise with the response; under "is" a paraphrase's answer is independent of it
-            (an ordinary IS sample).
+        method: "gcswr" or "gcs" share noise with the response (so does "ctx", given with ``settings`` and its
+            ``context``: docs/context.md); under "is" a paraphrase's answer is independent of it (an ordinary IS
+            sample).
         seed: picks the posterior draw.
         temperature: above 0 (no luck to share at 0).
         top_p: nucleus sampling's mass, in (0, 1] (None: off).

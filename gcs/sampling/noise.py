@@ -237,6 +237,24 @@ def context_draws(words: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     return hash_keys(words, counts)
 
 
+def context_keys(answers: torch.Tensor, context: int) -> torch.Tensor:
+    """The draw index of "ctx" at each step of ``answers`` [rows, n] (token ids) with a window of ``context``
+    tokens: the key the step's vector was hashed from (the posterior given an answer is known at these keys).
+
+    >>> keys = context_keys(torch.tensor([[5, 5, 5], [7, 5, 5]]), context=1)
+    >>> bool(keys[0, 1] != keys[0, 2])  # the window [5] met a second time: another key
+    True
+    >>> bool(keys[0, 1] == keys[1, 2])  # two answers meeting [5] for the first time: one key
+    True
+    """
+    rows, n = answers.shape
+    pad = torch.full((rows, context), CONTEXT_PAD, dtype=torch.int64, device=answers.device)
+    windows = torch.cat([pad, answers.long()], dim=1).unfold(1, context, 1)[:, :n]  # the window before each step
+    words = context_words(windows.reshape(-1, context)).reshape(rows, n)
+    counts = torch.tril(words[:, :, None] == words[:, None, :], diagonal=-1).sum(dim=-1)  # earlier steps alike
+    return context_draws(words, counts)
+
+
 class HashedNoise:
     """A Gumbel sampler's noise source: Exp(1) values hashed from each row's seed (the default).
 

@@ -441,6 +441,8 @@ class ContextGumbelSampler(GumbelSampler):
         seed: one int for every row, or one per row.
         streams: accepted for the common signature.
         context: how many generated tokens key the noise, in [1, 64] (None: ``DEFAULT_CONTEXT``).
+        noise: where the noise comes from (a source hashing under ``DOMAIN_CONTEXT``; ``gcs.hindsight`` passes the
+            posterior given a response).
 
     Examples:
         >>> s = make_sampler("ctx", seed=[0, 0], context=1)
@@ -451,9 +453,12 @@ class ContextGumbelSampler(GumbelSampler):
 
     method = "ctx"
 
-    def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None, *, context: int | None = None):
+    def __init__(self, seed: SeedLike = 0, streams: Sequence[int] | None = None, *, context: int | None = None,
+                 noise: HashedNoise | None = None):
         self.context = DEFAULT_CONTEXT if context is None else check_context(context, ["ctx"])
-        super().__init__(seed, streams, noise=HashedNoise(DOMAIN_CONTEXT))
+        if noise is not None and getattr(noise, "domain", None) != DOMAIN_CONTEXT:
+            raise ValueError("ctx's noise source must hash under DOMAIN_CONTEXT (gcs.sampling.noise)")
+        super().__init__(seed, streams, noise=noise if noise is not None else HashedNoise(DOMAIN_CONTEXT))
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(method='ctx', seed={self.seed!r}, context={self.context})"
