@@ -317,26 +317,23 @@ class RecycledPosterior(HashedNoise):
         return values
 
 
-class KeyedPosterior(HashedNoise):
+class KeyedPosterior(PositionPosterior):
     """"ctx"'s noise source for a ``Posterior``: a step whose key is one of ``Y``'s keys (the same window of generated
     tokens, met as often before) takes that key's posterior vector; every other key fresh hashed noise."""
 
-    hashed = False
     domain = DOMAIN_CONTEXT
 
     def __init__(self, noise: Posterior):
-        self.positions, self.observed = noise.positions, noise.keys
+        super().__init__(noise)
+        self.observed = noise.keys
 
     def start(self, seeds, vocab):
         super().start(seeds, vocab)
-        self.positions, self.observed = self.positions.to(seeds.device), self.observed.to(seeds.device)
-        if self.positions.shape[0] != len(seeds) or self.positions.shape[2] != vocab:
-            raise ValueError(f"the posterior covers {self.positions.shape[0]} rows of {self.positions.shape[2]} "
-                             f"tokens, not {len(seeds)} of {vocab}")
+        self.observed = self.observed.to(seeds.device)
         return self
 
     def vector(self, draws):
-        values = super().vector(draws)
+        values = HashedNoise.vector(self, draws)  # fresh noise at every key Y never used
         match = self.observed == draws[:, None]  # [rows, n]: at most one step per row (Y's keys are distinct)
         known = match.any(dim=1).nonzero().squeeze(1)
         values[known] = self.positions[known, match[known].int().argmax(dim=1)]
