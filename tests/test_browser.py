@@ -55,12 +55,17 @@ def screenshot(page, path: Path) -> None:
 
 
 def record_texts(page, selector: str) -> None:
-    """From now on keep every text ``selector`` shows (a MutationObserver): a passing state is seen, however brief."""
+    """From now on keep every text ``selector`` shows (a MutationObserver): a passing state is seen, however brief.
+    The whole page is observed and the element looked up by its id at each change: Gradio may put a new element in
+    the old one's place (an observer of the old one then sees nothing more: a fresh clone's suite once waited 15
+    minutes for a "Working…" that the page had shown)."""
     page.locator(selector).evaluate("""element => {
         window.seenTexts = window.seenTexts || {};
-        const seen = window.seenTexts[element.id] = [element.innerText];
-        new MutationObserver(() => seen.push(element.innerText))
-            .observe(element, {subtree: true, childList: true, characterData: true});
+        const id = element.id, seen = window.seenTexts[id] = [element.textContent];
+        new MutationObserver(() => {
+            const text = document.getElementById(id)?.textContent ?? "";
+            if (text !== seen[seen.length - 1]) seen.push(text);
+        }).observe(document.body, {subtree: true, childList: true, characterData: true});
     }""")
 
 
