@@ -167,7 +167,7 @@ def main() -> None:
         from gcs.vllm import plugin
 
         split.wrap(plugin, "draw", "sampler")
-    split.wrap(gcs.engines.batch.IncrementalText, "append", "streaming text")
+    split.wrap(gcs.engines.streamed_text.IncrementalText, "append", "streaming text")
     split.wrap(gcs.engines.batch, "strip_followups", "streaming text")
     try:
         generation, scoring, tokens = one_request(prompts, model, settings, args.engine)

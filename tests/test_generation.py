@@ -177,7 +177,7 @@ def test_a_hallucinated_chat_turn_ends_the_response(embedded_model):
     ids = encode("Paris is the capital.") + [turn] + encode("user\nAnd of Spain?")
     (row,) = batch.decode(torch.tensor([ids]))
     assert row["response"] == "Paris is the capital." and row["finished"]
-    streamed = gcs.engines.batch.IncrementalText(tokenizer)
+    streamed = gcs.engines.streamed_text.IncrementalText(tokenizer)
     for token in encode("Paris is the capital. Ça va? 東京"):
         streamed.append(token)
     assert streamed.text == "Paris is the capital. Ça va? 東京"

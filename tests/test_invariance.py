@@ -31,7 +31,7 @@ from gcs.engines.invariance import (
     wanted,
 )
 from gcs.engines.invariance.packed_weights import _PACKED, packing
-from gcs.engines.invariance.row_blocks import WIDEST, _kernel_key
+from gcs.engines.invariance.row_blocks import FALLBACK_CHUNK, WIDEST, _kernel_key
 from gcs.runtime import internals
 
 
@@ -139,6 +139,28 @@ def test_one_call_stands_in_for_the_blocks_only_at_widths_where_it_gives_their_b
     bumped[:, 0] = 2.0
     assert not torch.equal(linear(bumped, weight, bias), in_row_blocks(linear, bumped, weight, bias))
 
+
+def test_wide_calls_that_round_otherwise_fall_back_to_chunks_not_to_blocks():
+    """A kernel that rounds otherwise above FALLBACK_CHUNK rows (oneDNN may switch kernels with the width): a 144-row
+    call goes in chunks of FALLBACK_CHUNK, each in one call, with every row the blocks' bits; 16-row blocks only
+    where a chunk too rounds otherwise."""
+    def linear(x, weight, bias):
+        products = (x.unsqueeze(-2) * weight).sum(-1)
+        if x.shape[0] > FALLBACK_CHUNK:
+            products = products.half().to(products.dtype)
+        return products + bias
+
+    calls = []
+    counted = lambda x, weight, bias: calls.append(x.shape[0]) or linear(x, weight, bias)  # noqa: E731
+    weight, bias = torch.randn(24, 12, generator=torch.Generator().manual_seed(3)), torch.randn(24)
+    x = torch.randn(144, 12, generator=torch.Generator().manual_seed(4))
+    assert not torch.equal(linear(x, weight, bias), in_row_blocks(linear, x, weight, bias))  # one call can fail
+    layer = RowBlocks(counted)
+    for _ in range(2):  # the first call of a layer is in blocks; later ones use the widths probed
+        assert torch.equal(layer(x, weight, bias), in_row_blocks(linear, x, weight, bias))
+    calls.clear()
+    assert torch.equal(layer(x, weight, bias), in_row_blocks(linear, x, weight, bias))
+    assert calls == [FALLBACK_CHUNK, FALLBACK_CHUNK, 16]  # 144 = 64 + 64 + 16, not nine blocks
 
 def test_a_layer_whose_outputs_ignore_the_input_vouches_for_no_width():
     """A zero weight (PEFT's lora_B before training, a pruned layer) agrees with the blocks at any width: its probe
@@ -364,3 +386,36 @@ def test_a_row_gets_the_same_tokens_alone_beside_2_and_beside_47_rows(embedded_m
     assert torch.equal(beside_two[0, : width(alone[0])], alone[0][: beside_two.shape[1]])
     for i, tokens in enumerate(alone):
         assert torch.equal(beside_47[20 + i, : width(tokens)], tokens[: beside_47.shape[1]]), mine[i]
+
+
+@pytest.mark.slow
+def test_a_batch_runs_rows_of_one_length_side_by_side_and_answers_in_the_order_given(embedded_model, monkeypatch):
+    """transformers runs a batch's texts longest first, so that row-invariant attention reads each prompt length's
+    rows as one view of the KV cache (no gathered copy); every output comes back in the texts' order: tokens,
+    streamed frames and the excess recorded from generation's logits are each row's own, as when it runs alone."""
+    from gcs.engines.invariance import attention
+
+    settings = gcs.SamplingSettings(temperature=1.0, max_new_tokens=6)
+    rows = [Row(prompt, method, 2) for method in ("is", "gcswr") for prompt in (OTHERS[0], OTHERS[1], OTHERS[2])]
+    batch = Batch(rows, embedded_model, settings, record_excess=True)
+    lengths = batch.inputs["attention_mask"].sum(dim=1).tolist()
+    assert lengths != sorted(lengths, reverse=True)  # laid out with the lengths interleaved...
+    assert [lengths[i] for i in batch.order] == sorted(lengths, reverse=True)  # ...and run longest first
+    groups, original = [], attention._groups
+
+    def seen(padding):  # each forward's groups of rows by left padding
+        groups.append(original(padding))
+        return groups[-1]
+
+    monkeypatch.setattr(attention, "_groups", seen)
+    tokens = batch.run()
+    assert groups and all(isinstance(rows_of_pad, slice) for found in groups for _, rows_of_pad in found)
+    monkeypatch.undo()
+    decoded = batch.decode(tokens)
+    assert list(batch.stream())[-1] == decoded
+    for i, row in enumerate(rows):
+        alone = Batch([row], embedded_model, settings, record_excess=True)
+        alone_tokens = alone.run()
+        assert torch.equal(tokens[i, : alone_tokens.shape[1]], alone_tokens[0, : tokens.shape[1]]), row
+        # the recorder's softmax and sums over the vocabulary round by the batch's shape (not a token's business)
+        assert alone.decode(alone_tokens)[0]["excess"] == pytest.approx(decoded[i]["excess"], rel=1e-4), row

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -207,3 +208,46 @@ def test_one_thread_for_a_generation_is_not_one_thread_for_threads_started_meanw
     """``torch.set_num_threads`` also sets what threads read when they first use torch; the steps' setter sets the
     generating thread's count alone."""
     in_a_fresh_process(a_thread_started_meanwhile_keeps_every_thread)
+
+
+def threads_in_this_process() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def until(condition, what: str) -> None:
+    """Wait for ``condition()`` (OpenMP's workers end on their own schedule); fail after a minute without it."""
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+def a_waiting_caller_lets_its_openmp_team_go():
+    from gcs.runtime.background import Background
+
+    torch.set_num_threads(2)
+    torch.randn(4_000_000).exp_()  # a parallel region: this thread's OpenMP team gets a worker thread
+    with_team = threads_in_this_process()
+    internals.release_openmp_threads()
+    until(lambda: threads_in_this_process() == with_team - 1, "the released worker thread never ended")
+    torch.randn(4_000_000).exp_()  # the next region starts a team again
+    assert threads_in_this_process() == with_team
+    seen = []
+
+    def work(stop):  # the caller's team went before this thread started: no more threads than with the team
+        until(lambda: threads_in_this_process() == with_team, "the caller's OpenMP worker outlived its hand-off")
+        seen.append(threads_in_this_process())
+        torch.randn(4_000_000).exp_()  # and this thread's team works as usual
+
+    Background(work, "gcs-test").result()
+    assert seen == [with_team]
+
+
+def test_a_thread_that_hands_model_work_to_another_lets_its_idle_openmp_team_go():
+    """GNU OpenMP throttles the spinning of every team while it manages more threads than there are cores: a worker
+    thread's generation ran 1.4x slower beside the idle team of the thread that loaded the model
+    (docs/benchmarks.md). ``Background``'s caller lets its team go first."""
+    runtime = internals.openmp_runtime()
+    if (os.cpu_count() or 1) < 2 or runtime is None or "libgomp" not in runtime[0]:
+        pytest.skip("needs torch on GNU OpenMP and 2 cores or more: the teams this test counts")
+    in_a_fresh_process(a_waiting_caller_lets_its_openmp_team_go)

@@ -13,7 +13,8 @@ step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, the
 - ``endpoints``, ``remote``: served vLLM endpoints with the plugin, ``gcs.Endpoint`` (``EndpointRunner``; over HTTP);
 - ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
 - ``threads``: on transformers on CPU, each decode step on torch's threads or one, whichever is faster now;
-- ``padding``: rows of token ids of different lengths as one tensor.
+- ``padding``: rows of token ids of different lengths as one tensor;
+- ``streamed_text``: each row's text so far while a batch streams.
 
 What the vLLM engine shares with the plugin and ``gcs vllm-serve`` (the CPU defaults, the plugin's entry point) is
 ``gcs.vllm.options``, outside this package: a serving process never imports an engine.

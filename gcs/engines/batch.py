@@ -29,6 +29,7 @@ from gcs.engines import runner_for
 from gcs.engines.models import Model
 from gcs.engines.padding import padded
 from gcs.engines.prompts import format_prompt, strip_followups
+from gcs.engines.streamed_text import PartialRows
 from gcs.runtime.quoting import quoted
 from gcs.sampling.noise import stream_id
 from gcs.sampling.processor import EnsembleLogitsProcessor, ExcessRecorder, GumbelLogitsProcessor
@@ -184,10 +185,27 @@ class Batch:
                 )
         self.inputs = inputs.to(self.model.device)
         self.methods, self.seeds, self.streams = methods, seeds, streams
+        self.order = self._runner_order(inputs["attention_mask"].sum(dim=1).tolist())
         self.stop_ids = stop_token_ids(self.model)
         self.runner = runner_for(self)
         # the last run's recorder (transformers only: vLLM runs no processor)
         self._excess: ExcessRecorder | None = None
+
+    def _runner_order(self, lengths: list[int]) -> list[int] | None:
+        """The order transformers runs the texts in: those of one prompt length side by side, longest first (None: as
+        laid out). Row-invariant attention then reads each length's rows as one view of the KV cache instead of
+        gathering a copy in every layer at every step; the order changes no token (each row's computation is its
+        own), and every output comes back in the texts' order. A posterior sampler and an observer read rows by
+        their place, so their batches keep it.
+
+        >>> from types import SimpleNamespace
+        >>> Batch._runner_order(SimpleNamespace(engine="transformers", sampler=None, observer=None), [5, 9, 5, 9])
+        [1, 3, 0, 2]
+        """
+        if self.engine != "transformers" or self.sampler is not None or self.observer is not None:
+            return None
+        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+        return None if order == list(range(len(lengths))) else order
 
     @property
     def context(self) -> int | None:
@@ -196,18 +214,25 @@ class Batch:
         return self.settings.context if "ctx" in self.methods else None
 
     def processors(self) -> LogitsProcessorList:
+        """The logits processors of one run, for the texts in the runner's ``order``."""
         processors = LogitsProcessorList()
         self._excess = ExcessRecorder() if self.record_excess else None
         if self._excess is not None:
             processors.append(self._excess.raw)
+        groups, methods, seeds, streams = (self.in_order(values) for values in
+                                           (self.groups, self.methods, self.seeds, self.streams))
         if len(self.groups) > len(self.rows):
-            processors.append(EnsembleLogitsProcessor(self.groups))
-        processors.append(GumbelLogitsProcessor(self.methods, self.seeds, *self.settings.warping, streams=self.streams,
+            processors.append(EnsembleLogitsProcessor(groups))
+        processors.append(GumbelLogitsProcessor(methods, seeds, *self.settings.warping, streams=streams,
                                                 sampler=self.sampler, observer=self.observer,
                                                 context=self.context))
         if self._excess is not None:
             processors.append(self._excess.chosen)
         return processors
+
+    def in_order(self, values: list) -> list:
+        """Per-text ``values`` (in the texts' order) in the runner's ``order``."""
+        return values if self.order is None else [values[i] for i in self.order]
 
     @torch.inference_mode()
     def run(self, stop: threading.Event | None = None) -> torch.Tensor:
@@ -247,7 +272,9 @@ class Batch:
             lengths = [0] * len(self.groups)
             for index, result in zip(self.main, results, strict=True):
                 lengths[index] = result["n_tokens"]
-            means = self._excess.means(lengths) if self._excess is not None else [math.nan] * len(lengths)
+            means = [math.nan] * len(lengths) if self._excess is None else self._excess.means(self.in_order(lengths))
+            if self.order is not None:  # the recorder saw the texts in the runner's order
+                means = [means[place] for place in places(self.order)]
             for index, result in zip(self.main, results, strict=True):
                 result["excess"] = means[index]
         return results
@@ -261,7 +288,7 @@ class Batch:
         generation outlives its stream. Setting ``stop`` (from any thread) stops it too, even
         during the prompts' prefill, with ``Cancelled`` instead of the finished batch.
         """
-        partial, token_ids = _PartialRows(self), []
+        partial, token_ids = PartialRows(self.model.tokenizer, self.stop_ids, self.main), []
         with closing(self.runner.steps(stop)) as steps:
             for token_ids in steps:
                 yield partial.update(token_ids)
@@ -270,61 +297,13 @@ class Batch:
         yield self.decode(padded(token_ids, self.stop_ids[0]))
 
 
-class _PartialRows:
-    """The streamed rows of a batch: each response's text so far, up to its first stop token."""
+def places(order: list[int]) -> list[int]:
+    """Where each text sits in ``order`` (its inverse).
 
-    def __init__(self, batch: Batch):
-        self.stop_ids, self.main = batch.stop_ids, batch.main
-        self.texts = [IncrementalText(batch.model.tokenizer) for _ in batch.main]
-        self.ended = [False] * len(batch.main)
-        self.seen = [0] * len(batch.main)  # tokens of each row read so far
-
-    def update(self, token_ids: Sequence[Sequence[int]]) -> list[dict]:
-        """The rows after a step, given every text's token ids so far (only the new ones are read)."""
-        for row, index in enumerate(self.main):
-            ids = token_ids[index]
-            for token in ids[self.seen[row] :]:
-                self.ended[row] = self.ended[row] or token in self.stop_ids
-                if not self.ended[row]:
-                    self.texts[row].append(token)
-            self.seen[row] = len(ids)
-        return self.rows()
-
-    def rows(self) -> list[dict]:
-        return [{"raw_response": t.text, "response": strip_followups(t.text), "n_tokens": t.n_tokens,
-                 "token_ids": list(t.ids), "finished": e} for t, e in zip(self.texts, self.ended, strict=True)]
-
-
-class IncrementalText:
-    """Text of a growing token sequence, decoding only a few tokens per step.
-
-    Decodes the tokens since the previous step together with the ones before them (so a
-    tokenizer that drops a word's leading space at the start of a text, or a character
-    split over several byte tokens, decodes as it would in the whole text) and appends the
-    difference; an unfinished character (U+FFFD) waits for its next byte.
-
-    >>> from types import SimpleNamespace
-    >>> words = SimpleNamespace(decode=lambda ids, skip_special_tokens: " ".join(map(str, ids)))
-    >>> text = IncrementalText(words)
-    >>> for token in (1, 22, 333):
-    ...     text.append(token)
-    >>> text.text
-    '1 22 333'
+    >>> places([1, 3, 0, 2])
+    [2, 0, 3, 1]
     """
-
-    def __init__(self, tokenizer):
-        self.tokenizer, self.ids, self.text = tokenizer, [], ""
-        self._prefix_offset = self._read_offset = 0
-
-    @property
-    def n_tokens(self) -> int:
-        return len(self.ids)
-
-    def append(self, token: int) -> None:
-        self.ids.append(token)
-        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
-        before = decode(self.ids[self._prefix_offset : self._read_offset])
-        after = decode(self.ids[self._prefix_offset :])
-        if len(after) > len(before) and not after.endswith("\ufffd"):
-            self.text += after[len(before) :]
-            self._prefix_offset, self._read_offset = self._read_offset, len(self.ids)
+    places = [0] * len(order)
+    for place, text in enumerate(order):
+        places[text] = place
+    return places

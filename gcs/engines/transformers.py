@@ -26,6 +26,7 @@ from transformers import DynamicCache, GenerationConfig, StoppingCriteria, Stopp
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
+from gcs.engines.batch import places
 from gcs.engines.invariance import make_row_invariant, row_invariance, row_invariant_kernels
 from gcs.engines.models import Model, loaded_here
 from gcs.engines.threads import StepThreads, adapting, threads_agree
@@ -207,11 +208,13 @@ class TransformersRunner:
         criteria = StoppingCriteriaList(other_kwargs.pop("stopping_criteria", None) or [])  # the caller's, kept
         if stop is not None:
             criteria.append(_StopWhenSet(stop))
-        rows = len(batch.inputs["input_ids"])
+        order = batch.order
+        inputs = batch.inputs if order is None else {key: value[order] for key, value in batch.inputs.items()}
+        rows = len(inputs["input_ids"])
         with generating(batch.model, self.row_invariant):
             if "past_key_values" not in other_kwargs:
-                other_kwargs["past_key_values"] = prefill(batch.model, batch.inputs["input_ids"],
-                                                          batch.inputs["attention_mask"], stop)
+                other_kwargs["past_key_values"] = prefill(batch.model, inputs["input_ids"], inputs["attention_mask"],
+                                                          stop)
             if stop is not None and stop.is_set():  # stopped before the first step
                 return torch.empty((rows, 0), dtype=torch.long)
             module = batch.model.model
@@ -219,12 +222,13 @@ class TransformersRunner:
             if threads is not None:
                 criteria.append(threads)
             try:
-                output = module.generate(**batch.inputs, generation_config=config, logits_processor=batch.processors(),
+                output = module.generate(**inputs, generation_config=config, logits_processor=batch.processors(),
                                          streamer=streamer, stopping_criteria=criteria, **other_kwargs)
             finally:
                 if threads is not None:
                     threads.close()
-        return output[:, batch.inputs["input_ids"].shape[1] :].cpu()
+        output = output[:, inputs["input_ids"].shape[1] :].cpu()
+        return output if batch.order is None else output[places(batch.order)]
 
     def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
         """Every row's token ids so far, after each step (``run`` in a worker thread, read through a queue).
@@ -234,7 +238,7 @@ class TransformersRunner:
         generation outlives its consumer. A generation that ends by itself leaves ``stop`` as it was (the
         caller's event then says whether the caller stopped it).
         """
-        tokens, done = _TokenQueue(), object()
+        tokens, done = _TokenQueue(None if self.batch.order is None else places(self.batch.order)), object()
 
         def work(stop):
             try:
@@ -261,15 +265,18 @@ class TransformersRunner:
 
 
 class _TokenQueue(BaseStreamer):
-    """Receives each step's tokens from transformers (the first put is the prompt) into a queue."""
+    """Receives each step's tokens from transformers (the first put is the prompt) into a queue, in the texts' order
+    (``places``: where each text sits in the runner's order; None: the same order)."""
 
-    def __init__(self):
+    def __init__(self, places: list[int] | None = None):
         self.steps: queue.Queue = queue.Queue()
+        self.places = places
         self._prompt_seen = False
 
     def put(self, value):
         if self._prompt_seen:
-            self.steps.put(value.reshape(-1).clone())
+            tokens = value.reshape(-1)
+            self.steps.put(tokens.clone() if self.places is None else tokens[self.places])
         self._prompt_seen = True
 
     def end(self):

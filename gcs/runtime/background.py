@@ -17,6 +17,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from gcs.runtime import internals
+
 
 class Background:
     """``work(stop)`` in a daemon thread, in a copy of the caller's context (so request-scoped state, such as
@@ -29,6 +31,8 @@ class Background:
         self.finished = False  # True once ``work`` returned (not raised)
         self._result = None
         context = contextvars.copy_context()
+        # the caller waits on the work: its idle OpenMP team would slow every parallel region of the work's own
+        internals.release_openmp_threads()
         self.thread = threading.Thread(target=context.run, args=(self._run, work), daemon=True, name=name)
         self.thread.start()
 

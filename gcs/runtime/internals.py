@@ -11,6 +11,7 @@ if any of them is gone (Gradio's and the mcp package's, for the app, are in ``ui
 | ``torch.cpu._is_avx512_bf16_supported``, ``_is_amx_tile_supported`` | bf16 by default on CPUs that multiply it in hardware | speed only: float32 by default (about 2x slower there) |
 | ``Tensor._version`` | notices an in-place change of a packed weight | speed only: weights are not packed |
 | the OpenMP runtime torch loaded (``omp_set_num_threads``, found in ``/proc/self/maps``) | sets one thread's OpenMP thread count alone (``gcs.engines.threads``) | speed only: decode steps keep torch's threads beside a busy job |
+| GNU OpenMP's ``omp_pause_resource_all`` (a public OpenMP 5.0 call, used where torch runs on libgomp) | lets a thread's idle OpenMP team go before it hands model work to another thread (``release_openmp_threads``) | speed only: generation in a worker thread slower beside other threads' idle teams |
 | vLLM's per-layer ``cpu_linear`` (``vllm.model_executor.layers.utils``) | row-invariant linears on vLLM's CPU engine (``gcs.engines.vllm``) | the guarantee: on ``engine="vllm"`` a row's tokens may depend on its batch |
 | ``LLM.llm_engine.engine_core.shutdown`` (what vLLM's own finalizer calls) | frees an engine when ``gcs.close()`` or the engine bound drops it (``gcs.engines.vllm``) | memory only: the engine is freed when the garbage collector runs |
 """  # noqa: E501 (a table's rows cannot wrap)
@@ -94,11 +95,9 @@ OPENMP_RUNTIMES = ("libgomp", "libomp", "libiomp")  # GNU (torch's Linux wheels)
 
 
 @functools.cache
-def openmp_threads_setter() -> Callable[[int], None] | None:
-    """``set(n)``: the OpenMP thread count of the calling thread alone (``omp_set_num_threads`` of the OpenMP runtime
-    torch loaded: torch's operations, oneDNN and MKL read it there), leaving torch's process-wide count, which
-    threads read when they first use torch, as it is (``torch.set_num_threads`` sets both). None, with one WARNING,
-    where that runtime cannot be found (no ``/proc``, or torch not built with OpenMP)."""
+def openmp_runtime() -> tuple[str, ctypes.CDLL] | None:
+    """(path, library) of the OpenMP runtime torch loaded (found in ``/proc/self/maps``); None, with one WARNING,
+    where it cannot be found (no ``/proc``), and without one where torch was not built with OpenMP."""
     if "OpenMP" not in torch.__config__.parallel_info():
         return None
     torch_lib = Path(torch.__file__).parent
@@ -106,14 +105,60 @@ def openmp_threads_setter() -> Callable[[int], None] | None:
         loaded = [line.split()[-1] for line in Path("/proc/self/maps").read_text().splitlines()
                   if any(name in line.rsplit("/", 1)[-1] for name in OPENMP_RUNTIMES)]
         path = min(dict.fromkeys(loaded), key=lambda candidate: not candidate.startswith(str(torch_lib)))
-        setter = ctypes.CDLL(path).omp_set_num_threads
-    except (OSError, ValueError, AttributeError) as error:
+        return path, ctypes.CDLL(path)
+    except (OSError, ValueError) as error:
         warn_once("openmp", "torch %s: its OpenMP runtime was not found (%s: %s): decode steps keep torch's thread "
-                  "count beside a busy job (slower there, the same tokens)", torch.__version__, type(error).__name__,
-                  error)
+                  "count beside a busy job, and generation in a worker thread may be slower (the same tokens)",
+                  torch.__version__, type(error).__name__, error)
         return None
+
+
+@functools.cache
+def openmp_threads_setter() -> Callable[[int], None] | None:
+    """``set(n)``: the OpenMP thread count of the calling thread alone (``omp_set_num_threads`` of the OpenMP runtime
+    torch loaded: torch's operations, oneDNN and MKL read it there), leaving torch's process-wide count, which
+    threads read when they first use torch, as it is (``torch.set_num_threads`` sets both). None where that runtime
+    cannot be found (``openmp_runtime``)."""
+    runtime = openmp_runtime()
+    if runtime is None:
+        return None
+    setter = runtime[1].omp_set_num_threads
     setter.argtypes, setter.restype = [ctypes.c_int], None
     return setter
+
+
+OMP_PAUSE_SOFT = 1  # omp_pause_resource_t (OpenMP 5.0)
+
+
+@functools.cache
+def _gnu_openmp_pause() -> Callable[[int], int] | None:
+    runtime = openmp_runtime()
+    if runtime is None or "libgomp" not in runtime[0].rsplit("/", 1)[-1]:
+        return None
+    try:
+        pause = runtime[1].omp_pause_resource_all
+    except AttributeError:  # GNU OpenMP before GCC 10
+        warn_once("openmp-pause", "torch's OpenMP runtime (%s) has no omp_pause_resource_all: generation in a worker "
+                  "thread may be slower (the same tokens)", runtime[0])
+        return None
+    pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
+    return pause
+
+
+def release_openmp_threads() -> None:
+    """Let the OpenMP worker threads of the calling thread go (``omp_pause_resource_all(omp_pause_soft)``: the
+    runtime starts them again at its next parallel region), where torch runs on GNU OpenMP.
+
+    GNU OpenMP keeps a team of worker threads for every thread that ran a parallel region, and while it manages more
+    threads than the machine has cores, the workers of *every* team stop spinning between regions and sleep: each of
+    a decode step's hundreds of regions then waits for a wake-up. A thread that hands its model work to another and
+    waits (``gcs.runtime.background.Background``'s caller) calls this first, so the worker's team runs as the only one
+    (docs/benchmarks.md: generation in a worker thread 1.4x slower beside the idle team of the thread that loaded the
+    model). In GNU OpenMP it touches the calling thread's team only; other runtimes pause all of theirs, so it does
+    nothing there."""
+    pause = _gnu_openmp_pause()
+    if pause is not None:
+        pause(OMP_PAUSE_SOFT)
 
 
 def cpu_multiplies_bf16() -> bool:

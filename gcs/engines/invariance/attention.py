@@ -16,25 +16,42 @@ from torch.nn import functional as F
 
 ATTENTION = "gcs_row_invariant"
 
-_recent = threading.local()  # the last mask seen in this thread and its padding: every layer of a forward shares it
+_recent = threading.local()  # the last mask seen in this thread and its groups: every layer of a forward shares it
 
 
-def _left_padding(mask: torch.Tensor | None, batch: int, kv_length: int) -> list[int]:
-    """Keys before each row's first attended key (its left padding), from a [batch, 1, q, kv] mask.
+def _padding_groups(mask: torch.Tensor | None, batch: int, kv_length: int) -> list[tuple[int, slice | torch.Tensor]]:
+    """The rows of each left padding (keys before a row's first attended key), from a [batch, 1, q, kv] mask:
+    ``_groups`` of the rows' paddings.
 
     The mask is boolean (True = attend) or additive (0 = attend); None means no padding. Keys
     that a sliding window hides from every query count as padding too: no query sees them.
     """
     if mask is None:
-        return [0] * batch
+        return [(0, slice(0, batch))]
     recent = getattr(_recent, "value", None)
     if recent is not None and recent[0]() is mask:
         return recent[1]
     allowed = mask if mask.dtype == torch.bool else mask == 0
     seen = allowed[:, 0].any(dim=1).expand(batch, kv_length)
-    padding = torch.where(seen.any(dim=-1), seen.int().argmax(dim=-1), kv_length).tolist()
-    _recent.value = (weakref.ref(mask), padding)
-    return padding
+    groups = _groups(torch.where(seen.any(dim=-1), seen.int().argmax(dim=-1), kv_length).tolist())
+    _recent.value = (weakref.ref(mask), groups)
+    return groups
+
+
+def _groups(padding: list[int]) -> list[tuple[int, slice | torch.Tensor]]:
+    """The rows of each left padding: a slice where they are consecutive (a view of the cache, no copy: batches
+    put rows of one length together, ``gcs.engines.batch``), else their indices (a gathered copy).
+
+    >>> _groups([0, 0, 3, 3, 3])
+    [(0, slice(0, 2, None)), (3, slice(2, 5, None))]
+    >>> _groups([0, 3, 0])
+    [(0, tensor([0, 2])), (3, tensor([1]))]
+    """
+    starts = [i for i in range(len(padding)) if i == 0 or padding[i] != padding[i - 1]]
+    if len(starts) == len(set(padding)):  # each padding in one run
+        ends = [*starts[1:], len(padding)]
+        return [(padding[start], slice(start, end)) for start, end in zip(starts, ends, strict=True)]
+    return [(pad, torch.tensor([i for i, p in enumerate(padding) if p == pad])) for pad in sorted(set(padding))]
 
 
 def attend(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float,
@@ -80,9 +97,9 @@ def row_invariant_attention(module, query, key, value, attention_mask, dropout: 
     kv_length = key.shape[2]
     scale = scaling if scaling is not None else dim**-0.5
     window = kwargs.get("sliding_window") or getattr(module, "sliding_window", None)
-    padding = _left_padding(attention_mask, batch, kv_length)
-    if len(set(padding)) == 1:  # one group: no gathering
-        pad = padding[0]
+    groups = _padding_groups(attention_mask, batch, kv_length)
+    if len(groups) == 1:  # one group: no gathering
+        pad = groups[0][0]
         queries = min(q_length, kv_length - pad)  # the real queries are the last ones
         if queries <= 0:
             return query.new_zeros(batch, q_length, heads, dim), None
@@ -91,8 +108,8 @@ def row_invariant_attention(module, query, key, value, attention_mask, dropout: 
             output = F.pad(output, (0, 0, 0, 0, q_length - queries, 0))
         return output, None
     output = query.new_zeros(batch, q_length, heads, dim)
-    for pad in sorted(set(padding)):
-        rows = torch.tensor([i for i, p in enumerate(padding) if p == pad], device=query.device)
+    for pad, rows in groups:
+        rows = rows.to(query.device) if isinstance(rows, torch.Tensor) else rows
         queries = min(q_length, kv_length - pad)
         if queries <= 0:
             continue

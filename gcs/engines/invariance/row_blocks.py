@@ -33,7 +33,8 @@ def in_row_blocks(linear, x: torch.Tensor, *args, kernel: Hashable | None = None
     besides the rows: its code and shapes, see ``_kernel_key``) up to ``WIDEST`` rows go in one call, padded
     to the narrowest width at which one call was shown to give every row the blocks' bits
     (``_width_for``): the same output, with one pass over the weight instead of one per block and few
-    rows of zeros. More rows go in chunks of ``WIDEST``. ``widths`` caches the chosen widths for one layer.
+    rows of zeros; where one call of more than ``FALLBACK_CHUNK`` rows rounds otherwise, chunks of that many. More
+    rows go in chunks of ``WIDEST``. ``widths`` caches the chosen widths for one layer.
 
     >>> w = torch.randn(3, 8)
     >>> x = torch.randn(5, 8)
@@ -60,7 +61,9 @@ def _blocks(linear, rows: torch.Tensor, args: tuple) -> torch.Tensor:
 
 
 ONE_CALL = True  # False: always blocks (what one call saves: bench/bench_invariance.py)
-WIDEST = 64  # rows one call may take (more rows: chunks of this many)
+WIDEST = 256  # rows one call may take (more rows: chunks of this many)
+# rows a call falls back to where one call of more rounds otherwise (oneDNN may change its kernel above some width)
+FALLBACK_CHUNK = 64
 # outputs on which one call of a width must give the blocks' bits before it stands in for them (256 rows of a
 # 576-wide layer: oneDNN's one-row kernel for a 1536-wide layer rounded 1 row of 576 outputs in 10 otherwise),
 # from at least PROBE_MIN_ROWS and at most PROBE_MAX_ROWS random rows
@@ -87,13 +90,17 @@ def _numerics(x: torch.Tensor) -> tuple:
 
 
 def _in_one_call(linear, kernel: Hashable, widths: dict, rows: torch.Tensor, args: tuple) -> torch.Tensor:
-    """``rows`` (at most ``WIDEST``) through ``linear`` in one call at ``_width_for``'s width, else in blocks."""
+    """``rows`` (at most ``WIDEST``) through ``linear`` in one call at ``_width_for``'s width, else in chunks of
+    ``FALLBACK_CHUNK`` rows (each in one call where it can be), else in blocks."""
     count, numerics = rows.shape[0], _numerics(rows)
     local = (count, numerics)
     if local not in widths:
         widths[local] = _width_for(linear, kernel, numerics, rows, args)
     width = widths[local]
     if width is None:
+        if count > FALLBACK_CHUNK:
+            chunks = rows.split(FALLBACK_CHUNK)
+            return torch.cat([_in_one_call(linear, kernel, widths, chunk, args) for chunk in chunks])
         return _blocks(linear, rows, args)
     if width == count:
         return linear(rows, *args)
