@@ -186,6 +186,7 @@ class Batch:
         self.inputs = inputs.to(self.model.device)
         self.methods, self.seeds, self.streams = methods, seeds, streams
         self.order = self._runner_order(inputs["attention_mask"].sum(dim=1).tolist())
+        self._places = None if self.order is None else places(self.order)
         self.stop_ids = stop_token_ids(self.model)
         self.runner = runner_for(self)
         # the last run's recorder (transformers only: vLLM runs no processor)
@@ -234,6 +235,13 @@ class Batch:
         """Per-text ``values`` (in the texts' order) in the runner's ``order``."""
         return values if self.order is None else [values[i] for i in self.order]
 
+    def in_given_order(self, values):
+        """Per-text ``values`` in the runner's ``order`` (a list, or a tensor along its first axis) back in the texts'
+        order: what the runner hands out (tokens, streamed steps, the excess recorded)."""
+        if self._places is None:
+            return values
+        return values[self._places] if isinstance(values, torch.Tensor) else [values[i] for i in self._places]
+
     @torch.inference_mode()
     def run(self, stop: threading.Event | None = None) -> torch.Tensor:
         """Generated token ids [texts, new tokens] (a stop token then padding after a row finishes).
@@ -272,9 +280,9 @@ class Batch:
             lengths = [0] * len(self.groups)
             for index, result in zip(self.main, results, strict=True):
                 lengths[index] = result["n_tokens"]
-            means = [math.nan] * len(lengths) if self._excess is None else self._excess.means(self.in_order(lengths))
-            if self.order is not None:  # the recorder saw the texts in the runner's order
-                means = [means[place] for place in places(self.order)]
+            # the recorder saw the texts in the runner's order
+            means = [math.nan] * len(lengths) if self._excess is None else \
+                self.in_given_order(self._excess.means(self.in_order(lengths)))
             for index, result in zip(self.main, results, strict=True):
                 result["excess"] = means[index]
         return results

@@ -17,7 +17,7 @@ import logging
 import queue
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,7 +26,6 @@ from transformers import DynamicCache, GenerationConfig, StoppingCriteria, Stopp
 from transformers.cache_utils import DynamicLayer
 from transformers.generation.streamers import BaseStreamer
 
-from gcs.engines.batch import places
 from gcs.engines.invariance import make_row_invariant, row_invariance, row_invariant_kernels
 from gcs.engines.models import Model, loaded_here
 from gcs.engines.threads import StepThreads, adapting, threads_agree
@@ -228,7 +227,7 @@ class TransformersRunner:
                 if threads is not None:
                     threads.close()
         output = output[:, inputs["input_ids"].shape[1] :].cpu()
-        return output if batch.order is None else output[places(batch.order)]
+        return batch.in_given_order(output)
 
     def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
         """Every row's token ids so far, after each step (``run`` in a worker thread, read through a queue).
@@ -238,7 +237,7 @@ class TransformersRunner:
         generation outlives its consumer. A generation that ends by itself leaves ``stop`` as it was (the
         caller's event then says whether the caller stopped it).
         """
-        tokens, done = _TokenQueue(None if self.batch.order is None else places(self.batch.order)), object()
+        tokens, done = _TokenQueue(self.batch.in_given_order), object()
 
         def work(stop):
             try:
@@ -265,18 +264,17 @@ class TransformersRunner:
 
 
 class _TokenQueue(BaseStreamer):
-    """Receives each step's tokens from transformers (the first put is the prompt) into a queue, in the texts' order
-    (``places``: where each text sits in the runner's order; None: the same order)."""
+    """Receives each step's tokens from transformers (the first put is the prompt) into a queue, put back in the texts'
+    order by ``reorder`` (``Batch.in_given_order``)."""
 
-    def __init__(self, places: list[int] | None = None):
+    def __init__(self, reorder: Callable[[torch.Tensor], torch.Tensor]):
         self.steps: queue.Queue = queue.Queue()
-        self.places = places
+        self.reorder = reorder
         self._prompt_seen = False
 
     def put(self, value):
         if self._prompt_seen:
-            tokens = value.reshape(-1)
-            self.steps.put(tokens.clone() if self.places is None else tokens[self.places])
+            self.steps.put(self.reorder(value.reshape(-1).clone()))
         self._prompt_seen = True
 
     def end(self):
