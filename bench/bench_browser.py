@@ -11,7 +11,9 @@ round), and the final one ("Done"), and the CPU seconds the app's process and th
 (here the browser renders on the cores that generate; on a Space it runs on the user's machine).
 
 Each run's breakdown per round: the app's own stages from its log (the round's generation, each metric's scoring,
-the degenerate-output check, building the page's update: tables, figures, the seed browser; the downloads), the wait
+the degenerate-output check, building the page's update: tables, figures, the seed browser; the downloads), the
+cores the app and the browser used while the round generated (two OpenMP threads on two cores wait for each other
+at every parallel region, so a browser drawing on the same cores slows generation far beyond its share), the wait
 for the handler's next half-second beat, and "to screen": from the moment the handler hands the update to Gradio to
 the frame in which the browser shows it (Gradio's serialisation and transport and the browser's rendering, timed in
 the page with a MutationObserver and requestAnimationFrame; the server and the browser share this machine's clock).
@@ -36,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -135,16 +138,19 @@ def page_work(found: dict, top: int = 4) -> str:
     return ", ".join(f"{key} {count / found['final']:.0f}/s" for key, count in busiest) if "final" in found else "-"
 
 
-def breakdown(log: Path, clicked: float, seen: dict) -> list[str]:
-    """One line per round: the app's stages (from its timing log lines written after ``clicked``) and the time from
-    handing the round's update to Gradio until the browser showed it (the last round: its "Done")."""
+def breakdown(log: Path, clicked: float, seen: dict, cpu: list) -> list[str]:
+    """One line per round: the app's stages (from its timing log lines written after ``clicked``), the cores the app
+    and the browser used while the round generated (from ``cpu``: (time, app's CPU seconds, browser's)), and the time
+    from handing the round's update to Gradio until the browser showed it (the last round: its "Done")."""
     records = [r for r in map(parse, log.read_text(errors="replace").splitlines()) if r and r["end"] >= clicked]
-    round_, stages, handed = 0, {}, {}
+    round_, stages, handed, meanwhile = 0, {}, {}, {}
     for record in records:  # a metric's score carries no round: it belongs to the last round generated
         round_ = record.get("round", round_)
         if record["stage"] == "update handed over":
             handed[(round_, record["what"])] = record["end"]
-        elif "seconds" in record:
+        elif record["stage"] == "generate" and "seconds" in record:
+            meanwhile[round_] = cores_used(cpu, record["end"] - record["seconds"], record["end"])
+        if record["stage"] != "update handed over" and "seconds" in record:
             name = f"{record['stage']} {record['metric']}" if "metric" in record else record["stage"]
             stages.setdefault(round_, {})[name] = stages.get(round_, {}).get(name, 0.0) + record["seconds"]
     lines = []
@@ -154,8 +160,34 @@ def breakdown(log: Path, clicked: float, seen: dict) -> list[str]:
         given = handed.get((number, "done" if last else "verdict"))
         screen = f"; to screen {clicked + on_screen - given:.2f}" if None not in (on_screen, given) else ""
         timings = ", ".join(f"{name} {s:.2f}" for name, s in parts.items())
-        lines.append(f"    round {number}: " + timings + screen + " s")
+        cores = meanwhile.get(number)
+        used = f" (meanwhile the app {cores[0]:.2f} cores, the browser {cores[1]:.2f})" if cores else ""
+        lines.append(f"    round {number}: " + timings + screen + " s" + used)
     return lines
+
+
+def cores_used(cpu: list, start: float, end: float) -> tuple[float, float] | None:
+    """The app's and the browser's cores used from ``start`` to ``end`` (CPU seconds over wall seconds), from the
+    samples in ``cpu`` nearest inside that span; None where fewer than two fall in it."""
+    inside = [sample for sample in cpu if start <= sample[0] <= end]
+    if len(inside) < 2:
+        return None
+    (first, app, browser), (last, app_end, browser_end) = inside[0], inside[-1]
+    return (app_end - app) / (last - first), (browser_end - browser) / (last - first)
+
+
+def sampled(app, every: float = 0.25):
+    """(samples, stop): a thread appends (time, app's CPU seconds, the browser's) to samples every ``every`` s until
+    stop is set."""
+    samples, stop = [], threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            samples.append((time.time(), cpu_seconds([app]), cpu_seconds(browser_processes())))
+            stop.wait(every)
+
+    threading.Thread(target=sample, daemon=True, name="bench-cpu").start()
+    return samples, stop
 
 
 def cpu_seconds(processes) -> float:
@@ -206,12 +238,14 @@ def one_visitor(page, server, url: str, log: Path) -> dict:
     page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
     app, chromium = psutil.Process(server.pid), browser_processes()
     before = cpu_seconds([app]), cpu_seconds(chromium), cpu_by_kind(chromium)
+    samples, stop = sampled(app)
     clicked = click(page)
     wait_done(page)
+    stop.set()
     seen = shown(page, clicked)
     seen["cpu"] = cpu_seconds([app]) - before[0], cpu_seconds(chromium) - before[1]
     seen["browser cpu"] = {kind: spent - before[2].get(kind, 0.0) for kind, spent in cpu_by_kind(chromium).items()}
-    seen["breakdown"] = breakdown(log, clicked, seen)
+    seen["breakdown"] = breakdown(log, clicked, seen, samples)
     seen["status"] = page.locator("#status").inner_text()
     return seen
 

@@ -197,6 +197,9 @@ def endpoint_calls(tokens: int, seeds: int) -> dict:
 
 
 BUSY = "import torch\nx = torch.randn(1024, 1024)\nwhile True:\n    x @ x"  # a neighbour on a shared machine
+# A light neighbour: busy for a share of every 20 ms on one core (a browser drawing a streamed page on the same cores)
+PART_BUSY = ("import sys, time\nshare = float(sys.argv[1])\nwhile True:\n    start = time.perf_counter()\n"
+             "    while time.perf_counter() - start < 0.02 * share: pass\n    time.sleep(0.02 * (1 - share))")
 
 # Clients that start a long call, print a line once the server says it is under way, and wait to be killed.
 SUBMITTING = ("import sys, time; from gradio_client import Client; c = Client(sys.argv[1], verbose=False)\n"

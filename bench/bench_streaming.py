@@ -1,6 +1,6 @@
 """What the side by side costs to watch: streaming against a plain run, and a run in rounds against one batch.
 
-    python bench/bench_streaming.py [--groups 4] [--seeds 16] [--tokens 64] [--turns 2] [--rounds 4,12]
+    python bench/bench_streaming.py [--groups 4] [--seeds 16] [--tokens 64] [--turns 2] [--rounds 4,12] [--beside 0.25]
 
 On the first --groups built-in general groups (3 paraphrases each, IS / GCS / GCSwR, T = 1, the app's defaults), the
 contenders take turns (bench/timing.py), each keeping its best time per group:
@@ -21,6 +21,9 @@ answers exist (the first streamed frame of the rounds run, with every first-seed
 the final verdict in rounds against the fixed run (goal: median <= 0.6x), the seeds the rounds used, the page against
 the library's rounds (with and without the table's metrics) and the page's first verdict against the library's first
 round (goals 1.1x and 1.5x), and E5's share of the fixed run (E5 alone on its answers, timed once).
+
+--beside SHARE: a light neighbour runs meanwhile, busy for SHARE of every 20 ms on one core (what a browser drawing
+the streamed page takes on the same cores: bench/bench_browser.py prints it per round); compare with a run without.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from timing import best_in_turns  # bench/ is on sys.path when run as a script
+from bench_load import PART_BUSY  # bench/ is on sys.path when run as a script
+from timing import best_in_turns
 
 import gcs
 
@@ -53,13 +58,28 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--turns", type=int, default=2)
     parser.add_argument("--rounds", default=",".join(map(str, gcs.stats.sequential.DEFAULT_ROUNDS)))
+    parser.add_argument("--beside", type=float, default=0.0,
+                        help="a neighbour busy for this share of one core meanwhile (0: none)")
     args = parser.parse_args()
+    if not 0 <= args.beside < 1:
+        parser.error(f"--beside is a share of one core from 0 up to 1, got {args.beside}")
+    neighbour = subprocess.Popen([sys.executable, "-c", PART_BUSY, str(args.beside)]) if args.beside else None
+    try:
+        measure(args)
+    finally:
+        if neighbour is not None:
+            neighbour.kill()
+            neighbour.wait()
+
+
+def measure(args) -> None:
     rounds = [int(size) for size in args.rounds.split(",")]
     model = gcs.load_model()
     groups = gcs.load_groups("general")[: args.groups]
     settings = gcs.SamplingSettings(seeds=list(range(args.seeds)), temperature=1.0, max_new_tokens=args.tokens)
     print(f"{len(groups)} groups x {args.seeds} seeds x 3 methods x 3 paraphrases x {args.tokens} tokens, "
-          f"{model.model.dtype}, rounds {rounds}, {args.turns} turns each; best time per contender", flush=True)
+          f"{model.model.dtype}, rounds {rounds}, {args.turns} turns each; best time per contender"
+          + (f"; beside a neighbour busy for {args.beside:.0%} of one core" if args.beside else ""), flush=True)
     rows = []
     for group in groups:
         prompts = list(group.prompts)

@@ -10,6 +10,11 @@ best of --rounds. Prints the times, auto / fixed for each, and whether every res
 The first auto run beside the busy job also pays for the thread probe of its row count (once per process; the
 app probes its default rounds at start). The busy job's effect varies from run to run: compare the two contenders
 of one run.
+
+Then, quiet again, the same generation beside a web server's request thread (a long-lived thread of a pool, as
+Gradio's) that has just run a parallel region of torch (what the app's coupling explorer does as a page loads):
+with that thread's OpenMP team left idle, and let go by ``gcs.runtime.background.releasing_openmp`` (what the
+app's handlers do), in turns; prints both and kept / released.
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ import os
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
+import torch
 from bench_load import BUSY  # bench/ is on sys.path when run as a script
 from timing import best_in_turns
 
 import gcs
-from gcs.runtime.background import Background
+from gcs.runtime.background import Background, releasing_openmp
 
 PARAPHRASES = ["Why is the sky blue?", "What makes the sky look blue?", "Explain the blue colour of the sky."]
 
@@ -64,6 +71,25 @@ def main() -> None:
         print(f"{machine}: auto / fixed = {times[(machine, 'auto')] / times[(machine, 'fixed')]:.2f}x")
     same = len({tuple(texts) for key, texts in responses.items() if key[0] != "warm-up"}) == 1
     print(f"every response the same in all four: {'yes' if same else 'NO'}")
+    beside_a_request_thread(contender("request thread", "auto"), args.rounds)
+
+
+def beside_a_request_thread(generate, rounds: int) -> None:
+    """``generate`` beside a pool's thread that ran a parallel region just before: its team kept, and let go."""
+    def region():
+        torch.randn(4_000_000).exp_()  # a parallel region: the calling thread's OpenMP team gets a worker thread
+
+    with ThreadPoolExecutor(1) as pool:
+        def after(request):
+            def run():
+                pool.submit(request).result()
+                generate()
+            return run
+
+        times = best_in_turns({"team kept": after(region), "team released": after(releasing_openmp(region))}, rounds)
+    for name, seconds in times.items():
+        print(f"  beside a request thread, its {name:<13} {seconds:7.2f} s")
+    print(f"beside a request thread: kept / released = {times['team kept'] / times['team released']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from conftest import run_script
@@ -18,6 +19,7 @@ from gcs.engines.invariance import packed_weights, row_blocks
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
 
+from bench_load import PART_BUSY  # noqa: E402
 from bench_sampler import Cost  # noqa: E402
 from timing import best_in_turns  # noqa: E402
 
@@ -145,6 +147,7 @@ def test_the_threads_benchmark_prints_both_machines_and_the_same_responses(run_b
     for machine in ("quiet", "busy"):
         assert re.search(rf"{machine}: auto / fixed = \d+\.\d\dx", out), out
     assert "every response the same in all four: yes" in out, out
+    assert re.search(r"beside a request thread: kept / released = \d+\.\d\dx", out), out
 
 
 @pytest.mark.slow
@@ -200,8 +203,11 @@ def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
     from ui import deployment
 
     monkeypatch.setattr(deployment.ENGINE, "name", "transformers")  # the page as the script runs it (ui imported here)
-    code, out, err = run_bench("bench_streaming.py", *"--groups 1 --seeds 2 --tokens 3 --turns 1".split())
+    code, out, err = run_bench("bench_streaming.py", *"--groups 1 --seeds 2 --tokens 3 --turns 1 --beside 0.25".split())
     assert code == 0, err
+    assert "; beside a neighbour busy for 25% of one core" in out, out
+    neighbours = [child for child in psutil.Process().children(recursive=True) if PART_BUSY in child.cmdline()]
+    assert not neighbours, "the bench left its neighbour running"
     assert re.search(r"streaming overhead \(stream / compare\): median \d+\.\d\dx", out), out
     assert re.search(r"final verdict in rounds / fixed 2 seeds: median \d+\.\d\dx, p90 \d+\.\d\dx", out), out
     assert re.search(r"first answers \(library, no page\): median \d+\.\d s, p90 \d+\.\d s; seeds used in rounds: "

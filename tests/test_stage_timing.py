@@ -78,9 +78,17 @@ def test_the_browser_bench_lines_up_the_app_s_stages_with_what_the_page_showed(t
                     "calls": Page().evaluate("")["calls"]}
     # what the page scheduled, per second of the run (17 s), the most first
     assert page_work(seen, top=2) == "requestAnimationFrame statustracker 60/s, requestAnimationFrame index 10/s"
-    assert breakdown(log, clicked, seen) == [
+    assert breakdown(log, clicked, seen, cpu=[]) == [
         "    round 1: generate 3.00, score e5 0.50, surprise 1.00, page update 0.25; to screen 0.50 s",
         "    round 2: generate 9.00, score e5 1.50, page update 0.50; to screen 0.75 s"]
+    # sampled each second: the app on 1.5 cores and the browser on 0.25 while round 1 generates, then 2 and 0.1
+    cpu = [(t, 1.5 * (t - 1000) if t <= 1003 else 4.5 + 2 * (t - 1003),
+            0.25 * (t - 1000) if t <= 1003 else 0.75 + 0.1 * (t - 1003)) for t in range(1000, 1018)]
+    assert breakdown(log, clicked, seen, cpu) == [
+        "    round 1: generate 3.00, score e5 0.50, surprise 1.00, page update 0.25; to screen 0.50 s (meanwhile the "
+        "app 1.50 cores, the browser 0.25)",
+        "    round 2: generate 9.00, score e5 1.50, page update 0.50; to screen 0.75 s (meanwhile the app 2.00 cores, "
+        "the browser 0.10)"]
 
 
 @pytest.mark.parametrize("line", ["timing {not json", "gcs.app INFO timing", ""])

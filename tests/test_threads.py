@@ -243,11 +243,66 @@ def a_waiting_caller_lets_its_openmp_team_go():
     assert seen == [with_team]
 
 
+def needs_openmp_teams() -> None:
+    runtime = internals.openmp_runtime()
+    if (os.cpu_count() or 1) < 2 or runtime is None or "libgomp" not in runtime[0]:
+        pytest.skip("needs torch on GNU OpenMP and 2 cores or more: the teams this test counts")
+
+
 def test_a_thread_that_hands_model_work_to_another_lets_its_idle_openmp_team_go():
     """GNU OpenMP throttles the spinning of every team while it manages more threads than there are cores: a worker
     thread's generation ran 1.4x slower beside the idle team of the thread that loaded the model
     (docs/benchmarks.md). ``Background``'s caller lets its team go first."""
-    runtime = internals.openmp_runtime()
-    if (os.cpu_count() or 1) < 2 or runtime is None or "libgomp" not in runtime[0]:
-        pytest.skip("needs torch on GNU OpenMP and 2 cores or more: the teams this test counts")
+    needs_openmp_teams()
     in_a_fresh_process(a_waiting_caller_lets_its_openmp_team_go)
+
+
+def pool_threads_let_their_openmp_teams_go():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gcs.runtime.background import releasing_openmp
+
+    torch.set_num_threads(2)
+    internals.release_openmp_threads()  # this thread's team (imports may have run a region): only the pool's counts
+
+    def region(result=None):
+        torch.randn(4_000_000).exp_()  # a parallel region: the calling thread's OpenMP team gets a worker thread
+        return result
+
+    def steps():
+        yield region("first")
+        yield region("second")
+
+    with ThreadPoolExecutor(1) as pool:  # one long-lived request thread, as a web server's pool keeps
+        pool.submit(lambda: None).result()
+        alone = threads_in_this_process()  # this thread and the pool's, no team
+        assert pool.submit(region).result() is None
+        assert threads_in_this_process() == alone + 1, "the control: a plain call leaves its thread's worker behind"
+        pool.submit(internals.release_openmp_threads).result()
+        until(lambda: threads_in_this_process() == alone, "the released worker thread never ended")
+        assert pool.submit(releasing_openmp(region), 7).result() == 7
+        until(lambda: threads_in_this_process() == alone, "a releasing call left its thread's worker behind")
+        answers = releasing_openmp(steps)()
+        for expected in ("first", "second"):  # each step in the pool's thread, as Gradio runs a handler's steps
+            assert pool.submit(next, answers).result() == expected
+            until(lambda: threads_in_this_process() == alone, "a releasing generator's step left a worker behind")
+
+
+def test_a_request_thread_lets_its_openmp_team_go_after_each_call_and_each_step():
+    """A web server's request thread that ran torch keeps its idle team while it waits for the next request, and the
+    generation beside it runs throttled (1.34x slower in-process, docs/benchmarks.md "Threads"):
+    ``releasing_openmp`` lets the team go after a call and after each step of a generator."""
+    needs_openmp_teams()
+    in_a_fresh_process(pool_threads_let_their_openmp_teams_go)
+
+
+def test_every_handler_of_the_app_that_runs_the_model_or_the_samplers_lets_its_openmp_team_go():
+    """The app's model and coupling lanes run the model or the samplers in Gradio's request threads (the coupling
+    explorer, filled as a page loads, left a team behind that slowed the visitor's next side by side)."""
+    import ui
+
+    demo = ui.build()
+    lanes = [function for function in demo.fns.values() if function.concurrency_id in ("model", "coupling")]
+    assert len(lanes) >= 10
+    kept = [function.name for function in lanes if not getattr(function.fn, "releases_openmp", False)]
+    assert not kept, f"these handlers keep their thread's OpenMP team: {kept}"

@@ -6,6 +6,7 @@ import gradio as gr
 import pandas as pd
 
 import gcs
+from gcs.runtime.background import releasing_openmp
 
 from .limits import LIMITS, check, parse_numbers
 from .messages import caption, click_working, failed, user_error
@@ -131,7 +132,7 @@ def build() -> Tab:
              "seed": seed}
 
     def fill_on_load(load, selected: gr.State) -> None:
-        load.then(coupling_ui, inputs, outputs, api_visibility="private", concurrency_id="coupling",
+        load.then(releasing_openmp(coupling_ui), inputs, outputs, api_visibility="private", concurrency_id="coupling",
                   concurrency_limit=4)
 
     return Tab(links, on_load=fill_on_load)

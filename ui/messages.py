@@ -13,6 +13,8 @@ from collections.abc import Callable
 import gradio as gr
 import torch
 
+from gcs.runtime.background import releasing_openmp
+
 from .logs import logger
 
 MESSAGE_CHARACTERS = 600  # an error quotes at most ~100 characters of a value; this bounds the whole sentence
@@ -208,7 +210,7 @@ def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outpu
     a model loads; where runs are ahead of it in its lane, how many and when it should start), then runs ``handler``
     in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
     return button.click(working_in(lane.get("concurrency_id")), None, status, api_visibility="private",
-                        concurrency_id="browse", concurrency_limit=4).then(handler, inputs, outputs,
+                        concurrency_id="browse", concurrency_limit=4).then(releasing_openmp(handler), inputs, outputs,
                                                                            api_visibility="private", **lane)
 
 
@@ -243,13 +245,13 @@ def strict_json(endpoint):
             finally:
                 answers.close()
 
-        return streamed
+        return releasing_openmp(streamed)
 
     @functools.wraps(endpoint)
     def answered(*args, **kwargs):
         return finite(endpoint(*args, **kwargs))
 
-    return answered
+    return releasing_openmp(answered)
 
 
 def changes_only():
@@ -299,4 +301,4 @@ def by_name(handler, components: dict):
             return to_components(handler(*args))
 
     adapted.components = components  # the names its updates may use (tests compare them with the wiring)
-    return adapted
+    return releasing_openmp(adapted)

@@ -13,6 +13,7 @@ import gradio as gr
 import pandas as pd
 
 import gcs
+from gcs.runtime.background import releasing_openmp
 
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
@@ -326,9 +327,9 @@ def build() -> Tab:
     def follow_link(load, selected: gr.State) -> None:
         # .success: a link that asks for no step ends here (NoStepAsked), queueing nothing in the model lane
         load.then(linked_step, [selected, shown], requested, **browse_lane).success(
-            working_in("model"), None, status, **browse_lane).then(start, [*inputs, requested],
-                                                           [trace_state, *outputs], api_visibility="private",
-                                                           **model_lane)
+            working_in("model"), None, status, **browse_lane).then(
+                releasing_openmp(start), [*inputs, requested], [trace_state, *outputs], api_visibility="private",
+                **model_lane)
 
     links = {"q": paraphrases, "method": method, "seed": seed, "temperature": temperature, "top_p": top_p,
              "max_new_tokens": tokens, "model": model, "step": shown}

@@ -13,6 +13,8 @@ ZeroDivisionError: division by zero
 from __future__ import annotations
 
 import contextvars
+import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -54,3 +56,50 @@ class Background:
         if self.error is not None:
             raise self.error
         return self._result
+
+
+def releasing_openmp(function: Callable) -> Callable:
+    """``function`` (plain or a generator function) run as it is, letting the OpenMP team of the thread it ran in go
+    (``internals.release_openmp_threads``) each time it returns, raises or yields: for work a thread pool calls (a
+    web server's request threads), beside a thread that generates.
+
+    A pool thread that ran one parallel region keeps an idle team until the thread ends, and while GNU OpenMP manages
+    more threads than there are cores it throttles the spinning of every team: the app's coupling explorer, filled
+    as a page loads, left its request thread's team behind, and a generation beside such a thread took 1.27x as
+    long until the pool let that thread go (docs/benchmarks.md, "Threads"). The wrapper keeps ``function``'s name,
+    signature and attributes (a web framework reads them).
+
+    >>> @releasing_openmp
+    ... def countdown(n):
+    ...     yield from range(n, 0, -1)
+    >>> list(countdown(3)), releasing_openmp(max)(2, 7)
+    ([3, 2, 1], 7)
+    """
+    if inspect.isgeneratorfunction(function):
+        @functools.wraps(function)
+        def steps(*args, **kwargs):
+            inner = function(*args, **kwargs)
+            try:
+                while True:
+                    try:
+                        item = next(inner)
+                    except StopIteration as end:
+                        return end.value
+                    finally:
+                        internals.release_openmp_threads()
+                    yield item
+            finally:
+                inner.close()
+
+        wrapper: Any = steps
+    else:
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            finally:
+                internals.release_openmp_threads()
+
+        wrapper = call
+    wrapper.releases_openmp = True  # what a test of the app's wiring looks for
+    return wrapper
