@@ -101,6 +101,9 @@ def servers(tmp_path_factory):
     first."""
     b = [*vllm_serve_command(None, port=1, cpu=True), *SMALL]
     b[b.index("--port") + 1] = "PORT"
+    # pytest makes this worker's base folder on first use, and two of the threads below making it at once raced:
+    # FileExistsError (a CI run where these servers were the worker's first use of it)
+    tmp_path_factory.getbasetemp()
     with early(start(tmp_path_factory, "a", [*SMALL, "--api-key", KEY])) as a, \
             early(start(tmp_path_factory, "b", [], b)) as b_served, \
             early(plain(tmp_path_factory)) as without:

@@ -172,7 +172,9 @@ def test_every_endpoint_answers_through_the_strict_json_adapter():
     demo = ui.build()
     for name, (function, _) in ui.ENDPOINTS.items():
         (event,) = [fn for fn in demo.fns.values() if fn.api_name == name]
-        assert event.fn.__wrapped__ is function, name
+        adapter = event.fn.__wrapped__  # (event.fn lets its request thread's OpenMP team go: releasing_openmp)
+        assert adapter.__code__ in messages.strict_json.__code__.co_consts and adapter.__wrapped__ is function, name
+        assert event.fn.releases_openmp, name
     assert messages.finite({"curve": [{"x": float("-inf")}], "p": float("nan")}) == {"curve": [{"x": None}], "p": None}
 
 
