@@ -283,6 +283,7 @@ def pool_threads_let_their_openmp_teams_go():
         assert pool.submit(releasing_openmp(region), 7).result() == 7
         until(lambda: threads_in_this_process() == alone, "a releasing call left its thread's worker behind")
         answers = releasing_openmp(steps)()
+        assert releasing_openmp(releasing_openmp(steps)).__wrapped__ is steps  # wrapped once, however often asked
         for expected in ("first", "second"):  # each step in the pool's thread, as Gradio runs a handler's steps
             assert pool.submit(next, answers).result() == expected
             until(lambda: threads_in_this_process() == alone, "a releasing generator's step left a worker behind")

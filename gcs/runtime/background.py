@@ -75,6 +75,8 @@ def releasing_openmp(function: Callable) -> Callable:
     >>> list(countdown(3)), releasing_openmp(max)(2, 7)
     ([3, 2, 1], 7)
     """
+    if getattr(function, "releases_openmp", False):  # already lets go, at each of its steps: no second layer
+        return function
     if inspect.isgeneratorfunction(function):
         @functools.wraps(function)
         def steps(*args, **kwargs):
