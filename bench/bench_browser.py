@@ -19,15 +19,16 @@ the frame in which the browser shows it (Gradio's serialisation and transport an
 the page with a MutationObserver and requestAnimationFrame; the server and the browser share this machine's clock).
 "browser busy" is the page's long tasks (Performance API: main-thread tasks over 50 ms) during the run; "scheduled in
 the page", the animation frames and timers the page asked for per second of the run, by the Gradio asset that asked
-(a status tracker's timer runs one animation frame after another while its output is pending, shown or hidden;
+(a status tracker's timer ticks while its output is pending, shown or hidden, once a second as the app serves it;
 the page's loading tracker used to leave its loop running for the life of the tab: ``ui.page_assets``).
 
-With --visitors 2, a second browser (its own context: another visitor) clicks Generate one second after the first:
-the first visitor's first answers and both verdicts, and how soon the second visitor's status line says where it
-stands in the queue. Before the runs, the share of a core each chromium process used while the page sat idle.
-With --busy N, N other processes keep the cores busy meanwhile (a shared machine). Goals (issue
-"The page at the library's speed"): final verdict <= 25 s quiet; first answers <= 4 s (also with a second visitor);
-the second visitor told its place in the queue within 1 s.
+With --visitors 2, a second browser (another visitor) clicks Generate one second after the first: the first
+visitor's first answers and both verdicts, the cores the app and both browsers used during the first visitor's run,
+how soon the second visitor's status line says where it stands in the queue, and the cores its browser used while
+it waited (Gradio's status trackers time every pending output). Before the runs, the share of a core each chromium
+process used while the page sat idle. With --busy N, N other processes keep the cores busy meanwhile (a shared
+machine). Goals (issue "The page at the library's speed"): final verdict <= 25 s quiet; first answers <= 4 s (also
+with a second visitor); the second visitor told its place in the queue within 1 s.
 """
 
 from __future__ import annotations
@@ -250,16 +251,25 @@ def one_visitor(page, server, url: str, log: Path) -> dict:
     return seen
 
 
-def two_visitors(pages, url: str) -> tuple[dict, dict]:
+def two_visitors(pages, server, url: str, second_browser: list) -> tuple[dict, dict]:
+    """What each of two visitors saw (``shown``), the second clicking one second after the first; the first's also
+    has "meanwhile": the app's and the browsers' cores from its click to its final verdict; the second's "waiting":
+    the cores its browser (the processes ``second_browser``) used while its run waited for the first's."""
     for page in pages:
         page.goto(url)
         page.locator("#paraphrases textarea").wait_for(timeout=WAIT_MS)
+    samples, stop = sampled(psutil.Process(server.pid))
     first_click = click(pages[0])
     time.sleep(max(0.0, first_click + 1.0 - time.time()))
-    second_click = click(pages[1])
-    for page in pages:
-        wait_done(page)
-    return shown(pages[0], first_click), shown(pages[1], second_click)
+    second_click, waited_from = click(pages[1]), cpu_seconds(second_browser)
+    wait_done(pages[0])
+    waited = (cpu_seconds(second_browser) - waited_from) / (time.time() - second_click)
+    wait_done(pages[1])
+    stop.set()
+    first, second = shown(pages[0], first_click), shown(pages[1], second_click)
+    first["meanwhile"] = cores_used(samples, first_click, first_click + first.get("final", float("inf")))
+    second["waiting"] = waited
+    return first, second
 
 
 def seconds(found: dict, key: str) -> str:
@@ -280,7 +290,12 @@ def main() -> None:
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-            pages = [open_page(browser, url) for _ in range(args.visitors)]
+            pages = [open_page(browser, url)]
+            if args.visitors == 2:  # another visitor: a browser of its own, whose processes are counted apart
+                known = {process.pid for process in browser_processes()}
+                pages.append(open_page(playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"],
+                                                                  headless=True), url))
+                second_browser = [process for process in browser_processes() if process.pid not in known]
             click(pages[0])
             wait_done(pages[0])  # warm: embedding models, kernels
             idle = idle_share()
@@ -289,11 +304,14 @@ def main() -> None:
             hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
             for index in range(args.runs):
                 if args.visitors == 2:
-                    first, second = two_visitors(pages, url)
+                    first, second = two_visitors(pages, server, url, second_browser)
                     runs.append(first)
+                    meanwhile = first["meanwhile"] or (float("nan"), float("nan"))
                     print(f"  run {index + 1}: first visitor: first answer {seconds(first, 'first answer')}, "
-                          f"final verdict {seconds(first, 'final')}; second visitor (clicked 1 s later): told its "
-                          f"place in the queue after {seconds(second, 'queue')}, first answer "
+                          f"first verdict {seconds(first, 'first verdict')}, final verdict {seconds(first, 'final')} "
+                          f"(meanwhile the app {meanwhile[0]:.2f} cores, both browsers {meanwhile[1]:.2f}); second "
+                          f"visitor (clicked 1 s later): told its place in the queue after {seconds(second, 'queue')}, "
+                          f"its browser {second['waiting']:.2f} cores while it waited, first answer "
                           f"{seconds(second, 'first answer')}, final verdict {seconds(second, 'final')}", flush=True)
                     continue
                 seen = one_visitor(pages[0], server, url, log)

@@ -129,6 +129,41 @@ def test_an_idle_page_asks_for_no_animation_frames(page, app_url):
 
 
 @pytest.mark.slow
+def test_a_page_waiting_in_the_queue_ticks_its_timers_once_a_second(page, app_url):
+    """A visitor whose run waits behind another's sees each pending output's timer go on, one tick a second: Gradio's
+    tracker redraws it in every animation frame, about 0.16 of a core in that tab for the whole wait
+    (``ui.page_assets``). The count is of frames in the page's own time, so a slow machine only lowers it."""
+    names = {d["api_name"]: len(d["outputs"]) for d in page.request.get(app_url + "config").json()["dependencies"]}
+    pending_at_most = names["say_working_in_lane"] + names["compare_stream"]  # the outputs a run leaves pending
+    running, waiting = (page.context.browser.new_page(viewport={"width": 1400, "height": 1000}) for _ in range(2))
+    try:
+        waiting.add_init_script(COUNT_TRACKER_FRAMES)
+        for visitor in (running, waiting):
+            visitor.set_default_timeout(TIMEOUT_MS)
+            visitor.goto(app_url)
+            visitor.locator("#paraphrases textarea").wait_for(timeout=TIMEOUT_MS)
+        running.locator("#run-compare").click()
+        expect(running.locator("#status")).to_contain_text("Round 1", timeout=TIMEOUT_MS)
+        waiting.locator("#run-compare").click()
+        expect(waiting.locator("#status")).to_contain_text("Waiting in the queue", timeout=TIMEOUT_MS)
+        timer = waiting.get_by_text(re.compile(r"queue: 1/1 \| [\d.]+s")).first
+        expect(timer).to_be_visible(timeout=TIMEOUT_MS)
+        shown, (start, counted) = timer.text_content(), waiting.evaluate("[performance.now(), window.trackerFrames]")
+        # a window of at least 3 s of the page's own time to count frames in, in which the timer moves on
+        waiting.wait_for_function("start => performance.now() - start >= 3000", arg=start, polling=500,
+                                  timeout=TIMEOUT_MS)
+        expect(timer).not_to_have_text(shown, timeout=TIMEOUT_MS)
+        end, frames = waiting.evaluate("[performance.now(), window.trackerFrames]")
+        expect(waiting.locator("#status")).to_contain_text("Waiting in the queue")  # it waited all along
+        seconds, frames = (end - start) / 1000, frames - counted
+        # at most one frame a second per pending output (2x for the window's edges); Gradio's: 60 each
+        assert 0 < frames <= 2 * pending_at_most * seconds, (frames, seconds, pending_at_most)
+    finally:
+        running.close()
+        waiting.close()
+
+
+@pytest.mark.slow
 def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     """The side by side at the defaults but the seeds: 8 (two rounds, 4 then 4), or 16 where the screenshot is taken
     (the library's tests cover what the defaults give; this one, what the page shows)."""

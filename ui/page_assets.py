@@ -1,12 +1,15 @@
-"""The page's front end, served as Gradio builds it but for one fix: a status tracker's timer that outlives it.
+"""The page's front end, served as Gradio builds it but for one fix: a status tracker's timer that outlives it and
+redraws 60 times a second.
 
 Gradio's page-level loading tracker starts a requestAnimationFrame timer while the page loads and is removed before
 it sees the load end, so its timer goes on asking for a frame 60 times a second for as long as the tab is open,
 idle or not: about 0.045 of a core here (headless chromium's whole idle use; 0.003 without it), taken from the
 cores that generate when the browser runs beside the app (``bench/bench_browser.py`` counts it as "scheduled in
 the page"), and from the visitor's battery on a Space. ``QuietStatusTrackers`` serves Gradio's status tracker bundle
-with that loop going on only while its output is pending (``ui.internals.quiet_status_trackers``); where the bundle
-is not the one it knows, the page is Gradio's as it is.
+with that loop going on only while its output is pending, and then once a second: a visitor waiting in the queue has
+a dozen pending outputs, each redrawing its timer's tenths in every frame, about 0.16 of a core in that tab for the
+whole wait (0.03-0.04 once a second; ``ui.internals.quiet_status_trackers``). Where the bundle is not the one it
+knows, the page is Gradio's as it is.
 """
 
 from __future__ import annotations
