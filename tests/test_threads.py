@@ -291,7 +291,7 @@ def pool_threads_let_their_openmp_teams_go():
 
 def test_a_request_thread_lets_its_openmp_team_go_after_each_call_and_each_step():
     """A web server's request thread that ran torch keeps its idle team while it waits for the next request, and the
-    generation beside it runs throttled (1.34x slower in-process, docs/benchmarks.md "Threads"):
+    generation beside it runs throttled (1.27x slower in-process, docs/benchmarks.md "Threads"):
     ``releasing_openmp`` lets the team go after a call and after each step of a generator."""
     needs_openmp_teams()
     in_a_fresh_process(pool_threads_let_their_openmp_teams_go)
