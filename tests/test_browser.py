@@ -111,6 +111,18 @@ TRACKERS_STILL = """() => {
 }"""
 
 
+# counts the canvases Gradio's HighlightedText bundle creates (it draws a colour on one to read it as rgba)
+COUNT_COLOUR_CANVASES = """
+window.colourCanvases = 0;
+const createElement = document.createElement.bind(document);
+document.createElement = (name, ...rest) => {
+  if (String(name).toLowerCase() === "canvas" && (new Error().stack || "").includes("/assets/BUNDLE")) {
+    window.colourCanvases += 1;
+  }
+  return createElement(name, ...rest);
+};
+"""
+
 @pytest.mark.slow
 def test_an_idle_page_asks_for_no_animation_frames(page, app_url):
     """Once the page has loaded and nothing is pending, no status tracker times anything: Gradio's loading tracker
@@ -167,8 +179,12 @@ def test_a_page_waiting_in_the_queue_ticks_its_timers_once_a_second(page, app_ur
 def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     """The side by side at the defaults but the seeds: 8 (two rounds, 4 then 4), or 16 where the screenshot is taken
     (the library's tests cover what the defaults give; this one, what the page shows)."""
+    from ui import page_assets
+
+    [bundle] = page_assets.highlighted_text_colours()
+    page.add_init_script(COUNT_COLOUR_CANVASES.replace("BUNDLE", bundle))  # from this load on
+    page.goto(app_url if UPDATING_SCREENSHOTS else app_url + "?seeds=8")
     if not UPDATING_SCREENSHOTS:
-        page.goto(app_url + "?seeds=8")
         expect(page.locator("#compare-seeds input[type=number]")).to_have_value("8", timeout=TIMEOUT_MS)
     # before any run the scores table already says what its columns are (no stray "1 2 3" header)
     expect(page.locator("#scores thead")).to_contain_text("method", timeout=TIMEOUT_MS)
@@ -204,6 +220,12 @@ def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     seen = page.evaluate("window.answersSeen")
     early = [answers for status, answers in seen if "[3]" in answers and "Round 1: generating" in status]
     assert early, f"no answer was on screen while the first round generated: {seen[:3]}"
+    # each colour of the page's colour maps drawn on a canvas once (as it is and half-transparent), not at every
+    # streamed beat of every response column (Gradio's bundle: 20 a column at each, ``ui.page_assets``)
+    components = page.request.get(app_url + "config").json()["components"]
+    colours = {colour for component in components if component["type"] == "highlightedtext"
+               for colour in (component["props"].get("color_map") or {}).values()}
+    assert 0 < page.evaluate("window.colourCanvases") <= 2 * len(colours), (len(colours), len(seen))
     scores = page.locator("#scores")
     expect(scores).to_contain_text("GCSwR")
     expect(scores).to_contain_text("E5")

@@ -39,16 +39,18 @@ def test_oversized_bodies_are_refused_before_they_are_read(app_url, app_progress
 
 
 @pytest.mark.slow
-def test_the_page_gets_gradio_s_status_tracker_with_its_timer_loop_stopped(app_url, app_progress):
-    """What a browser loads is the patched bundle (``ui.page_assets``); the other assets are Gradio's own."""
-    from ui import internals
+def test_the_page_gets_gradio_s_status_tracker_and_highlighted_text_patched(app_url, app_progress):
+    """What a browser loads is each patched bundle (``ui.page_assets``); the other assets are Gradio's own."""
+    from ui import page_assets
 
-    [(name, patched)] = internals.quiet_status_trackers().items()
-    served_bundle = served("GET", f"{app_url}assets/{name}", app_progress)
-    assert served_bundle.status_code == 200 and served_bundle.content == patched
-    assert served_bundle.headers["content-type"].startswith("text/javascript")
-    assert served("HEAD", f"{app_url}assets/{name}", app_progress).content == b""
-    css = next(internals.FRONTEND_ASSETS.glob("statustracker-*.css"))
+    bundles = page_assets.patched_bundles()
+    assert len(bundles) == 2
+    for name, patched in bundles.items():
+        served_bundle = served("GET", f"{app_url}assets/{name}", app_progress)
+        assert served_bundle.status_code == 200 and served_bundle.content == patched
+        assert served_bundle.headers["content-type"].startswith("text/javascript")
+        assert served("HEAD", f"{app_url}assets/{name}", app_progress).content == b""
+    css = next(page_assets.FRONTEND_ASSETS.glob("statustracker-*.css"))
     assert served("GET", f"{app_url}assets/{css.name}", app_progress).content == css.read_bytes()
 
 

@@ -17,7 +17,7 @@ import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 from gradio.queueing import EventQueue  # noqa: E402
 
-from ui import internals, mcp_calls, serving  # noqa: E402
+from ui import internals, mcp_calls, page_assets, serving  # noqa: E402
 
 
 def test_the_installed_gradio_is_in_the_tested_range_that_requirements_pin():
@@ -97,23 +97,37 @@ def test_the_mcp_server_api_the_cancellation_wraps_has_the_shape_it_expects():
     assert "_client_instance" in inspect.getsource(GradioMCPServer.__init__)  # the client Gradio keeps, per call now
 
 
-def test_the_status_tracker_bundle_has_the_timer_loop_the_fix_stops():
-    """Gradio's front end, as installed: one status tracker bundle whose timer loop goes on while ``W`` (its timer
-    runs) with no look at the status; the served copy differs from it there and only there."""
-    bundles = internals.quiet_status_trackers()
-    [(name, patched)] = bundles.items()
-    original = (internals.FRONTEND_ASSETS / name).read_text(encoding="utf-8")
-    assert original.count(internals.TIMER_LOOP) == 1 and internals.TIMER_LOOP_WHILE_PENDING not in original
-    assert patched.decode() == original.replace(internals.TIMER_LOOP, internals.TIMER_LOOP_WHILE_PENDING)
+# each patched bundle of Gradio's front end: what finds it, what the build holds and what the page gets in its place
+BUNDLE_PATCHES = {"status tracker": (page_assets.quiet_status_trackers, page_assets.TIMER_LOOP,
+                                     page_assets.TIMER_LOOP_WHILE_PENDING, "statustracker-Xy1.js",
+                                     "keeps Gradio's status tracker timer loop"),
+                  "highlighted text": (page_assets.highlighted_text_colours, page_assets.COLOR_TO_RGBA,
+                                       page_assets.COLOR_TO_RGBA_ONCE, "Index-Xy1.js",
+                                       "draw their colours on a new canvas at every update")}
 
 
-def test_another_status_tracker_build_is_served_as_gradio_built_it_with_a_warning(tmp_path, caplog):
+@pytest.mark.parametrize("bundle", BUNDLE_PATCHES)
+def test_a_patched_bundle_differs_from_gradio_s_build_there_and_only_there(bundle):
+    """Gradio's front end, as installed: one bundle holds the code the patch replaces (the status tracker's timer loop
+    going on while ``W``, its timer, runs, with no look at the status; HighlightedText's colour drawn on a new canvas
+    at each call), once; the served copy differs from it there and only there, and the app serves both."""
+    find, built, patched_code, _, _ = BUNDLE_PATCHES[bundle]
+    [(name, patched)] = find().items()
+    original = (page_assets.FRONTEND_ASSETS / name).read_text(encoding="utf-8")
+    assert original.count(built) == 1 and patched_code not in original
+    assert patched.decode() == original.replace(built, patched_code)
+    assert page_assets.patched_bundles()[name] == patched
+
+
+@pytest.mark.parametrize("bundle", BUNDLE_PATCHES)
+def test_another_build_of_a_patched_bundle_is_served_as_gradio_built_it_with_a_warning(bundle, tmp_path, caplog):
     import logging
 
-    (tmp_path / "statustracker-Xy1.js").write_text("function ze(){me(()=>{W&&ze2()})}", encoding="utf-8")
+    find, built, _, name, lost = BUNDLE_PATCHES[bundle]
+    (tmp_path / name).write_text(f"x{built[1:]}", encoding="utf-8")  # a build whose code differs by a character
     with caplog.at_level(logging.WARNING):
-        assert internals.quiet_status_trackers(tmp_path) == {}
-    assert "keeps Gradio's status tracker timer loop" in caplog.text
+        assert find(tmp_path) == {}
+    assert lost in caplog.text
 
 
 def test_a_changed_queue_api_falls_back_to_gradio_s_bound_with_a_warning(monkeypatch, caplog):

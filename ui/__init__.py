@@ -71,7 +71,7 @@ from .links import Links
 from .logs import logger
 from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
 from .messages import say_slider_ranges, strict_json, watch_lanes
-from .page_assets import QuietStatusTrackers
+from .page_assets import PatchedBundles
 from .serving import guard_queue, lane_standing, quiet_input_errors
 
 __all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
@@ -205,11 +205,12 @@ def launch_options(demo: gr.Blocks) -> dict:
     calls to unknown endpoints (404), streams of unknown sessions or events (404) and Gradio's routes around its
     queue (404) before Gradio sees them; fields of the wrong shape get FastAPI's 422 without the input quoted back,
     and whatever escapes the app ends its request plainly (``ui.http_guard.LastResort``, the outermost); Gradio's
-    status tracker is served with its timer loop stopped once nothing is pending (``ui.page_assets``)."""
+    status tracker (its timer stopped once nothing is pending) and HighlightedText (each colour converted once) are
+    served patched (``ui.page_assets``)."""
     trusted_proxies()
     middleware = [Middleware(LastResort), Middleware(UrlLimit), Middleware(BodyLimit), Middleware(StrictJson),
                   Middleware(UploadQuota), Middleware(KnownCalls, demo=demo), Middleware(KnownStreams, demo=demo),
-                  Middleware(QueuedOnly, demo=demo), Middleware(QuietStatusTrackers)]
+                  Middleware(QueuedOnly, demo=demo), Middleware(PatchedBundles)]
     return {"max_file_size": "1mb", "show_error": True, "mcp_server": mcp_server(),
             "state_session_capacity": SESSIONS_KEPT,
             "app_kwargs": {"middleware": middleware, "exception_handlers": EXCEPTION_HANDLERS}}

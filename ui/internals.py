@@ -1,5 +1,6 @@
 """The private APIs of Gradio and the ``mcp`` package that the app relies on, each behind one function here, and only
-here (``gcs/`` never imports Gradio: torch's and vLLM's are in ``gcs/runtime/internals.py``).
+here, but for Gradio's built front end, which only ``ui.page_assets`` reads (``gcs/`` never imports Gradio: torch's
+and vLLM's are in ``gcs/runtime/internals.py``).
 
 When one is missing, or its shape changed (a new release renamed or replaced it), the app falls back to what does not
 need it and logs a WARNING that names what is lost. Outside the Gradio versions tested (``TESTED_GRADIO``, the range
@@ -16,7 +17,8 @@ pin, and fail if one changed.
 | ``GradioMCPServer._get_or_create_client`` (its ``_client_instance``), ``_execute_tool_with_progress``, ``_execute_tool_without_progress`` | an MCP tool call stops when its client leaves, as an HTTP call does (``wrap_mcp_tool_calls``, for ``ui.mcp_calls.stop_abandoned_mcp_calls``) | the call runs to its end, holding the model lane |
 | ``GradioMCPServer._prepare_tool_call_args`` (its ``tool_to_endpoint``) and ``create_mcp_server`` (its server's ``request_handlers``); mcp's ``Server._make_error_result`` | no MCP error quotes back what a call sent whole (``wrap_mcp_errors``, for ``ui.mcp_calls.brief_mcp_errors``) | an MCP error may quote a 100,000-character name or value whole |
 | ``gradio.networking.url_ok`` | the launch's reachability check waits for the page's answer (``replace_url_ok``, for ``ui.startup.patient_launch_check``) | Gradio's 3 s limit: a loaded machine may stop the app at start |
-| the status tracker's timer loop in Gradio's front end (``statustracker-*.js``: ``W&&ze()``) | the page's own loading tracker, removed once the page has loaded, no longer leaves its timer asking for an animation frame 60 times a second for the life of the tab, and a pending output's timer redraws once a second (``quiet_status_trackers``, for ``ui.page_assets.QuietStatusTrackers``) | every open tab runs that loop: about 0.045 of a core here, idle or not; a tab waiting in the queue about 0.16 |
+| the status tracker's timer loop in Gradio's front end (``statustracker-*.js``: ``W&&ze()``) | the page's own loading tracker, removed once the page has loaded, no longer leaves its timer asking for an animation frame 60 times a second for the life of the tab, and a pending output's timer redraws once a second (``ui.page_assets.quiet_status_trackers``) | every open tab runs that loop: about 0.045 of a core here, idle or not; a tab waiting in the queue about 0.16 |
+| HighlightedText's colour conversion in Gradio's front end (its ``Index-*.js``: a function drawing a colour on a fresh canvas) | each colour of a response column's colour map is converted to rgba once per page, not at every update of every column (``ui.page_assets.highlighted_text_colours``) | 20 canvases drawn per column at every streamed beat: the browser's renderer used 5.9-6.9 CPU seconds a side by side here against 3.5-4.7 with the patch (``docs/benchmarks.md``) |
 """  # noqa: E501 (a table's rows cannot wrap)
 
 from __future__ import annotations
@@ -26,7 +28,6 @@ import functools
 import re
 import threading
 from collections.abc import Callable
-from pathlib import Path
 from typing import NamedTuple
 
 import anyio
@@ -285,40 +286,3 @@ def replace_url_ok(check: Callable[[str], bool]) -> bool:
         return False
     networking.url_ok = check
     return True
-
-
-# -- the page's front end -------------------------------------------------------------------------------------------
-# Gradio's status tracker (its minified bundle) times a pending output in a requestAnimationFrame loop that only
-# stops when the tracker sees its status change. The page's loading tracker is removed before it sees its status
-# change, so its loop never stops: every open tab then asks for a frame 60 times a second, forever. The loop, as
-# built, and the same loop going on only while its status is pending (what a tracker still on the page does anyway),
-# paced at one frame a second: at 60 frames a second (or 10) each pending output of a visitor waiting in the queue
-# redraws its timer's tenths, about 0.16 of a core in that tab's browser for the whole wait (0.03-0.04 at one a
-# second), on the cores that generate where the browser runs beside the app (bench/bench_browser.py --visitors 2).
-TIMER_FRAMES_PER_SECOND = 1
-TIMER_LOOP = "W&&ze()})}"
-TIMER_LOOP_WHILE_PENDING = f"W&&o.status===`pending`&&setTimeout(ze,{1000 // TIMER_FRAMES_PER_SECOND})}})}}"
-
-
-def quiet_status_trackers(assets: Path | None = None) -> dict[str, bytes]:
-    """Gradio's status tracker bundles (file name -> the patched JavaScript) whose timer stops once nothing is
-    pending and ticks once a second meanwhile, for the app to serve in place of Gradio's. Empty, with a WARNING, where
-    the loop is not found once in exactly one bundle (another Gradio build): the page then keeps Gradio's loop.
-
-    >>> sorted(quiet_status_trackers()) == sorted(p.name for p in FRONTEND_ASSETS.glob("statustracker-*.js"))
-    True
-    """
-    found = {}
-    if gradio_tested():
-        for path in sorted((assets or FRONTEND_ASSETS).glob("statustracker-*.js")):
-            text = path.read_text(encoding="utf-8")
-            if text.count(TIMER_LOOP) == 1:
-                found[path.name] = text.replace(TIMER_LOOP, TIMER_LOOP_WHILE_PENDING).encode()
-    if len(found) != 1:
-        logger.warning("gradio %s: the page keeps Gradio's status tracker timer loop (an animation frame 60 times a "
-                       "second in every open tab; its bundle changed)", gr.__version__)
-        return {}
-    return found
-
-
-FRONTEND_ASSETS = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
