@@ -177,3 +177,47 @@ def test_a_wake_brings_the_next_beat_without_waiting_for_the_half_second(monkeyp
         result = done.value
     assert result == "every landing got its beat"
     assert seen[-1] == 3 and seen == sorted(seen)
+
+
+def beats_sent(heartbeat_values: list, quiet_beat_s: float, monkeypatch) -> tuple[list, int]:
+    """What ``run_cancellable`` yields for a work that ends once its heartbeat was asked for every value in
+    ``heartbeat_values`` (in order; the beat interval made tiny), and how many beats were asked for."""
+    import threading
+
+    monkeypatch.setattr(serving, "HEARTBEAT_S", 0.001)
+    monkeypatch.setattr(serving, "QUIET_BEAT_S", quiet_beat_s)
+    asked, all_asked = [], threading.Event()
+
+    def beat():
+        asked.append(None)
+        if len(asked) >= len(heartbeat_values):
+            all_asked.set()
+        return heartbeat_values[min(len(asked), len(heartbeat_values)) - 1]
+
+    def work(stop):
+        return "ended" if all_asked.wait(60) else "the beats stopped"  # a liveness bound, not a timing
+
+    updates, seen = serving.run_cancellable(work, heartbeat=beat), []
+    try:
+        while True:
+            seen.append(next(updates))
+    except StopIteration as done:
+        assert done.value == "ended"
+    return seen, len(asked)
+
+
+def test_a_beat_repeating_the_last_one_sent_waits_for_the_quiet_interval(monkeypatch):
+    """Each message costs the visitor's browser: a beat that says nothing new is not sent (the quiet interval made
+    far longer than the run), a beat with news is, in order; with no quiet interval every beat goes, as before."""
+    values = [{}, {}, {}, {"status": "round 1"}, {"status": "round 1"}, {}, {}, {"status": "[1] 12"}]
+    seen, asked = beats_sent(values, 1e9, monkeypatch)
+    assert seen == [{}, {"status": "round 1"}, {}, {"status": "[1] 12"}] and asked >= len(values)
+    seen, asked = beats_sent(values, 0.0, monkeypatch)
+    assert len(seen) == asked >= len(values)
+
+
+def test_a_beat_whose_values_cannot_be_compared_counts_as_news():
+    import numpy as np
+
+    assert not serving._same({"scores": np.zeros(3)}, {"scores": np.zeros(3)})
+    assert serving._same({"status": "working"}, {"status": "working"}) and not serving._same({}, {"status": "x"})
