@@ -123,6 +123,7 @@ document.createElement = (name, ...rest) => {
 };
 """
 
+
 @pytest.mark.slow
 def test_an_idle_page_asks_for_no_animation_frames(page, app_url):
     """Once the page has loaded and nothing is pending, no status tracker times anything: Gradio's loading tracker
