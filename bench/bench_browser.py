@@ -1,7 +1,7 @@
 """The side by side as a user waits for it: a real browser, the app's defaults, from the click to each answer, and
 where the time went.
 
-    python bench/bench_browser.py [--runs 3] [--busy 0] [--engine transformers] [--visitors 1]
+    python bench/bench_browser.py [--runs 3] [--busy 0] [--engine transformers] [--visitors 1] [--in-process]
 
 Starts the app in a fresh process (bench_load.start_app, with ``GCS_TIMINGS=on`` so that it logs each stage's time;
 the model cache must exist), opens it in Debian's chromium, warms it with one run, then --runs times clicks Generate
@@ -27,13 +27,26 @@ visitor's first answers and both verdicts, the cores the app and both browsers u
 how soon the second visitor's status line says where it stands in the queue, and the cores its browser used while
 it waited (Gradio's status trackers time every pending output). Before the runs, the share of a core each chromium
 process used while the page sat idle. With --busy N, N other processes keep the cores busy meanwhile (a shared
-machine). Goals (issue "The page at the library's speed"): final verdict <= 25 s quiet; first answers <= 4 s (also
+machine).
+
+With --in-process, each run is paired with the same work in a process of its own, without a server or a browser
+(the app's process and its children paused meanwhile, so that neither draws on the cores): the page's update path
+(``ui.compare.compare_stream`` at the app's defaults, as ``bench/bench_streaming.py``'s "page") and the library's
+rounds (``gcs.compare_rounds``, the first round streamed), alternating which goes first; it prints each pair's ratios
+(the browser's final verdict against the page in-process, the browser's first verdict against the library's first
+round, the page in-process against the library's rounds) and their medians: the issue's ratio goals measured side
+by side, not from benches run minutes apart on a machine whose speed drifts. Goals (issue "The page at the library's
+speed"): the page in-process <= 1.1x the library's rounds; the browser <= 1.15x the page in-process; the first verdict
+<= 1.5x the library's first round; final verdict <= 25 s quiet; first answers <= 4 s (also
 with a second visitor); the second visitor told its place in the queue within 1 s.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import logging
+import os
 import shutil
 import statistics
 import subprocess
@@ -144,27 +157,45 @@ def breakdown(log: Path, clicked: float, seen: dict, cpu: list) -> list[str]:
     and the browser used while the round generated (from ``cpu``: (time, app's CPU seconds, browser's)), and the time
     from handing the round's update to Gradio until the browser showed it (the last round: its "Done")."""
     records = [r for r in map(parse, log.read_text(errors="replace").splitlines()) if r and r["end"] >= clicked]
-    round_, stages, handed, meanwhile = 0, {}, {}, {}
-    for record in records:  # a metric's score carries no round: it belongs to the last round generated
-        round_ = record.get("round", round_)
+    handed, meanwhile = {}, {}
+    for round_, record in by_round(records):
         if record["stage"] == "update handed over":
             handed[(round_, record["what"])] = record["end"]
         elif record["stage"] == "generate" and "seconds" in record:
             meanwhile[round_] = cores_used(cpu, record["end"] - record["seconds"], record["end"])
-        if record["stage"] != "update handed over" and "seconds" in record:
-            name = f"{record['stage']} {record['metric']}" if "metric" in record else record["stage"]
-            stages.setdefault(round_, {})[name] = stages.get(round_, {}).get(name, 0.0) + record["seconds"]
-    lines = []
+    stages, lines = stage_seconds(records), []
     for number, parts in sorted(stages.items()):
         last = number == max(stages)
         on_screen = seen.get("final") if last else seen["rounds"].get(number)
         given = handed.get((number, "done" if last else "verdict"))
         screen = f"; to screen {clicked + on_screen - given:.2f}" if None not in (on_screen, given) else ""
-        timings = ", ".join(f"{name} {s:.2f}" for name, s in parts.items())
         cores = meanwhile.get(number)
         used = f" (meanwhile the app {cores[0]:.2f} cores, the browser {cores[1]:.2f})" if cores else ""
-        lines.append(f"    round {number}: " + timings + screen + " s" + used)
+        lines.append(f"    round {number}: " + timings(parts) + screen + " s" + used)
     return lines
+
+
+def by_round(records: list[dict]):
+    """(round, record) for the timing log's ``records`` in order: a metric's score carries no round of its own, it
+    belongs to the last round generated."""
+    round_ = 0
+    for record in records:
+        round_ = record.get("round", round_)
+        yield round_, record
+
+
+def stage_seconds(records: list[dict]) -> dict[int, dict[str, float]]:
+    """{round: {stage (a score with its metric): seconds}} from the timing log's ``records``."""
+    stages: dict[int, dict[str, float]] = {}
+    for round_, record in by_round(records):
+        if record["stage"] != "update handed over" and "seconds" in record:
+            name = f"{record['stage']} {record['metric']}" if "metric" in record else record["stage"]
+            stages.setdefault(round_, {})[name] = stages.get(round_, {}).get(name, 0.0) + record["seconds"]
+    return stages
+
+
+def timings(parts: dict[str, float]) -> str:
+    return ", ".join(f"{name} {seconds:.2f}" for name, seconds in parts.items())
 
 
 def cores_used(cpu: list, start: float, end: float) -> tuple[float, float] | None:
@@ -280,6 +311,94 @@ def two_visitors(pages, server, url: str, second_browser: psutil.Process) -> tup
     return first, second
 
 
+IN_PROCESS_WORKER = "--in-process-worker"
+
+
+def in_process_worker(engine: str) -> None:
+    """This process, started by ``InProcess``: the page's update path and the library's rounds at the app's defaults,
+    one run of each (in the order a line read from stdin names) per line; one JSON line per run on stdout. Warms
+    both first (embedding models, kernels), as the browser's first run warms the app."""
+    os.environ["GCS_ENGINE"] = engine
+    import bench_streaming  # here only: it loads the app's ui package (gradio) and reads GCS_ENGINE
+
+    import gcs
+
+    prompts, model = list(gcs.load_groups("general")[0].prompts), gcs.load_model()
+    size = {"tokens": 64, "seeds": bench_streaming.page_compare.DEFAULT_SEEDS}
+    work = {"page": lambda: bench_streaming.page_run(prompts, **size),
+            "rounds": lambda: bench_streaming.library_rounds(prompts, **size, model=model, engine=engine,
+                                                             rounds=list(gcs.stats.sequential.DEFAULT_ROUNDS))[:2]}
+    logged = StageRecords()
+    for run in work.values():
+        run()
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        timed = {}
+        for name in json.loads(line):
+            logged.records.clear()
+            timed[name], timed[f"{name} first"] = work[name]()
+            if name == "page":  # its stages, as the app logs them
+                timed["page stages"] = stage_seconds(logged.records)
+        print(json.dumps(timed), flush=True)
+
+
+class StageRecords(logging.Handler):
+    """``records``: the ``gcs.timing`` records logged in this process from now on (that logger set to DEBUG),
+    parsed."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records: list[dict] = []
+        timing = logging.getLogger("gcs.timing")
+        timing.setLevel(logging.DEBUG)
+        timing.addHandler(self)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        parsed = parse(record.getMessage())
+        if parsed is not None:
+            self.records.append(parsed)
+
+
+class InProcess:
+    """The side by side's work without a server or a browser, in a process of its own started (and warmed) before the
+    app, so that the two never run at once: ``run(order, paused=[...])`` pauses those processes, runs the page's
+    update path and the library's rounds in ``order``, resumes them, and returns {"page": s, "page first": s (its
+    first verdict), "rounds": s, "rounds first": s (the library's first round)}."""
+
+    def __init__(self, engine: str):
+        self.process = subprocess.Popen([sys.executable, __file__, IN_PROCESS_WORKER, engine], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        if not json.loads(self.process.stdout.readline() or "{}").get("ready"):
+            raise RuntimeError("the in-process worker did not start: see its output above")
+
+    def run(self, order: list[str], paused: list[psutil.Process]) -> dict[str, float]:
+        for process in paused:
+            process.suspend()
+        try:
+            self.process.stdin.write(json.dumps(order) + "\n")
+            self.process.stdin.flush()
+            return json.loads(self.process.stdout.readline())
+        finally:
+            for process in paused:
+                process.resume()
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def paired_ratios(seen: dict, alone: dict) -> dict[str, float]:
+    """The issue's ratios from one browser run (``shown``) and its paired in-process run (``InProcess.run``)."""
+    return {"browser / page in-process": seen.get("final", float("nan")) / alone["page"],
+            "browser's first verdict / library's first round": seen.get("first verdict", float("nan"))
+            / alone["rounds first"],
+            "page in-process / library's rounds": alone["page"] / alone["rounds"]}
+
+
+RATIO_GOALS = {"browser / page in-process": 1.15, "browser's first verdict / library's first round": 1.5,
+               "page in-process / library's rounds": 1.1}
+
+
 def seconds(found: dict, key: str) -> str:
     return f"{found[key]:.1f} s" if key in found else "never"
 
@@ -291,10 +410,15 @@ def main() -> None:
     parser.add_argument("--engine", default="transformers")
     parser.add_argument("--visitors", type=int, default=1, choices=(1, 2),
                         help="2: a second visitor clicks Generate one second after the first")
+    parser.add_argument("--in-process", action="store_true",
+                        help="pair each run with the same work without a server or a browser, and print the ratios")
     args = parser.parse_args()
+    if args.in_process and args.visitors == 2:
+        parser.error("--in-process pairs one visitor's runs; leave out --visitors 2")
+    alone = InProcess(args.engine) if args.in_process else None  # warmed before the app starts: never both at once
     log = Path(tempfile.mkdtemp(prefix="gcs-bench-browser-")) / "app.log"
     server, url = start_app(engine=args.engine, log=log, GCS_TIMINGS="on")
-    hogs, runs = [], []
+    hogs, runs, ratios = [], [], []
     try:
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
@@ -323,7 +447,12 @@ def main() -> None:
                           f"its browser {second['waiting']:.2f} cores while it waited, first answer "
                           f"{seconds(second, 'first answer')}, final verdict {seconds(second, 'final')}", flush=True)
                     continue
+                order = ["page", "rounds"] if index % 2 else ["rounds", "page"]
+                if alone is not None and index % 2:  # every other pair: the in-process work first
+                    paired = alone.run(order, paused=process_tree(psutil.Process(server.pid)))
                 seen = one_visitor(pages[0], server, url, log)
+                if alone is not None and not index % 2:
+                    paired = alone.run(order, paused=process_tree(psutil.Process(server.pid)))
                 runs.append(seen)
                 print(f"  run {index + 1}: first answer {seconds(seen, 'first answer')}, first verdict "
                       f"{seconds(seen, 'first verdict')}, final verdict {seconds(seen, 'final')} ({seen['status']}); "
@@ -332,18 +461,35 @@ def main() -> None:
                       + "); browser busy "
                       f"{seen['busy']:.1f} s; scheduled in the page: {page_work(seen)}", flush=True)
                 print("\n".join(seen["breakdown"]), flush=True)
+                if alone is not None:
+                    ratios.append(paired_ratios(seen, paired))
+                    for number, parts in sorted(paired["page stages"].items()):
+                        print(f"    in-process round {number}: {timings(parts)} s", flush=True)
+                    print(f"    paired, without a server or a browser: the page {paired['page']:.1f} s (its first "
+                          f"verdict {paired['page first']:.1f} s), the library's rounds {paired['rounds']:.1f} s (its "
+                          f"first round {paired['rounds first']:.1f} s); "
+                          + ", ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios[-1].items()), flush=True)
             browser.close()
     finally:
         for hog in hogs:
             hog.kill()
         server.kill()
+        if alone is not None:
+            alone.close()
     busy = f", {args.busy} processes keeping the cores busy" if args.busy else ", quiet"
     medians = {key: statistics.median(run.get(key, float("nan")) for run in runs)
                for key in ("first answer", "first verdict", "final")}
     print(f"side by side at the defaults ({args.engine}{busy}, {args.visitors} visitor(s)), median of {len(runs)}: "
           f"first answer {medians['first answer']:.1f} s, first verdict {medians['first verdict']:.1f} s, final "
           f"verdict {medians['final']:.1f} s")
+    if ratios:
+        print(f"paired ratios, median of {len(ratios)} (range): " + "; ".join(
+            f"{name} {statistics.median(r[name] for r in ratios):.2f}x ({min(r[name] for r in ratios):.2f}-"
+            f"{max(r[name] for r in ratios):.2f}x, goal <= {goal}x)" for name, goal in RATIO_GOALS.items()))
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == [IN_PROCESS_WORKER]:
+        in_process_worker(sys.argv[2])
+    else:
+        main()

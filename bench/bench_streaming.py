@@ -51,6 +51,28 @@ from ui.verdict import VERDICT_METRICS
 METRICS = ("e5", "aligned")
 
 
+def page_run(prompts: list[str], *, tokens: int, seeds: int) -> tuple[float, float]:
+    """The page's whole update path in this process at the app's defaults (``ui.compare.compare_stream``, every update
+    consumed): (seconds until its last update, seconds until its first verdict)."""
+    start, first = time.perf_counter(), None
+    for update in page_compare.compare_stream("\n".join(prompts), page_compare.DEFAULT_TEMPERATURE, tokens, 0, 1.0,
+                                              list(gcs.METHODS), False, DEFAULT_MODEL, seeds):
+        if "verdict" in update and first is None:
+            first = time.perf_counter() - start
+    return time.perf_counter() - start, first
+
+
+def library_rounds(prompts: list[str], *, tokens: int, seeds: int, rounds: list[int], model, on_partial=None,
+                   engine: str = "transformers"):
+    """The library's rounds (``gcs.compare_rounds``, the first round streamed to ``on_partial``, by default to nobody;
+    scored with the verdict's metrics): (seconds until the last round, seconds until the first, the last report)."""
+    start, first = time.perf_counter(), None
+    for update in gcs.compare_rounds(prompts, seeds=seeds, rounds=rounds, max_new_tokens=tokens, model=model,
+                                     engine=engine, on_partial=on_partial or (lambda frame: None)):
+        first, report = first or time.perf_counter() - start, update
+    return time.perf_counter() - start, first, report
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--groups", type=int, default=4)
@@ -106,11 +128,9 @@ def measure(args) -> None:
                 if "at" not in first and (frame[frame["seed"] == 0]["n_tokens"] > 0).all():
                     first["at"] = time.perf_counter() - start
 
-            for update in gcs.compare_rounds(prompts, seeds=args.seeds, rounds=rounds,
-                                             max_new_tokens=args.tokens, model=model, on_partial=partial):
-                report = update
-                first.setdefault("round", time.perf_counter() - start)
-            seen.update(first=first["at"], first_round=first["round"], seeds=len(report.seeds), reason=report.reason)
+            _, first_round, report = library_rounds(prompts, tokens=args.tokens, seeds=args.seeds, rounds=rounds,
+                                                    model=model, on_partial=partial)
+            seen.update(first=first["at"], first_round=first_round, seeds=len(report.seeds), reason=report.reason)
 
         def with_table(prompts=prompts):
             for _ in gcs.compare_rounds(prompts, seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
@@ -118,11 +138,7 @@ def measure(args) -> None:
                 pass
 
         def page(prompts=prompts, seen=seen):
-            start = time.perf_counter()
-            for update in page_compare.compare_stream("\n".join(prompts), 1.0, args.tokens, 0, 1.0, list(gcs.METHODS),
-                                                 False, DEFAULT_MODEL, args.seeds):
-                if "verdict" in update and "page_first" not in seen:
-                    seen["page_first"] = time.perf_counter() - start
+            seen["page_first"] = page_run(prompts, tokens=args.tokens, seeds=args.seeds)[1]
 
         seen.pop("page_first", None)
         best = best_in_turns({"compare": plain, "stream": streamed, "fixed": fixed, "rounds": in_rounds,
