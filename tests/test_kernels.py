@@ -3,8 +3,6 @@
 import os
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 import torch
@@ -151,17 +149,40 @@ def test_on_without_a_compiler_is_an_error(tmp_path):
     assert "RuntimeError: GCS_CPU_KERNEL=on but the fused GCSwR kernel could not be built" in result.stderr
 
 
-def test_a_stale_build_lock_is_removed(tmp_path, monkeypatch):
-    """A compile killed mid-way leaves torch's lock file, and every later build would wait on it forever."""
-    from torch.utils import cpp_extension
+HOLD_THE_BUILD = """
+import sys, time
+from pathlib import Path
+from gcs.sampling.kernels import build_lock
+with build_lock(Path(sys.argv[1])):
+    (Path(sys.argv[1]) / "lock").touch()  # as torch's build does
+    print("building", flush=True)
+    time.sleep(600)
+"""
 
+
+def test_a_build_waits_for_a_live_build_and_clears_the_lock_a_killed_one_left(tmp_path, caplog):
+    """A compile killed mid-way leaves torch's lock file, on which every later build of torch's would wait forever:
+    the build lock is the operating system's, so it waits only while the other build's process lives, and then
+    removes what the dead one left (here a real process, killed with SIGKILL while it held the lock)."""
+    import fcntl
+    import logging
+
+    folder = tmp_path / "gcs_probe"
+    other = subprocess.Popen([sys.executable, "-c", HOLD_THE_BUILD, str(folder)], cwd=ROOT, stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert other.stdout.readline().strip() == "building"
+        with open(folder / "gcs-build.lock", "a") as probe, pytest.raises(BlockingIOError):
+            fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)  # held while that build lives
+    finally:
+        other.kill()
+        other.wait()
+    assert (folder / "lock").exists()  # what the killed build left
+    with caplog.at_level(logging.WARNING, logger="gcs.sampling.kernels"), kernels.build_lock(folder):
+        assert not (folder / "lock").exists()
+    assert "a killed compile left behind" in caplog.text
+
+
+def test_the_kernel_is_built_under_torch_extensions_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
-    folder = Path(cpp_extension._get_build_directory("gcs_probe", verbose=False))
-    lock = folder / "lock"
-    lock.touch()
-    gcs.sampling.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
-    assert lock.exists()  # a build may hold a fresh lock
-    old = time.time() - gcs.sampling.kernels.STALE_LOCK_S - 60
-    os.utime(lock, (old, old))
-    gcs.sampling.kernels._remove_stale_lock(cpp_extension, "gcs_probe")
-    assert not lock.exists()
+    assert kernels.build_directory("gcs_probe") == tmp_path / "gcs_probe"

@@ -9,6 +9,7 @@ import ast
 import asyncio
 import inspect
 import os
+import time
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -142,6 +143,53 @@ def test_a_changed_queue_api_falls_back_to_gradio_s_bound_with_a_warning(monkeyp
     with caplog.at_level(logging.WARNING):
         serving.guard_queue(demo, {"lane": 2, "other": 3})
     assert "per-lane waiting limits are off" in caplog.text and demo._queue.max_size == 5
+
+
+def idle_looks(demo: gr.Blocks, monkeypatch, seconds: float = 0.5) -> tuple[int, float]:
+    """How often Gradio's queue loop looked for work (``len(queue)``, once per pass) while it ran idle for about
+    ``seconds``, and the seconds it ran."""
+    queue, looks = demo._queue, []
+    counted = type(queue).__len__
+    monkeypatch.setattr(type(queue), "__len__", lambda self: looks.append(1) or counted(self))
+
+    async def idle():
+        queue.stopped = False
+        loop, started = asyncio.create_task(queue.start_processing()), time.perf_counter()
+        await asyncio.sleep(seconds)
+        queue.stopped = True
+        await loop
+        return time.perf_counter() - started
+
+    ran = asyncio.run(idle())
+    return len(looks), ran
+
+
+def test_a_calm_queue_looks_for_work_every_10_ms_not_every_millisecond(monkeypatch):
+    """Gradio's queue loop sleeps ``Queue.sleep_when_free`` between looks (1 ms: 0.05 of a core, idle); calmed, it
+    looks at most once per ``QUEUE_POLL_S`` (each pass sleeps that long, so a slow machine only looks less often),
+    and Gradio's own loop looks far more often: this fails where the calming does not reach the loop."""
+    with gr.Blocks() as demo:
+        gr.Button().click(lambda: None)
+    demo.queue()
+    gradio_looks, gradio_ran = idle_looks(demo, monkeypatch)
+    serving.calm_queue(demo)
+    assert (demo._queue.sleep_when_free, demo._queue.progress_update_sleep_when_free) == \
+        (serving.QUEUE_POLL_S, serving.PROGRESS_POLL_S)
+    looks, ran = idle_looks(demo, monkeypatch)
+    assert 0 < looks <= ran / serving.QUEUE_POLL_S + 1
+    assert gradio_looks > 2 * (gradio_ran / serving.QUEUE_POLL_S + 1)  # the check above can fail
+
+
+def test_a_changed_queue_poll_keeps_gradio_s_with_a_warning(monkeypatch, caplog):
+    import logging
+
+    with gr.Blocks() as demo:
+        gr.Button().click(lambda: None)
+    demo.queue()
+    monkeypatch.delattr(demo._queue, "progress_update_sleep_when_free")
+    with caplog.at_level(logging.WARNING):
+        serving.calm_queue(demo)
+    assert "keeps looking for work every millisecond" in caplog.text and demo._queue.sleep_when_free == 0.001
 
 
 def test_a_wake_brings_the_next_beat_without_waiting_for_the_half_second(monkeypatch):

@@ -72,7 +72,7 @@ from .logs import logger
 from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
 from .messages import say_slider_ranges, strict_json, watch_lanes
 from .page_assets import PatchedBundles
-from .serving import guard_queue, lane_standing, quiet_input_errors
+from .serving import calm_queue, guard_queue, lane_standing, quiet_input_errors
 
 __all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
 
@@ -144,6 +144,7 @@ def build(queue_size: int = 16) -> gr.Blocks:
     # No global queue bound: each lane has its own, so a full model lane never refuses the coupling explorer.
     demo.queue(max_size=None, default_concurrency_limit=1)
     guard_queue(demo, {"model": queue_size, "coupling": COUPLING_WAITING, "browse": COUPLING_WAITING})
+    calm_queue(demo)
     watch_lanes(lane_standing(demo))  # a run that waits for the model says where it stands at once
     quiet_input_errors(demo)
     stop_abandoned_mcp_calls()

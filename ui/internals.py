@@ -13,6 +13,7 @@ pin, and fail if one changed.
 | ``Queue.push`` (its arguments and its ``(ok, message, kind)`` answer) and ``Queue.event_queue_per_concurrency_id[lane].queue`` | each lane's own waiting limit, a request counted as it arrives; a call with too few values refused before it is queued (``guard_queue_push``, for ``ui.serving.guard_queue``) | Gradio's ``max_size`` bounds every lane together (a full model lane refuses the coupling explorer too); a call with too few values is queued, then fails listing every value it was sent |
 | ``Queue.pending_messages_per_session``, ``event_ids_to_events``, ``pending_event_ids_session`` | a stream of a session or event the server does not hold gets 404 and one sentence (``held_streams``, for ``ui.serving.stream_lookup`` and ``ui.http_guard.KnownStreams``) | Gradio answers it: a 200 stream holding an error, ended by ``ui.http_guard.LastResort`` |
 | ``Queue.event_queue_per_concurrency_id`` (a lane's ``current_concurrency``, ``queue``, ``start_times_per_fn``, ``concurrency_limit``) and ``Queue.process_time_per_fn`` | a run waiting for the model is told its place in the queue and its wait (``lane_reader``, for ``ui.serving.lane_standing``) | the page says only "Working…" |
+| ``Queue.sleep_when_free``, ``Queue.progress_update_sleep_when_free`` | the queue looks for work every 10 ms and for progress to send every 50 ms, not every 1 and 10 ms (``slow_queue_polls``, for ``ui.serving.calm_queue``): the idle app uses about 0.01 of a core, not 0.05, and leaves the cores to the generation | Gradio's polls: a run starts up to 9 ms sooner, and the server's event loop wakes a thousand times a second, idle or not |
 | ``Blocks.preprocess_data`` | a value the components refuse (a dropdown value outside its choices) is one sentence quoting at most ~100 characters and one log line (``wrap_preprocess_data``, for ``ui.serving.quiet_input_errors``) | a traceback in the log, and the value quoted whole |
 | ``GradioMCPServer._get_or_create_client`` (its ``_client_instance``), ``_execute_tool_with_progress``, ``_execute_tool_without_progress`` | an MCP tool call stops when its client leaves, as an HTTP call does (``wrap_mcp_tool_calls``, for ``ui.mcp_calls.stop_abandoned_mcp_calls``) | the call runs to its end, holding the model lane |
 | ``GradioMCPServer._prepare_tool_call_args`` (its ``tool_to_endpoint``) and ``create_mcp_server`` (its server's ``request_handlers``); mcp's ``Server._make_error_result`` | no MCP error quotes back what a call sent whole (``wrap_mcp_errors``, for ``ui.mcp_calls.brief_mcp_errors``) | an MCP error may quote a 100,000-character name or value whole |
@@ -112,6 +113,19 @@ def held_streams(demo: gr.Blocks):
         return session_hash in queue.pending_messages_per_session
 
     return held
+
+
+def slow_queue_polls(demo: gr.Blocks, work_s: float, progress_s: float) -> bool:
+    """Set how often the queue looks for work to start (``Queue.sleep_when_free``, Gradio's 1 ms) and for progress
+    to send (``progress_update_sleep_when_free``, 10 ms) to ``work_s`` and ``progress_s``. Whether it holds; False,
+    with a WARNING, where they changed."""
+    parts = ("sleep_when_free", "progress_update_sleep_when_free")
+    if not _queue_has(demo, parts) or not all(isinstance(getattr(demo._queue, part), float) for part in parts):
+        logger.warning("gradio %s: the queue keeps looking for work every millisecond, idle or not (Queue.%s "
+                       "changed)", gr.__version__, ", ".join(parts))
+        return False
+    demo._queue.sleep_when_free, demo._queue.progress_update_sleep_when_free = work_s, progress_s
+    return True
 
 
 class Lane(NamedTuple):

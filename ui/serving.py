@@ -50,6 +50,20 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
         demo.queue(max_size=sum(waiting_limits.values()), default_concurrency_limit=1)
 
 
+# How often the queue looks for a run to start, and for progress to send: a run starts within 10 ms of its request
+# (or of the run ahead of it ending), and the server's event loop no longer wakes a thousand times a second.
+QUEUE_POLL_S, PROGRESS_POLL_S = 0.01, 0.05
+
+
+def calm_queue(demo: gr.Blocks) -> None:
+    """Let Gradio's queue look for work every ``QUEUE_POLL_S`` and for progress every ``PROGRESS_POLL_S``, not every
+    1 and 10 ms; call it after ``demo.queue()``. Its event loop polled a thousand times a second whether anything
+    waited or not: 0.05 of a core, idle, taken from the two cores a Space generates on (and two OpenMP threads wait
+    for each other whenever either loses its core: docs/benchmarks.md). ``Queue.sleep_when_free`` is private
+    (``ui.internals.slow_queue_polls``): where it changed, Gradio's polls stay, with a WARNING."""
+    internals.slow_queue_polls(demo, QUEUE_POLL_S, PROGRESS_POLL_S)
+
+
 def _refused_call(body, function) -> tuple[str, str] | None:
     """(message, kind) for a queued call refused before it is queued: an event this server lacks, or too few values
     for ``function`` (the event it names); None otherwise."""

@@ -25,11 +25,11 @@ Whether it is used is set by the environment variable ``GCS_CPU_KERNEL``:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import threading
-import time
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -58,19 +58,33 @@ def kernel_mode(environ: Mapping[str, str] = os.environ) -> str:
     return setting(KERNEL_ENV, environ)
 
 
-STALE_LOCK_S = 600  # a build holding its lock this long was killed mid-way (a real one takes seconds to minutes)
+def build_directory(name: str) -> Path:
+    """Where the kernel called ``name`` is built and cached: ``TORCH_EXTENSIONS_DIR/name`` where that is set, else under
+    torch's default root for extensions (``torch.utils.cpp_extension.get_default_build_root``)."""
+    from torch.utils import cpp_extension  # imported late: it pulls in setuptools
+
+    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or cpp_extension.get_default_build_root()) / name
 
 
-def _remove_stale_lock(cpp_extension, name: str) -> None:
-    """A build killed mid-way leaves torch's lock file behind, and every later build would wait for it forever."""
+@contextlib.contextmanager
+def build_lock(folder: Path):
+    """Build in ``folder`` alone: hold the operating system's lock on it (``flock``), which another process building
+    there waits for and which goes when its holder dies, however it dies. While it is held no build of ours runs there,
+    so torch's own lock file, if one is there, was left by a build killed mid-way (and torch would wait for it
+    forever): it is removed, with a WARNING. Where ``flock`` does not exist (Windows), torch's lock alone."""
+    folder.mkdir(parents=True, exist_ok=True)
     try:
-        lock = Path(cpp_extension._get_build_directory(name, verbose=False)) / "lock"
-        age = time.time() - lock.stat().st_mtime
-    except (AttributeError, OSError):  # no lock (the usual case), or a torch without this helper
+        import fcntl
+    except ImportError:  # Windows
+        yield
         return
-    if age > STALE_LOCK_S:
-        logger.warning("removing a stale build lock left by a killed compile (%.0f s old): %s", age, lock)
-        lock.unlink(missing_ok=True)
+    with open(folder / "gcs-build.lock", "a") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        left = folder / "lock"  # torch's FileBaton
+        if left.exists():
+            logger.warning("removing the build lock a killed compile left behind: %s", left)
+            left.unlink(missing_ok=True)
+        yield
 
 
 def _build():
@@ -84,14 +98,17 @@ def _build():
     # would otherwise overwrite each other's build (include paths, source path) and recompile on every switch.
     installation = hashlib.sha256(f"{torch.__file__}|{torch.__version__}|{SOURCE}".encode()).hexdigest()[:8]
     name = f"gcs_recycling_{capability.lower().replace(' ', '_')}_{installation}"
-    _remove_stale_lock(cpp_extension, name)
-    logger.info("compiling gcs's fused GCSwR kernel for %s (once per machine; cached afterwards)", capability)
-    return cpp_extension.load(
-        name=name,
-        sources=[str(SOURCE)],
-        extra_cflags=["-O3", "-fopenmp", *flags],  # OpenMP: at::parallel_for spreads the rows over torch's threads
-        extra_ldflags=["-fopenmp"],
-    )
+    folder = build_directory(name)
+    with build_lock(folder):
+        logger.info("loading gcs's fused GCSwR kernel for %s (compiled once per machine, then cached in %s)",
+                    capability, folder)
+        return cpp_extension.load(
+            name=name,
+            sources=[str(SOURCE)],
+            extra_cflags=["-O3", "-fopenmp", *flags],  # OpenMP: at::parallel_for spreads the rows over torch's threads
+            extra_ldflags=["-fopenmp"],
+            build_directory=str(folder),
+        )
 
 
 def _first_error_line(error: Exception) -> str:
