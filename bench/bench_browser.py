@@ -25,9 +25,9 @@ the page's loading tracker used to leave its loop running for the life of the ta
 With --visitors 2, a second browser (another visitor) clicks Generate one second after the first: the first
 visitor's first answers and both verdicts, the cores the app and both browsers used during the first visitor's run,
 how soon the second visitor's status line says where it stands in the queue, and the cores its browser used while
-it waited (Gradio's status trackers time every pending output). Before the runs, the share of a core each chromium
-process used while the page sat idle. With --busy N, N other processes keep the cores busy meanwhile (a shared
-machine).
+it waited (Gradio's status trackers time every pending output). Before the runs, the share of a core the app's
+process and each chromium process used while the page sat idle. With --busy N, N other processes keep the cores busy
+meanwhile (a shared machine).
 
 With --in-process, each run is paired with the same work in a process of its own, without a server or a browser
 (the app's process and its children paused meanwhile, so that neither draws on the cores): the page's update path
@@ -264,13 +264,16 @@ def process_tree(root: psutil.Process) -> list:
         return []
 
 
-def idle_share(seconds: float = 5.0) -> dict[str, float]:
-    """The share of a core each kind of chromium process used over ``seconds`` while the page sat idle (a page that
-    asks for nothing costs headless chromium almost nothing; a timer loop left running shows here)."""
+def idle_share(app: psutil.Process, seconds: float = 5.0) -> dict[str, float]:
+    """The share of a core the app's process ("app") and each kind of chromium process used over ``seconds`` while the
+    page sat idle (a page that asks for nothing costs headless chromium almost nothing; a timer loop left running
+    shows here, and so would a server polling for work)."""
     chromium = browser_processes()
-    before = cpu_by_kind(chromium)
+    before, app_before, start = cpu_by_kind(chromium), cpu_seconds([app]), time.perf_counter()
     time.sleep(seconds)
-    return {kind: (spent - before.get(kind, 0.0)) / seconds for kind, spent in cpu_by_kind(chromium).items()}
+    spent = {kind: used - before.get(kind, 0.0) for kind, used in cpu_by_kind(chromium).items()}
+    spent["app"] = cpu_seconds([app]) - app_before
+    return {kind: used / (time.perf_counter() - start) for kind, used in spent.items()}
 
 
 def one_visitor(page, server, url: str, log: Path) -> dict:
@@ -363,7 +366,8 @@ class InProcess:
     """The side by side's work without a server or a browser, in a process of its own started (and warmed) before the
     app, so that the two never run at once: ``run(order, paused=[...])`` pauses those processes, runs the page's
     update path and the library's rounds in ``order``, resumes them, and returns {"page": s, "page first": s (its
-    first verdict), "rounds": s, "rounds first": s (the library's first round)}."""
+    first verdict), "page stages": ``stage_seconds`` of the page's run, "rounds": s, "rounds first": s (the library's
+    first round)}."""
 
     def __init__(self, engine: str):
         self.process = subprocess.Popen([sys.executable, __file__, IN_PROCESS_WORKER, engine], stdin=subprocess.PIPE,
@@ -431,7 +435,7 @@ def main() -> None:
                 second_browser = next(process for process in started if process.ppid() not in {p.pid for p in started})
             click(pages[0])
             wait_done(pages[0])  # warm: embedding models, kernels
-            idle = idle_share()
+            idle = idle_share(psutil.Process(server.pid))
             print("the page idle after a run, share of a core over 5 s: "
                   + ", ".join(f"{kind} {share:.3f}" for kind, share in sorted(idle.items())), flush=True)
             hogs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(args.busy)]
