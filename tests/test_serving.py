@@ -145,6 +145,14 @@ def test_a_changed_queue_api_falls_back_to_gradio_s_bound_with_a_warning(monkeyp
     assert "per-lane waiting limits are off" in caplog.text and demo._queue.max_size == 5
 
 
+def queued_demo() -> gr.Blocks:
+    """The smallest app with a queue: one button, one event."""
+    with gr.Blocks() as demo:
+        gr.Button().click(lambda: None)
+    demo.queue()
+    return demo
+
+
 def idle_looks(demo: gr.Blocks, monkeypatch, seconds: float = 0.5) -> tuple[int, float]:
     """How often Gradio's queue loop looked for work (``len(queue)``, once per pass) while it ran idle for about
     ``seconds``, and the seconds it ran."""
@@ -168,9 +176,7 @@ def test_a_calm_queue_looks_for_work_every_10_ms_not_every_millisecond(monkeypat
     """Gradio's queue loop sleeps ``Queue.sleep_when_free`` between looks (1 ms: 0.05 of a core, idle); calmed, it
     looks at most once per ``QUEUE_POLL_S`` (each pass sleeps that long, so a slow machine only looks less often),
     and Gradio's own loop looks far more often: this fails where the calming does not reach the loop."""
-    with gr.Blocks() as demo:
-        gr.Button().click(lambda: None)
-    demo.queue()
+    demo = queued_demo()
     gradio_looks, gradio_ran = idle_looks(demo, monkeypatch)
     serving.calm_queue(demo)
     assert (demo._queue.sleep_when_free, demo._queue.progress_update_sleep_when_free) == \
@@ -183,9 +189,7 @@ def test_a_calm_queue_looks_for_work_every_10_ms_not_every_millisecond(monkeypat
 def test_a_changed_queue_poll_keeps_gradio_s_with_a_warning(monkeypatch, caplog):
     import logging
 
-    with gr.Blocks() as demo:
-        gr.Button().click(lambda: None)
-    demo.queue()
+    demo = queued_demo()
     monkeypatch.delattr(demo._queue, "progress_update_sleep_when_free")
     with caplog.at_level(logging.WARNING):
         serving.calm_queue(demo)
