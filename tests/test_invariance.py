@@ -131,9 +131,10 @@ def test_one_call_stands_in_for_the_blocks_only_at_widths_where_it_gives_their_b
         for _ in range(2):  # the first call of a layer is in blocks; later ones use the widths probed
             assert torch.equal(layer(x[:count], weight, bias), in_row_blocks(linear, x[:count], weight, bias)), count
     chosen = {count: width for (count, _), width in layer.widths.items()}
-    # the narrowest of the count, the next power of two and the next multiple of 16 that is a multiple of 8
+    # the narrowest of the count, the powers of two up to 16 and the next multiple of 16 that is a multiple of 8: a
+    # row alone takes 8 rows, not a block of 16
     assert {count: chosen[count] for count in (1, 3, 5, 8, 15, 17, 21, 24, 40, WIDEST)} == {
-        1: 16, 3: 16, 5: 8, 8: 8, 15: 16, 17: 32, 21: 32, 24: 24, 40: 40, WIDEST: WIDEST}  # 21: the last chunk
+        1: 8, 3: 8, 5: 8, 8: 8, 15: 16, 17: 32, 21: 32, 24: 24, 40: 40, WIDEST: WIDEST}  # 21: the last chunk
     # the check can fail: one unpadded call of 5 rows does not give the blocks' bits
     bumped = x[:5].clone()
     bumped[:, 0] = 2.0

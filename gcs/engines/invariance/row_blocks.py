@@ -108,14 +108,21 @@ def _in_one_call(linear, kernel: Hashable, widths: dict, rows: torch.Tensor, arg
 
 
 def _width_for(linear, kernel: Hashable, numerics: tuple, rows: torch.Tensor, args: tuple) -> int | None:
-    """The narrowest width, of ``len(rows)`` itself, the next power of two (at least 2) and the next multiple of
-    ``ROW_BLOCK``, at which one call of ``linear`` gives every row the bits of ``_blocks``; None if none does.
+    """The narrowest width, of ``len(rows)`` itself, the powers of two from the next one (at least 2) up to
+    ``ROW_BLOCK`` and the next multiple of ``ROW_BLOCK``, at which one call of ``linear`` gives every row the bits of
+    ``_blocks``; None if none does.
 
-    A width's verdict is kept for every layer with the same kernel key and numerics; a probe that could not
-    tell (``_rounds_like_blocks`` gives None) keeps the blocks for this layer only.
+    The powers of two below ``ROW_BLOCK`` matter to a row alone (hindsight, counterfactuals, the step-through): a
+    BLAS whose one-row kernel rounds otherwise often gives the blocks' bits from 4 rows on, and a 4-row call
+    costs less than a 16-row one. A width's verdict is kept for every layer with the same kernel key and
+    numerics; a probe that could not tell (``_rounds_like_blocks`` gives None) keeps the blocks for this layer
+    only.
+
+    >>> sorted(_candidate_widths(1)), sorted(_candidate_widths(5)), sorted(_candidate_widths(17))
+    ([1, 2, 4, 8, 16], [5, 8, 16], [17, 32])
     """
     count = rows.shape[0]
-    for width in sorted({count, max(2, 1 << (count - 1).bit_length()), -(-count // ROW_BLOCK) * ROW_BLOCK}):
+    for width in sorted(_candidate_widths(count)):
         if width == ROW_BLOCK:  # one call of 16 rows is the block itself
             return width
         key = (kernel, width, numerics)
@@ -127,6 +134,15 @@ def _width_for(linear, kernel: Hashable, numerics: tuple, rows: torch.Tensor, ar
         if _WIDTHS[key] is not None:
             return width
     return None
+
+
+def _candidate_widths(count: int) -> set[int]:
+    """The widths ``_width_for`` tries for ``count`` rows (see there)."""
+    powers, width = set(), max(2, 1 << (count - 1).bit_length())
+    while width < ROW_BLOCK:
+        powers.add(width)
+        width *= 2
+    return {count, max(2, 1 << (count - 1).bit_length()), *powers, -(-count // ROW_BLOCK) * ROW_BLOCK}
 
 
 def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> bool | None:
