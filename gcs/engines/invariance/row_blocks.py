@@ -138,11 +138,9 @@ def _width_for(linear, kernel: Hashable, numerics: tuple, rows: torch.Tensor, ar
 
 def _candidate_widths(count: int) -> set[int]:
     """The widths ``_width_for`` tries for ``count`` rows (see there)."""
-    powers, width = set(), max(2, 1 << (count - 1).bit_length())
-    while width < ROW_BLOCK:
-        powers.add(width)
-        width *= 2
-    return {count, max(2, 1 << (count - 1).bit_length()), *powers, -(-count // ROW_BLOCK) * ROW_BLOCK}
+    next_power = max(2, 1 << (count - 1).bit_length())
+    below_block = {next_power << shift for shift in range(ROW_BLOCK.bit_length()) if next_power << shift < ROW_BLOCK}
+    return {count, next_power, *below_block, -(-count // ROW_BLOCK) * ROW_BLOCK}
 
 
 def _rounds_like_blocks(linear, width: int, rows: torch.Tensor, args: tuple) -> bool | None:
