@@ -8,9 +8,12 @@ transformers path, the mixed-batch behaviour and the errors.
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 from contextlib import contextmanager
 
+import numpy as np
 import pytest
 import torch
 from vllm import SamplingParams
@@ -23,9 +26,13 @@ from gcs.engines.batch import Batch, Row
 from gcs.engines.models import load_model
 from gcs.engines.prompts import format_prompt
 from gcs.engines.vllm import VLLMRunner, engine
+from gcs.generation.cores import compare_with
 from gcs.instrument.forcing import forced_rows
+from gcs.runtime.stage_timing import parse
 from gcs.sampling.samplers import make_sampler
 from gcs.settings import SamplingSettings
+from gcs.stats.paired import degenerate
+from gcs.vllm.excess import RECORDS
 from gcs.vllm.options import CPU_MAX_NUM_SEQS, plugin_registered
 from gcs.vllm.plugin import sampling_params
 
@@ -186,7 +193,7 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
     settings = SamplingSettings(temperature=1.0, max_new_tokens=24)
     rows = [Row(prompt, method, seed) for seed, (method, prompt) in
             enumerate((m, p) for m in gcs.METHODS for p in PARAPHRASES)]
-    batch = Batch(rows, model, settings, engine="vllm")
+    batch = Batch(rows, model, settings, engine="vllm", record_excess=True)
     with observe() as records:
         tokens = run_batch(batch)
     forced = []
@@ -194,6 +201,7 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
         response, finished = batch.until_stop(tokens[i].tolist())
         forced.append((row.prompt, response, finished))
     ours_all = forced_rows(forced, model, settings)
+    excess = batch.excess_record.means([len(response) for _, response, _ in forced])
     decided = 0
     for i, row in enumerate(rows):
         prompt, response, finished = forced[i]
@@ -203,6 +211,10 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
         assert theirs.shape == ours.shape and [r[4] for r in mine][: len(steps)] == steps
         drift = (theirs - ours).abs().nan_to_num(0.0).amax(dim=-1)  # equal -inf entries give nan
         assert drift.max() < 1e-2, "the engines' fp32 logits should agree closely"
+        if response:  # the plugin's record (gcs.vllm.excess): -log p(y) - H(p) of its own logits (T = 1: unwarped)
+            log_p = torch.log_softmax(theirs[: len(response)].double(), dim=-1)
+            terms = -log_p[torch.arange(len(response)), response] + (log_p.exp() * log_p).sum(dim=-1)
+            assert excess[i] == pytest.approx(float(terms.mean()), abs=3e-4)  # float32: ~1e-4 a token at most
         ours_sampler, theirs_sampler = (make_sampler(row.method, seed=[row.seed], streams=[batch.streams[i]])
                                         .begin(1, ours.shape[1]) for _ in range(2))
         for step, token in enumerate(steps):
@@ -217,6 +229,40 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
             assert int(theirs_sampler.sample(theirs[step][None])[0]) == token  # the plugin is gcs's sampler
             decided += 1
     assert decided >= 80  # of 9 rows x up to 25 steps (about 150 measured): most decisions are checked
+
+
+@pytest.mark.slow
+def test_the_engine_records_the_answers_excess_surprise_instead_of_a_second_pass(model, caplog):
+    """At the default dtype, in process (the CPU default): a frame's "excess_surprise" comes from the plugin's records,
+    streamed or not, with the tokens drawn without recording and nothing left in the store, also after a stopped
+    run; a run in rounds flags degenerate answers with no pass of the model ("surprise" never timed); in float32 the
+    records also equal a transformers pass over the tokens drawn (the test above checks them in any dtype)."""
+    settings = SamplingSettings(methods=["is", "gcswr", "ctx"], seeds=[0, 1], temperature=1.3, max_new_tokens=10)
+    plain = gcs.compare(PARAPHRASES, settings=settings, model=model, engine="vllm")
+    stored = len(RECORDS)
+    for streaming in (False, True):
+        *_, recorded = compare_with(PARAPHRASES, settings, model, engine="vllm", streaming=streaming,
+                                    record_excess=True)
+        assert recorded["token_ids"].tolist() == plain["token_ids"].tolist()
+        answered = recorded["n_tokens"] > 0
+        assert recorded["excess_surprise"][answered].notna().all() and len(RECORDS) == stored
+        if next(model.model.parameters()).dtype == torch.float32:
+            passed = gcs.excess_surprise(list(recorded["prompt"]), list(recorded["token_ids"]), model=model)
+            np.testing.assert_allclose(recorded["excess_surprise"], passed, atol=5e-3)
+    stop = threading.Event()
+    frames = compare_with(PARAPHRASES, settings, model, engine="vllm", streaming=True, record_excess=True, stop=stop)
+    next(frames)
+    stop.set()
+    with pytest.raises(gcs.Cancelled):
+        list(frames)
+    assert len(RECORDS) == stored
+    with caplog.at_level(logging.DEBUG, logger="gcs.timing"):
+        first = next(gcs.compare_rounds(PARAPHRASES, seeds=4, rounds=[2, 2], temperature=2.0, max_new_tokens=16,
+                                        model=model, engine="vllm"))
+    stages = [record["stage"] for record in map(parse, caplog.messages) if record is not None]
+    assert "generate" in stages and "surprise" not in stages
+    assert len(first.excess) == len(first.frame) and degenerate(first.excess)
+    assert gcs.verdict(first)[0].startswith("These answers are not language the model stands behind")
 
 
 @pytest.mark.slow

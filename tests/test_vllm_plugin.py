@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import random
+import uuid
 from collections import Counter
 from types import SimpleNamespace
 
@@ -25,7 +27,9 @@ from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2Logi
 
 from gcs.sampling.processor import make_warpers
 from gcs.sampling.samplers import make_sampler
+from gcs.vllm.excess import RECORDS, ExcessRecords, RecordedSteps, recorded_steps
 from gcs.vllm.plugin import (
+    EXCESS_KEY,
     GumbelSamplingProcessor,
     GumbelSamplingV1,
     GumbelSamplingV2,
@@ -328,6 +332,78 @@ def test_v2_state_tensors_hold_the_running_gcswr_requests_not_every_slot():
                           pos=torch.tensor([1]))
     processor.apply(torch.randn(1, VOCAB), ctx)
     assert processor.states.residual.shape == (8, VOCAB)
+
+
+def keyed(requests: list[Request]) -> dict[str, Request]:
+    """The gcs requests of ``requests`` given an excess key each (plain ones stay as they are), and a greedy gcs
+    request added (no draw of the plugin's: vLLM's argmax picks its token, and the record must follow it)."""
+    requests.append(Request((5, 1, 2), sampling_params("gcs", seed=0, temperature=0.0, max_tokens=9), 6))
+    keys = {}
+    for i, request in enumerate(requests):
+        if request_args(request.params) is not None:
+            keys[f"test-{uuid.uuid4().hex}-{i}"] = request
+            request.params = request.params.clone()
+            request.params.extra_args = {**request.params.extra_args, EXCESS_KEY: list(keys)[-1]}
+    return keys
+
+
+def excess_by_definition(request: Request) -> list[float]:
+    """Each token's surprise minus its step's entropy, at temperature 1, from the synthetic model's logits."""
+    values = []
+    for t, token in enumerate(request.output):
+        log_p = torch.log_softmax(model_logits(request.prompt, request.output[:t]).double(), dim=-1)
+        values.append(float(-log_p[token] + (log_p.exp() * log_p).sum()))
+    return values
+
+
+def check_records(keys: dict[str, Request]) -> None:
+    for key, request in keys.items():
+        recorded = RECORDS.take(key)
+        assert recorded is not None and len(recorded) == len(request.output), (key, recorded, request.output)
+        np.testing.assert_allclose(recorded, excess_by_definition(request), atol=1e-4)
+
+
+@pytest.mark.parametrize("capacity, swaps, discard_first, preempt", [
+    (1, False, False, False), (4, True, True, True), (16, True, True, False)])
+def test_v1_records_each_keyed_request_s_excess_surprise_and_draws_the_same_tokens(capacity, swaps, discard_first,
+                                                                                  preempt):
+    """Under moves, swaps, discarded (redone) draws and preemption: one value per token kept, each ``-log p(y) -
+    H(p)`` of the untempered logits; nothing recorded for requests without a key; the tokens are those drawn
+    without recording."""
+    requests = make_requests(seed=2)
+    keys = keyed(requests)
+    expected = [alone(Request(r.prompt, r.params, r.max_tokens)) for r in requests]
+    before = len(RECORDS)
+    assert run_v1(requests, capacity, swaps, discard_first, preempt) == expected
+    assert len(RECORDS) == before + len(keys)
+    check_records(keys)
+    assert len(RECORDS) == before
+
+
+@pytest.mark.parametrize("capacity, preempt", [(4, True), (16, False)])
+def test_v2_records_each_keyed_request_s_excess_surprise(capacity, preempt):
+    """Model Runner V2's rows: reordered, mid-prefill (skipped: no token), preempted and resumed elsewhere."""
+    requests = make_requests(seed=3)
+    keys = keyed(requests)
+    expected = [alone(Request(r.prompt, r.params, r.max_tokens)) for r in requests]
+    assert run_v2(requests, capacity, preempt=preempt) == expected
+    check_records(keys)
+
+
+def test_the_records_keep_the_latest_requests_and_a_redrawn_index_replaces_what_followed():
+    records = ExcessRecords(limit=3)
+    for key in "abcd":
+        records.record(key, 0, 1.0)
+    assert len(records) == 3 and records.take("a") is None  # the oldest dropped: a bounded store
+    records.record("b", 1, 2.0)
+    records.record("b", 2, 3.0)
+    records.record("b", 1, 5.0)  # index 1 drawn again (a discarded draw): 2.0 and 3.0 go
+    records.record("c", 2, 4.0)  # an index never seen before it: NaN there, so a mean cannot hide it
+    assert records.take("b") == [1.0, 5.0] and records.take("b") is None
+    c = records.take("c")
+    assert c[0] == 1.0 and math.isnan(c[1]) and c[2] == 4.0 and records.take("d") == [1.0]
+    assert recorded_steps([[1.0, 5.0], None]) is None
+    np.testing.assert_equal(RecordedSteps([[1.0, 5.0], [2.0], []]).means([2, 2, 0]), [3.0, math.nan, math.nan])
 
 
 def test_the_entry_point_class_builds_the_runner_s_processor():

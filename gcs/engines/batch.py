@@ -189,8 +189,9 @@ class Batch:
         self._places = None if self.order is None else places(self.order)
         self.stop_ids = stop_token_ids(self.model)
         self.runner = runner_for(self)
-        # the last run's recorder (transformers only: vLLM runs no processor)
-        self._excess: ExcessRecorder | None = None
+        # the last run's recorded excess surprise: its processors' (transformers), the plugin's records (vLLM, where
+        # they reach this process; gcs.vllm.excess), or None; read through ``means(lengths)``
+        self.excess_record: Any = None
 
     def _runner_order(self, lengths: list[int]) -> list[int] | None:
         """The order transformers runs the texts in: those of one prompt length side by side, longest first (None: as
@@ -217,9 +218,9 @@ class Batch:
     def processors(self) -> LogitsProcessorList:
         """The logits processors of one run, for the texts in the runner's ``order``."""
         processors = LogitsProcessorList()
-        self._excess = ExcessRecorder() if self.record_excess else None
-        if self._excess is not None:
-            processors.append(self._excess.raw)
+        recorder = self.excess_record = ExcessRecorder() if self.record_excess else None
+        if recorder is not None:
+            processors.append(recorder.raw)
         groups, methods, seeds, streams = (self.in_order(values) for values in
                                            (self.groups, self.methods, self.seeds, self.streams))
         if len(self.groups) > len(self.rows):
@@ -227,8 +228,8 @@ class Batch:
         processors.append(GumbelLogitsProcessor(methods, seeds, *self.settings.warping, streams=streams,
                                                 sampler=self.sampler, observer=self.observer,
                                                 context=self.context))
-        if self._excess is not None:
-            processors.append(self._excess.chosen)
+        if recorder is not None:
+            processors.append(recorder.chosen)
         return processors
 
     def in_order(self, values: list) -> list:
@@ -267,8 +268,8 @@ class Batch:
     def decode(self, new_tokens: torch.Tensor) -> list[dict]:
         """Per row: raw text, stripped response, number of tokens, the token ids themselves (before the stop
         token; text does not always read back as the same tokens) and whether it ended with a stop token; with
-        ``record_excess``, also "excess": the mean excess surprise of those tokens (NaN where the engine ran no
-        processor: vLLM)."""
+        ``record_excess``, also "excess": the mean excess surprise of those tokens (NaN where the engine recorded
+        none: served endpoints, or a vLLM engine in other processes)."""
         results = []
         tokenizer: Any = self.model.tokenizer  # a transformers tokenizer: gcs.Model types it as object
         for index in self.main:
@@ -281,8 +282,8 @@ class Batch:
             for index, result in zip(self.main, results, strict=True):
                 lengths[index] = result["n_tokens"]
             # the recorder saw the texts in the runner's order
-            means = [math.nan] * len(lengths) if self._excess is None else \
-                self.in_given_order(self._excess.means(self.in_order(lengths)))
+            means = [math.nan] * len(lengths) if self.excess_record is None else \
+                self.in_given_order(self.excess_record.means(self.in_order(lengths)))
             for index, result in zip(self.main, results, strict=True):
                 result["excess"] = means[index]
         return results

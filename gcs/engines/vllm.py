@@ -24,6 +24,7 @@ import torch
 from gcs.engines.invariance import RowBlocks, wanted
 from gcs.engines.padding import padded
 from gcs.runtime import internals
+from gcs.vllm.excess import RECORDS, recorded_steps
 from gcs.vllm.options import CPU_DEFAULTS, MAX_MODEL_LEN, plugin_registered
 from gcs.vllm.plugin import GumbelSamplingProcessor
 from gcs.vllm.requests import sampling_params
@@ -116,6 +117,15 @@ def _held_engine(model) -> Iterator:
                 return
 
 
+def _engine_core_in_this_process() -> bool:
+    """Whether vLLM runs its engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ``engine``'s CPU
+    default): only then can the plugin's records (``gcs.vllm.excess``) reach it. A worker process of its own (more
+    than one CPU worker) still keeps them from it: ``recorded_steps`` then finds none."""
+    from vllm import envs
+
+    return not envs.VLLM_ENABLE_V1_MULTIPROCESSING
+
+
 def _linears_in_row_blocks(model: torch.nn.Module) -> tuple[int, int]:
     """Wrap every CPU linear kernel of a vLLM model in ``RowBlocks`` (in the worker; once): (wrapped, expected)."""
     return internals.wrap_cpu_linears(model, RowBlocks, RowBlocks)
@@ -128,33 +138,39 @@ class VLLMRunner:
     def __init__(self, batch):
         self.batch = batch
 
-    def requests(self, **overrides) -> tuple[list[dict], list]:
-        """Each row's vLLM prompt (its token ids) and ``SamplingParams``; ``overrides`` are more ``SamplingParams``
+    def requests(self, excess_keys: list[str] | None = None, **overrides) -> tuple[list[dict], list]:
+        """Each row's vLLM prompt (its token ids) and ``SamplingParams``; ``excess_keys``: one per row, the key the
+        plugin records its excess surprise under (``gcs.vllm.excess``); ``overrides`` are more ``SamplingParams``
         fields (a benchmark's ``ignore_eos=True``)."""
         batch = self.batch
+        keys = excess_keys if excess_keys is not None else [None] * len(batch.methods)
         temperature, top_k, top_p = batch.settings.warping
         mask = batch.inputs["attention_mask"].bool().cpu()
         prompts = [{"prompt_token_ids": ids[keep].tolist()}
                    for ids, keep in zip(batch.inputs["input_ids"].cpu(), mask, strict=True)]
         params = [
             sampling_params(method, seed, stream if method == "is" else None,
-                            context=batch.context if method == "ctx" else None, **{
+                            context=batch.context if method == "ctx" else None, excess_key=key, **{
                 "temperature": temperature, "top_k": top_k or 0, "top_p": top_p or 1.0,
                 "max_tokens": batch.settings.max_new_tokens, "stop_token_ids": list(batch.stop_ids), **overrides})
-            for method, seed, stream in zip(batch.methods, batch.seeds, batch.streams, strict=True)
+            for method, seed, stream, key in zip(batch.methods, batch.seeds, batch.streams, keys, strict=True)
         ]
         return prompts, params
 
     def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
-        """Every row's token ids so far, after each engine step.
+        """Every row's token ids so far, after each engine step. With the batch's ``record_excess``, the plugin's
+        records of the rows' excess surprise are the batch's ``excess_record`` before the last step is handed out,
+        where they reach this process (an engine core in it: the CPU default); else it stays None.
 
         Closing the iterator early, or setting ``stop``, aborts the unfinished requests.
         """
-        prompts, params = self.requests()
-        names = [f"gcs-{uuid.uuid4().hex}-{i}" for i in range(len(prompts))]
+        names = [f"gcs-{uuid.uuid4().hex}-{i}" for i in range(len(self.batch.methods))]
         row_of = {name: i for i, name in enumerate(names)}
-        tokens: list[list[int]] = [[] for _ in prompts]
+        tokens: list[list[int]] = [[] for _ in names]
+        self.batch.excess_record = None
         with _held_engine(self.batch.model) as llm:  # one batch at a time per engine: vLLM's LLM is not thread-safe
+            recording = self.batch.record_excess and _engine_core_in_this_process()  # known once an engine is up
+            prompts, params = self.requests(excess_keys=names if recording else None)
             core, running = llm.llm_engine, set(names)
             try:
                 for name, prompt, request_params in zip(names, prompts, params, strict=True):
@@ -164,6 +180,8 @@ class VLLMRunner:
                         tokens[row_of[output.request_id]] = list(output.outputs[0].token_ids)
                         if output.finished:
                             running.discard(output.request_id)
+                    if recording and not running:
+                        self.batch.excess_record = recorded_steps(RECORDS.take(name) for name in names)
                     yield tokens
             except GeneratorExit:
                 logger.info("generation stopped early: its consumer went away")
@@ -171,6 +189,8 @@ class VLLMRunner:
             finally:
                 if running:
                     core.abort_request(sorted(running))
+                    for name in names if recording else ():  # what the aborted rows recorded: nobody reads it
+                        RECORDS.take(name)
 
     def run(self, stop: threading.Event | None = None) -> torch.Tensor:
         """The last step: token ids [rows, new tokens], padded with a stop token like the transformers runner's."""

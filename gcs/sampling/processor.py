@@ -179,6 +179,20 @@ class EnsembleLogitsProcessor(LogitsProcessor):
         return cast(torch.FloatTensor, mixed)  # LogitsProcessor's legacy type: torch's ops return Tensor
 
 
+def expected_logit(logits: torch.Tensor) -> torch.Tensor:
+    """``E_p[z]`` per row for ``p = softmax(z)``: a step's excess surprise is this minus the drawn token's logit.
+
+    Taken about each row's largest logit: float32 sums of 49,152 probabilities stray by about 2e-5 from 1, which
+    logits of 40 would turn into 1e-3 nats; about the largest, 1e-4 at most.
+
+    >>> expected_logit(torch.tensor([[0.0, 0.0], [40.0, -math.inf]]))  # a -inf logit adds nothing
+    tensor([ 0., 40.])
+    """
+    largest = logits.amax(dim=-1, keepdim=True)
+    shifted = logits - largest
+    return (torch.softmax(shifted, dim=-1) * shifted).nan_to_num(0.0).sum(dim=-1) + largest.squeeze(-1)
+
+
 class ExcessRecorder:
     """Each row's excess surprise (``gcs.excess_surprise``) token by token, from the logits generation computes anyway.
 
@@ -201,8 +215,7 @@ class ExcessRecorder:
 
     def _see_raw(self, scores: torch.Tensor) -> None:
         logits = scores.float()
-        expected = (torch.softmax(logits, dim=-1) * logits).nan_to_num(0.0).sum(dim=-1)  # a -inf logit adds nothing
-        self._logits, self._expected = logits.clone(), expected
+        self._logits, self._expected = logits.clone(), expected_logit(logits)
 
     def _see_chosen(self, scores: torch.Tensor) -> None:
         drawn = self._logits.gather(1, scores.argmax(dim=-1, keepdim=True)).squeeze(1)

@@ -18,8 +18,9 @@ through ``SamplingParams.extra_args`` (``vllm_xargs`` over HTTP); requests witho
 
 Keys: ``gcs_method`` ("is", "gcs", "gcswr", "ctx"; required), ``gcs_seed`` (0 to 2**63 - 1;
 default 0; requests with one seed share their noise), ``gcs_stream`` (IS only: the
-source of independence between requests; default, a hash of the prompt's token ids) and ``gcs_context``
-("ctx" only: its window, 1 to 64, default 4; docs/context.md).
+source of independence between requests; default, a hash of the prompt's token ids), ``gcs_context``
+("ctx" only: its window, 1 to 64, default 4; docs/context.md) and ``gcs_excess_key`` (a string: record the
+request's excess surprise token by token under it, in the process that runs the model; ``gcs.vllm.excess``).
 
 How it samples. Noise is keyed by (seed, output index), never by absolute position, so
 paraphrases of different lengths stay coupled. The processor applies the request's own
@@ -58,10 +59,12 @@ from vllm.v1.sample.logits_processor import BatchUpdate, MoveDirectionality
 from vllm.v1.sample.logits_processor import LogitsProcessor as V1LogitsProcessor
 from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor as V2LogitsProcessor
 
-from gcs.sampling.processor import make_warpers
+from gcs.sampling.processor import expected_logit, make_warpers
 from gcs.sampling.samplers import ContextGumbelSampler, RecyclingGumbelSampler, make_sampler
+from gcs.vllm.excess import RECORDS
 from gcs.vllm.options import PLUGIN, plugin_registered
 from gcs.vllm.requests import (  # noqa: F401 (the request API is gcs.vllm.plugin's too: sampling_params, request_args, ...)
+    EXCESS_KEY,
     KEYS,
     METHOD_KEY,
     SEED_KEY,
@@ -104,8 +107,14 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
     Rows are batched by (method, temperature, top_k, top_p, context): one warp and one sampler call
     per group, the same code ``gcs.generate`` runs. GCSwR rows draw from, and update, their
     slots' state in ``slots``; "ctx" rows start from the tokens they wrote. Greedy rows (temperature 0) and rows
-    not picked are left as they are.
+    not picked are left as they are. Rows whose request names an excess key have the step's excess surprise recorded
+    under it (``gcs.vllm.excess``; one read of the values per step, for those rows only).
     """
+    recorded = [(pick, key) for pick in picks if (key := pick.request.args.excess_key) is not None]
+    if recorded:  # the untempered logits before any row is sampled (a copy: sampling overwrites rows in place)
+        recorded_rows = torch.tensor([pick.row for pick, _ in recorded], device=logits.device)
+        raw = logits[recorded_rows].float()
+        expected = expected_logit(raw)
     groups: dict[tuple, list[Pick]] = defaultdict(list)
     for pick in picks:
         args = pick.request.args
@@ -139,6 +148,10 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
         else:
             logits.index_fill_(0, rows, -math.inf)
             logits[rows, tokens] = 0.0
+    if recorded:  # each row's token: the one finite entry of a sampled row, the argmax of a greedy one
+        drawn = raw.gather(1, logits[recorded_rows].argmax(dim=-1, keepdim=True)).squeeze(1)
+        RECORDS.record_many([key for _, key in recorded], [pick.index for pick, _ in recorded],
+                            (expected - drawn).tolist())
     return logits
 
 

@@ -18,11 +18,14 @@ from vllm import SamplingParams
 
 from gcs.checks import DEFAULT_CONTEXT, MAX_CONTEXT, check_method, check_sampling_settings, check_seed
 from gcs.runtime.arguments import check_count
+from gcs.runtime.quoting import quoted
 from gcs.sampling.noise import stream_id
 from gcs.vllm.options import named_keys
 
 METHOD_KEY, SEED_KEY, STREAM_KEY, CONTEXT_KEY = "gcs_method", "gcs_seed", "gcs_stream", "gcs_context"
-KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY, CONTEXT_KEY)
+EXCESS_KEY = "gcs_excess_key"  # the key the plugin records the request's excess surprise under (gcs.vllm.excess)
+KEYS = (METHOD_KEY, SEED_KEY, STREAM_KEY, CONTEXT_KEY, EXCESS_KEY)
+MAX_EXCESS_KEY = 200  # characters
 
 
 # -- request arguments -----------------------------------------------------------------------
@@ -37,6 +40,7 @@ class RequestArgs:
     top_k: int | None
     top_p: float | None
     context: int | None = None  # "ctx" only: its window (docs/context.md)
+    excess_key: str | None = None  # the key its excess surprise is recorded under (gcs.vllm.excess), or None
 
     @property
     def warping(self) -> tuple[float, int | None, float | None]:
@@ -46,8 +50,9 @@ class RequestArgs:
 def request_args(params: SamplingParams) -> RequestArgs | None:
     """The request's gcs settings; None when it has no ``gcs_*`` key; ValueError naming a bad value.
 
-    >>> request_args(SamplingParams(temperature=0.7, extra_args={"gcs_method": "GCSwR", "gcs_seed": 3}))
-    RequestArgs(method='gcswr', seed=3, stream=None, temperature=0.7, top_k=None, top_p=None, context=None)
+    >>> args = request_args(SamplingParams(temperature=0.7, extra_args={"gcs_method": "GCSwR", "gcs_seed": 3}))
+    >>> args.method, args.seed, args.stream, args.warping, args.context, args.excess_key
+    ('gcswr', 3, None, (0.7, None, None), None, None)
     >>> request_args(SamplingParams()) is None
     True
     """
@@ -87,6 +92,10 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
                          f"{method}")
     if method == "ctx":
         context = DEFAULT_CONTEXT if context is None else check_count(context, CONTEXT_KEY, 1, MAX_CONTEXT)
+    excess_key = extra.get(EXCESS_KEY)
+    if excess_key is not None and not (isinstance(excess_key, str) and 0 < len(excess_key) <= MAX_EXCESS_KEY):
+        raise ValueError(f"{EXCESS_KEY} must be a string of 1 to {MAX_EXCESS_KEY} characters (the key the request's "
+                         f"excess surprise is recorded under), not {quoted(excess_key, 40)}")
     return RequestArgs(
         method=method,
         seed=check_seed(extra.get(SEED_KEY, 0), SEED_KEY),
@@ -95,13 +104,14 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
         top_k=top_k,
         top_p=top_p,
         context=context,
+        excess_key=excess_key,
     )
 
 
 def sampling_params(method: str = "gcswr", seed: int = 0, stream: int | None = None, *, context: int | None = None,
-                    **kwargs) -> SamplingParams:
+                    excess_key: str | None = None, **kwargs) -> SamplingParams:
     """``vllm.SamplingParams(**kwargs)`` that sample with ``method`` under ``seed`` (validated now); ``context``: the
-    window of "ctx".
+    window of "ctx"; ``excess_key``: record the request's excess surprise under this key (``gcs.vllm.excess``).
 
     >>> sampling_params("gcs", seed=5, temperature=0.8, max_tokens=16).extra_args
     {'gcs_method': 'gcs', 'gcs_seed': 5}
@@ -114,6 +124,8 @@ def sampling_params(method: str = "gcswr", seed: int = 0, stream: int | None = N
         extra[STREAM_KEY] = stream
     if context is not None:
         extra[CONTEXT_KEY] = context
+    if excess_key is not None:
+        extra[EXCESS_KEY] = excess_key
     params = SamplingParams(extra_args=extra, **kwargs)
     request_args(params)
     return params
