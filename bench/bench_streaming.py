@@ -22,6 +22,8 @@ the final verdict in rounds against the fixed run (goal: median <= 0.6x), the se
 the library's rounds (with and without the table's metrics) and the page's first verdict against the library's first
 round (goals 1.1x and 1.5x), and E5's share of the fixed run (E5 alone on its answers, timed once).
 
+``GCS_ENGINE=vllm`` runs every contender, the page too, on the vLLM engine (transformers unless set).
+
 --beside SHARE: a light neighbour runs meanwhile, busy for SHARE of every 20 ms on one core (what a browser drawing
 the streamed page takes on the same cores: bench/bench_browser.py prints it per round); compare with a run without.
 """
@@ -44,11 +46,12 @@ import gcs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's ui package
 os.environ.setdefault("GCS_ENGINE", "transformers")  # the page on the engine the library contenders use
 from ui import compare as page_compare  # noqa: E402
-from ui.deployment import DEFAULT_MODEL  # noqa: E402
+from ui.deployment import DEFAULT_MODEL, SETTINGS  # noqa: E402
 from ui.verdict import METRICS as TABLE_METRICS  # noqa: E402
 from ui.verdict import VERDICT_METRICS
 
 METRICS = ("e5", "aligned")
+ENGINE = SETTINGS.engine  # $GCS_ENGINE (transformers unless set): every contender's, the page's too
 
 
 def page_run(prompts: list[str], *, tokens: int, seeds: int) -> tuple[float, float]:
@@ -100,7 +103,7 @@ def measure(args) -> None:
     groups = gcs.load_groups("general")[: args.groups]
     settings = gcs.SamplingSettings(seeds=list(range(args.seeds)), temperature=1.0, max_new_tokens=args.tokens)
     print(f"{len(groups)} groups x {args.seeds} seeds x 3 methods x 3 paraphrases x {args.tokens} tokens, "
-          f"{model.model.dtype}, rounds {rounds}, {args.turns} turns each; best time per contender"
+          f"{model.model.dtype}, engine {ENGINE}, rounds {rounds}, {args.turns} turns each; best time per contender"
           + (f"; beside a neighbour busy for {args.beside:.0%} of one core" if args.beside else ""), flush=True)
     rows = []
     for group in groups:
@@ -109,11 +112,11 @@ def measure(args) -> None:
 
         # best_in_turns below runs these within this iteration; the defaults only make that binding explicit
         def plain(prompts=prompts, seen=seen):
-            seen["answers"] = gcs.compare(prompts, settings=settings, model=model)
+            seen["answers"] = gcs.compare(prompts, settings=settings, model=model, engine=ENGINE)
             return seen["answers"]
 
         def streamed(prompts=prompts):
-            for update in gcs.stream_compare(prompts, settings=settings, model=model):
+            for update in gcs.stream_compare(prompts, settings=settings, model=model, engine=ENGINE):
                 frame = update
             return frame
 
@@ -129,12 +132,13 @@ def measure(args) -> None:
                     first["at"] = time.perf_counter() - start
 
             _, first_round, report = library_rounds(prompts, tokens=args.tokens, seeds=args.seeds, rounds=rounds,
-                                                    model=model, on_partial=partial)
+                                                    model=model, on_partial=partial, engine=ENGINE)
             seen.update(first=first["at"], first_round=first_round, seeds=len(report.seeds), reason=report.reason)
 
         def with_table(prompts=prompts):
             for _ in gcs.compare_rounds(prompts, seeds=args.seeds, rounds=rounds, max_new_tokens=args.tokens,
-                                        model=model, metrics=VERDICT_METRICS, report_metrics=TABLE_METRICS):
+                                        model=model, metrics=VERDICT_METRICS, report_metrics=TABLE_METRICS,
+                                        engine=ENGINE):
                 pass
 
         def page(prompts=prompts, seen=seen):

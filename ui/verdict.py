@@ -46,7 +46,7 @@ def _means(report: gcs.CompareReport, seeds: int) -> str:
 def excess(frame: pd.DataFrame, seeds: list[int], model: gcs.Model) -> list[float]:
     """The excess surprise of the first seeds' answers (about ``SURPRISE_RESPONSES`` of them): the degenerate-output
     flag's evidence. As generation recorded it (a frame's "excess_surprise"), else a pass of the model over the tokens
-    drawn (an engine that records none: vLLM)."""
+    drawn (an engine that records none: served endpoints, vLLM in worker processes)."""
     per_seed = max(1, len(frame[frame["seed"] == seeds[0]]))
     sample = frame[frame["seed"].isin(seeds[: max(1, SURPRISE_RESPONSES // per_seed)])]
     return list(frame_excess(sample, model))

@@ -14,7 +14,8 @@ median excess is above ``DEGENERATE_EXCESS`` nats per token (calibrated on the b
 
 Generation can record the same quantity as it goes, from the logits it computes anyway (``gcs.sampling.processor.
 ExcessRecorder``, a frame's "excess_surprise" column from ``gcs.generation.cores.compare_with(record_excess=True)``):
-``gcs.compare_rounds`` does, so the flag costs no second pass over the answers. ``excess_surprise`` is that pass,
+``gcs.compare_rounds`` does, so the flag costs no second pass over the answers (on vLLM too, where its engine runs
+in this process: the plugin records it, ``gcs.vllm.excess``). ``excess_surprise`` is that pass,
 for answers from elsewhere (texts, or the token ids a frame holds: exactly the tokens drawn).
 """
 
@@ -112,8 +113,8 @@ def _mean_excess(pairs: list[tuple[list[int], list[int]]], model: Model) -> list
 
 def frame_excess(frame, model: Model) -> tuple[float, ...]:
     """The excess surprise of a ``gcs.compare`` frame's answers: its "excess_surprise" column where generation
-    recorded it (``compare_with(record_excess=True)`` on transformers), else a pass of the model over the tokens
-    drawn (its token_ids: an engine that runs no processor of ours, vLLM, or a frame from elsewhere)."""
+    recorded it (``compare_with(record_excess=True)`` on transformers, or on vLLM in this process), else a pass of the
+    model over the tokens drawn (its token_ids: served endpoints, vLLM in worker processes, a frame from elsewhere)."""
     recorded = frame["excess_surprise"] if "excess_surprise" in frame else None
     if recorded is not None and (recorded.notna().any() or (frame["n_tokens"] == 0).all()):
         return tuple(float(x) for x in recorded)

@@ -3,7 +3,7 @@
 - ``plugin``: the logits processor vLLM loads (``GumbelSamplingProcessor``); requests without ``gcs_*`` arguments
   are untouched;
 - ``requests``: a request's ``gcs_*`` arguments checked, and its noise state; ``slots``: that state kept per batch
-  slot across engine steps;
+  slot across engine steps; ``excess``: each keyed request's excess surprise, recorded as it is drawn;
 - ``options``: what the plugin, the vLLM engine and ``gcs vllm-serve`` share (CPU defaults, the entry point).
 
 A serving process imports this package and ``sampling`` only: no engine, scoring or figures."""
