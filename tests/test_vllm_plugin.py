@@ -344,6 +344,7 @@ def keyed(requests: list[Request]) -> dict[str, Request]:
             keys[f"test-{uuid.uuid4().hex}-{i}"] = request
             request.params = request.params.clone()
             request.params.extra_args = {**request.params.extra_args, EXCESS_KEY: list(keys)[-1]}
+    RECORDS.expect(list(keys)[1:])  # the first key is expected by nobody (a server's client naming one)
     return keys
 
 
@@ -357,7 +358,10 @@ def excess_by_definition(request: Request) -> list[float]:
 
 
 def check_records(keys: dict[str, Request]) -> None:
-    for key, request in keys.items():
+    unexpected, *expected = keys
+    assert RECORDS.take(unexpected) is None and not RECORDS.expects(unexpected)
+    for key in expected:
+        request = keys[key]
         recorded = RECORDS.take(key)
         assert recorded is not None and len(recorded) == len(request.output), (key, recorded, request.output)
         np.testing.assert_allclose(recorded, excess_by_definition(request), atol=1e-4)
@@ -368,14 +372,14 @@ def check_records(keys: dict[str, Request]) -> None:
 def test_v1_records_each_keyed_request_s_excess_surprise_and_draws_the_same_tokens(capacity, swaps, discard_first,
                                                                                   preempt):
     """Under moves, swaps, discarded (redone) draws and preemption: one value per token kept, each ``-log p(y) -
-    H(p)`` of the untempered logits; nothing recorded for requests without a key; the tokens are those drawn
-    without recording."""
+    H(p)`` of the untempered logits; nothing recorded for requests without a key or with a key nobody expects; the
+    tokens are those drawn without recording."""
     requests = make_requests(seed=2)
+    before = len(RECORDS)
     keys = keyed(requests)
     expected = [alone(Request(r.prompt, r.params, r.max_tokens)) for r in requests]
-    before = len(RECORDS)
     assert run_v1(requests, capacity, swaps, discard_first, preempt) == expected
-    assert len(RECORDS) == before + len(keys)
+    assert len(RECORDS) == before + len(keys) - 1
     check_records(keys)
     assert len(RECORDS) == before
 
@@ -390,11 +394,12 @@ def test_v2_records_each_keyed_request_s_excess_surprise(capacity, preempt):
     check_records(keys)
 
 
-def test_the_records_keep_the_latest_requests_and_a_redrawn_index_replaces_what_followed():
-    records = ExcessRecords(limit=3)
+def test_the_records_keep_the_expected_keys_only_and_a_redrawn_index_replaces_what_followed():
+    records = ExcessRecords()
+    records.expect("bcd")
     for key in "abcd":
         records.record(key, 0, 1.0)
-    assert len(records) == 3 and records.take("a") is None  # the oldest dropped: a bounded store
+    assert len(records) == 3 and records.take("a") is None  # expected by nobody: nothing kept
     records.record("b", 1, 2.0)
     records.record("b", 2, 3.0)
     records.record("b", 1, 5.0)  # index 1 drawn again (a discarded draw): 2.0 and 3.0 go
@@ -444,6 +449,9 @@ def test_a_second_registration_in_one_engine_is_refused(named):
     ({"gcs_method": "gcs"}, {"frequency_penalty": 0.5}, "frequency_penalty"),
     ({"gcs_method": "gcs"}, {"min_p": 0.1}, "min_p"),
     ({"gcs_method": "gcswr"}, {"n": 2}, "one request per gcs_seed"),
+    ({"gcs_method": "gcs", "gcs_excess_key": 5}, {}, "gcs_excess_key must be a string"),
+    ({"gcs_method": "gcs", "gcs_excess_key": ""}, {}, "gcs_excess_key must be 1 to 200 characters, got 0"),
+    ({"gcs_method": "gcs", "gcs_excess_key": "k" * 201}, {}, "gcs_excess_key must be 1 to 200 characters, got 201"),
 ])
 def test_bad_arguments_are_refused_before_any_work(extra, changes, message):
     params = SamplingParams(extra_args=extra, **changes)

@@ -210,9 +210,11 @@ def longest_run(text: str) -> int:
     ("/v1/completions", {"model": MB, "prompt": "Why?"}, 404, "The model `mmm"),
     ("/v1/chat/completions", {"logit_bias": {MB: 1}}, 400, "logit_bias"),
     ("/v1/chat/completions", {"vllm_xargs": {MB: {"a": 1}}}, 400, "validation error"),
+    ("/v1/chat/completions", {"vllm_xargs": {"gcs_method": "gcs", "gcs_excess_key": MB}}, 400,
+     "gcs_excess_key must be 1 to 200 characters, got 1,000,000"),
 ], ids=["unknown gcs key of 1 MB", f"{MANY:,} unknown gcs keys", "boolean gcs key of 1 MB",
         f"{MANY:,} boolean gcs keys", "model of 1 MB", "completions model of 1 MB", "logit_bias key of 1 MB",
-        "vllm_xargs key of 1 MB"])
+        "vllm_xargs key of 1 MB", "excess key of 1 MB"])
 @pytest.mark.slow
 def test_an_error_quotes_at_most_a_hundred_characters_of_what_it_refuses(vllm_http, path, fields, status, message):
     """Each came back whole, up to 2 MB: gcs's errors named every key refused, vLLM's own quoted the model, the

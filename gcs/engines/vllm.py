@@ -117,15 +117,6 @@ def _held_engine(model) -> Iterator:
                 return
 
 
-def _engine_core_in_this_process() -> bool:
-    """Whether vLLM runs its engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ``engine``'s CPU
-    default): only then can the plugin's records (``gcs.vllm.excess``) reach it. A worker process of its own (more
-    than one CPU worker) still keeps them from it: ``recorded_steps`` then finds none."""
-    from vllm import envs
-
-    return not envs.VLLM_ENABLE_V1_MULTIPROCESSING
-
-
 def _linears_in_row_blocks(model: torch.nn.Module) -> tuple[int, int]:
     """Wrap every CPU linear kernel of a vLLM model in ``RowBlocks`` (in the worker; once): (wrapped, expected)."""
     return internals.wrap_cpu_linears(model, RowBlocks, RowBlocks)
@@ -160,7 +151,7 @@ class VLLMRunner:
     def steps(self, stop: threading.Event | None = None) -> Iterator[list[list[int]]]:
         """Every row's token ids so far, after each engine step. With the batch's ``record_excess``, the plugin's
         records of the rows' excess surprise are the batch's ``excess_record`` before the last step is handed out,
-        where they reach this process (an engine core in it: the CPU default); else it stays None.
+        where they reach this process (vLLM's engine core and worker in it: the CPU defaults); else it stays None.
 
         Closing the iterator early, or setting ``stop``, aborts the unfinished requests.
         """
@@ -168,11 +159,13 @@ class VLLMRunner:
         row_of = {name: i for i, name in enumerate(names)}
         tokens: list[list[int]] = [[] for _ in names]
         self.batch.excess_record = None
+        recording = self.batch.record_excess
+        prompts, params = self.requests(excess_keys=names if recording else None)
         with _held_engine(self.batch.model) as llm:  # one batch at a time per engine: vLLM's LLM is not thread-safe
-            recording = self.batch.record_excess and _engine_core_in_this_process()  # known once an engine is up
-            prompts, params = self.requests(excess_keys=names if recording else None)
             core, running = llm.llm_engine, set(names)
             try:
+                if recording:
+                    RECORDS.expect(names)
                 for name, prompt, request_params in zip(names, prompts, params, strict=True):
                     core.add_request(name, prompt, request_params)
                 while running and not (stop is not None and stop.is_set()):
@@ -189,8 +182,8 @@ class VLLMRunner:
             finally:
                 if running:
                     core.abort_request(sorted(running))
-                    for name in names if recording else ():  # what the aborted rows recorded: nobody reads it
-                        RECORDS.take(name)
+                for name in names if recording else ():  # what a stopped run recorded: nobody reads it
+                    RECORDS.take(name)
 
     def run(self, stop: threading.Event | None = None) -> torch.Tensor:
         """The last step: token ids [rows, new tokens], padded with a stop token like the transformers runner's."""

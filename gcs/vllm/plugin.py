@@ -19,8 +19,9 @@ through ``SamplingParams.extra_args`` (``vllm_xargs`` over HTTP); requests witho
 Keys: ``gcs_method`` ("is", "gcs", "gcswr", "ctx"; required), ``gcs_seed`` (0 to 2**63 - 1;
 default 0; requests with one seed share their noise), ``gcs_stream`` (IS only: the
 source of independence between requests; default, a hash of the prompt's token ids), ``gcs_context``
-("ctx" only: its window, 1 to 64, default 4; docs/context.md) and ``gcs_excess_key`` (a string: record the
-request's excess surprise token by token under it, in the process that runs the model; ``gcs.vllm.excess``).
+("ctx" only: its window, 1 to 64, default 4; docs/context.md) and ``gcs_excess_key`` (a string, one per request:
+record the request's excess surprise token by token under it, for a reader in the process that runs the model that
+expects the key; ``gcs.vllm.excess``).
 
 How it samples. Noise is keyed by (seed, output index), never by absolute position, so
 paraphrases of different lengths stay coupled. The processor applies the request's own
@@ -107,10 +108,12 @@ def draw(logits: torch.Tensor, picks: Sequence[Pick], slots: SlotStates) -> torc
     Rows are batched by (method, temperature, top_k, top_p, context): one warp and one sampler call
     per group, the same code ``gcs.generate`` runs. GCSwR rows draw from, and update, their
     slots' state in ``slots``; "ctx" rows start from the tokens they wrote. Greedy rows (temperature 0) and rows
-    not picked are left as they are. Rows whose request names an excess key have the step's excess surprise recorded
-    under it (``gcs.vllm.excess``; one read of the values per step, for those rows only).
+    not picked are left as they are. Rows whose request names an excess key that a reader in this process expects have
+    the step's excess surprise recorded under it (``gcs.vllm.excess``; one read of the values per step, for those rows
+    only).
     """
-    recorded = [(pick, key) for pick in picks if (key := pick.request.args.excess_key) is not None]
+    recorded = [(pick, key) for pick in picks
+                if (key := pick.request.args.excess_key) is not None and RECORDS.expects(key)]
     if recorded:  # the untempered logits before any row is sampled (a copy: sampling overwrites rows in place)
         recorded_rows = torch.tensor([pick.row for pick, _ in recorded], device=logits.device)
         raw = logits[recorded_rows].float()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from vllm import SamplingParams
 
 from gcs.checks import DEFAULT_CONTEXT, MAX_CONTEXT, check_method, check_sampling_settings, check_seed
-from gcs.runtime.arguments import check_count
+from gcs.runtime.arguments import ArgumentTypeError, check_count
 from gcs.runtime.quoting import quoted
 from gcs.sampling.noise import stream_id
 from gcs.vllm.options import named_keys
@@ -93,9 +93,12 @@ def request_args(params: SamplingParams) -> RequestArgs | None:
     if method == "ctx":
         context = DEFAULT_CONTEXT if context is None else check_count(context, CONTEXT_KEY, 1, MAX_CONTEXT)
     excess_key = extra.get(EXCESS_KEY)
-    if excess_key is not None and not (isinstance(excess_key, str) and 0 < len(excess_key) <= MAX_EXCESS_KEY):
-        raise ValueError(f"{EXCESS_KEY} must be a string of 1 to {MAX_EXCESS_KEY} characters (the key the request's "
-                         f"excess surprise is recorded under), not {quoted(excess_key, 40)}")
+    if excess_key is not None and not isinstance(excess_key, str):
+        raise ArgumentTypeError(f"{EXCESS_KEY} must be a string (the key the request's excess surprise is recorded "
+                                f"under), got {type(excess_key).__name__}")
+    if excess_key is not None and not 0 < len(excess_key) <= MAX_EXCESS_KEY:
+        raise ValueError(f"{EXCESS_KEY} must be 1 to {MAX_EXCESS_KEY} characters, got {len(excess_key):,}: "
+                         f"{quoted(excess_key, 40)}")
     return RequestArgs(
         method=method,
         seed=check_seed(extra.get(SEED_KEY, 0), SEED_KEY),
