@@ -236,7 +236,8 @@ def test_the_engine_records_the_answers_excess_surprise_instead_of_a_second_pass
     """At the default dtype, in process (the CPU default): a frame's "excess_surprise" comes from the plugin's records,
     streamed or not, with the tokens drawn without recording and nothing left in the store, also after a stopped
     run; a run in rounds flags degenerate answers with no pass of the model ("surprise" never timed); in float32 the
-    records also equal a transformers pass over the tokens drawn (the test above checks them in any dtype)."""
+    records also equal a transformers pass over the tokens drawn (the test above checks them against vLLM's own
+    logits, in float32)."""
     settings = SamplingSettings(methods=["is", "gcswr", "ctx"], seeds=[0, 1], temperature=1.3, max_new_tokens=10)
     plain = gcs.compare(PARAPHRASES, settings=settings, model=model, engine="vllm")
     stored = len(RECORDS)
