@@ -224,10 +224,25 @@ class ExcessRecorder:
 
     def means(self, lengths: Sequence[int]) -> list[float]:
         """Per row, its mean excess over its first ``lengths[row]`` steps (NaN for none: an empty answer)."""
-        if len(self._steps) == 0:
-            return [math.nan] * len(lengths)
-        steps = torch.stack(self._steps, dim=1).cpu()  # [rows, steps]
-        return [float(steps[row, :n].mean()) if n else math.nan for row, n in enumerate(lengths)]
+        rows = torch.stack(self._steps, dim=1).tolist() if self._steps else [[] for _ in lengths]  # [rows, steps]
+        return RecordedSteps(rows).means(lengths)
+
+
+class RecordedSteps:
+    """Rows' recorded excess, step by step: ``ExcessRecorder``'s, or the vLLM plugin's records (``gcs.vllm.excess``),
+    read through ``means`` (``gcs.engines.batch.Batch.decode``).
+
+    >>> RecordedSteps([[1.0, 2.0, 9.0], []]).means([2, 0])  # each row's mean over its first n tokens
+    [1.5, nan]
+    """
+
+    def __init__(self, rows: Sequence[Sequence[float]]):
+        self.rows = [list(row) for row in rows]
+
+    def means(self, lengths: Sequence[int]) -> list[float]:
+        """Per row, its mean over its first ``lengths[row]`` steps (NaN for none, or for fewer steps recorded)."""
+        return [math.fsum(row[:n]) / n if 0 < n <= len(row) else math.nan
+                for row, n in zip(self.rows, lengths, strict=True)]
 
 
 class _Tap(LogitsProcessor):

@@ -29,6 +29,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import cast
 
+from gcs.sampling.processor import RecordedSteps
+
 
 class ExcessRecords:
     """Per-step values by key, for the keys a reader expects; safe to use from several threads."""
@@ -72,22 +74,6 @@ class ExcessRecords:
 
 
 RECORDS = ExcessRecords()  # this process's records: the plugin writes them, gcs.engines.vllm expects and takes them
-
-
-class RecordedSteps:
-    """Rows' recorded steps, read as ``ExcessRecorder.means`` reads its own (``gcs.engines.batch.Batch.decode``).
-
-    >>> RecordedSteps([[1.0, 2.0, 9.0], []]).means([2, 0])  # each row's mean over its first n tokens
-    [1.5, nan]
-    """
-
-    def __init__(self, rows: Sequence[Sequence[float]]):
-        self.rows = [list(row) for row in rows]
-
-    def means(self, lengths: Sequence[int]) -> list[float]:
-        """Per row, its mean over its first ``lengths[row]`` steps (NaN for none, or for fewer steps recorded)."""
-        return [math.fsum(row[:n]) / n if 0 < n <= len(row) else math.nan
-                for row, n in zip(self.rows, lengths, strict=True)]
 
 
 def recorded_steps(records: Iterable[list[float] | None]) -> RecordedSteps | None:
