@@ -211,6 +211,21 @@ def test_the_report_reads_files_back_and_handles_one_seed():
     assert "part at token 2 (median)" in report.lines[0]
 
 
+@pytest.mark.parametrize("identical, seeds", [(False, 8), (True, 8), (False, 3)])
+def test_a_share_at_its_bound_on_every_seed_has_an_exact_interval_not_a_certainty(identical, seeds):
+    """0 identical pairs of 32 read "share 0.00 (95 % CI 0.00 to 0.00)": a t interval of values with no spread. Every
+    seed at one end of the range gets Clopper-Pearson's bound for 0 of n seeds: P(all n at 0) is alpha / 2 there."""
+    frame = pd.DataFrame({"prompt_index": [0, 1, 2, 3] * seeds, "method": "gcswr", "seed": np.repeat(range(seeds), 4),
+                          "identical": identical, "length_a": 3, "length_b": 4})
+    pair = gcs.ab_report(frame).pairs.set_index("score").loc["identical"]
+    far = 1 - (0.05 / 2) ** (1 / seeds)  # (1 - far) ** seeds == 0.025
+    assert (pair["low"], pair["high"]) == pytest.approx((1 - far, 1.0) if identical else (0.0, far))
+    assert (1 - far) ** seeds == pytest.approx(0.025) and far > 0.3
+    share = "1.00" if identical else "0.00"
+    assert f"identical answers: share {share} (95 % CI {pair['low']:.2f} to {pair['high']:.2f})" in \
+        " ".join(gcs.ab_report(frame).lines)
+
+
 def test_the_seeds_is_needs_come_with_their_f_interval():
     # 10 seeds: shared luck's differences spread 1 per seed, the IS control's 3 (normal), over 2 prompts each
     rng = np.random.default_rng(1)

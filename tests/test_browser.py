@@ -446,6 +446,30 @@ def test_coupling_explorer_plots(page, screenshots):
 
 
 @pytest.mark.slow
+def test_a_negative_seed_is_named_in_the_status_and_the_results_stay(page):
+    """Gradio's number box refused a negative seed before the handler ran: the status stayed at "Working…", an "Error"
+    badge covered the plot (which went blank), and "Copy a link" failed on every tab. A value Gradio still refuses (past
+    the box's maximum) is said in the status too. After the explorer's run (the last test's)."""
+    page.get_by_role("tab", name="Coupling explorer").click()
+    status = page.locator("#coupling-status")
+    expect(status).to_contain_text("Done: 11 points", timeout=TIMEOUT_MS)
+    seed = page.locator("#coupling-seed input")
+    seed.fill("-3")
+    page.locator("#run-coupling").click()
+    expect(status).to_contain_text("Failed: coupling seed must be a whole number from 0 to", timeout=TIMEOUT_MS)
+    expect(status).to_contain_text("got -3")
+    expect(page.locator("#coupling-plot .js-plotly-plot")).to_be_visible()  # the last run is still on screen
+    page.locator("#share").click()  # the link of this tab's settings, the bad seed as typed
+    expect(page.locator("#share-link :is(textarea, input)")).to_have_value(re.compile(r"\?tab=coupling.*&seed=-3"),
+                                                                           timeout=TIMEOUT_MS)
+    seed.fill("3000000000")  # past the box's maximum: Gradio refuses it before the handler; the status says so
+    page.locator("#run-coupling").click()
+    expect(page.get_by_text("is greater than maximum value 2147483648").first).to_be_visible(timeout=TIMEOUT_MS)
+    expect(status).to_contain_text("Failed: a setting was refused", timeout=TIMEOUT_MS)
+    seed.fill("0")
+
+
+@pytest.mark.slow
 def test_markup_in_an_error_shows_as_text(page):
     """Text typed by a user never becomes a link, form or image (it used to, in the error toast)."""
     page.get_by_role("tab", name="Coupling explorer").click()

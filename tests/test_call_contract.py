@@ -204,3 +204,23 @@ def test_compare_rounds_takes_metrics_as_a_list_or_a_comma_string(tiny):
     assert listed.tests.equals(comma.tests) and set(comma.tests["metric"]) == {"aligned", "jaccard"}
     with pytest.raises(ValueError, match="unknown metric 'bleu'"):
         next(gcs.compare_rounds(PROMPTS, metrics="aligned,bleu", **run))
+
+
+@pytest.mark.parametrize("call, keyword, nearest", [
+    (lambda tiny, **k: gcs.compare(PROMPTS, model=tiny, **k), "seed", "seeds"),
+    (lambda tiny, **k: list(gcs.stream_compare(PROMPTS, model=tiny, **k)), "method", "methods"),
+    (lambda tiny, **k: gcs.generate(PROMPTS, model=tiny, **k), "seeds", "seed"),
+    (lambda tiny, **k: list(gcs.stream(PROMPTS, model=tiny, **k)), "methods", "method"),
+    (lambda tiny, **k: gcs.sweep([PROMPTS], model=tiny, **k), "temperature", "temperatures"),
+    (lambda tiny, **k: gcs.hindsight("w5", "w6", ["w7"], model=tiny, **k), "seeds", "seed"),
+    (lambda tiny, **k: gcs.hindsight_report("w5", "w6", ["w7"], model=tiny, **k).answers, "metrics", None),
+])
+def test_a_gcs_option_an_entry_point_does_not_take_is_refused_not_passed_to_transformers(call, keyword, nearest,
+                                                                                        tiny):
+    """Extra keywords go to transformers' generate: gcs.sweep(temperature=0.5) ran the default temperatures (under
+    gcs's sampling transformers ignores a temperature), gcs.compare(seed=3) failed inside transformers. Refused first,
+    by name, with the entry point's own option nearest to it; transformers' own keywords still pass."""
+    with pytest.raises(TypeError, match=f"got an unexpected keyword argument '{keyword}'") as refused:
+        call(tiny, **{keyword: 3})
+    assert (f"did you mean '{nearest}'?" in str(refused.value)) == (nearest is not None), str(refused.value)
+    assert len(call(tiny, max_new_tokens=2, min_new_tokens=1)) > 0

@@ -108,6 +108,19 @@ def test_the_verdict_of_a_run_in_rounds_says_what_each_look_decided_and_why_it_s
     assert not any(line.endswith("beyond noise (decided after 16 seeds).") for line in flagged)
 
 
+def test_a_run_too_short_for_any_claim_says_so_not_within_noise():
+    """At most 4 seeds (4 comparisons): no look can claim anything, so "within noise at this run's maximum" read as
+    a finding where there was none (a run of 4 of 4 seeds, +5 points, all 4 agreeing)."""
+    plan = gcs.sequential_plan(4, comparisons=4)
+    differences = {"gcswr": np.full(4, 0.05), "gcs": np.full(4, 0.05)}
+    lines = gcs.verdict(_round_report(differences, 4, plan))
+    compared = [line for line in lines if " agreed " in line]
+    assert len(compared) == 4 and all("4 of 4 seeds" in line and "within noise" not in line for line in compared)
+    assert all("4 seeds are too few for any claim held at 95 % over every look" in line and "no claim either way"
+               in line for line in compared), compared
+    assert lines[-1].startswith("Stopped: the maximum of 16 seeds reached.")  # (the helper's reason, fixed)
+
+
 @pytest.mark.slow
 def test_a_run_in_rounds_scores_more_than_it_tests(embedded_model):
     (report,) = gcs.compare_rounds(PARAPHRASES, methods=["is", "gcs"], seeds=2, rounds=(2,), metrics=("aligned",),

@@ -234,6 +234,16 @@ def test_every_seed_box_stops_where_its_value_stays_exact():
         assert box.maximum is not None and box.maximum <= limits.PAGE_SEED_MAX and float(box.maximum) == box.maximum
 
 
+def test_a_negative_seed_reaches_the_handler_which_names_it():
+    """Gradio's box refused it before any handler ran, in a sentence naming no setting ("Value -3 is less than minimum
+    value 0."), with the status left at "Working…"."""
+    demo = ui.build()
+    boxes = [block for block in demo.blocks.values() if isinstance(block, gr.Number) and "seed" in (block.label or "")]
+    assert [box.preprocess(-3) for box in boxes] == [-3] * 4
+    with pytest.raises(ValueError, match=r"^seed must be a whole number from 0 to 2\^63 - 1, got -3$"):
+        compare.seed_list(-3, 4)
+
+
 def test_coupling_numbers_are_bounded_and_quoted_briefly():
     with pytest.raises(ValueError, match="p has 10,000,000 characters; the limit here is 2,000"):
         limits.parse_numbers("1," * 5_000_000, "p")

@@ -127,6 +127,25 @@ def test_bad_scores_are_refused_with_the_reason():
         gcs.verdict(scores.drop(columns="seed"))
 
 
+def test_metrics_are_a_list_or_one_comma_string_and_the_baseline_any_case():
+    """``metrics="e5"`` was read letter by letter (KeyError ('gcswr', 'e')), as compare_report takes it whole; an
+    unknown metric was a KeyError; ``baseline="IS"`` was refused though methods are case-insensitive elsewhere."""
+    rng = np.random.default_rng(1)
+    scores = long_scores({(method, metric): list(rng.random(8)) for method in ("is", "gcs", "gcswr")
+                          for metric in ("e5", "aligned")})
+    plan = gcs.sequential_plan(8, comparisons=2)
+    for call in (lambda **k: paired_tests(scores, **k), lambda **k: gcs.sequential_tests(scores, plan=plan, **k)):
+        assert list(call(metrics="e5")["metric"]) == ["e5", "e5"]
+        assert call(metrics=" aligned, e5")["metric"].tolist() == call(metrics=["aligned", "e5"])["metric"].tolist()
+        assert call(baseline="IS").equals(call())
+        with pytest.raises(ValueError, match=r"metric 'minilm' is not among the scored metrics \['e5', 'aligned'\]"):
+            call(metrics=["e5", "minilm"])
+        with pytest.raises(TypeError, match="metrics must be a list"):
+            call(metrics=5)
+    assert gcs.verdict(scores, metrics="e5") == gcs.verdict(scores, metrics=["e5"])
+    assert len(gcs.verdict(scores, metrics="e5")) == 2
+
+
 def test_the_sentences_label_their_confidence_and_metric():
     rng = np.random.default_rng(3)
     base = rng.normal(0.8, 0.01, 8)

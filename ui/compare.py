@@ -19,7 +19,7 @@ import pandas as pd
 import gcs
 from gcs.generation.cores import compare_with
 
-from .compare_rounds import one_batch_because, round_updates, round_work, shown_methods, start_rounds
+from .compare_rounds import generated_tokens, one_batch_because, round_updates, round_work, shown_methods, start_rounds
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_flag, check_work, parse_paraphrases
@@ -89,8 +89,8 @@ def generation(prompts, settings: gcs.SamplingSettings, model, progress: dict):
 
     def work(stop):
         with closing(_run(prompts, settings, model, streaming=True, stop=stop)) as frames:
-            for progress["tokens"], progress["frame"] in enumerate(frames, start=1):
-                pass
+            for progress["frame"] in frames:
+                progress["tokens"] = generated_tokens(progress["frame"])
         progress["excess"] = excess(progress["frame"], list(settings.seeds), model)
         return progress["frame"].drop(columns="excess_surprise")
 
@@ -253,7 +253,7 @@ def build(examples: list[list[str]]) -> Tab:
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
                 max_new_tokens = gr.Slider(8, LIMITS["max_new_tokens"].high, value=64, step=8, label="max new tokens")
                 with gr.Row():
-                    seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX, label="first seed",
+                    seed = gr.Number(value=0, precision=0, maximum=PAGE_SEED_MAX, label="first seed",
                                      elem_id="compare-seed")
                     seeds = gr.Slider(1, LIMITS["seeds per run"].high, value=DEFAULT_SEEDS, step=1, label="seeds",
                                       info="one paired observation each", elem_id="compare-seeds")

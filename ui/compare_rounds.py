@@ -50,6 +50,11 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
     return rounds
 
 
+def generated_tokens(frame) -> int:
+    """The tokens generated so far: the longest answer's (a stream's frames come one per step, then once more)."""
+    return int(frame["n_tokens"].max()) if len(frame) else 0
+
+
 def round_work(rounds, progress: dict):
     """The work of a run in rounds, for ``run_cancellable``: the first round's frame as it grows
     (``progress["frame"]``, ``progress["tokens"]``) and each round's report as it lands (``progress["rounds"]``);
@@ -57,8 +62,8 @@ def round_work(rounds, progress: dict):
     landed = progress.get("landed") or threading.Event()
 
     def work(stop):
-        def partial(frame):
-            progress["tokens"] += 1
+        def partial(frame):  # (the stream's last frame repeats its last step's tokens: the longest answer counts)
+            progress["tokens"] = generated_tokens(frame)
             progress["frame"] = frame
 
         for report in rounds(partial, stop):

@@ -111,7 +111,8 @@ def build() -> Tab:
                                     info="how far the perturbed q goes (only when q is blank)")
             trials = gr.Slider(500, 20_000, value=4000, step=500, label="Monte Carlo trials per point")
             steps = gr.Slider(500, 20_000, value=5000, step=500, label="recycling demo: steps")
-            seed = gr.Number(value=0, precision=0, minimum=0, maximum=LIMITS["coupling seed"].high, label="seed")
+            seed = gr.Number(value=0, precision=0, maximum=LIMITS["coupling seed"].high, label="seed",
+                           elem_id="coupling-seed")
         run = gr.Button("Explore", variant="primary", elem_id="run-coupling")
         status = gr.Markdown(elem_id="coupling-status")
         plot = gr.Plot(label="agreement of one draw from p and one from q", elem_id="coupling-plot")

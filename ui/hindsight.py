@@ -270,8 +270,8 @@ def build(compare_run: gr.State) -> Tab:
                 taken = gr.State(None)  # the taken answer's text and token ids (from_side_by_side)
             with gr.Column():
                 method = gr.Radio(method_choices(), value="gcswr", label="method")
-                seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX,
-                                 label="posterior seed (another seed, another draw)")
+                seed = gr.Number(value=0, precision=0, maximum=PAGE_SEED_MAX,
+                               label="posterior seed (another seed, another draw)")
                 temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05, label="temperature")
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
                 tokens = gr.Slider(8, LIMITS["max_new_tokens"].high, value=48, step=8, label="max new tokens")

@@ -42,6 +42,8 @@ class Limit:
 
 # The page holds numbers as JavaScript doubles: whole numbers are exact up to 2^53 - 1, so the seed boxes stop
 # there (a larger typed or linked seed would silently become another). The API takes seeds up to 2^63 - 1.
+# The seed boxes set no minimum: Gradio would refuse a negative seed before any handler ran, naming no setting,
+# with an "Error" badge over every output; the handlers' own check names it in the status line.
 PAGE_SEED_MAX = 2**53 - 1
 
 LIMITS = {

@@ -209,9 +209,18 @@ def click_working(button: gr.Button, status: gr.Markdown, handler, inputs, outpu
     """``button.click`` that first says "Working…" in ``status`` (at once, while the request waits for its lane or
     a model loads; where runs are ahead of it in its lane, how many and when it should start), then runs ``handler``
     in ``lane`` (``concurrency_id=...``). Returns the handler's event."""
-    return button.click(working_in(lane.get("concurrency_id")), None, status, api_visibility="private",
-                        concurrency_id="browse", concurrency_limit=4).then(releasing_openmp(handler), inputs, outputs,
-                                                                           api_visibility="private", **lane)
+    event = button.click(working_in(lane.get("concurrency_id")), None, status, api_visibility="private",
+                         concurrency_id="browse", concurrency_limit=4).then(releasing_openmp(handler), inputs, outputs,
+                                                                            api_visibility="private", **lane)
+    # a handler answers its own errors in the status; an input refused before it ran (its message is the toast) would
+    # leave "Working…" there
+    event.failure(refused_status, None, status, api_visibility="private", concurrency_id="browse",
+                  concurrency_limit=4)
+    return event
+
+
+def refused_status() -> str:
+    return "**Failed:** a setting was refused (the message says which); nothing ran."
 
 
 def finite(value):

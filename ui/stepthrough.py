@@ -276,7 +276,7 @@ def build() -> Tab:
             with gr.Column(scale=2):
                 model = model_dropdown()
         with gr.Row():
-            seed = gr.Number(value=0, precision=0, minimum=0, maximum=PAGE_SEED_MAX, label="seed")
+            seed = gr.Number(value=0, precision=0, maximum=PAGE_SEED_MAX, label="seed")
             temperature = gr.Slider(0.05, LIMITS["temperature"].high, value=1.0, step=0.05, label="temperature")
             top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p")
             tokens = gr.Slider(4, LIMITS["trace tokens"].high, value=24, step=4, label="max new tokens")

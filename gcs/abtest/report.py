@@ -124,9 +124,30 @@ def _pairs(frame: pd.DataFrame, methods: list[str], confidence: float) -> pd.Dat
             values = part.groupby("seed")[score].mean().astype(float)
             mean, _, low, high = mean_interval(values, confidence=confidence)
             floor = -1.0 if score == "e5_between" else 0.0  # a t interval cut to the values the score can take
-            low, high = max(low, floor), min(high, 1.0)
+            low, high = _at_a_bound(values, floor, confidence) or (max(low, floor), min(high, 1.0))
             records.append({"method": method, "score": score, "n": len(values), "mean": mean, "low": low, "high": high})
     return pd.DataFrame.from_records(records, columns=list(PAIR_COLUMNS))
+
+
+def _at_a_bound(values: pd.Series, floor: float, confidence: float) -> tuple[float, float] | None:
+    """The exact interval of a mean score when every seed's value sits at one end of the score's range [floor, 1]
+    (no identical answer on any seed, say), where a t interval has no width and would claim certainty; else None.
+
+    A seed's value X in [floor, 1] with mean m has P(X = floor) <= 1 - (m - floor) / (1 - floor), so n seeds all at
+    ``floor`` have probability at most that to the n-th power; the bound is the m where it equals alpha / 2 (the
+    one-sided half of the two-sided level; mirrored at 1): Clopper-Pearson's bound for 0 of n, valid for any
+    distribution on the range.
+
+    >>> _at_a_bound(pd.Series([0.0] * 8), 0.0, 0.95)
+    (0.0, 0.369...)
+    >>> _at_a_bound(pd.Series([0.0, 0.5]), 0.0, 0.95) is None
+    True
+    """
+    n = len(values)
+    if not n or values.nunique() != 1 or values.iloc[0] not in (floor, 1.0):
+        return None
+    width = (1.0 - floor) * (1.0 - ((1.0 - confidence) / 2) ** (1.0 / n))
+    return (floor, floor + width) if values.iloc[0] == floor else (1.0 - width, 1.0)
 
 
 # -- words -------------------------------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from gcs.checks import (
     check_engine,
     check_rewordings,
     check_temperatures,
+    refuse_gcs_options,
 )
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import Progress, check_progress, run_batches
@@ -184,6 +185,7 @@ def sweep(
         >>> frame[["method", "metric"]].to_dict("records")
         [{'method': 'is', 'metric': 'jaccard'}, {'method': 'gcswr', 'metric': 'jaccard'}]
     """
+    refuse_gcs_options(sweep, generate_kwargs)
     plan = check_sweep(groups, temperatures=temperatures, methods=methods, seeds=seeds, metrics=metrics,
                        max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, ensemble=ensemble,
                        settings=settings)

@@ -15,7 +15,7 @@ from typing import cast
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHODS
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHODS, refuse_gcs_options
 from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model
 from gcs.generation.cores import compare_with, generate_with
@@ -92,6 +92,7 @@ def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, te
         >>> len(answers), all(isinstance(answer, str) for answer in answers)
         (2, True)
     """
+    refuse_gcs_options(generate, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
     settings = one_or_built(settings, caller="gcs.generate", method=method, seed=seed, temperature=temperature,
                             top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
@@ -142,6 +143,7 @@ def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temp
         >>> final == gcs.generate(["What is DNA?"], seed=0, max_new_tokens=4)
         True
     """
+    refuse_gcs_options(stream, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
     settings = one_or_built(settings, caller="gcs.stream", method=method, seed=seed, temperature=temperature,
                             top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
@@ -194,6 +196,7 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
         >>> len(frame), sorted(set(frame["method"]))
         (8, ['gcswr', 'is'])
     """
+    refuse_gcs_options(compare, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
     settings = _many(settings, "gcs.compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
     (table,) = compare_with(prompts, settings, model, rewordings, engine, stop=stop, **generate_kwargs)
@@ -243,6 +246,7 @@ def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = MET
         >>> list(final["response"]) == list(gcs.compare(["What is DNA?"], methods="gcs", max_new_tokens=4)["response"])
         True
     """
+    refuse_gcs_options(stream_compare, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
     settings = _many(settings, "gcs.stream_compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
     yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop, **generate_kwargs)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, refuse_gcs_options
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.conditioning import Posterior, posterior
@@ -194,6 +194,7 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
         >>> report.replay, report.parted_at
         ('Blue.', None)
     """
+    refuse_gcs_options(hindsight_report, generate_kwargs)
     settings = one_or_built(settings, caller="gcs.hindsight_report", method=method, seed=seed, temperature=temperature,
                             top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
                             takes_ensemble=False)
@@ -248,6 +249,7 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
         >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
         ['Blue.']
     """
+    refuse_gcs_options(hindsight, generate_kwargs)
     settings = one_or_built(settings, caller="gcs.hindsight", method=method, seed=seed, temperature=temperature,
                             top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
                             takes_ensemble=False)

@@ -93,10 +93,7 @@ def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: floa
         [{'method': 'gcswr', 'n': 8, 'wins': 8, 'p': 0.0078125, 'beyond_noise': True}]
     """
     _check_scores(scores, confidence)
-    metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)
-    methods = [m for m in dict.fromkeys(scores["method"]) if m != baseline]
-    if baseline not in set(scores["method"]):
-        raise ValueError(f"the baseline {baseline!r} is not among the scored methods {sorted(set(scores['method']))}")
+    baseline, methods, metrics = comparisons(scores, baseline, metrics)
     pairs = [(method, metric) for metric in metrics for method in methods]
     alpha = (1 - confidence) / max(1, len(pairs))  # Bonferroni: every line holds together
     by_key = scores.set_index(["method", "metric", "seed"])["consistency"].sort_index()
@@ -106,6 +103,45 @@ def paired_tests(scores: pd.DataFrame, *, baseline: str = "is", confidence: floa
         d = (mine - base).dropna().to_numpy()
         records.append(dict(method=method, metric=metric, **sign_flip_test(d, alpha=alpha)))
     return pd.DataFrame.from_records(records, columns=list(PAIRED_COLUMNS))
+
+
+def comparisons(scores: pd.DataFrame, baseline: str, metrics: Sequence[str] | str | None) -> tuple[str, list, list]:
+    """The baseline as ``scores`` names it, the other scored methods and the metrics to compare them under: ``metrics``
+    a list, or one name or a comma-separated string (as ``compare_report`` takes them; None: every scored metric),
+    each one scored; ``baseline`` any case of a scored method.
+
+    >>> scores = pd.DataFrame({"method": ["is", "gcswr"], "seed": 0, "metric": "e5", "consistency": 0.5})
+    >>> comparisons(scores, "IS", "e5")
+    ('is', ['gcswr'], ['e5'])
+    >>> comparisons(scores, "is", ["e5", "minilm"])
+    Traceback (most recent call last):
+    ...
+    ValueError: metric 'minilm' is not among the scored metrics ['e5']
+    """
+    scored = list(dict.fromkeys(scores["method"]))
+    if not isinstance(baseline, str):
+        raise ArgumentTypeError(f"baseline must be a method name, got {type(baseline).__name__}")
+    named = [m for m in scored if str(m).lower() == baseline.strip().lower()]
+    if not named:
+        raise ValueError(f"the baseline {baseline!r} is not among the scored methods {sorted(map(str, scored))}")
+    return named[0], [m for m in scored if m != named[0]], chosen_metrics(metrics, list(scores["metric"]))
+
+
+def chosen_metrics(metrics: Sequence[str] | str | None, scored: list[str]) -> list[str]:
+    """``metrics`` as a list (one name or a comma-separated string taken whole, not letter by letter), each among
+    ``scored``; None: every scored metric."""
+    known = list(dict.fromkeys(scored))
+    if metrics is None:
+        return known
+    if not isinstance(metrics, (str, Sequence)):
+        raise ArgumentTypeError(f"metrics must be a list of metric names or a comma-separated string, got "
+                                f"{type(metrics).__name__}")
+    chosen = list(dict.fromkeys(m.strip() for m in metrics.split(","))) if isinstance(metrics, str) else \
+        list(dict.fromkeys(metrics))
+    for metric in chosen:
+        if metric not in known:
+            raise ValueError(f"metric {metric!r} is not among the scored metrics {known}")
+    return chosen
 
 
 def _check_scores(scores: pd.DataFrame, confidence: float) -> None:
@@ -224,7 +260,7 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
     """``verdict`` of a run in rounds: each comparison's status at the run's look, then how far the run went."""
     plan, tests = run.plan, run.tests
     if metrics is not None:
-        tests = tests[tests["metric"].isin(list(metrics))]
+        tests = tests[tests["metric"].isin(chosen_metrics(metrics, list(tests["metric"])))]
     flagged = excess is not None and degenerate(excess)
     lines = _degenerate_lines(excess) if flagged and excess is not None else []  # mypy cannot narrow via flagged
     compared = f"all {len(run.tests)} comparisons together" if len(run.tests) != 1 else "its one comparison"
@@ -246,6 +282,10 @@ def _sequential_verdict(run, metrics: Sequence[str] | None, scope: str, excess: 
                      f"resolve it).")
         elif row.status == "open":
             body += ": still deciding."
+        elif math.isnan(row.low):  # no interval: this look could not claim anything, and "within noise" would mislead
+            body += (f"; {row.n} seeds are too few for any claim held at {held} (the exact sign-flip test's floor): no "
+                     "claim either way" + ("; more seeds can continue the same sequence." if run.more_seeds
+                                           else "; use more seeds."))
         else:
             body += ": within noise at this run's maximum" + (
                 "; more seeds can continue the same sequence." if run.more_seeds else ".")

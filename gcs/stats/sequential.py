@@ -37,7 +37,7 @@ import scipy.stats
 from gcs.runtime.arguments import ArgumentTypeError, check_share
 from gcs.runtime.quoting import quoted
 from gcs.stats.intervals import CONFIDENCE
-from gcs.stats.paired import _check_scores
+from gcs.stats.paired import _check_scores, comparisons
 from gcs.stats.signflip import can_claim, sign_flip_interval, sign_flip_p
 
 DEFAULT_ROUNDS = (4, 12)  # looks after 4 and 16 seeds: the same claims as 4, 4, 8 on 16 real groups, 10 % faster
@@ -180,10 +180,7 @@ def sequential_tests(scores: pd.DataFrame, *, plan: SequentialPlan, baseline: st
         [{'method': 'gcswr', 'n': 4, 'status': 'open'}]
     """
     _check_scores(scores, plan.confidence)
-    metrics = list(dict.fromkeys(scores["metric"])) if metrics is None else list(metrics)
-    if baseline not in set(scores["method"]):
-        raise ValueError(f"the baseline {baseline!r} is not among the scored methods {sorted(set(scores['method']))}")
-    methods = [m for m in dict.fromkeys(scores["method"]) if m != baseline]
+    baseline, methods, metrics = comparisons(scores, baseline, metrics)
     by_key = scores.set_index(["method", "metric", "seed"])["consistency"].sort_index()
     differences = {(method, metric): (by_key.loc[(method, metric)] - by_key.loc[(baseline, metric)]).dropna()
                    .sort_index().to_numpy() for metric in metrics for method in methods}
