@@ -3,7 +3,9 @@ gcs.parting's answer, bad input is named and wipes nothing, and a link round-tri
 
 from __future__ import annotations
 
+import math
 import sys
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -122,3 +124,13 @@ def test_the_endpoint_answers_as_the_tab_and_refuses_as_it(run):
         with pytest.raises(Exception, match=message):
             last(ab.ab(**bad))
     assert limits.LIMITS["ab prompts"].high == 8
+
+
+def test_the_effects_table_shows_whole_seeds_and_words_not_raw_flags():
+    """It showed "17.806" seeds IS needs (an estimate of a count, read as precision it does not have) and a raw
+    "true" for beyond noise."""
+    effects = pd.DataFrame({"metric": ["length", "e5_between"], "n": [8, 8], "diff": [1.23456, 0.0],
+                            "beyond_noise": [True, False], "is_seeds": [17.806, math.inf]})
+    table = ab.effects_table(types.SimpleNamespace(effects=effects))
+    assert table[ab.EFFECT_HEADERS["is_seeds"]].tolist() == [18, math.inf]
+    assert table[ab.EFFECT_HEADERS["beyond_noise"]].tolist() == ["yes", "no"]

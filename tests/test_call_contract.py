@@ -9,6 +9,7 @@ import threading
 
 import pandas as pd
 import pytest
+import torch
 
 import gcs
 from conftest import tiny_gcs_model
@@ -224,3 +225,27 @@ def test_a_gcs_option_an_entry_point_does_not_take_is_refused_not_passed_to_tran
         call(tiny, **{keyword: 3})
     assert (f"did you mean '{nearest}'?" in str(refused.value)) == (nearest is not None), str(refused.value)
     assert len(call(tiny, max_new_tokens=2, min_new_tokens=1)) > 0
+
+
+@pytest.mark.parametrize("batch_rows, error", [(-5, ValueError), (0, ValueError), (2.5, TypeError), ("8", TypeError)])
+def test_batch_rows_is_checked_where_it_is_taken(batch_rows, error, tiny):
+    """``gcs run --batch-rows -5`` ran (a batch per cell) and exited 0; ``batch_rows="x"`` failed inside the packing."""
+    calls = [lambda: gcs.sweep([PROMPTS], batch_rows=batch_rows, model=tiny),
+             lambda: gcs.style_responses(PROMPTS, batch_rows=batch_rows, model=tiny),
+             lambda: gcs.ab(PROMPTS, gcs.Variant(tiny), gcs.Variant(tiny, system="Be brief."), batch_rows=batch_rows)]
+    for call in calls:
+        with pytest.raises(error, match="^batch_rows must be"):
+            call()
+
+
+@pytest.mark.parametrize("device, error, message", [
+    ("tpu", ValueError, "device 'tpu' is not a torch device name"),
+    (3, TypeError, "device must be a device name"),
+    pytest.param("cuda", ValueError, "asks for CUDA, which this machine's torch cannot use",
+                 marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: 'cuda' loads")),
+])
+def test_a_device_the_machine_lacks_is_named_before_loading(device, error, message):
+    """torch's own errors: an AssertionError for "cuda" on a CPU build, "Expected one of cpu, cuda, ipu, ..." for
+    "tpu", "Cannot access accelerator device" for 3."""
+    with pytest.raises(error, match=message):
+        gcs.load_model(device=device)

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+import gcs
 from gcs.cli import commands as cli
 from gcs.experiments.results import ResultsLog
 
@@ -183,3 +184,23 @@ def test_compare_command_prints_each_method():
                              "4", "--methods", "is,gcswr"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "== is" in result.stdout and "== gcswr" in result.stdout and "> Explain DNA." in result.stdout
+    assert "E5 consistency of seed 0's answers" in result.stdout and "is an anecdote" in result.stdout
+
+
+@pytest.mark.slow
+def test_compare_over_seeds_prints_the_first_seed_s_answers_and_the_paired_verdict():
+    """One seed's E5 consistency, printed per method, read as a finding: with --seeds the verdict over them follows."""
+    result = gcs_cli("compare", "What is DNA?", "Explain DNA.", "--max-new-tokens", "4", "--methods", "is,gcswr",
+                     "--seeds", "3,4,5")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("== ") == 2 and "E5 consistency of seed 3's answers" in result.stdout
+    lines = [line for line in result.stdout.splitlines() if line.startswith("- ")]
+    assert len(lines) == 2 and all("over 3 seeds" in line and "too few for any claim" in line for line in lines)
+    refused = gcs_cli("compare", "What is DNA?", "Explain DNA.", "--seed", "-1")
+    assert refused.returncode == 2 and "--seed must be a whole number from 0" in refused.stderr
+
+
+def test_the_version_is_the_package_s(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"gcs {gcs.__version__}"

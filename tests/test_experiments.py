@@ -155,3 +155,19 @@ def test_consistency_curves_and_figure():
     assert len(figure.data) == 4 and {t.name for t in figure.data} >= {"IS", "GCSwR + ensembling"}
     trace = next(t for t in figure.data if t.name == "IS")
     np.testing.assert_allclose(trace.error_y.array[0], is_half["stderr"])
+
+
+@pytest.mark.parametrize("seeds, labelled", [(4, True), (8, False)])
+def test_the_paired_figure_says_on_the_plot_where_a_mean_has_no_interval(seeds, labelled):
+    """At 4 seeds the exact test has no interval: the mean's diamond stood alone, well above 0, while the verdict said
+    "too few for any claim" (only the hover said why). It is open and labelled on the plot now."""
+    rows = [{"method": method, "seed": seed, "e5": 0.8 + (0.05 if method == "gcswr" else 0.0) + 0.01 * seed}
+            for method in ("is", "gcswr") for seed in range(seeds)]
+    per_seed = pd.DataFrame(rows)
+    scores = per_seed.rename(columns={"e5": "consistency"}).assign(metric="e5")
+    summary = gcs.paired_tests(scores).assign(metric="e5")
+    figure = gcs.paired_figure(per_seed, summary, metric="e5")
+    mean = [trace for trace in figure.data if trace.marker.symbol in ("diamond", "diamond-open")][0]
+    texts = [annotation.text for annotation in figure.layout.annotations]
+    assert (mean.marker.symbol == "diamond-open") == labelled and (mean.error_y.array is None) == labelled
+    assert ("too few seeds<br>for an interval" in texts) == labelled, texts

@@ -11,6 +11,8 @@ import pytest
 import torch
 
 import gcs
+from gcs.engines.batch import Batch, Row
+from gcs.engines.streamed_text import PartialRows
 
 PARAPHRASES = ["What is the capital of France?", "Which city is the capital of France?", "Name the capital of France."]
 FEW = 12  # tokens per response: enough to differ, cheap on 2 cores
@@ -304,3 +306,19 @@ def test_a_fixed_set_of_runs_gives_the_same_tokens_in_another_process(embedded_m
     assert len(here["compare"]) == 12 and all(len(ids) > 0 for *_, ids in here["compare"])
     # a rounds run's seeds equal their one-batch run's rows (seeds 0 and 1, IS and GCSwR)
     assert [r for r in here["rounds"] if r[1] < 2] == [r for r in here["compare"] if r[0] in ("is", "gcswr")]
+
+
+@pytest.mark.slow
+def test_an_answer_cut_inside_a_character_leaves_the_half_character_out(embedded_model):
+    """At the token limit an answer can end inside a character ("🧬" is 3 byte tokens here): its text ended in "�" on
+    the page; the streamed text already waited for the next byte. The raw text keeps what the tokens decode to."""
+    tokenizer = embedded_model.tokenizer
+    ids = tokenizer.encode("DNA 🧬", add_special_tokens=False)
+    assert tokenizer.decode(ids) == "DNA 🧬" and tokenizer.decode(ids[:-1]).endswith("\ufffd")
+    batch = Batch([Row("What is DNA?", "gcswr", 0)], embedded_model, gcs.SamplingSettings(max_new_tokens=8))
+    (cut,) = batch.decode(torch.tensor([ids[:-1]]))
+    assert not cut["finished"] and cut["raw_response"].endswith("\ufffd") and cut["response"] == "DNA"
+    (whole,) = batch.decode(torch.tensor([ids]))
+    assert whole["response"] == "DNA 🧬"
+    partial = PartialRows(tokenizer, batch.stop_ids, batch.main)
+    assert partial.update([ids[:-1]])[0]["response"] == cut["response"]  # as the stream showed it

@@ -119,7 +119,7 @@ def test_the_endpoints_refuse_builtin_with_other_digits_first():
 
 def test_typed_numbers_take_the_ascii_digits_only():
     """``float()`` reads any script's digits: "٣" was 3.0 in a temperatures list or a coupling distribution."""
-    with pytest.raises(ValueError, match=r"temperatures must be numbers separated by commas, got '0\.5, ٣' \(digits"):
+    with pytest.raises(ValueError, match=r"temperatures must be numbers separated by commas, got '0\.5, ٣' \(ASCII"):
         limits.parse_numbers("0.5, ٣", "temperatures")
     assert limits.parse_numbers("0.5, 1e-3 2", "temperatures") == [0.5, 0.001, 2.0]
 

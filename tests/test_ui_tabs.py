@@ -7,6 +7,7 @@ import inspect
 import math
 import re
 import sys
+import types
 from pathlib import Path
 
 import gradio as gr
@@ -104,15 +105,17 @@ def test_hindsight_tab_explains_is_and_takes_a_side_by_side_run(app_model):
 def test_hindsight_shows_its_replay_check_and_lists_the_tokens_to_edit(app_model):
     response = "Because air scatters blue light."
     tokens = gcs.response_tokens(response, model=app_model)
-    _, replay, _, choices, status = last(hindsight.hindsight_ui("Why is the sky blue?", response,
-                                                                "What makes it blue?", "gcswr", 0, 1.0, 1.0, 8,
-                                                                gcs.DEFAULT_MODEL))
+    _, replay, ended, choices, status = last(hindsight.hindsight_ui("Why is the sky blue?", response,
+                                                                    "What makes it blue?", "gcswr", 0, 1.0, 1.0, 8,
+                                                                    gcs.DEFAULT_MODEL))
     assert status == "Done." and "Replay check ✓" in replay and f"all {len(tokens)} tokens, then ended" in replay
+    assert "favours an early end of turn" in ended  # why short answers come (the tab's own example gave two)
     assert choices["choices"][0] == (f"0: {tokens[0]!r}", 0) and choices["choices"][-1][1] == len(tokens)
-    _, unfinished, _, choices, _ = last(hindsight.hindsight_ui("Why is the sky blue?", response,
-                                                               "What makes it blue?", "gcs", 0, 1.0, 1.0, 8,
-                                                               gcs.DEFAULT_MODEL, False))
+    _, unfinished, going_on, choices, _ = last(hindsight.hindsight_ui("Why is the sky blue?", response,
+                                                                      "What makes it blue?", "gcs", 0, 1.0, 1.0, 8,
+                                                                      gcs.DEFAULT_MODEL, False))
     assert "the replay goes on" in unfinished and len(choices["choices"]) == len(tokens)
+    assert "early end" not in going_on
 
 
 @pytest.mark.slow
@@ -432,9 +435,23 @@ def test_tables_have_readable_headers_before_and_after_a_run():
     rows = pd.DataFrame({"method": ["is"] * 2, "temperature": [1.0] * 2, "metric": ["e5"] * 2, "ensemble": [False] * 2,
                          "seed": [0, 1], "group": ["a"] * 2, "consistency": [0.8, 0.9]})
     assert list(sweep.curve_table(rows).columns) == list(sweep.CURVE_HEADERS.values())
+    close = rows.assign(consistency=[0.92030, 0.92027])  # two seeds' nearly equal means: the error was shown as 0
+    assert sweep.curve_table(close)[sweep.CURVE_HEADERS["stderr"]].iloc[0] == pytest.approx(1.5e-5)
     demo = ui.build()
     headers = {block.elem_id: list(block.value["headers"]) for block in demo.blocks.values()
                if isinstance(block, gr.Dataframe) and block.elem_id}
     assert headers["scores"] == compare.SCORE_COLUMNS and headers["sweep-table"][0] == "method"
     assert headers["coupling-table"][1] == "shared noise: Theorem 1"
     assert headers["trace-table"][:2] == ["paraphrase", "token"]
+
+
+def test_a_greedy_run_says_why_it_compares_nothing_and_offers_no_more_seeds():
+    """At temperature 0 the verdict read "GCS agreed more than IS in 0 of 4 seeds ... within noise" and offered more
+    seeds, though every method gives the same answers there."""
+    from ui import compare_rounds, verdict
+
+    undecided = lambda temperature: types.SimpleNamespace(  # noqa: E731
+        settings=gcs.SamplingSettings(temperature=temperature), more_seeds=True)
+    assert not compare_rounds.more_seeds(undecided(0.0)) and compare_rounds.more_seeds(undecided(0.7))
+    assert "every method is greedy" in verdict._greedy(gcs.SamplingSettings(temperature=0.0))[0]
+    assert verdict._greedy(gcs.SamplingSettings(temperature=1.0)) == []

@@ -118,7 +118,8 @@ def build(queue_size: int = 16) -> gr.Blocks:
     with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(CLEANUP_EVERY_S, FILE_AGE_S)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
-                    "more — while each one is still an exact sample from the model.")
+                    "more — while each one is still an exact sample from the model. Pick an example or type your "
+                    "own rewordings, then press **Generate** below (about a minute on a small CPU).")
         with gr.Row():
             share = gr.Button("Copy a link to this tab's settings", size="sm", scale=1, min_width=260,
                               elem_id="share")

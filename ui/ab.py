@@ -4,6 +4,7 @@ answers, both arms answering with one noise per seed (``gcs.ab``), against an in
 from __future__ import annotations
 
 import json
+import math
 
 import gradio as gr
 import pandas as pd
@@ -79,7 +80,8 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
         raise ValueError(f"unknown score {quoted(unknown[0])}: choose among {', '.join(v for _, v in SCORES)}")
     for variant in (a, b):  # two rows (shared luck and the IS control) per seed and prompt, for each arm
         model = variant.model if isinstance(variant.model, gcs.Model) else load_allowed_model(variant.model)
-        check_work([variant.text(p) for p in prompts], model, 2 * seeds, max_new_tokens, "ab work tokens")
+        check_work([variant.text(p) for p in prompts], model, 2 * seeds, max_new_tokens, "ab work tokens",
+                   fewer="prompts, seeds or new tokens")
     return gcs.ab(prompts, a, b, seeds=range(seeds), method=method, metrics=list(scores),
                   max_new_tokens=max_new_tokens, progress=True, stop=stop,
                   engine=ENGINE.for_arms(a, b))
@@ -89,6 +91,10 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
 def effects_table(report: gcs.ABReport) -> pd.DataFrame:
     table = report.effects.rename(columns={"metric": "score"})
     table = table[[c for c in EFFECT_HEADERS if c in table]].round(3)
+    if "is_seeds" in table:  # an estimate of a count: whole seeds (a fraction read as precision it does not have)
+        table["is_seeds"] = table["is_seeds"].map(lambda n: n if not math.isfinite(n) else math.ceil(n))
+    if "beyond_noise" in table:
+        table["beyond_noise"] = table["beyond_noise"].map({True: "yes", False: "no"})
     return table.rename(columns=EFFECT_HEADERS)
 
 

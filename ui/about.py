@@ -23,7 +23,8 @@ distribution of the responses changes. Same quality, more agreement.
 - **Side by side**: every method answers your paraphrases under several seeds. The verdict and the
   paired plot compare each shared-noise method with IS seed by seed (the same paraphrases, the same
   seed): dots are seeds, the diamond is the mean difference with its 95 % interval, and an interval
-  that crosses 0 is *within noise*. One seed is an anecdote. The seed browser shows one seed at a time:
+  that crosses 0 is *within noise*; an open diamond has no interval (too few seeds for any claim). One
+  seed is an anecdote. The seed browser shows one seed at a time:
   one column per method, `[n]` is the response to paraphrase n, coloured stretches repeat response [1]
   word for word (aligned spans), and the heatmap shows pairwise E5 similarity.
 - **Inside the sampler**: each token is a race. Every candidate holds Exp(1) noise E (the Gumbel value
@@ -35,6 +36,11 @@ distribution of the responses changes. Same quality, more agreement.
 - **Consistency vs temperature**: mean consistency over groups × seeds with standard-error bars
   (the paper's Fig. 2), clustered by seed: responses with one seed share their noise across groups, so
   the seeds, not the cells, are the independent runs. At temperature 0 (greedy) all methods coincide.
+- **A/B**: two arms (a system prompt, a template, sampling settings or a model) answer the same prompts
+  with the same noise per seed, so a difference between their answers is the change's, not luck's. The
+  effects table gives B − A per score with its 95 % interval and the same estimate from an independent-
+  sampling control (wider: what shared luck saves, in seeds); the pairs table shows each prompt's two
+  answers and the token where they part.
 - **Coupling explorer**: for two distributions p and q, the chance that one draw from each picks the
   same category — with shared noise (Theorem 1, exact line; Monte Carlo points) versus independent
   draws (Σ p·q). Below, GCSwR draws thousands of tokens from one distribution while recycling its

@@ -19,7 +19,15 @@ import pandas as pd
 import gcs
 from gcs.generation.cores import compare_with
 
-from .compare_rounds import generated_tokens, one_batch_because, round_updates, round_work, shown_methods, start_rounds
+from .compare_rounds import (
+    generated_tokens,
+    more_seeds,
+    one_batch_because,
+    round_updates,
+    round_work,
+    shown_methods,
+    start_rounds,
+)
 from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
 from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
 from .limits import LIMITS, PAGE_SEED_MAX, check, check_flag, check_work, parse_paraphrases
@@ -215,7 +223,7 @@ def compare(
             frame, report, settings = result.frame, result.report, result.settings
             said = round_verdict(result)
             stopping = {"seeds_used": len(result.seeds), "max_seeds": result.plan.looks[result.plan.maximum],
-                        "in_rounds": True, "reason": result.reason, "more_seeds": result.more_seeds,
+                        "in_rounds": True, "reason": result.reason, "more_seeds": more_seeds(result),
                         "tests": json.loads(result.tests.to_json(orient="records"))}
     except Exception as error:
         raise user_error(error) from error

@@ -50,6 +50,12 @@ def start_rounds(prompts, settings: gcs.SamplingSettings, model, resume: gcs.Rou
     return rounds
 
 
+def more_seeds(run: gcs.RoundReport) -> bool:
+    """Whether the page offers "more seeds": the run ended undecided, and not greedy (at temperature 0 more seeds give
+    the same answers again)."""
+    return run.more_seeds and run.settings.temperature != 0
+
+
 def generated_tokens(frame) -> int:
     """The tokens generated so far: the longest answer's (a stream's frames come one per step, then once more)."""
     return int(frame["n_tokens"].max()) if len(frame) else 0
@@ -99,7 +105,7 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
 
     def round_update(run: gcs.RoundReport) -> dict:
         state = {**run_state(run.frame, run.report, prompts, run.settings, model),
-                 "resume": run if run.more_seeds else None}
+                 "resume": run if more_seeds(run) else None}
         update = {"verdict": round_verdict(run), "scores": score_table(run.report),
                   "paired": gcs.paired_figure(run.report.per_seed, run.report.summary, metric="e5"), "run-state": state,
                   "seed-shown": gr.update(choices=run.seeds, visible=len(run.seeds) > 1)}
@@ -136,6 +142,6 @@ def round_updates(rounds, prompts, settings: gcs.SamplingSettings, model, highli
         downloads = save_run(run.frame, run.report)
     mark("update handed over", round=run.look + 1, what="done")
     yield {**visible, **final, "downloads": downloads,
-           "more-seeds": gr.update(visible=run.more_seeds),
+           "more-seeds": gr.update(visible=more_seeds(run)),
            "status": f"Done: {run.reason}." + ENGINE.answered_by(run.engine, run.model.name)
-           + (" More seeds can continue this run." if run.more_seeds else "")}
+           + (" More seeds can continue this run." if more_seeds(run) else "")}

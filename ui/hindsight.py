@@ -38,6 +38,16 @@ EXPLAIN = {
 }
 
 
+ENDED = (" The response was observed **ending** there, so the noise drawn favours an early end of turn too: short "
+         "answers are likely. Untick \"the response ended there\" to observe it as the start of a longer answer.")
+
+
+def explanation(method: str, finished: bool) -> str:
+    """What the answers are, for ``method``; where they share the response's noise and it ended, why they end early."""
+    method = method.strip().lower()
+    return EXPLAIN[method] + (ENDED if finished and method != "is" else "")
+
+
 def hindsight_inputs(prompt, response, paraphrases, method, seed, temperature, top_p, max_new_tokens, model_name,
                      finished=True, taken=None):
     """The request, checked. ``taken``: what "Take the side-by-side run" took ({"text", "ids"}); while the response
@@ -118,7 +128,7 @@ def hindsight_ui(prompt, response, paraphrases, method, seed, temperature, top_p
                                             (gr.skip(),) * len(OUTPUTS))
         choices = token_choices(report.response_tokens, arguments["finished"])
         yield (answers_view(arguments, report.answers), replay_check(report),
-               EXPLAIN[arguments["method"].strip().lower()], gr.update(choices=choices, value=None),
+               explanation(arguments["method"], arguments["finished"]), gr.update(choices=choices, value=None),
                "Done." + ENGINE.local_note(arguments["model"].name))
     except Exception as error:
         yield failed(error, len(OUTPUTS))

@@ -132,9 +132,11 @@ def check_flag(value, name: str) -> bool:
     return value
 
 
-def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_tokens: int, limit: str) -> None:
+def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_tokens: int, limit: str, *,
+               fewer: str = "paraphrases, methods, seeds or new tokens") -> None:
     """Refuse a paraphrase over the prompt-token limit, or a request whose total work (every row's prompt and
-    new tokens) is over ``LIMITS[limit]``: each parameter within its range can still multiply into too much."""
+    new tokens) is over ``LIMITS[limit]``: each parameter within its range can still multiply into too much.
+    ``fewer``: what the request's tab can lower."""
     lengths = gcs.prompt_lengths(prompts, model=model)
     most = int(LIMITS["prompt tokens"].high)
     for i, length in enumerate(lengths, start=1):
@@ -144,7 +146,7 @@ def check_work(prompts: list[str], model: gcs.Model, rows_per_prompt: int, new_t
     work = rows_per_prompt * sum(length + new_tokens for length in lengths)
     if work > LIMITS[limit].high:
         raise ValueError(f"this request is {work:,} tokens of work (every response's prompt and new tokens); the limit "
-                         f"here is {int(LIMITS[limit].high):,}: use fewer paraphrases, methods, seeds or new tokens")
+                         f"here is {int(LIMITS[limit].high):,}: use fewer {fewer}")
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -205,7 +207,7 @@ def parse_paraphrases(text: str, minimum: int | None = None, maximum: int | None
     if not low <= len(lines) <= high:
         what = f"one {singular}" if low == high == 1 else f"exactly {low} {name}" if low == high else \
             f"{low} to {high} {name}"
-        raise ValueError(f"enter {what}, one per line (got {len(lines)})")
+        raise ValueError(f"enter {what}" + ("" if low == high == 1 else ", one per line") + f" (got {len(lines)})")
     return [check_paraphrase(line, f"{singular} {i}") for i, line in enumerate(lines, start=1)]
 
 
@@ -247,5 +249,6 @@ def parse_numbers(text: str, name: str, separators: str = r"[,;\s]+") -> list[fl
     except ValueError:
         values = None
     if values is None or not all(x.isascii() for x in found):  # as builtin:N: float() reads "٣" as 3.0
-        raise ValueError(f"{name} must be numbers separated by commas, got {quoted(text, 60)} (digits 0-9 only)")
+        raise ValueError(f"{name} must be numbers separated by commas, got {quoted(text, 60)} (ASCII digits 0-9, a "
+                         "point and a sign)")
     return values

@@ -88,7 +88,10 @@ CURVE_HEADERS = {"method": "method", "temperature": "temperature", "mean": "mean
 
 def curve_table(frame):
     # one metric and no ensembling in this tab: those columns would only repeat one value
-    table = gcs.consistency_by_temperature(frame).drop(columns=["metric", "ensemble"]).round(4)
+    table = gcs.consistency_by_temperature(frame).drop(columns=["metric", "ensemble"])
+    table["mean"] = table["mean"].round(4)
+    # two significant digits: rounded to 4 places, two seeds' nearly equal means showed a standard error of "0"
+    table["stderr"] = table["stderr"].map(lambda x: float(f"{x:.2g}"))
     table["method"] = table["method"].map(gcs.METHOD_NAMES)
     return table.rename(columns=CURVE_HEADERS)
 
@@ -176,7 +179,8 @@ def build() -> Tab:
         curve = gr.Plot(label="consistency vs temperature", elem_id="sweep-plot")
         caption("Each line is a method; points are the mean consistency over groups and seeds, bars its standard "
                 "error (clustered by seed). At temperature 0 every method is greedy and they coincide; as the "
-                "temperature rises, shared noise (GCS, GCSwR) should stay above IS.")
+                "temperature rises, shared noise (GCS, GCSwR) should stay above IS. A standard error from few seeds "
+                "(2 by default, for speed) is itself rough: use more seeds before reading a gap as real.")
         table = gr.Dataframe(value=pd.DataFrame(columns=list(CURVE_HEADERS.values())),
                              label="mean ± std.err (clustered by seed: one seed's groups share noise)",
                              interactive=False, elem_id="sweep-table")

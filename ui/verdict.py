@@ -56,9 +56,18 @@ def round_verdict(run: gcs.RoundReport) -> str:
     """The headline of a run in rounds so far: E5 means over its seeds, then ``gcs.verdict``'s sequential sentences
     (each comparison claimed, within noise or still deciding; degenerate answers flagged by the run's own excess
     surprise) and how many seeds it used and why it stopped."""
-    lines = [_means(run.report, len(run.seeds))]
+    lines = [_means(run.report, len(run.seeds)), *_greedy(run.settings)]
     lines += [f"- {line}" for line in gcs.verdict(run)]  # no user text
     return "\n\n".join(lines)
+
+
+def _greedy(settings: gcs.SamplingSettings) -> list[str]:
+    """The line that says why a greedy run compares nothing (its sentences would read as a finding of no effect)."""
+    if settings.temperature != 0:
+        return []
+    return ["**At temperature 0 every method is greedy**: each takes the likeliest token, so all methods give the same "
+            "answers and there is no luck to share. The comparisons below can only find no difference; raise the "
+            "temperature to compare the methods."]
 
 
 def verdict(report: gcs.CompareReport, settings: gcs.SamplingSettings, surprise: list[float]) -> str:
@@ -66,7 +75,7 @@ def verdict(report: gcs.CompareReport, settings: gcs.SamplingSettings, surprise:
     together; degenerate answers flagged by ``surprise``, ``excess``), and how many seeds would resolve a 1-point E5
     difference."""
     seeds = list(settings.seeds)
-    lines = [_means(report, len(seeds))]
+    lines = [_means(report, len(seeds)), *_greedy(settings)]
     if "is" not in settings.methods or len(settings.methods) < 2:
         lines.append("Select IS and another method, to compare against the baseline.")
         return "\n\n".join(lines)

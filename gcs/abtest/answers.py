@@ -29,7 +29,7 @@ from gcs.abtest.scores import Score, check_scores, pair_scores
 from gcs.abtest.variants import Arm, Variant, arms
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_engine, check_max_new_tokens, check_method, check_seeds, quoted
 from gcs.engines.batch import check_plain_text
-from gcs.engines.batching import Progress, check_progress, default_batch_rows, reporting, run_batches
+from gcs.engines.batching import Progress, check_batch_rows, check_progress, default_batch_rows, reporting, run_batches
 from gcs.engines.endpoints import EngineChoice
 from gcs.experiments.results import finished_keys
 from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_count, check_prompts, check_stop
@@ -189,6 +189,7 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
         method, seeds, max_new_tokens, context = _from_settings(settings)
     scores, pair_names = check_scores(metrics, scorer)
     check_progress(progress)
+    check_batch_rows(batch_rows)
     check_stop(stop)
     check_callback(on_results, "on_results")
     finished_keys(resume, KEYS)  # checked before the arms' models load

@@ -21,7 +21,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, MAX_SEED
 from gcs.cli.support import (
     claim_out_dir,
     csv_list,
@@ -127,23 +127,52 @@ def command_style(args: argparse.Namespace) -> Path:
 
 
 def command_compare(args: argparse.Namespace) -> None:
+    """The first seed's answers, method by method; with ``--seeds``, the paired verdict over them (one seed's
+    agreement is an anecdote, so it is shown as such)."""
     from gcs.engines.models import load_model
+    from gcs.experiments.comparison import compare_report
     from gcs.generation.responses import compare
-    from gcs.scoring.metrics import consistency
+    from gcs.stats.paired import verdict
 
+    if args.seeds is not None and args.seed is not None:
+        raise ValueError("give --seed (one seed's answers) or --seeds (a verdict over seeds), not both")
+    if args.seed is not None and not 0 <= args.seed <= MAX_SEED:
+        raise ValueError(f"--seed must be a whole number from 0 to 2^63 - 1, got {args.seed}")
+    seeds = args.seeds if args.seeds is not None else [0 if args.seed is None else args.seed]
     engine = engine_of(args)  # (before the model loads: a contradiction costs nothing)
-    frame = compare(args.prompts, methods=args.methods, seeds=[args.seed], temperature=args.temperature,
-                    top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                    model=load_model(args.model, dtype=args.dtype), engine=engine)
-    for method, part in frame.groupby("method", sort=False):
-        score = consistency(list(part["response"]), metric="e5") if len(part) > 1 else float("nan")
-        print(f"== {method}  (E5 consistency {score:.3f})")
+    model = load_model(args.model, dtype=args.dtype)
+    frame = compare(args.prompts, methods=args.methods, seeds=seeds, temperature=args.temperature,
+                    top_p=args.top_p, max_new_tokens=args.max_new_tokens, model=model, engine=engine)
+    seed = int(frame["seed"].iloc[0])
+    several = len(args.prompts) > 1
+    report = compare_report(frame, metrics=("e5", "aligned"), tokenizer=model.tokenizer) if several else None
+    for method, part in frame[frame["seed"] == seed].groupby("method", sort=False):
+        score = ""
+        if report is not None:
+            e5 = report.per_seed.set_index(["method", "seed"]).loc[(method, seed), "e5"]
+            score = f"  (E5 consistency of seed {seed}'s answers: {float(e5):.3f})"
+        print(f"== {method}{score}")
         for prompt, response in zip(part["prompt"], part["response"], strict=True):
             print(f"  > {prompt}\n    {response.strip()}\n")
+    if report is None:
+        return
+    if frame["seed"].nunique() == 1:
+        print("One seed's agreement is an anecdote, not evidence: --seeds 16 gives the paired verdict over 16 seeds.")
+    elif "is" in set(frame["method"]) and frame["method"].nunique() > 1:
+        print("\n".join(f"- {line}" for line in verdict(report.scores)))
+    else:
+        print("The verdict compares methods with IS: add is and another method to --methods.")
+
+
+def _version() -> str:
+    import gcs  # the package, imported by then: this module is one of its submodules
+
+    return gcs.__version__
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gcs", description="Gumbel Consistency Sampling experiments.")
+    parser.add_argument("--version", action="version", version=f"gcs {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser, seeds_default: str) -> None:
@@ -192,7 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("prompts", nargs="+", help="the paraphrases, each one argument")
     compare.add_argument("--methods", type=csv_list, default=["is", "gcs", "gcswr"],
                          help="comma-separated: is, gcs, gcswr, ctx (default is,gcs,gcswr)")
-    compare.add_argument("--seed", type=int, default=0, help="the one seed every answer shares (default 0)")
+    compare.add_argument("--seed", type=int, default=None, help="the one seed every answer shares (default 0)")
+    compare.add_argument("--seeds", type=parse_seeds, default=None,
+                         help="a count (0..n-1) or a list: the first seed's answers, then the paired verdict over them")
     compare.add_argument("--temperature", type=float, default=1.0, help="softmax temperature (default 1)")
     compare.add_argument("--top-p", type=float, default=None, help="nucleus sampling's mass, in (0, 1] (default: off)")
     compare.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,

@@ -275,7 +275,10 @@ class Batch:
         for index in self.main:
             ids, finished = self.until_stop(new_tokens[index].tolist())
             raw = tokenizer.decode(ids, skip_special_tokens=True)
-            results.append({"raw_response": raw, "response": strip_followups(raw), "n_tokens": len(ids),
+            # a response cut by the token limit may end inside a character: its bytes so far decode to U+FFFD, which
+            # the answer leaves out (as the streamed text does until the next byte; the raw text keeps it)
+            answer = raw if finished else raw.rstrip("\ufffd")
+            results.append({"raw_response": raw, "response": strip_followups(answer), "n_tokens": len(ids),
                             "token_ids": ids, "finished": finished})
         if self.record_excess:
             lengths = [0] * len(self.groups)

@@ -21,7 +21,8 @@ from tqdm.auto import tqdm
 from gcs.checks import check_engine
 from gcs.engines.batch import Batch, Cancelled, Row
 from gcs.engines.models import Model
-from gcs.runtime.arguments import ArgumentTypeError
+from gcs.runtime.arguments import ArgumentTypeError, is_integer
+from gcs.runtime.quoting import quoted
 from gcs.settings import SamplingSettings
 
 MAX_BATCH_ROWS_CPU = 48
@@ -82,6 +83,27 @@ def check_progress(progress: Progress) -> Progress:
         raise ArgumentTypeError(f"progress must be True, False, a tqdm-like bar or a callback (done, total), got "
                                 f"{type(progress).__name__}")
     return progress
+
+
+def check_batch_rows(batch_rows: int | None) -> int | None:
+    """``batch_rows`` as ``run_batches`` takes it: None (automatic) or a positive whole number, else
+    ArgumentTypeError or ValueError naming it.
+
+    >>> check_batch_rows(None), check_batch_rows(64)
+    (None, 64)
+    >>> check_batch_rows(-5)
+    Traceback (most recent call last):
+    ...
+    ValueError: batch_rows must be a positive whole number of rows, or None (automatic), got -5
+    """
+    if batch_rows is None:
+        return None
+    if not is_integer(batch_rows):
+        raise ArgumentTypeError(f"batch_rows must be a whole number of rows or None, got {type(batch_rows).__name__} "
+                                f"{quoted(batch_rows)}")
+    if batch_rows < 1:
+        raise ValueError(f"batch_rows must be a positive whole number of rows, or None (automatic), got {batch_rows}")
+    return batch_rows
 
 
 @contextlib.contextmanager

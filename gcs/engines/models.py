@@ -235,7 +235,8 @@ def load_model(name: str | None = None, *, device: str | torch.device | None = N
         The loaded ``gcs.Model`` (the transformers model, its tokenizer and how to prompt it).
 
     Raises:
-        ValueError: a name that cannot be loaded (saying what was tried), or an unknown dtype.
+        ValueError: a name that cannot be loaded (saying what was tried), an unknown dtype, or a device this machine
+            does not have.
 
     Examples:
         On the embedded model:
@@ -250,9 +251,36 @@ def load_model(name: str | None = None, *, device: str | torch.device | None = N
     if name is not None and not name.strip():
         raise ValueError(f"model name must be a non-empty string or None, got {quoted(name)}")
     name = DEFAULT_MODEL if name is None or name.strip().lower() == DEFAULT_MODEL else name.strip()
-    device = torch.device(device) if device is not None else default_device()
+    device = check_device(device) if device is not None else default_device()
     with _LOADING:  # two threads asking at once (the app's warm-up and a first request) load it once
         return _load(name, device, check_dtype(dtype) or default_dtype(device))
+
+
+def check_device(device) -> torch.device:
+    """``device`` (a name like "cuda:0" or a ``torch.device``) as a device of this machine, else ArgumentTypeError or
+    ValueError naming it: torch's own errors ("Expected one of cpu, cuda, ... at start of device string", an
+    AssertionError for CUDA without CUDA) said neither the argument nor what is there.
+
+    >>> check_device("cpu")
+    device(type='cpu')
+    >>> check_device("tpu")
+    Traceback (most recent call last):
+    ...
+    ValueError: device 'tpu' is not a torch device name (say "cpu" or "cuda:0")
+    """
+    if not isinstance(device, (str, torch.device)):
+        raise ArgumentTypeError(f"device must be a device name like \"cpu\" or \"cuda:0\", or a torch.device, got "
+                                f"{type(device).__name__} {quoted(device)}")
+    try:
+        device = torch.device(device)
+    except RuntimeError:
+        raise ValueError(f"device {quoted(device)} is not a torch device name (say \"cpu\" or \"cuda:0\")") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {quoted(str(device))} asks for CUDA, which this machine's torch cannot use (no GPU "
+                         f"or a CPU build, torch {torch.__version__}): use \"cpu\" or leave device=None")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {quoted(str(device))}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device
 
 
 def resolve_model(model: Model | str | None) -> Model:

@@ -129,7 +129,8 @@ def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = ""
 def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str = "e5", baseline: str = "is"):
     """Per seed, each method's consistency minus the baseline's (dots), and the mean with its 95 % interval.
 
-    Differences are shown in points (x100).
+    Differences are shown in points (x100). Where the seeds are too few for the exact test's interval the mean is an
+    open diamond, labelled so on the plot.
 
     Args:
         per_seed: a ``CompareReport``'s ``per_seed``.
@@ -170,8 +171,13 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
                         arrayminus=[100 * (row["diff"] - row["low"])], thickness=2, width=12) if interval else None
             figure.add_trace(go.Scatter(
                 x=[label], y=[100 * row["diff"]], mode="markers", name=name,
-                marker=dict(color=METHOD_COLORS[method], symbol="diamond", size=14, line=dict(width=1, color="black")),
+                marker=dict(color=METHOD_COLORS[method], symbol="diamond" if interval else "diamond-open", size=14,
+                            line=dict(width=1, color="black") if interval else dict(width=2,
+                                                                                   color=METHOD_COLORS[method])),
                 error_y=bars, hovertemplate="mean %{y:+.1f} points<extra></extra>"))
+            if not interval:  # said on the plot, not only on hover: a bare mean reads as an effect
+                figure.add_annotation(x=label, y=100 * row["diff"], yshift=26, showarrow=False,
+                                      text="too few seeds<br>for an interval", font=dict(size=11, color="#555"))
     figure.add_hline(y=0, line=dict(color="#555", dash="dot"))
     kind, _ = parse_metric(metric)
     figure.update_layout(title=f"Paired by seed: {METRIC_NAMES[kind]} consistency minus {METHOD_NAMES[baseline]}'s",

@@ -21,7 +21,7 @@ import pandas as pd
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHOD_NAMES
 from gcs.engines.batch import Row, check_plain_text
-from gcs.engines.batching import Progress, check_progress, run_batches
+from gcs.engines.batching import Progress, check_batch_rows, check_progress, run_batches
 from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.classifiers import Classifier, check_classifiers
@@ -100,6 +100,7 @@ def style_responses(
         raise ValueError(f"style responses are not ensembled, but settings has ensemble={settings.ensemble}")
     done = finished_keys(resume, STYLE_KEYS)
     check_progress(progress)
+    check_batch_rows(batch_rows)
     check_stop(stop)
     check_callback(on_results, "on_results")
     model = resolve_model(model)

@@ -34,7 +34,7 @@ from gcs.checks import (
     refuse_gcs_options,
 )
 from gcs.engines.batch import Row, check_plain_text
-from gcs.engines.batching import Progress, check_progress, run_batches
+from gcs.engines.batching import Progress, check_batch_rows, check_progress, run_batches
 from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model, resolve_model
 from gcs.experiments.data import Group, as_groups
@@ -192,6 +192,7 @@ def sweep(
     engine = check_engine(engine, ensembling=any(plan.ensembles))
     cells = plan.cells(resume)
     check_progress(progress)
+    check_batch_rows(batch_rows)
     check_stop(stop)
     check_callback(on_results, "on_results")
     model = resolve_model(model)

@@ -39,7 +39,8 @@ def check_distribution(values, name: str = "p") -> torch.Tensor:
         raise ArgumentTypeError(f"{name} must be a list of numbers, got {type(values).__name__} {quoted(values)}") \
             from None
     if p.dim() != 1 or not 2 <= len(p) <= MAX_CATEGORIES:
-        raise ValueError(f"{name} must list 2 to {MAX_CATEGORIES} probabilities, got shape {tuple(p.shape)}")
+        got = f"{len(p)}" if p.dim() == 1 else f"an array of shape {tuple(p.shape)}"
+        raise ValueError(f"{name} must list 2 to {MAX_CATEGORIES} probabilities, got {got}")
     if not torch.isfinite(p).all() or (p < 0).any():
         raise ValueError(f"{name} must contain finite, non-negative numbers")
     if p.max() <= 0:
