@@ -18,12 +18,9 @@ ValueError: temperature must be a finite number, 0 (greedy) or at least 0.0001 (
 
 from __future__ import annotations
 
-import difflib
-import functools
-import inspect
 import operator
 import urllib.parse
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from gcs.runtime.arguments import ArgumentTypeError, check_count, finite, is_integer
 from gcs.runtime.quoting import quoted
@@ -324,41 +321,3 @@ def check_max_new_tokens(max_new_tokens: int) -> int:
 def check_rewordings(rewordings) -> int:
     """How many rewordings the model writes per prompt for ensembling: 0 (off) to 8."""
     return check_count(rewordings, "ensemble (rewordings per prompt)", 0, MAX_REWORDINGS)
-
-
-@functools.cache
-def option_names() -> frozenset[str]:
-    """Every keyword that a public gcs function takes (``gcs.__all__``)."""
-    import gcs
-
-    names: set[str] = set()
-    for name in gcs.__all__:
-        function = getattr(gcs, name)
-        if inspect.isfunction(function):
-            names |= {parameter.name for parameter in inspect.signature(function).parameters.values()
-                      if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)}
-    return frozenset(names)
-
-
-def refuse_gcs_options(entry_point: Callable, generate_kwargs: dict) -> None:
-    """TypeError where an entry point's extra keywords (``**generate_kwargs``, passed on to transformers' ``generate``)
-    hold one of gcs's own options that this entry point does not take: ``gcs.sweep(temperature=0.5)`` ran the
-    default temperatures (transformers ignores a temperature under gcs's sampling), ``gcs.compare(seed=3)`` failed in
-    transformers after loading the model. Names the keyword and the entry point's own option nearest to it.
-
-    >>> def compare(prompts, *, seeds=(0,), **generate_kwargs): ...
-    >>> refuse_gcs_options(compare, {"min_new_tokens": 4})  # transformers' own: passed on
-    >>> refuse_gcs_options(compare, {"seed": 3})
-    Traceback (most recent call last):
-    ...
-    gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword argument 'seed' (did you mean ...
-    """
-    own = [name for name, parameter in inspect.signature(entry_point).parameters.items()
-           if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)]
-    for keyword in generate_kwargs:
-        if keyword in option_names():
-            nearest = difflib.get_close_matches(keyword, own, n=1, cutoff=0.6)
-            hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
-            raise ArgumentTypeError(f"gcs.{entry_point.__name__} got an unexpected keyword argument {keyword!r}{hint}; "
-                                    f"its extra keywords go to transformers' generate, and {keyword!r} is one of "
-                                    "gcs's own options")

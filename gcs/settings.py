@@ -19,7 +19,10 @@ of a long list of keyword arguments, and trusts it: a frozen object cannot becom
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+import difflib
+import functools
+import inspect
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -196,3 +199,41 @@ def _differs(value, default) -> bool:
         except TypeError:
             return True
     return bool(value != default)
+
+
+@functools.cache
+def option_names() -> frozenset[str]:
+    """Every keyword that a public gcs function takes (``gcs.__all__``)."""
+    import gcs
+
+    names: set[str] = set()
+    for name in gcs.__all__:
+        function = getattr(gcs, name)
+        if inspect.isfunction(function):
+            names |= {parameter.name for parameter in inspect.signature(function).parameters.values()
+                      if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)}
+    return frozenset(names)
+
+
+def refuse_gcs_options(entry_point: Callable, generate_kwargs: dict) -> None:
+    """TypeError where an entry point's extra keywords (``**generate_kwargs``, passed on to transformers' ``generate``)
+    hold one of gcs's own options that this entry point does not take: ``gcs.sweep(temperature=0.5)`` ran the
+    default temperatures (transformers ignores a temperature under gcs's sampling), ``gcs.compare(seed=3)`` failed in
+    transformers after loading the model. Names the keyword and the entry point's own option nearest to it.
+
+    >>> def compare(prompts, *, seeds=(0,), **generate_kwargs): ...
+    >>> refuse_gcs_options(compare, {"min_new_tokens": 4})  # transformers' own: passed on
+    >>> refuse_gcs_options(compare, {"seed": 3})
+    Traceback (most recent call last):
+    ...
+    gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword argument 'seed' (did you mean ...
+    """
+    own = [name for name, parameter in inspect.signature(entry_point).parameters.items()
+           if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)]
+    for keyword in generate_kwargs:
+        if keyword in option_names():
+            nearest = difflib.get_close_matches(keyword, own, n=1, cutoff=0.6)
+            hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+            raise ArgumentTypeError(f"gcs.{entry_point.__name__} got an unexpected keyword argument {keyword!r}{hint}; "
+                                    f"its extra keywords go to transformers' generate, and {keyword!r} is one of "
+                                    "gcs's own options")

@@ -57,8 +57,9 @@ def more_seeds(run: gcs.RoundReport) -> bool:
 
 
 def generated_tokens(frame) -> int:
-    """The tokens generated so far: the longest answer's (a stream's frames come one per step, then once more)."""
-    return int(frame["n_tokens"].max()) if len(frame) else 0
+    """The tokens generated so far: the longest answer's (a stream's frames come one per step, then once more; none
+    while a served endpoint has answered nothing yet)."""
+    return int(frame["n_tokens"].max()) if frame is not None and len(frame) else 0
 
 
 def round_work(rounds, progress: dict):

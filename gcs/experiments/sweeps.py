@@ -31,7 +31,6 @@ from gcs.checks import (
     check_engine,
     check_rewordings,
     check_temperatures,
-    refuse_gcs_options,
 )
 from gcs.engines.batch import Row, check_plain_text
 from gcs.engines.batching import Progress, check_batch_rows, check_progress, run_batches
@@ -43,7 +42,7 @@ from gcs.rewording import reword
 from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_stop, is_integer
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
-from gcs.settings import SamplingSettings, check_settings, refuse_beside
+from gcs.settings import SamplingSettings, check_settings, refuse_beside, refuse_gcs_options
 from gcs.stats.intervals import standard_error
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")

@@ -15,12 +15,12 @@ from typing import cast
 
 import pandas as pd
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHODS, refuse_gcs_options
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHODS
 from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model
 from gcs.generation.cores import compare_with, generate_with
 from gcs.runtime.arguments import is_integer
-from gcs.settings import SamplingSettings, one_or_built, refuse_beside
+from gcs.settings import SamplingSettings, one_or_built, refuse_beside, refuse_gcs_options
 
 __all__ = ["generate", "stream", "compare", "stream_compare"]
 

@@ -27,14 +27,14 @@ from typing import Any
 
 import torch
 
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, refuse_gcs_options
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
 from gcs.engines.models import Model, resolve_model
 from gcs.instrument.conditioning import Posterior, posterior
 from gcs.instrument.forcing import Response, forced_logits, reads_back, response_ids
 from gcs.runtime.arguments import ArgumentTypeError, check_prompts, check_stop
 from gcs.runtime.quoting import quoted
-from gcs.settings import SamplingSettings, one_or_built
+from gcs.settings import SamplingSettings, one_or_built, refuse_gcs_options
 
 
 @dataclass(frozen=True)
