@@ -9,6 +9,7 @@ the share of null runs that claim anything. The embedded model checks the integr
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -241,6 +242,38 @@ def test_the_seeds_is_needs_come_with_their_f_interval():
     assert (effect["is_seeds_low"], effect["is_seeds_high"]) == pytest.approx((10 * ratio / f_high, 10 * ratio / f_low))
     assert f"90 % F interval {effect['is_seeds_low']:.0f} to {effect['is_seeds_high']:.0f}" in report.lines[2]
 
+
+def differences_frame(shared: list[float], control: list[float], label: str = "length") -> pd.DataFrame:
+    """An A/B frame of one prompt whose per-seed differences B - A are ``shared`` (GCSwR) and ``control`` (IS)."""
+    return pd.DataFrame([{"prompt_index": 0, "method": method, "seed": seed, "identical": d == 0,
+                          f"{label}_a": 20.0, f"{label}_b": 20.0 + d}
+                         for method, differences in (("gcswr", shared), ("is", control))
+                         for seed, d in enumerate(differences)])
+
+
+def test_an_interval_s_printed_ends_agree_with_its_verdict():
+    """Within noise, 0 itself is not rejected: an end that bisection left at -7e-11 prints as 0.0, never "-0.0" (a
+    reader sees an interval that excludes 0 beside "within noise"). Beyond noise, ends near 0 get more decimals
+    rather than print as 0.0."""
+    within = gcs.ab_report(differences_frame([-12, -6] + [0] * 8, [3, -3, 2, -2, 1, -1, 0, 4, 0, 0]))
+    effect = within.effects.iloc[0]
+    assert not effect["beyond_noise"] and -1e-9 < effect["high"] < 0  # the case as the sign-flip interval gives it
+    assert "(95 % CI -4.5 to 0.0 tokens): within noise." in within.lines[1], within.lines[1]
+    tiny = [0.0003, 0.0004, 0.0005, 0.0006, 0.0004, 0.0005, 0.0003, 0.0006]
+    beyond = gcs.ab_report(differences_frame(tiny, tiny, label="contains:x"))
+    assert beyond.effects.iloc[0]["beyond_noise"]
+    interval = re.search(r"95 % CI (\S+) to (\S+) points\): beyond noise", beyond.lines[1])
+    assert interval and float(interval[1]) > 0 and float(interval[2]) > 0, beyond.lines[1]
+
+
+def test_the_report_says_plainly_when_shared_luck_saved_nothing():
+    """Shared luck's differences spread more than the control's: no "would need about 1 seeds" (or 0), the words
+    say it saved nothing, with the F interval of the seeds the control needs."""
+    report = gcs.ab_report(differences_frame([-12, -6] + [0] * 8, [3, -3, 2, -2, 1, -1, 0, 4, 0, 0]))
+    saving = report.lines[2]
+    assert report.effects.iloc[0]["is_seeds"] < 10
+    assert saving.startswith("length: shared luck saved nothing here") and "would need about" not in saving, saving
+    assert "would have been as precise with these 10 seeds" in saving and "95 % F interval 1 to " in saving
 
 # -- why they parted: the parting race is gcs.trace's ---------------------------------------------------------
 @pytest.mark.parametrize("method", ["gcs", "gcswr"])

@@ -167,14 +167,53 @@ def _phrasing(label: str) -> tuple[str, str, float, str]:
     return f"{{B}} scores {{more}} than {{A}} on {label}, by {{amount}}", "higher/lower", 1.0, ""
 
 
-def _number(value: float, scale: float, unit: str, signed: bool = True, with_unit: bool = True) -> str:
-    """A score (times ``scale``) with its unit: one decimal for tokens and points, three digits for a scorer's.
+# Below this, in the unit shown, a value is floating-point dust (a bisected interval's end at -3.9e-11), not a number.
+_DUST = 1e-9
+
+
+def _number(value: float, scale: float, unit: str, signed: bool = True, with_unit: bool = True,
+            decimals: int = 1) -> str:
+    """A score (times ``scale``) with its unit: ``decimals`` for tokens and points, three digits for a scorer's; a
+    value that rounds to zero is written 0, without a sign (never "-0.0").
 
     >>> _number(2.25, 1.0, "tokens"), _number(-0.125, 100.0, "points", with_unit=False), _number(0.1234, 1.0, "")
     ('+2.2 tokens', '-12.5', '+0.123')
+    >>> _number(-3.9e-11, 1.0, "tokens"), _number(-0.04, 1.0, "tokens"), _number(-3.9e-11, 1.0, "")
+    ('0.0 tokens', '0.0 tokens', '0')
     """
-    digits = ".1f" if scale != 1 or unit else ".3g"
-    return f"{scale * value:{'+' if signed else ''}{digits}} {unit if with_unit else ''}".strip()
+    digits = f".{decimals}f" if scale != 1 or unit else ".3g"
+    shown = scale * value
+    if abs(shown) < _DUST or float(f"{shown:{digits}}") == 0:
+        shown = 0.0
+    sign = "+" if signed and shown != 0 else ""
+    return f"{shown:{sign}{digits}} {unit if with_unit else ''}".strip()
+
+
+def _decimals(values, scale: float) -> int:
+    """The fewest decimals, 1 to 4, at which none of ``values`` (times ``scale``) that is more than dust prints as 0.
+
+    >>> _decimals([2.5, -1.0], 1.0), _decimals([0.03, 2.5], 1.0), _decimals([-3.9e-11], 1.0)
+    (1, 2, 1)
+    """
+    shown = [scale * value for value in values if abs(scale * value) >= _DUST]
+    return next((d for d in range(1, 5) if all(round(value, d) != 0 for value in shown)), 4)
+
+
+def _interval_text(low: float, high: float, beyond_noise: bool, scale: float, unit: str) -> str:
+    """"LOW to HIGH UNIT", whose printed ends say what the verdict says. Within noise, the test at 0 itself did not
+    reject, so 0 belongs to the interval even where bisection stopped a hair short of it (-3.9e-11): the printed
+    interval reaches 0. Beyond noise, as many decimals as it takes for neither end to print as 0.
+
+    >>> _interval_text(-6.0, -3.9e-11, False, 1.0, "tokens")
+    '-6.0 to 0.0 tokens'
+    >>> _interval_text(0.03, 2.5, True, 1.0, "tokens")
+    '+0.03 to +2.50 tokens'
+    """
+    if not beyond_noise:
+        low, high = min(low, 0.0), max(high, 0.0)
+    decimals = _decimals([low, high], scale) if beyond_noise else 1
+    return " to ".join(_number(end, scale, unit, with_unit=False, decimals=decimals) for end in (low, high)) + \
+        (f" {unit}" if unit else "")
 
 
 def _effect_line(row, names: tuple[str, str], confidence: float, family: int) -> str:
@@ -184,8 +223,8 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
     head = f"{row.metric}: "
     if row.n < 2:
         return f"{head}{row.n} seed{'s' if row.n != 1 else ''}: one seed is an anecdote, not evidence; use more seeds."
-    body = sentence.format(B=b, A=a, more=more if row.diff >= 0 else less, amount=_number(abs(row.diff), scale, unit,
-                                                                                           signed=False))
+    amount = _number(abs(row.diff), scale, unit, signed=False, decimals=_decimals([row.diff], scale))
+    body = sentence.format(B=b, A=a, more=more if row.diff >= 0 else less, amount=amount)
     together = "" if family == 1 else f", simultaneous over {family} scores"
     if row.diff == 0 and not row.sd > 0:
         return f"{head}{b} and {a} gave the same value on each of the {row.n} seeds: no difference, and no claim."
@@ -197,8 +236,8 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
     if not row.sd > 0:
         bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"
         return f"{head}{body} on every seed alike (exact sign-flip test, p = {row.p:.3g}{bonferroni}): {noise}."
-    return (f"{head}{body} ({100 * confidence:g} % CI {_number(row.low, scale, unit, with_unit=False)} to "
-            f"{_number(row.high, scale, unit)}{together}): {noise}.")
+    interval = _interval_text(row.low, row.high, row.beyond_noise, scale, unit)
+    return f"{head}{body} ({100 * confidence:g} % CI {interval}{together}): {noise}."
 
 
 def _saving_line(row, method: str, confidence: float) -> str:
@@ -215,12 +254,18 @@ def _saving_line(row, method: str, confidence: float) -> str:
         return (f"{row.metric}: with shared luck ({shared}) every seed gave the same difference; independent "
                 f"sampling's differences spread by {_number(row.control_sd, scale, unit, signed=False)} per seed, "
                 "so no number of independent seeds reaches that width.")
-    return (f"{row.metric}: independent sampling's differences spread {row.control_sd / row.sd:.1f}x as much per seed "
-            f"({_number(row.control_sd, scale, unit, signed=False)} against "
-            f"{_number(row.sd, scale, unit, signed=False)} with shared luck, {shared}): it would need about "
-            f"{row.is_seeds:.0f} seeds for the width shared luck reaches with {row.n} (an estimate from the two "
-            f"spreads, {row.n} x ({row.control_sd / row.sd:.2f})²; {100 * confidence:g} % F interval "
-            f"{row.is_seeds_low:.0f} to {row.is_seeds_high:.0f}, if the per-seed differences are about normal).")
+    bounds = (f"{100 * confidence:g} % F interval {max(1.0, row.is_seeds_low):.0f} to "
+              f"{max(1.0, row.is_seeds_high):.0f}, if the per-seed differences are about normal")
+    control_sd, sd = (_number(value, scale, unit, signed=False, decimals=_decimals([row.control_sd, row.sd], scale))
+                      for value in (row.control_sd, row.sd))
+    spreads = f"{control_sd} per seed with independent sampling against {sd} with shared luck, {shared}"
+    if round(row.is_seeds) <= row.n:  # "would need about 1 seeds": the control was as precise or more
+        return (f"{row.metric}: shared luck saved nothing here: its differences spread as much as or more than "
+                f"independent sampling's ({spreads}), so independent sampling would have been as precise with these "
+                f"{row.n} seeds (the seeds it needs for shared luck's width: {bounds}).")
+    return (f"{row.metric}: independent sampling's differences spread {row.control_sd / row.sd:.1f}x as much "
+            f"({spreads}): it would need about {row.is_seeds:.0f} seeds for the width shared luck reaches with "
+            f"{row.n} (an estimate from the two spreads, {row.n} x ({row.control_sd / row.sd:.2f})²; {bounds}).")
 
 
 def _pair_lines(pairs: pd.DataFrame, method: str, control: str | None, confidence: float) -> list[str]:
