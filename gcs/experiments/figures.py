@@ -4,8 +4,7 @@
 - ``style_figure``: p_repeat per style dimension and method (Table 2);
 - ``similarity_heatmap``: one method's pairwise similarities between responses;
 - ``paired_figure``: per-seed differences from IS with the mean and its 95 % interval;
-- ``race_figure``: one step of ``gcs.trace`` (probabilities and arrival times; ``race_scale``: one scale for
-  several rows' races);
+- ``race_figure``: one step of ``gcs.trace`` (``race_scale``: one scale for several rows' races);
 - ``coupling_figure`` / ``recycling_figure``: the coupling explorer (Theorem 1, Theorem 2).
 """
 
@@ -21,7 +20,10 @@ from gcs.checks import METHOD_NAMES
 from gcs.experiments.sweeps import consistency_by_temperature, ensembling_label
 from gcs.scoring.metrics import METRIC_NAMES, parse_metric
 
+# One colour per concept in every figure of the library, the app and the lesson: each method; the exact law; noise
+# kept without recycling; a race's winner and other runners (no method's colour: a race of any method has a winner).
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
+CONCEPT_COLORS = {"exact": "#2ca02c", "reuse": "#bcbd22", "winner": "#ff7f0e", "runner": "#c6dbef"}
 
 
 def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
@@ -158,22 +160,20 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
         paired = (mine - base).dropna()
         label = f"{METHOD_NAMES[method]} − {METHOD_NAMES[baseline]}"
         figure.add_trace(go.Scatter(x=[label] * len(paired), y=100 * paired.to_numpy(), mode="markers",
-                                    name=f"{label}, per seed",
+                                    name=f"{label}, per seed", customdata=paired.index.to_numpy(),
                                     marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
-                                    customdata=paired.index.to_numpy(),
                                     hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
         row = summary[(summary["method"] == method) & (summary["metric"] == metric)].iloc[0]
         if len(paired) > 1:
             interval = row["low"] == row["low"]  # NaN where the seeds are too few for the exact test's interval
-            name = f"{label}, mean and simultaneous 95 % interval" if interval else f"{label}, mean (too few seeds " \
-                "for an interval)"
+            name = f"{label}, mean " + ("and simultaneous 95 % interval" if interval else "(too few seeds for one)")
+            outline = dict(width=1, color="black") if interval else dict(width=2, color=METHOD_COLORS[method])
             bars = dict(type="data", symmetric=False, array=[100 * (row["high"] - row["diff"])],
                         arrayminus=[100 * (row["diff"] - row["low"])], thickness=2, width=12) if interval else None
             figure.add_trace(go.Scatter(
                 x=[label], y=[100 * row["diff"]], mode="markers", name=name,
                 marker=dict(color=METHOD_COLORS[method], symbol="diamond" if interval else "diamond-open", size=14,
-                            line=dict(width=1, color="black") if interval else dict(width=2,
-                                                                                   color=METHOD_COLORS[method])),
+                            line=outline),
                 error_y=bars, hovertemplate="mean %{y:+.1f} points<extra></extra>"))
             if not interval:  # said on the plot, not only on hover: a bare mean reads as an effect
                 figure.add_annotation(x=label, y=100 * row["diff"], yshift=26, showarrow=False,
@@ -181,8 +181,8 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
     figure.add_hline(y=0, line=dict(color="#555", dash="dot"))
     kind, _ = parse_metric(metric)
     figure.update_layout(title=f"Paired by seed: {METRIC_NAMES[kind]} consistency minus {METHOD_NAMES[baseline]}'s",
-                         yaxis_title="difference (points, x100)", template="plotly_white", height=380,
-                         showlegend=False, margin=dict(l=50, r=10, t=50, b=40))
+                         yaxis_title="difference (points, x100)", template="plotly_white", height=440, showlegend=True,
+                         legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"), margin=dict(l=50, r=10, t=50, b=40))
     return figure
 
 
@@ -229,9 +229,9 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
                 arrival_range: tuple[float, float] | None = None):
     """One row's step of a ``gcs.trace``: each candidate's probability p and, in a race, its arrival time E/p.
 
-    The winner (the first arrival, or IS's inverse-CDF pick) is red; the hover shows each candidate's clock E, its
-    Gumbel form g = -log E and, with GCSwR, the clock after the race. The arrival axis is logarithmic with a tick at
-    each power of ten. Token text is shown as text (escaped).
+    The winner (the first arrival, or IS's inverse-CDF pick) is orange and labelled "winner"; the hover shows each
+    candidate's clock E, its Gumbel form g = -log E and, with GCSwR, the clock after the race. The arrival axis is
+    logarithmic with a tick at each power of ten. Token text is shown as text (escaped).
 
     Args:
         step: a ``TraceStep``.
@@ -254,7 +254,8 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
 
     candidates = step.candidates
     names = [f"{i + 1}. {html.escape(repr(c.text), quote=False)}" for i, c in enumerate(candidates)]
-    colors = [METHOD_COLORS["gcswr"] if c.token_id == step.winner else "#9ecae1" for c in candidates]
+    colors = [CONCEPT_COLORS["winner"] if c.token_id == step.winner else CONCEPT_COLORS["runner"] for c in candidates]
+    marks = ["winner" if c.token_id == step.winner else "" for c in candidates]  # not by colour alone
     hover = [f"p = {c.probability:.4f}" + ("" if c.noise is None else
                                            f"<br>clock E = {c.noise:.4g} (g = −log E = {c.gumbel:+.3f})"
                                            f"<br>arrival E/p = {c.arrival:.4g}")
@@ -265,13 +266,14 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
                            subplot_titles=("probability p", "arrival E/p (log scale): first arrival wins") if race
                            else ("probability p",))
     figure.add_trace(go.Bar(y=names, x=[c.probability for c in candidates], orientation="h", marker_color=colors,
-                            hovertext=hover, hoverinfo="text"), row=1, col=1)
+                            hovertext=hover, hoverinfo="text", text=None if race else marks, textposition="auto"),
+                     row=1, col=1)
     top = probability_max if probability_max is not None else max(c.probability for c in candidates)
     figure.update_xaxes(range=[0, 1.05 * top], row=1, col=1)
     if race:
         arrivals = [c.arrival if np.isfinite(c.arrival) else None for c in candidates]
         figure.add_trace(go.Bar(y=names, x=arrivals, orientation="h", marker_color=colors, hovertext=hover,
-                                hoverinfo="text"), row=1, col=2)
+                                hoverinfo="text", text=marks, textposition="auto"), row=1, col=2)
         low, high = arrival_range or race_scale([step])["arrival_range"] or (0.1, 10.0)
         values, labels = power_ticks(low, high)
         figure.update_xaxes(type="log", range=[np.log10(values[0]), np.log10(values[-1])], tickvals=values,
@@ -304,16 +306,15 @@ def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws
         largest = curve["epsilon"].max()
         curve = curve.assign(epsilon=curve["epsilon"] / largest if largest > 0 else 1.0)
     figure = go.Figure()
-    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["theorem1"], name="shared noise: Theorem 1",
-                                mode="lines", line=dict(color=METHOD_COLORS["gcs"])))
-    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["monte_carlo_shared"], name="shared noise: Monte Carlo",
-                                mode="markers", marker=dict(color=METHOD_COLORS["gcs"]),
-                                error_y=dict(type="data", array=2 * curve["stderr_shared"])))
-    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["independent"], name="independent: Σ p·q",
-                                mode="lines", line=dict(color=METHOD_COLORS["is"])))
-    figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve["monte_carlo_independent"], name="independent: Monte Carlo",
-                                mode="markers", marker=dict(color=METHOD_COLORS["is"], symbol="square"),
-                                error_y=dict(type="data", array=2 * curve["stderr_independent"])))
+    for kind, exact, name, symbol in (("shared", "theorem1", "shared noise: Theorem 1", "circle"),
+                                      ("independent", "independent", "independent: Σ p·q", "square")):
+        color = METHOD_COLORS["gcs" if kind == "shared" else "is"]
+        figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[exact], name=name, mode="lines",
+                                    line=dict(color=color)))
+        figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[f"monte_carlo_{kind}"], mode="markers",
+                                    name=f"{name.split(':')[0]}: Monte Carlo (± 2 std.err)",
+                                    marker=dict(color=color, symbol=symbol),
+                                    error_y=dict(type="data", array=2 * curve[f"stderr_{kind}"])))
     x_title = ("blend weight w: q_w = (1 − w)·p + w·q (0 = p, 1 = your q)" if blended
                else "ε: q = softmax(log p + ε·z) for a fixed random direction z")
     figure.update_layout(title=title, xaxis_title=x_title, yaxis_title="P(same category)",
@@ -339,11 +340,11 @@ def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many s
     """
     figure = go.Figure()
     labels = [str(t) for t in histogram["token"]]
-    figure.add_trace(go.Bar(x=labels, y=histogram["target"], name="target p", marker_color="#2ca02c"))
+    figure.add_trace(go.Bar(x=labels, y=histogram["target"], name="target p", marker_color=CONCEPT_COLORS["exact"]))
     figure.add_trace(go.Bar(x=labels, y=histogram["gcswr"], name="GCSwR (recycled noise)",
                             marker_color=METHOD_COLORS["gcswr"]))
     figure.add_trace(go.Bar(x=labels, y=histogram["reuse"], name="same noise, no recycling",
-                            marker_color="#bcbd22", opacity=0.6))
+                            marker_color=CONCEPT_COLORS["reuse"]))
     figure.update_layout(title=title, xaxis_title="token", yaxis_title="frequency", barmode="group",
                          template="plotly_white")
     return figure
