@@ -173,6 +173,49 @@ def test_an_mcp_tool_error_is_short_whatever_the_call_sent(app_url, app_progress
     assert "kkk" in no_such_parameter and len(no_such_parameter) < 700
 
 
+@pytest.mark.parametrize("route", ["gradio_api/mcp/", "gradio_api/queue/join", "gradio_api/call/compare"])
+@pytest.mark.slow
+def test_json_nested_past_what_a_parser_recurses_through_is_refused_plainly(app_url, app_log, app_progress, route):
+    """An MCP request nested 50,000 deep was an HTTP 500 and a ``RecursionError`` traceback from the mcp package's
+    parser (Python's, which recurses once per level); now every route refuses JSON nested over 64 levels, measured
+    before any parser reads it."""
+    since = len(app_log.read_text())
+    body = '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    answer = served("POST", app_url + route, app_progress, content=body,
+                    headers={"content-type": "application/json", "accept": "application/json, text/event-stream"})
+    assert answer.status_code == 400 and "nests 50,001 levels deep" in answer.json()["detail"], answer.text[:300]
+    assert len(answer.text) < 200
+    assert_quiet(app_log, since)
+
+
+async def mcp_prompt(app_url: str, name: str):
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import McpError
+
+    async with streamable_http_client(f"{app_url}gradio_api/mcp/") as (read, write, _):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            listed = (await session.list_prompts()).prompts
+            try:
+                return listed, await session.get_prompt(name, {})
+            except McpError as error:
+                return listed, error
+
+
+@pytest.mark.parametrize("name", ["no_such_prompt", "coupling", "p" * 100_000],
+                         ids=["an unknown name", "a tool's name", "100,000 characters"])
+@pytest.mark.slow
+def test_an_unknown_mcp_prompt_is_an_error_naming_it(app_url, app_progress, name):
+    """``prompts/get`` of a name the app serves as no prompt ran the coupling tool (Gradio's handler ran the last
+    endpoint it looked at) and answered with its result."""
+    listed, got = patiently(lambda: asyncio.run(mcp_prompt(app_url, name)), "the prompt's answer", app_progress)
+    assert listed == []
+    message = getattr(getattr(got, "error", None), "message", repr(got)[:300])
+    assert message.startswith(f"Unknown prompt for this Gradio app: '{name[:20]}"), message
+    assert "it serves no prompts" in message and len(message) < 300
+
+
 # -- the last resort, and the internals the guard reads --------------------------------------------------------
 def answered(app, path: str = "/x") -> list[dict]:
     """What an ASGI ``app`` sends for one GET of ``path``."""
@@ -246,6 +289,8 @@ def test_the_mcp_internals_the_brief_errors_wrap_have_the_shape_they_expect():
     assert list(inspect.signature(GradioMCPServer._prepare_tool_call_args).parameters) == ["self", "name", "arguments"]
     assert list(inspect.signature(Server._make_error_result).parameters) == ["self", "error_message"]
     assert "self.tool_to_endpoint = " in inspect.getsource(GradioMCPServer.__init__)
+    handlers = inspect.getsource(GradioMCPServer.create_mcp_server)  # what internals.served_prompts mirrors
+    assert 'block_fn.fn._mcp_type == "prompt"' in handlers and "block_fn.fn._mcp_name == name" in handlers
     error = Server("test")._make_error_result("y" * 100_000)
     assert error.root.isError and len(error.root.content[0].text) < 700
 

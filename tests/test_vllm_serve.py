@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import select
 import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,7 @@ import httpx
 import openai
 import pytest
 import scipy.stats
-from waiting import WaitingTransport, until
+from waiting import WaitingTransport, patiently, served, until
 
 from conftest import free_port, running_server
 from gcs.cli.commands import main
@@ -63,13 +64,22 @@ def test_the_cli_says_what_is_wrong(capsys):
 
 
 # -- the server -------------------------------------------------------------------------------------
+KEY = "gcs-serve-test-key-51c0"
+WITH_KEY = {"Authorization": f"Bearer {KEY}"}
+
+
 @pytest.fixture(scope="module")
 def vllm_served(tmp_path_factory):
-    """``python -m gcs vllm-serve`` on a free port, once it lists its model: (its URL, its log, its progress)."""
+    """``python -m gcs vllm-serve -- --api-key KEY`` on a free port, once it lists its model: (its URL, its log, its
+    progress). Keyed, as a server on 0.0.0.0 must be: every client here sends the key but those that test its
+    absence."""
     port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
     url = f"http://127.0.0.1:{port}"
-    with running_server([sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port)], log, url + "/v1/models",
-                        {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}) as (_, progress):
+    command = [sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port), "--", "--api-key", KEY]
+    with running_server(command, log, url + "/health", {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}) \
+            as (_, progress):
+        until(lambda: served("GET", url + "/v1/models", progress, headers=WITH_KEY).status_code == 200,
+              "the model to be listed", progress)
         yield url, log, progress
 
 
@@ -79,14 +89,15 @@ def server(vllm_served):
     server works on it (``waiting.WaitingTransport``)."""
     url, log, progress = vllm_served
     http = httpx.Client(transport=WaitingTransport(progress), timeout=None)
-    yield openai.OpenAI(base_url=url + "/v1", api_key="-", max_retries=0, timeout=None, http_client=http), log
+    yield openai.OpenAI(base_url=url + "/v1", api_key=KEY, max_retries=0, timeout=None, http_client=http), log
 
 
 @pytest.fixture(scope="module")
 def vllm_http(vllm_served):
-    """Raw HTTP to the server, as a hostile client sends it (waiting on the server's progress, as ``server``)."""
+    """Raw HTTP to the server, as a hostile client with the key sends it (waiting on the server's progress, as
+    ``server``)."""
     url, _, progress = vllm_served
-    with httpx.Client(base_url=url, transport=WaitingTransport(progress), timeout=None) as http:
+    with httpx.Client(base_url=url, transport=WaitingTransport(progress), timeout=None, headers=WITH_KEY) as http:
         yield http
 
 
@@ -257,7 +268,7 @@ def test_a_client_killed_mid_answer_stops_its_request_and_the_seed_answers_as_be
                        "vllm_xargs": xargs}).encode()
     with socket.create_connection((vllm_http.base_url.host, vllm_http.base_url.port)) as killed:
         killed.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                       b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+                       b"Authorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s" % (KEY.encode(), len(body), body))
         until(lambda: metric(vllm_http, "vllm:num_requests_running") == 1, "the request to run", progress)
         until(lambda: metric(vllm_http, "vllm:generation_tokens_total") > generated + 8, "its first tokens", progress)
         killed.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # reset
@@ -265,3 +276,142 @@ def test_a_client_killed_mid_answer_stops_its_request_and_the_seed_answers_as_be
     assert metric(vllm_http, "vllm:generation_tokens_total") - generated < 3_000  # cut short, not run to its end
     assert ask(client, QUESTIONS[0], xargs, tokens=16) == before
 
+
+
+# -- the routes it serves, the key on each, the bodies it reads (docs/vllm.md, "What it serves") ---------------------
+COMPLETION = {"model": MODEL, "prompt": QUESTIONS[0], "max_tokens": 4}
+KEYED = [("POST", "/v1/chat/completions", REQUEST), ("POST", "/v1/completions", COMPLETION),
+         ("GET", "/v1/models", None), ("POST", "/tokenize", {"model": MODEL, "prompt": QUESTIONS[0]}),
+         ("POST", "/detokenize", {"model": MODEL, "tokens": [1, 2, 3]}), ("GET", "/version", None)]
+NOT_SERVED = [("POST", "/invocations", REQUEST), ("POST", "/invocations", COMPLETION),
+              ("POST", "/v1/responses", {"model": MODEL, "input": QUESTIONS[0]}),
+              ("POST", "/v1/messages", {**REQUEST, "max_tokens": 4}), ("POST", "/scale_elastic_ep", {}),
+              ("POST", "/inference/v1/generate", {"token_ids": [1, 2]}), ("GET", "/openapi.json", None),
+              ("GET", "/load", None), ("GET", "/v1/models/", None)]
+
+
+@pytest.mark.parametrize("method, path, body", KEYED, ids=[path for _, path, _ in KEYED])
+@pytest.mark.slow
+def test_every_route_that_reads_or_writes_text_needs_the_key(vllm_served, vllm_http, method, path, body):
+    """vLLM's own check covers /v1 only: /tokenize, /detokenize (and /invocations, now not served) answered 200
+    without the key. A wrong key, a key without its scheme and no key are each a 401 in OpenAI's error shape."""
+    url, _, progress = vllm_served
+    for headers in ({}, {"Authorization": "Bearer not-the-key"}, {"Authorization": KEY}):
+        answer = served(method, url + path, progress, json=body, headers=headers)
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == 401, (headers, answer.text[:300])
+    assert vllm_http.request(method, path, json=body).status_code == 200
+
+
+@pytest.mark.parametrize("method, path, body", NOT_SERVED, ids=[f"{path} {i}" for i, (_, path, _) in
+                                                                enumerate(NOT_SERVED)])
+@pytest.mark.slow
+def test_a_route_it_does_not_serve_is_a_404_with_or_without_the_key(vllm_served, vllm_http, method, path, body):
+    """``POST /invocations`` took completion and chat bodies without the key and generated; the Responses, Messages,
+    elastic-scaling and token-in-token-out routes were served too."""
+    url, _, progress = vllm_served
+    for answer in (served(method, url + path, progress, json=body), vllm_http.request(method, path, json=body)):
+        assert answer.status_code == 404 and "serves only" in answer.json()["error"]["message"], answer.text[:300]
+
+
+@pytest.mark.slow
+def test_health_readiness_and_metrics_need_no_key(vllm_served):
+    url, _, progress = vllm_served
+    for path in ("/health", "/ping", "/metrics"):
+        assert served("GET", url + path, progress).status_code == 200, path
+
+
+def answer_while_sending(url: httpx.URL, path: str, headers: dict[str, str], total: int,
+                         chunked: bool) -> tuple[int, int]:
+    """(the status the server answers, how many bytes of the body were sent by then) for a POST of ``total`` bytes
+    sent in 1 MiB pieces, the answer read as soon as it comes: a server that answers before reading the body
+    closes the connection and the sending stops far short of ``total``; one that reads first takes it all."""
+    framing = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}"
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    piece = b" " * (1 << 20)
+    pieces = [b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece] * (total // len(piece))
+    with socket.create_connection((url.host, url.port)) as connection:
+        connection.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n{head}{framing}"
+                           f"\r\n\r\n".encode())
+        connection.setblocking(False)
+        sent, pending, answer = 0, b"", b""
+        while b"\r\n\r\n" not in answer:
+            readable, writable, _ = select.select([connection], [connection] if pieces or pending else [], [])
+            try:
+                if readable:
+                    if not (received := connection.recv(1 << 16)):
+                        break
+                    answer += received
+                elif writable:
+                    pending = pending or pieces.pop() + (b"0\r\n\r\n" if chunked and not pieces else b"")
+                    done = connection.send(pending)
+                    pending, sent = pending[done:], sent + done
+            except (BrokenPipeError, ConnectionResetError):  # the server closed it: what it sent first is still read
+                pieces, pending = [], b""
+    assert answer.startswith(b"HTTP/1.1 "), f"no answer after {sent:,} bytes: {answer[:200]!r}"
+    return int(answer.split()[1]), sent
+
+
+@pytest.mark.parametrize("path, key, total, chunked, status", [
+    ("/tokenize", False, 300 << 20, False, 401),
+    ("/v1/chat/completions", False, 64 << 20, True, 401),
+    ("/v1/chat/completions", True, 300 << 20, False, 413),
+    ("/v1/chat/completions", True, 64 << 20, True, 413),
+], ids=["300 MB declared, no key", "64 MB chunked, no key", "300 MB declared, with the key",
+        "64 MB chunked, with the key"])
+@pytest.mark.slow
+def test_an_oversized_body_is_refused_before_it_is_read(server, vllm_served, path, key, total, chunked, status):
+    """A client without the key made the server read a 300 MB body before its 401 (RSS 850 MB to 1,660 MB); with
+    the key, any size was read. Now a request without the key is refused before its body is read, and a body over
+    16 MiB once its declared length says so, or once 16 MiB of it are read: the connection is closed and the
+    sender stops far short of its end (socket buffers hold a few MB)."""
+    client, _ = server
+    url, _, progress = vllm_served
+    got, sent = patiently(lambda: answer_while_sending(httpx.URL(url), path, WITH_KEY if key else {}, total, chunked),
+                          f"the answer to a body of {total:,} bytes", progress)
+    assert got == status and sent < total // 2, (got, f"{sent:,} of {total:,} bytes sent")
+    assert len(ask(client, QUESTIONS[0], {"gcs_method": "gcswr", "gcs_seed": 2}, tokens=4)) == 4
+
+
+@pytest.mark.parametrize("path, field, value, stream", [
+    ("/v1/chat/completions", "top_k", 10**20, False),
+    ("/v1/completions", "top_k", 10**20, True),
+    ("/v1/chat/completions", "stream_interval", 2**64, True),
+    ("/v1/completions", "n", -(10**30), False),
+    ("/v1/chat/completions", "max_completion_tokens", 2**63, False),
+    ("/v1/completions", "seed", 2**64, False),
+    ("/v1/chat/completions", "top_logprobs", 10**4000, False),
+], ids=["chat top_k 10**20", "completions top_k 10**20 streamed", "chat stream_interval 2**64 streamed",
+        "completions n -10**30", "chat max_completion_tokens 2**63", "completions seed 2**64",
+        "chat top_logprobs 10**4000"])
+@pytest.mark.slow
+def test_a_sampling_field_past_int64_is_a_400_naming_it(vllm_http, path, field, value, stream):
+    """``top_k`` 10**20 was an HTTP 500 (and, streamed, a 200 whose one event was an InternalServerError), as was
+    ``stream_interval`` past 2**64 - 1; each integer sampling field is held to int64, and a number of 4,000 digits
+    is counted, not quoted."""
+    body = {**(REQUEST if path.endswith("chat/completions") else COMPLETION), field: value, "stream": stream}
+    answer = vllm_http.post(path, content=json.dumps(body), headers={"content-type": "application/json"})
+    error = answer.json()["error"]
+    assert answer.status_code == 400 and error["param"] == field, answer.text[:300]
+    assert error["message"].startswith(f"{field} must be a whole number from -2**63 to 2**63 - 1") \
+        and len(error["message"]) < 200, error["message"]
+
+
+@pytest.mark.parametrize("fields", ['"logit_bias": {"5": NaN}', '"temperature": Infinity', '"top_p": -1e400'])
+@pytest.mark.slow
+def test_a_number_json_does_not_have_is_a_400(vllm_http, fields):
+    """A NaN ``logit_bias`` was taken (200): the token's logit became NaN."""
+    body = json.dumps(REQUEST)[:-1] + ", " + fields + "}"
+    answer = vllm_http.post("/v1/chat/completions", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400 and "JSON numbers are finite" in answer.json()["error"]["message"], \
+        answer.text[:300]
+
+
+@pytest.mark.parametrize("content_type", ["Application/JSON", "APPLICATION/JSON; charset=UTF-8",
+                                          "application/json; charset=utf-8"])
+@pytest.mark.slow
+def test_a_boolean_gcs_argument_is_refused_whatever_the_media_type_s_case(vllm_http, content_type):
+    """vLLM reads ``Application/JSON`` as JSON (media types are case-insensitive); the check matched lower case
+    only, so ``"gcs_seed": true`` ran as seed 1."""
+    body = json.dumps({**REQUEST, "vllm_xargs": {"gcs_method": "gcswr", "gcs_seed": True}})
+    answer = vllm_http.post("/v1/chat/completions", content=body, headers={"content-type": content_type})
+    assert answer.status_code == 400 and "gcs_seed must not be true or false" in answer.json()["error"]["message"]

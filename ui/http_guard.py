@@ -8,8 +8,6 @@ caught last (``LastResort``). The size limits (bodies, URLs, uploads) are in ``u
 from __future__ import annotations
 
 import collections
-import json
-import math
 import re
 
 import gradio as gr
@@ -19,6 +17,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 
 from gcs.runtime.asgi import read_messages, replaying
+from gcs.runtime.strict_json import NonFiniteNumber, finite_loads, json_nesting
 
 from .http_limits import MAX_BODY_BYTES, json_answer
 from .limits import quoted
@@ -76,22 +75,7 @@ class LastResort:
                            where, kind, str(error)[:200], self.faults[kind])
 
 
-# -- non-finite numbers ---------------------------------------------------------------------------------------------
-class _NonFinite(ValueError):
-    """A JSON number that JSON does not have: NaN, Infinity, or one past a double's range (1e400)."""
-
-
-def _refuse_constant(name: str):
-    raise _NonFinite(name)
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NonFinite(text)
-    return value
-
-
+# -- non-finite numbers and deep nesting -------------------------------------------------------------------------------
 # What a non-finite JSON number needs to be written: a constant, a three-digit exponent or over 308 digits in a row.
 _SUSPECT = re.compile(rb"NaN|Infinity|[eE][+-]?\d{3}|\d{309}")
 
@@ -108,21 +92,39 @@ def non_finite_number(body: bytes) -> str | None:
     if not _SUSPECT.search(body):  # most bodies: one scan in C, no second parse beside the route's own
         return None
     try:
-        json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except _NonFinite as found:
+        finite_loads(body)
+    except NonFiniteNumber as found:
         return quoted(str(found))
     except (ValueError, RecursionError):  # not JSON, or nested past Python's stack: the route's own parser says so
         return None
     return None
 
 
+MAX_JSON_NESTING = 64  # levels: a Gradio call with a file's data, or an MCP tool call with a list, nests 4
+
+
+def too_deep(body: bytes) -> int | None:
+    """How deep a JSON ``body`` (one that opens with ``[`` or ``{``: what a parser reads as JSON) nests, where that
+    is over ``MAX_JSON_NESTING``; else None. Measured without recursion (``gcs.runtime.strict_json.json_nesting``).
+
+    >>> too_deep(b' [' * 50_000), too_deep(b'{"a": [[1]]}'), too_deep(b'--boundary ' + b'[' * 100)
+    (50000, None, None)
+    """
+    if body.lstrip()[:1] not in (b"[", b"{") or body.count(b"[") + body.count(b"{") <= MAX_JSON_NESTING:
+        return None
+    depth = json_nesting(body)
+    return depth if depth > MAX_JSON_NESTING else None
+
+
 class StrictJson:
-    """ASGI middleware: a request whose body is JSON holding NaN, Infinity or a number past a double's range gets 400
-    and one sentence. Python's JSON parser (FastAPI's) reads them as floats; Gradio's routes then refuse the field
-    with a 422 that quotes it back, which cannot be written as JSON ("Out of range float values are not JSON
-    compliant"): HTTP 500 and a traceback, for ``{"data": NaN}``, a NaN ``session_hash``, an ``fn_index`` of
-    1e400. JSON has no such numbers (RFC 8259), on any route. Runs after ``BodyLimit``, so the body it reads is
-    bounded."""
+    """ASGI middleware: a request whose body is JSON holding NaN, Infinity or a number past a double's range, or
+    nested over ``MAX_JSON_NESTING`` levels deep, gets 400 and one sentence. Python's JSON parser (FastAPI's) reads
+    those numbers as floats; Gradio's routes then refuse the field with a 422 that quotes it back, which cannot be
+    written as JSON ("Out of range float values are not JSON compliant"): HTTP 500 and a traceback, for ``{"data":
+    NaN}``, a NaN ``session_hash``, an ``fn_index`` of 1e400. JSON has no such numbers (RFC 8259), on any route. A
+    parser that recurses (Python's, which the mcp package's MCP route calls) fails past about a thousand levels: a
+    body nested 50,000 deep was an HTTP 500 and a ``RecursionError`` traceback. Runs after ``BodyLimit``, so the body
+    it reads is bounded."""
 
     def __init__(self, app):
         self.app = app
@@ -133,7 +135,11 @@ class StrictJson:
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS"):
             return await self.app(scope, receive, send)
         messages = await read_messages(receive, MAX_BODY_BYTES) or []
-        found = non_finite_number(b"".join(message.get("body", b"") for message in messages))
+        body = b"".join(message.get("body", b"") for message in messages)
+        if (depth := too_deep(body)) is not None:
+            return await json_answer(send, 400, {"detail": f"the request's JSON nests {depth:,} levels deep: this "
+                                                           f"server reads at most {MAX_JSON_NESTING}"})
+        found = non_finite_number(body)
         if found is not None:
             return await json_answer(send, 400, {"detail": f"the request's JSON holds {found}: JSON numbers are "
                                                            "finite (no NaN, no Infinity, none beyond 1.8e308)"})

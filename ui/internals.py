@@ -16,7 +16,7 @@ pin, and fail if one changed.
 | ``Queue.sleep_when_free``, ``Queue.progress_update_sleep_when_free`` | the queue looks for work every 10 ms and for progress to send every 50 ms, not every 1 and 10 ms (``slow_queue_polls``, for ``ui.serving.calm_queue``): the idle app uses about 0.01 of a core, not 0.05, and leaves the cores to the generation | Gradio's polls: a run starts up to 9 ms sooner, and the server's event loop wakes a thousand times a second, idle or not |
 | ``Blocks.preprocess_data`` | a value the components refuse (a dropdown value outside its choices) is one sentence quoting at most ~100 characters and one log line (``wrap_preprocess_data``, for ``ui.serving.quiet_input_errors``) | a traceback in the log, and the value quoted whole |
 | ``GradioMCPServer._get_or_create_client`` (its ``_client_instance``), ``_execute_tool_with_progress``, ``_execute_tool_without_progress`` | an MCP tool call stops when its client leaves, as an HTTP call does (``wrap_mcp_tool_calls``, for ``ui.mcp_calls.stop_abandoned_mcp_calls``) | the call runs to its end, holding the model lane |
-| ``GradioMCPServer._prepare_tool_call_args`` (its ``tool_to_endpoint``) and ``create_mcp_server`` (its server's ``request_handlers``); mcp's ``Server._make_error_result`` | no MCP error quotes back what a call sent whole (``wrap_mcp_errors``, for ``ui.mcp_calls.brief_mcp_errors``) | an MCP error may quote a 100,000-character name or value whole |
+| ``GradioMCPServer._prepare_tool_call_args`` (its ``tool_to_endpoint``), ``create_mcp_server`` (its server's ``request_handlers``) and ``get_block_fn_from_endpoint_name`` (a prompt's ``_mcp_type``, ``_mcp_name``); mcp's ``Server._make_error_result`` | no MCP error quotes back what a call sent whole, and ``prompts/get`` of an unknown name is an error naming it (``wrap_mcp_errors``, for ``ui.mcp_calls.brief_mcp_errors``) | an MCP error may quote a 100,000-character name or value whole; ``prompts/get`` of an unknown name runs a tool (the app's coupling) |
 | ``gradio.networking.url_ok`` | the launch's reachability check waits for the page's answer (``replace_url_ok``, for ``ui.startup.patient_launch_check``) | Gradio's 3 s limit: a loaded machine may stop the app at start |
 | the status tracker's timer loop in Gradio's front end (``statustracker-*.js``: ``W&&ze()``) | the page's own loading tracker, removed once the page has loaded, no longer leaves its timer asking for an animation frame 60 times a second for the life of the tab, and a pending output's timer redraws once a second (``ui.page_assets.quiet_status_trackers``) | every open tab runs that loop: about 0.045 of a core here, idle or not; a tab waiting in the queue about 0.16 |
 | HighlightedText's colour conversion in Gradio's front end (its ``Index-*.js``: a function drawing a colour on a fresh canvas) | each colour of a response column's colour map is converted to rgba once per page, not at every update of every column (``ui.page_assets.highlighted_text_colours``) | 20 canvases drawn per column at every streamed beat: the browser's renderer used 5.9-6.9 CPU seconds a side by side here against 3.5-4.7 with the patch (``docs/benchmarks.md``) |
@@ -229,22 +229,26 @@ def wrap_mcp_tool_calls(cancelled_with_caller: Callable) -> bool:
     return True
 
 
-def wrap_mcp_errors(unknown_tool: Callable[[str], str], cut: Callable[[str], str]) -> bool:
+def wrap_mcp_errors(unknown_tool: Callable[[str], str], unknown_prompt: Callable[[str, list[str]], str],
+                    cut: Callable[[str], str]) -> bool:
     """Wrap the MCP server's errors: ``GradioMCPServer._prepare_tool_call_args`` refuses a tool name it does not serve
     with ``unknown_tool(name)`` (a ValueError), the mcp ``Server._make_error_result`` that every tool error passes
     through cuts the message with ``cut``, and every other request's handler (``GradioMCPServer.create_mcp_server``'s)
-    raises its error cut the same way. Whether that holds; False where the mcp package is missing, and with a WARNING
-    where they changed."""
+    raises its error cut the same way; ``prompts/get`` of a name no endpoint serves as a prompt is refused with
+    ``unknown_prompt(name, served)`` (Gradio's handler ran the last endpoint it looked at: any tool). Whether that
+    holds; False where the mcp package is missing, and with a WARNING where they changed."""
     try:
         from gradio.mcp import GradioMCPServer
         from mcp.server.lowlevel import Server
+        from mcp.types import GetPromptRequest
     except ImportError:  # no mcp package: no tools, no errors
         return False
-    if not gradio_tested() or not all(hasattr(GradioMCPServer, part) for part in ("_prepare_tool_call_args",
-                                                                              "create_mcp_server")) \
+    parts = ("_prepare_tool_call_args", "create_mcp_server", "get_block_fn_from_endpoint_name")
+    if not gradio_tested() or not all(hasattr(GradioMCPServer, part) for part in parts) \
             or not hasattr(Server, "_make_error_result"):
-        logger.warning("gradio %s: an MCP tool error may quote what the call sent whole (GradioMCPServer."
-                       "_prepare_tool_call_args or mcp's Server._make_error_result changed)", gr.__version__)
+        logger.warning("gradio %s: an MCP tool error may quote what the call sent whole, and prompts/get of an unknown "
+                       "name may run a tool (GradioMCPServer.%s or mcp's Server._make_error_result changed)",
+                       gr.__version__, ", ".join(parts))
         return False
     if getattr(Server, "errors_are_brief", False):
         return True
@@ -266,6 +270,8 @@ def wrap_mcp_errors(unknown_tool: Callable[[str], str], cut: Callable[[str], str
     def with_brief_handlers(self):
         server = create(self)
         for kind, handler in list(getattr(server, "request_handlers", {}).items()):
+            if kind is GetPromptRequest:
+                handler = _served_prompts_only(self, handler, unknown_prompt)
             server.request_handlers[kind] = _briefly(handler, cut)
         return server
 
@@ -274,6 +280,24 @@ def wrap_mcp_errors(unknown_tool: Callable[[str], str], cut: Callable[[str], str
     Server._make_error_result = brief_error_result
     Server.errors_are_brief = True
     return True
+
+
+def served_prompts(gradio_server) -> list[str]:
+    """The names ``prompts/get`` serves: an endpoint's function marked as a prompt (``gr.mcp.prompt``), by the name
+    Gradio's handler matches (its ``_mcp_type`` and ``_mcp_name``)."""
+    functions = [getattr(gradio_server.get_block_fn_from_endpoint_name(endpoint), "fn", None)
+                 for endpoint in gradio_server.tool_to_endpoint.values()]
+    return [function._mcp_name for function in functions if getattr(function, "_mcp_type", None) == "prompt"]
+
+
+def _served_prompts_only(gradio_server, handler, unknown_prompt: Callable[[str, list[str]], str]):
+    @functools.wraps(handler)
+    async def served_prompt(request):
+        if request.params.name not in (served := served_prompts(gradio_server)):
+            raise ValueError(unknown_prompt(request.params.name, served))
+        return await handler(request)
+
+    return served_prompt
 
 
 def _briefly(handler, cut: Callable[[str], str]):

@@ -30,13 +30,25 @@ def brief_mcp_errors() -> bool:
     package's schema check quotes the whole value it refuses. Wrapped (private: ``ui.internals.wrap_mcp_errors``):
     ``GradioMCPServer._prepare_tool_call_args`` refuses an unknown name quoting at most ~100 characters of it, and the
     mcp ``Server._make_error_result`` that every tool error passes through cuts it to ``MESSAGE_CHARACTERS``, and every
-    other request's handler (``GradioMCPServer.create_mcp_server``'s) raises its error cut the same way."""
-    return internals.wrap_mcp_errors(unknown_tool, brief)
+    other request's handler (``GradioMCPServer.create_mcp_server``'s) raises its error cut the same way. ``prompts/get``
+    of a name the app serves as no prompt is an error naming it (Gradio ran the coupling tool for it)."""
+    return internals.wrap_mcp_errors(unknown_tool, unknown_prompt, brief)
 
 
 def unknown_tool(name: str) -> str:
     """The error for a tool name the server does not serve, quoting at most ~100 characters of it."""
     return f"Unknown tool for this Gradio app: {quoted(name)}"
+
+
+def unknown_prompt(name: str, served: list[str]) -> str:
+    """The error for a prompt name the server does not serve, quoting at most ~100 characters of it.
+
+    >>> unknown_prompt("summarise", [])
+    "Unknown prompt for this Gradio app: 'summarise' (it serves no prompts: its endpoints are tools)"
+    """
+    serves = f"it serves {', '.join(map(quoted, served[:8]))}" if served else \
+        "it serves no prompts: its endpoints are tools"
+    return f"Unknown prompt for this Gradio app: {quoted(name)} ({serves})"
 
 
 async def cancelled_with_caller(job, waiting):

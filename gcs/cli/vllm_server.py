@@ -12,10 +12,12 @@ package metadata named "vllm"). It adds what gcs requests need:
 - on CPU: the embedded model when none is named, eager execution, at most 4,096 tokens of context and a
   2 GiB KV cache (vLLM's CPU default reserves most of the machine's memory);
 - ``StrictGcsArgs``: a ``gcs_*`` argument sent as a boolean is refused (vLLM's request model reads
-  ``"gcs_seed": true`` as 1);
+  ``"gcs_seed": true`` as 1), and so are a sampling field past int64 (a 500 in vLLM) and NaN or Infinity;
 - ``BoundedErrors``: an error quotes at most ~100 characters of any value it sends back (vLLM's own errors
   quoted a 1 MB model name, ``logit_bias`` key or ``vllm_xargs`` key whole), and so does a log line (vLLM logged
-  that model name whole, uvicorn each request's 60 KB query).
+  that model name whole, uvicorn each request's 60 KB query);
+- ``gcs.cli.vllm_guard.ServedRoutes``, outermost: the routes served at all, the key on every one but health and
+  monitoring, and a bound on bodies, each before a body is read.
 
 Arguments after ``--`` go to vLLM unchanged and win over these defaults.
 
@@ -24,7 +26,8 @@ Arguments after ``--`` go to vLLM unchanged and win over these defaults.
 >>> command[1:3], command[3:]
 (['-m', 'vllm.entrypoints.openai.api_server'], ['--model', 'Qwen/Qwen2.5-0.5B-Instruct', '--host', '127.0.0.1', \
 '--port', '8001', '--generation-config', 'vllm', '--middleware', 'gcs.cli.vllm_server.StrictGcsArgs', \
-'--middleware', 'gcs.cli.vllm_server.BoundedErrors', '--tensor-parallel-size', '2'])
+'--middleware', 'gcs.cli.vllm_server.BoundedErrors', '--middleware', 'gcs.cli.vllm_guard.ServedRoutes', \
+'--tensor-parallel-size', '2'])
 """
 
 from __future__ import annotations
@@ -36,12 +39,17 @@ import re
 import sys
 from collections.abc import Sequence
 
+from gcs.cli.vllm_guard import out_of_range, range_error, refuse
 from gcs.runtime.asgi import read_messages, replaying
+from gcs.runtime.quoting import quoted
+from gcs.runtime.strict_json import NonFiniteNumber, finite_loads
 from gcs.vllm.options import CPU_DEFAULTS, PLUGIN, named_keys, plugin_registered
 
 ENTRY = "vllm.entrypoints.openai.api_server"
-# (vLLM adds each --middleware around the ones before it: BoundedErrors, last, sees every answer)
-MIDDLEWARE = ("gcs.cli.vllm_server.StrictGcsArgs", "gcs.cli.vllm_server.BoundedErrors")
+# (vLLM adds each --middleware around the ones before it and its own: ServedRoutes, last, sees every request first,
+# and BoundedErrors every answer vLLM and StrictGcsArgs give)
+MIDDLEWARE = ("gcs.cli.vllm_server.StrictGcsArgs", "gcs.cli.vllm_server.BoundedErrors",
+              "gcs.cli.vllm_guard.ServedRoutes")
 
 
 def _named(extra: Sequence[str], option: str) -> bool:
@@ -100,35 +108,36 @@ def boolean_gcs_args(payload) -> list[str]:
 
 
 class StrictGcsArgs:
-    """ASGI middleware for ``gcs vllm-serve``: a JSON request whose ``vllm_xargs`` give a ``gcs_*`` key a boolean
-    gets HTTP 400 (OpenAI's error shape). vLLM reads ``vllm_xargs`` with pydantic, which turns ``true`` into 1
-    before the plugin sees it, so ``"gcs_seed": true`` would run as seed 1 where the app refuses booleans. Other
-    requests pass unchanged (their body is read once here and handed on)."""
+    """ASGI middleware for ``gcs vllm-serve``: a POST whose body is JSON gets HTTP 400 (OpenAI's error shape, naming
+    the field) where its ``vllm_xargs`` give a ``gcs_*`` key a boolean, where an integer sampling field is past int64
+    (``gcs.cli.vllm_guard.out_of_range``: ``top_k`` 10**20 was an HTTP 500) or where it holds NaN, Infinity or a
+    number past a double's range (a NaN ``logit_bias`` was taken). vLLM reads ``vllm_xargs`` with pydantic, which
+    turns ``true`` into 1 before the plugin sees it, so ``"gcs_seed": true`` would run as seed 1 where the app refuses
+    booleans. Every POST body is read as JSON, whatever its Content-Type says (vLLM takes ``Application/JSON`` and
+    ``application/json; charset=utf-8`` alike; a check of the header alone was skipped for the first). Other requests
+    pass unchanged (their body is read once here and handed on)."""
 
     def __init__(self, app):
         self.app = app
 
     async def __call__(self, scope, receive, send):
-        content_type = dict(scope.get("headers") or []).get(b"content-type", b"")
-        if scope["type"] != "http" or scope.get("method") != "POST" or b"json" not in content_type:
+        if scope["type"] != "http" or scope.get("method") != "POST":
             return await self.app(scope, receive, send)
-        messages = await read_messages(receive)
+        messages = await read_messages(receive)  # (bounded by ServedRoutes, outside)
         try:
-            flagged = boolean_gcs_args(json.loads(b"".join(m.get("body", b"") for m in messages)))
+            payload = finite_loads(b"".join(m.get("body", b"") for m in messages))
+        except NonFiniteNumber as found:
+            return await refuse(send, 400, f"the request's JSON holds {quoted(str(found), 40)}: JSON numbers are "
+                                           "finite (no NaN, no Infinity, none beyond 1.8e308)")
         except (ValueError, RecursionError):  # not JSON: vLLM answers it
-            flagged = []
-        if flagged:
-            return await _refuse(send, f"{named_keys(flagged)} must not be true or false: gcs_method is a method name, "
-                                       "gcs_seed and gcs_stream are whole numbers from 0 to 2**63 - 1")
+            payload = None
+        if flagged := boolean_gcs_args(payload):
+            return await refuse(send, 400, f"{named_keys(flagged)} must not be true or false: gcs_method is a method "
+                                           "name, gcs_seed and gcs_stream are whole numbers from 0 to 2**63 - 1",
+                                param="vllm_xargs")
+        if (field := out_of_range(payload)) is not None:
+            return await refuse(send, 400, range_error(field, payload[field]), param=field)
         await self.app(scope, replaying(messages, receive), send)
-
-
-async def _refuse(send, message: str) -> None:
-    body = json.dumps({"error": {"message": message, "type": "BadRequestError", "param": "vllm_xargs",
-                                 "code": 400}}).encode()
-    await send({"type": "http.response.start", "status": 400,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
-    await send({"type": "http.response.body", "body": body})
 
 
 QUOTED_RUN = 100  # characters an error keeps of an unbroken run (a value sent back: a name, a key, a number)
