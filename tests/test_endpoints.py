@@ -666,7 +666,8 @@ def test_mcp_tool_calls_on_an_endpoint_show_the_key_nowhere(server_a, app_on_a):
     """Through the real MCP transport, against the app started with GCS_ENDPOINT_KEY: a compare tool call generates
     on A, and neither its answer (every content item, text and structured) nor what the app logged meanwhile shows
     the key; an A/B tool call whose arm B the server refuses (its system prompt alone is ~1,500 tokens, past A's
-    --max-model-len 1024) is an error quoting A's sentence, with neither the key nor a traceback."""
+    --max-model-len 1024) is an error quoting A's sentence, naming A "endpoint 1", with neither the key nor a
+    traceback."""
     url, log, progress = app_on_a()
     logged, done = len(log.read_text()), answered(server_a[0])
     answer = tool_result(url, progress, "compare", {"paraphrases": "\n".join(PROMPTS), "max_new_tokens": 6,
@@ -677,7 +678,8 @@ def test_mcp_tool_calls_on_an_endpoint_show_the_key_nowhere(server_a, app_on_a):
     refused = tool_result(url, progress, "ab", {"prompts": PROMPTS[0], "b_system": "漢" * 500, "seeds": 2,
                                                 "max_new_tokens": 4, "scores": "length"})
     error = " ".join(item.text for item in refused.content)
-    assert refused.isError and f"endpoint {server_a[0]} refused a request with HTTP 400" in error, error
+    # (a visitor reads the endpoint's name, the app's log its URL: tests/test_endpoint_answers.py)
+    assert refused.isError and "endpoint 1 refused a request with HTTP 400" in error and server_a[0] not in error, error
     assert "1024" in error and "Traceback" not in error
     printed = log.read_text()[logged:]
     assert "Traceback" not in printed, printed

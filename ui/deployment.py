@@ -79,6 +79,16 @@ class Engine:
 
     def __init__(self, name: str, endpoints: Endpoints | None = None):
         self.name, self.endpoints = name, endpoints
+        self.configured = endpoints  # (kept after a fallback: an error may still name them)
+
+    def for_visitors(self, text: str) -> str:
+        """``text`` (an error) as a visitor reads it: each endpoint by its name ("endpoint 1"), never its URL.
+
+        >>> Engine("transformers", configured_endpoints({"GCS_ENDPOINTS": "http://gpu:8000"})).for_visitors(
+        ...     "endpoint http://gpu:8000 refused a request")
+        'endpoint 1 refused a request'
+        """
+        return text if self.configured is None else self.configured.for_visitors(text)
 
     def start(self, model: gcs.Model) -> None:
         """Check the endpoints against ``model`` and start the vLLM engine for it (nothing to do for transformers);

@@ -13,8 +13,10 @@ from collections.abc import Callable
 import gradio as gr
 import torch
 
+from gcs.engines.endpoints import EndpointError
 from gcs.runtime.background import releasing_openmp
 
+from . import deployment
 from .logs import logger
 
 MESSAGE_CHARACTERS = 600  # an error quotes at most ~100 characters of a value; this bounds the whole sentence
@@ -36,12 +38,16 @@ def brief(message: str) -> str:
 def _message_text(error: Exception) -> str:
     """What a user is told about ``error``, as plain text (unescaped, not yet cut: ``brief`` cuts what is sent);
     logged here, once: a user error (ValueError) in one line, a fault with its traceback. Internal failures are
-    not shown in full."""
+    not shown in full. A served endpoint's fault is told in one line too: the log names it by its URL (the
+    operator's), the user by its name."""
     if isinstance(error, gr.Error):  # already a message for the user
         return str(error.message)
+    if isinstance(error, EndpointError):
+        logger.warning("a served endpoint failed: %s", str(error)[:600])
+        return deployment.ENGINE.for_visitors(str(error))
     if isinstance(error, ValueError):
         logger.info("refused: %s", str(error)[:300])
-        return str(error)
+        return deployment.ENGINE.for_visitors(str(error))
     if isinstance(error, torch.OutOfMemoryError):
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

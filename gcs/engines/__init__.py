@@ -11,6 +11,7 @@ step; ``run`` is its last step as a tensor [rows, new tokens] (a stop token, the
 - ``transformers``: transformers' ``generate`` with gcs's processors only (``TransformersRunner``);
 - ``vllm``: vLLM with the gcs plugin (``gcs.vllm.plugin``) loaded (``VLLMRunner``; imports vLLM);
 - ``endpoints``, ``remote``: served vLLM endpoints with the plugin, ``gcs.Endpoint`` (``EndpointRunner``; over HTTP);
+- ``endpoint_answers``: what an endpoint answers, checked (at connect and event by event) before it is used;
 - ``invariance``: the kernels that make a row's logits independent of the rest of its batch, on both engines;
 - ``threads``: on transformers on CPU, each decode step on torch's threads or one, whichever is faster now;
 - ``padding``: rows of token ids of different lengths as one tensor;

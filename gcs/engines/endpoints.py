@@ -9,45 +9,47 @@ as one completion request of token ids whose ``vllm_xargs`` carry ``gcs_method``
 ``gcs_stream``: the server's plugin draws every token with the same samplers, and the answer comes back as token ids
 (``gcs.engines.remote``), so hindsight, counterfactuals and A/B pairing read it as a local answer.
 
-Before any row is sent, each endpoint is checked once per local model (``connect``): it serves the model (the only
-one it serves, or the one named), its tokenizer reads a probe text as the local one does and its chat template
-writes the same prompt, and its plugin is there: a request with an unknown ``gcs_method`` must be refused (a server
-without the plugin would sample it without shared noise), and two requests coupled by one ``gcs_seed`` must get the
-same answer. That pair leaves penalties unset, so a server whose generation config sets them is refused too (the
-plugin refuses penalties); every request then names all sampling fields, so no server default changes them.
+Before any row is sent, each endpoint is checked once per local model: the model it serves, its tokenizer, chat
+template and plugin (``gcs.engines.endpoint_answers.connect``).
 
 What several endpoints promise: the frame of one endpoint, row for row, where each server answers a request inside a
 burst as it answers it alone. ``gcs vllm-serve`` on CPU does not promise that (``max_requests=1`` sends one request
 at a time to each server, which it does); vLLM's ``VLLM_BATCH_INVARIANT=1`` on supported GPUs does
 (``gcs vllm-serve --batch-invariant``).
+
+Every answer is read within bounds and checked before it is used (``gcs.engines.endpoint_answers``): an answer that
+is not what vLLM sends (a wrong shape, a token id outside the vocabulary, more tokens than asked, a redirect) is an
+``EndpointError`` naming the endpoint and what was wrong, in a few hundred characters, and so is a wait past
+``timeout``. An error names the endpoint by its URL, for the operator; ``Endpoints.for_visitors`` writes its name
+instead (the app names its endpoints "endpoint 1", "endpoint 2", ...).
 """
 
 from __future__ import annotations
 
+import html
+import json
 import math
 import os
-import threading
+import re
+import unicodedata
+import urllib.parse
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import httpx
 
 from gcs.checks import check_url
+from gcs.engines.endpoint_answers import EndpointError, connect
 from gcs.engines.models import Model
-from gcs.engines.prompts import format_prompt
 from gcs.environment import env_text, env_urls
 from gcs.runtime.arguments import ArgumentTypeError, is_integer
 from gcs.runtime.quoting import quoted
 
 DEFAULT_TIMEOUT = 120.0  # seconds a server may take to answer, or between two tokens of a streamed answer
+MOST_NAME_CHARACTERS = 100
 DEFAULT_MAX_REQUESTS = 16  # requests in flight at once per endpoint
-PROBE_TEXT = "Gumbel consistency: ¿qué es el ADN? 3.14 — 漢字 <b>ok</b>\n\tend"
-PROBE_QUESTION = "What is DNA?"
-NOT_A_METHOD = "not-a-gcs-method"
 
-
-class EndpointError(ConnectionError):
-    """A served endpoint could not do its part: it names the endpoint (never its key) and what the server said."""
+__all__ = ["DEFAULT_MAX_REQUESTS", "DEFAULT_TIMEOUT", "Endpoint", "EndpointError", "Endpoints", "EngineChoice",
+           "configured_endpoints", "endpoints_from"]
 
 
 class Endpoint:
@@ -60,15 +62,21 @@ class Endpoint:
     Args:
         url: the server's address (``http(s)://host:port``, with or without ``/v1``); TLS certificates are verified.
         model: the served model's name (None: the only one it serves).
-        api_key: sent as a bearer token, never shown (not in ``repr``, errors or logs).
-        timeout: seconds an answer, or the next token of one, may take.
+        api_key: sent as a bearer token (printable ASCII, what an HTTP header carries), never shown: not in
+            ``repr``, errors or logs, nor escaped, JSON-, percent- or HTML-encoded (``redact``).
+        timeout: seconds any wait may take: for a connection and an answer's start together, then for each next
+            token (or the end) of a streamed answer; keep-alive comments and half-sent events do not count. A
+            stalled request is not retried: its endpoint is dropped (``gcs.engines.remote`` says what that bounds).
         max_requests: requests in flight at once on this server; a server that does not answer a request inside a
             burst as it answers it alone (``gcs vllm-serve`` on CPU) gives the same answer for a seed only at 1.
+        name: what a page shows for it instead of its URL (``Endpoints.for_visitors``; the app's are "endpoint 1",
+            "endpoint 2", ...): one line of at most 100 characters; None is the URL. Errors raised here name the
+            URL, for the operator; the name is not part of equality.
 
     Raises:
         TypeError: an argument of the wrong type.
         ValueError: a URL that is not http(s) with a host, or carries credentials, a query or a fragment; a bad
-            timeout or max_requests.
+            timeout, max_requests, key or name.
 
     Examples:
         >>> Endpoint("http://127.0.0.1:8000/v1/", api_key="secret")
@@ -80,15 +88,17 @@ class Endpoint:
     """
 
     def __init__(self, url: str, *, model: str | None = None, api_key: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, max_requests: int = DEFAULT_MAX_REQUESTS):
+                 timeout: float = DEFAULT_TIMEOUT, max_requests: int = DEFAULT_MAX_REQUESTS, name: str | None = None):
         self.url = check_url(url)
+        self.name = self.url if name is None else _checked_name(name)
         if model is not None and not (isinstance(model, str) and model.strip()):
             raise (ValueError if isinstance(model, str) else ArgumentTypeError)(
                 f"model must be a served model's name or None, got {type(model).__name__} {quoted(model)}")
         if api_key is not None and not isinstance(api_key, str):
             raise ArgumentTypeError(f"api_key must be a string or None, got {type(api_key).__name__}")
-        if api_key is not None and (not api_key.strip() or any(c in api_key for c in "\r\n")):
-            raise ValueError("api_key must be one line of text, not empty")  # (never quoted: it is a secret)
+        if api_key is not None and (not api_key.strip() or not all(" " <= c <= "~" or c == "\t" for c in api_key)):
+            # (never quoted: it is a secret) httpx sends ASCII only, and h11 would quote a control character's key
+            raise ValueError("api_key must be printable ASCII (spaces and tabs inside), what an HTTP header carries")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
             raise ArgumentTypeError(f"timeout must be a number of seconds, got {type(timeout).__name__}")
         if not (math.isfinite(timeout) and timeout > 0):
@@ -99,10 +109,12 @@ class Endpoint:
             raise ValueError(f"max_requests must be 1 to 1024, got {max_requests}")
         self.model, self.timeout, self.max_requests = model and model.strip(), float(timeout), max_requests
         self._api_key = api_key.strip() if api_key else None
+        self._secret = _forms_of(self._api_key) if self._api_key else None
 
     def __repr__(self) -> str:
         options = "".join(f", {name}={value!r}" for name, value in
-                          (("model", self.model), ("timeout", self.timeout), ("max_requests", self.max_requests))
+                          (("model", self.model), ("timeout", self.timeout), ("max_requests", self.max_requests),
+                           ("name", None if self.name == self.url else self.name))
                           if value not in (None, DEFAULT_TIMEOUT, DEFAULT_MAX_REQUESTS))
         return f"Endpoint({self.url!r}{options})"
 
@@ -115,6 +127,11 @@ class Endpoint:
     def __hash__(self) -> int:
         return hash(self._key())
 
+    @property
+    def has_key(self) -> bool:
+        """Whether it sends a key (never which)."""
+        return self._api_key is not None
+
     def as_engine(self, *more: Endpoint) -> Endpoints:
         """This endpoint and ``more`` as one engine (what ``gcs.check_engine`` makes of an endpoint or a list)."""
         return Endpoints((self, *more))
@@ -122,13 +139,44 @@ class Endpoint:
     def client(self) -> httpx.Client:
         """An HTTP client of the server (its key in the headers; certificates verified; no redirects followed, so
         that a server cannot send the key elsewhere)."""
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        # (a connection per request: the watchdog learns each one's socket as it is made, runtime.http_reads.Watch;
+        # no compression: a small answer could inflate to gigabytes)
+        headers = {"Accept-Encoding": "identity", **({"Authorization": f"Bearer {self._api_key}"} if self._api_key
+                                                     else {})}
         return httpx.Client(base_url=self.url, headers=headers, verify=True, follow_redirects=False,
-                            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)))
+                            timeout=httpx.Timeout(self.timeout, connect=min(self.timeout, 30.0)),
+                            limits=httpx.Limits(max_keepalive_connections=0))
 
     def redact(self, text: str) -> str:
-        """``text`` with the key, should a server or a library echo it, replaced by ``***``."""
-        return text.replace(self._api_key, "***") if self._api_key else text
+        r"""``text`` with the key replaced by ``***``, should a server or a library echo it: as typed, as Python,
+        JSON or HTML escape it, percent-encoded (any case).
+
+        >>> Endpoint("http://a:1", api_key='k"e y').redact(r'said: k\"e y, k%22e%20y, k%22E+y')
+        'said: ***, ***, ***'
+        """
+        return self._secret.sub("***", text) if self._secret else text
+
+
+def _checked_name(name) -> str:
+    if not isinstance(name, str):
+        raise ArgumentTypeError(f"name must be a string or None, got {type(name).__name__}")
+    if not name.strip() or len(name.strip()) > MOST_NAME_CHARACTERS or \
+            any(unicodedata.category(c)[0] == "C" for c in name):
+        raise ValueError(f"name must be one line of 1 to {MOST_NAME_CHARACTERS} printable characters, got "
+                         f"{quoted(name)}")
+    return name.strip()
+
+
+def _forms_of(key: str) -> re.Pattern:
+    """The key as servers and libraries may write it back: as typed, as Python's repr (of text and of bytes) and
+    JSON escape it inside a string (each quote escaped or not), HTML-escaped, and percent-encoded."""
+    escaped = {key, key.encode("unicode_escape").decode("ascii"), repr(key)[1:-1], repr(key.encode())[2:-1],
+               json.dumps(key)[1:-1], json.dumps(key, ensure_ascii=False)[1:-1]}
+    forms = {form for text in escaped for form in (text, text.replace("\\'", "'"), text.replace('\\"', '"'),
+                                                     text.replace("'", "\\'"), text.replace('"', '\\"'))}
+    forms |= {html.escape(key), html.escape(key, quote=False), urllib.parse.quote(key), urllib.parse.quote(key, ""),
+              urllib.parse.quote_plus(key), urllib.parse.quote_plus(key, "")}
+    return re.compile("|".join(map(re.escape, sorted(forms, key=len, reverse=True))), re.IGNORECASE)
 
 
 # What a public call's ``engine`` takes (gcs.compare, gcs.sweep, gcs.ab, ...): an engine's name ("transformers",
@@ -136,25 +184,28 @@ class Endpoint:
 EngineChoice = str | Endpoint | Sequence[Endpoint]
 
 
-def endpoints_from(urls: Sequence[str], environ: Mapping[str, str] = os.environ) -> Endpoints:
+def endpoints_from(urls: Sequence[str], environ: Mapping[str, str] = os.environ,
+                   names: Sequence[str | None] | None = None) -> Endpoints:
     """The endpoints an operator named (``--endpoint``, ``GCS_ENDPOINTS``), each with the key in
-    ``$GCS_ENDPOINT_KEY`` (none when unset).
+    ``$GCS_ENDPOINT_KEY`` (none when unset) and its name in ``names`` (None: its URL).
 
     >>> endpoints_from(["http://a:8000", "http://b:8000"], environ={"GCS_ENDPOINT_KEY": "secret"})
     Endpoints(Endpoint('http://a:8000'), Endpoint('http://b:8000'))
     """
     key = env_text("GCS_ENDPOINT_KEY", environ=environ) or None
-    return Endpoints([Endpoint(url, api_key=key) for url in urls])
+    return Endpoints([Endpoint(url, api_key=key, name=name)
+                      for url, name in zip(urls, names or [None] * len(urls), strict=True)])
 
 
 def configured_endpoints(environ: Mapping[str, str] = os.environ) -> Endpoints | None:
     """The app's endpoints: ``$GCS_ENDPOINTS`` (comma-separated URLs) with ``$GCS_ENDPOINT_KEY``; None when unset.
+    A visitor sees them named "endpoint 1", "endpoint 2", ... in that order, never by their URLs.
 
     >>> configured_endpoints({"GCS_ENDPOINTS": "http://a:8000"}), configured_endpoints({})
-    (Endpoints(Endpoint('http://a:8000')), None)
+    (Endpoints(Endpoint('http://a:8000', name='endpoint 1')), None)
     """
     urls = env_urls("GCS_ENDPOINTS", environ)
-    return endpoints_from(urls, environ) if urls else None
+    return endpoints_from(urls, environ, [f"endpoint {i + 1}" for i in range(len(urls))]) if urls else None
 
 
 class Endpoints:
@@ -202,123 +253,22 @@ class Endpoints:
                 "batch-invariant (gcs vllm-serve --batch-invariant, on GPUs vLLM supports; not gcs vllm-serve on CPU)")
 
     def describe(self) -> str:
-        """The endpoints' addresses (never their keys), for a page or a log."""
+        """The endpoints' addresses (never their keys), for the operator's log."""
         return ", ".join(endpoint.url for endpoint in self.endpoints)
 
+    def for_visitors(self, text: str) -> str:
+        """``text`` (an error) with each endpoint named by its name, not its URL or address, and no key.
+
+        >>> Endpoint("http://gpu:8000", name="endpoint 1").as_engine().for_visitors(
+        ...     "endpoint http://gpu:8000 refused a request (http://gpu:8000/v1/completions, gpu:8000)")
+        'endpoint 1 refused a request (endpoint 1/v1/completions, endpoint 1)'
+        """
+        for endpoint in sorted(self.endpoints, key=lambda endpoint: -len(endpoint.url)):
+            address = re.escape(urllib.parse.urlsplit(endpoint.url).netloc)
+            named = re.compile(rf"(endpoint )?(https?://)?{address}(?!\.?[\w-]|:\d)", re.IGNORECASE)
+            text = named.sub(endpoint.name.replace("\\", "\\\\"), endpoint.redact(text))
+        return text
+
     def connect(self, model: Model) -> dict[Endpoint, str]:
-        """Each endpoint's served model name, checked against ``model`` (once per endpoint and model)."""
-        return {endpoint: connect(endpoint, model) for endpoint in self.endpoints}
-
-
-_CONNECTED: dict[tuple, str] = {}
-_CONNECTING = threading.Lock()
-
-
-def connect(endpoint: Endpoint, model: Model) -> str:
-    """The name ``endpoint`` serves ``model`` under, once it passed the checks (module docstring); else a
-    ValueError saying what differs, or an ``EndpointError`` when the server cannot be reached."""
-    key = (endpoint, model.name, id(model.tokenizer))
-    with _CONNECTING:
-        if key not in _CONNECTED:
-            with endpoint.client() as http:
-                served = _served_model(endpoint, http)
-                _check_tokenizer(endpoint, http, served, model)
-                _check_plugin(endpoint, http, served, model)
-            _CONNECTED[key] = served
-        return _CONNECTED[key]
-
-
-def call(endpoint: Endpoint, http: httpx.Client, method: str, path: str, **kwargs) -> Any:
-    """The JSON answer of one request; ``EndpointError`` naming the endpoint and what it said otherwise."""
-    try:
-        answer = http.request(method, path, **kwargs)
-    except httpx.HTTPError as error:
-        raise EndpointError(f"endpoint {endpoint.url} did not answer {path}: "
-                            f"{endpoint.redact(str(error)) or type(error).__name__}") from None
-    if answer.status_code >= 400:
-        hint = ""
-        if answer.status_code == 401:
-            hint = ("; the key sent was refused" if endpoint._api_key else
-                    "; it wants a key: give api_key= (on the command line and in the app, GCS_ENDPOINT_KEY)")
-        raise EndpointError(f"endpoint {endpoint.url} answered {path} with HTTP {answer.status_code}: "
-                            f"{said(endpoint, answer)}{hint}")
-    return answer.json()
-
-
-def said(endpoint: Endpoint, answer: httpx.Response) -> str:
-    """What an error answer says, in at most 300 characters (its ``error.message`` where it is OpenAI's shape)."""
-    try:
-        body = answer.json()
-        error = body.get("error", body)
-        text = str(error.get("message", error) if isinstance(error, dict) else error)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        text = answer.text or answer.reason_phrase
-        if text.lstrip()[:1] == "<":  # a web page, not vLLM's JSON: quoting its markup helps nobody
-            text = f"{answer.reason_phrase} (an HTML page, not vLLM's JSON: is this a gcs vllm-serve server?)"
-    text = " ".join(endpoint.redact(text).split())
-    return text if len(text) <= 300 else text[:300] + "…"
-
-
-def _served_model(endpoint: Endpoint, http: httpx.Client) -> str:
-    names = [entry["id"] for entry in call(endpoint, http, "GET", "/v1/models")["data"]]
-    if endpoint.model is not None:
-        if endpoint.model not in names:
-            raise ValueError(f"endpoint {endpoint.url} does not serve model {quoted(endpoint.model)}; it serves "
-                             f"{', '.join(map(quoted, names))}")
-        return endpoint.model
-    if len(names) != 1:
-        raise ValueError(f"endpoint {endpoint.url} serves {len(names)} models ({', '.join(map(quoted, names))}): "
-                         "name one with Endpoint(url, model=...)")
-    return names[0]
-
-
-def _check_tokenizer(endpoint: Endpoint, http: httpx.Client, served: str, model: Model) -> None:
-    """The server's tokenizer reads ``PROBE_TEXT`` as the local one does, and its chat template writes the probe
-    question's prompt as the local one does."""
-    tokenizer: Any = model.tokenizer
-    theirs = call(endpoint, http, "POST", "/tokenize", json={"model": served, "prompt": PROBE_TEXT,
-                                                            "add_special_tokens": False})["tokens"]
-    ours = tokenizer(PROBE_TEXT, add_special_tokens=False)["input_ids"]
-    if theirs != ours:
-        raise ValueError(f"endpoint {endpoint.url} serves {quoted(served)} with another vocabulary than the local "
-                         f"model {quoted(model.name)}: it reads {quoted(PROBE_TEXT)} as {_first(theirs)}, the local "
-                         f"tokenizer as {_first(ours)}")
-    if model.is_chat:
-        prompt = format_prompt(PROBE_QUESTION, tokenizer=tokenizer, is_chat=True)
-        ours = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        theirs = call(endpoint, http, "POST", "/tokenize", json={
-            "model": served, "messages": [{"role": "user", "content": PROBE_QUESTION}],
-            "add_generation_prompt": True})["tokens"]
-        if theirs != ours:
-            raise ValueError(f"endpoint {endpoint.url} serves {quoted(served)} with another chat template than the "
-                             f"local model {quoted(model.name)}: {quoted(PROBE_QUESTION)} becomes {_first(theirs)} "
-                             f"there, {_first(ours)} here")
-
-
-def _first(ids: list[int], shown: int = 12) -> str:
-    return f"{len(ids)} tokens [{', '.join(map(str, ids[:shown]))}{', ...' if len(ids) > shown else ''}]"
-
-
-def _check_plugin(endpoint: Endpoint, http: httpx.Client, served: str, model: Model) -> None:
-    """The plugin refuses an unknown method and couples a pair; a server without it samples both freely."""
-    tokenizer: Any = model.tokenizer
-    prompt = tokenizer(PROBE_QUESTION, add_special_tokens=False)["input_ids"]
-    request = {"model": served, "prompt": prompt, "max_tokens": 8, "temperature": 1.5, "ignore_eos": True,
-               "return_token_ids": True}
-    bogus = http.post("/v1/completions", json={**request, "max_tokens": 1,
-                                               "vllm_xargs": {"gcs_method": NOT_A_METHOD}})
-    if bogus.status_code < 400 or "unknown method" not in said(endpoint, bogus):
-        raise ValueError(f"endpoint {endpoint.url} has no gcs plugin: it answered a request with gcs_method="
-                         f"{NOT_A_METHOD!r} with HTTP {bogus.status_code} instead of refusing it, so it would "
-                         "sample without shared noise; serve it with gcs vllm-serve")
-    pair = [http.post("/v1/completions", json={**request, "vllm_xargs": {"gcs_method": "gcswr", "gcs_seed": 7}})
-            for _ in range(2)]
-    for answer in pair:
-        if answer.status_code >= 400:
-            raise ValueError(f"endpoint {endpoint.url} refused gcs's probe (HTTP {answer.status_code}: "
-                             f"{said(endpoint, answer)}); a server whose generation config sets penalties or "
-                             "min_p changes the distribution: start it with --generation-config vllm")
-    tokens = [answer.json()["choices"][0].get("token_ids") for answer in pair]
-    if tokens[0] is None or tokens[0] != tokens[1]:
-        raise ValueError(f"endpoint {endpoint.url} does not couple requests: two with one gcs_seed got "
-                         f"{tokens[0]} and {tokens[1]}; serve it with gcs vllm-serve")
+        """Each endpoint's served model name, checked against ``model`` (once per endpoint and model: ``connect``)."""
+        return {endpoint: connect(endpoint, endpoint.client, model) for endpoint in self.endpoints}
