@@ -20,6 +20,11 @@ import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.runt
 # isort: split
 import pytest
 
+# Every run measures its memory and time and prints them at its end, fails a full run in which one test takes too large
+# a share, and leaves no process behind (tests/suite_resources.py, tests/suite_processes.py; docs/testing.md);
+# pytester runs small suites for the tests of that plugin (tests/test_suite_resources.py).
+pytest_plugins = ["suite_resources", "pytester"]
+
 # Tests that need the real embedded model, a server, a browser, vLLM or a process of their own are the slow tier:
 # `python -m pytest -m "not slow"` runs the rest (docs/testing.md). A slow test says so itself
 # (@pytest.mark.slow); one that uses one of these fixtures without saying so is a collection error, so no heavy test

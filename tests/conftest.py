@@ -7,23 +7,22 @@ p > 1e-3 (chi-square) or |z| < 4.5 (normal approximation), chosen before running
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import gc
 import io
 import json
 import os
 import runpy
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 import numpy as np
-import psutil
 import pytest
 import torch
 from scipy import stats
-from waiting import Progress, app_client, served, until
+from servers import free_port, running_server  # noqa: F401 - (the tests import them from here too)
+from waiting import Progress, app_client, served
 
 import gcs
 
@@ -123,6 +122,29 @@ def embedded_model():
     return gcs.load_model()
 
 
+try:
+    LIBC = ctypes.CDLL("libc.so.6")  # glibc's malloc_trim, where there is one
+except OSError:
+    LIBC = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def memory_released():
+    """What a module loaded is let go when it ends. Its in-process vLLM engines are shut down
+    (``gcs.engines.vllm.close_engines``; a busy one stays): a worker used to keep each to its own end, weights and a
+    2 GiB KV cache apiece (two after tests/test_vllm.py, whose fp32 test has its own), beside the app and servers of
+    the files after it; the next module that needs one starts it again (a few tests of tests/test_vllm.py,
+    test_bench.py and test_endpoints.py). And glibc gives back the memory it kept for later (``malloc_trim``, a few
+    ms). Measured on tests/test_vllm.py: the worker held 7.5 GiB after it, now 2.1 GiB (docs/testing.md)."""
+    yield
+    engines = sys.modules.get("gcs.engines.vllm")  # (never import vLLM to close nothing)
+    if engines is not None and engines._ENGINES:
+        engines.close_engines()
+        gc.collect()  # (an engine's tensors wait in reference cycles otherwise)
+    if hasattr(LIBC, "malloc_trim"):
+        LIBC.malloc_trim(0)
+
+
 RECYCLED_WIN_SEEDS = 16
 
 
@@ -141,51 +163,6 @@ def first_recycled_win(trace_of, row: int = 1):
 
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-@contextlib.contextmanager
-def running_server(command: list[str], log: Path, ready_url: str, env: dict, fail_on: str | None = None):
-    """(process, its ``Progress``): ``command`` running from the repository (output in ``log``) once ``ready_url``
-    answers 200; stopped after.
-
-    Fails only when the process exits, stops using CPU (``waiting.Progress``) or its log shows ``fail_on``: how
-    long start-up takes is ``bench/``'s business, not a test's, and a loaded machine makes it slow, not broken.
-    """
-    with open(log, "w") as output:
-        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
-    try:
-        progress = Progress(process.pid, log)
-
-        def ready() -> bool:
-            assert not fail_on or fail_on not in log.read_text(), f"the server failed: {log.read_text()[-3000:]}"
-            try:  # no client timeout: a server that answers slowly is starting, not failing
-                return served("GET", ready_url, progress).status_code == 200
-            except httpx.HTTPError:  # not listening yet
-                time.sleep(0.5)
-                return False
-
-        until(ready, f"{ready_url} to answer", progress)
-        yield process, progress
-    finally:
-        try:  # its children too (a vLLM server's engine core and worker): none may outlive the test holding memory
-            children = psutil.Process(process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            children = []
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for child in psutil.wait_procs(children, timeout=30)[1]:  # (a clean stop ends them; a kill leaves them)
-            with contextlib.suppress(psutil.NoSuchProcess):
-                child.kill()
 
 
 @pytest.fixture(scope="module")
