@@ -38,16 +38,16 @@ def _probabilities(values, name: str) -> torch.Tensor:
 
 
 def agreement_probability(p, q, *, method: str = "gcs") -> float | torch.Tensor:
-    """Probability that two draws, one from ``p`` and one from ``q``, are the same category.
+    r"""Probability that two draws, one from ``p`` and one from ``q``, are the same category.
 
     ``method="gcs"`` (or "gcswr"; they coincide for a single draw from a fresh noise vector) is Theorem 1 summed over
-    k::
+    the categories $k$:
 
-        sum_k  p_k q_k / (p_k q_k + sum_{i != k} max(p_i q_k, q_i p_k))
+    $$P(\text{same}) = \sum_k \frac{p_k q_k}{p_k q_k + \sum_{i \ne k} \max(p_i q_k,\ q_i p_k)}$$
 
-    evaluated in O(vocab log vocab): for fixed k, ``max(p_i q_k, q_i p_k)`` is ``p_i q_k`` exactly when
-    ``p_i / q_i >= p_k / q_k``, so sorting by that ratio turns the inner sum into two prefix sums. ``method="is"`` is
-    independent sampling: ``sum_k p_k q_k``.
+    evaluated in O(vocab log vocab): for a fixed $k$, $\max(p_i q_k, q_i p_k)$ is $p_i q_k$ exactly when
+    $p_i / q_i \ge p_k / q_k$, so sorting by that ratio turns the inner sum into two prefix sums. ``method="is"`` is
+    independent sampling: $\sum_k p_k q_k$.
 
     Args:
         p: a probability vector [vocab] or a batch [..., vocab].
@@ -87,10 +87,10 @@ def agreement_probability(p, q, *, method: str = "gcs") -> float | torch.Tensor:
 
 
 def p_repeat(labels: Sequence[bool]) -> float:
-    """Unbiased estimate of ``p^2 + (1 - p)^2`` from N Bernoulli labels (appendix C).
+    r"""Unbiased estimate of $p^2 + (1 - p)^2$ from $N$ Bernoulli labels (appendix C).
 
-    The plug-in ``p_hat^2 + (1 - p_hat)^2`` is biased upwards; the paper's correction is
-    ``N / (N - 1) * (p_hat^2 + (1 - p_hat)^2) - 1 / (N - 1)``.
+    The plug-in $\hat p^2 + (1 - \hat p)^2$ is biased upwards; the paper's correction is
+    $\frac{N}{N - 1} \left(\hat p^2 + (1 - \hat p)^2\right) - \frac{1}{N - 1}$.
 
     Args:
         labels: N boolean labels, N >= 2.
