@@ -214,8 +214,9 @@ print(check.round(3).to_string(index=False))
 #
 # That is **Theorem 1** (the paper proves it with Gumbel densities in its appendix A). Two checks by eye: if $q = p$,
 # then $S_k = (1 - p_k)/p_k$, each term is $p_k$, and the sum is 1: equal distributions always agree. If $p$ and $q$
-# favour different words, the maxima grow and the agreement drops; in every case tried it stays at or above independent
-# sampling's (exercise 2 is an extreme case).
+# favour different words, the maxima grow and the agreement drops, yet never below independent sampling's: the
+# bottom of each term is at most $p_k + q_k - p_k q_k \le 1$, so each term is at least $p_k q_k$ (exercise 2 is
+# an extreme case).
 #
 # **Predict first:** for our `p` and `q`, will shared clocks agree closer to 0.3, 0.6 or 0.9 of the time?
 
@@ -387,8 +388,8 @@ print(pd.DataFrame(rows).round(3).to_string(index=False))
 # %% [markdown]
 # Columns: `measure`, what is counted; `seeds`, over how many seeds (the second line only counts the seeds where the
 # answers started apart, so its number differs by method); `share`, how often it happened; `low` and `high`, its 95 %
-# interval. Each method draws its own seeds' noise, so the methods' intervals are independent and can be compared
-# directly.
+# interval. GCS and GCSwR draw a seed's first word with the same clocks (IS has its own), so these intervals are not
+# independent: compare GCS with GCSwR seed by seed, as pairs (section 4 does).
 #
 # Shared clocks lift "same city" far above IS; recycling adds a little more overall, and a lot where the answers
 # started apart: after "It's", question 2 names Paris about 55 % of the time under IS and GCS (the model's own 0.55:
