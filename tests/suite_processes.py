@@ -54,8 +54,15 @@ def marked_processes(mark: str) -> list[int]:
 def command_of(pid: int) -> str:
     """``pid``'s command line, its program by name alone, cut to 120 characters ("?" once it has ended).
 
-    >>> command_of(os.getpid()).startswith("python")
-    True
+    >>> import subprocess, sys
+    >>> child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    >>> command_of(child.pid).startswith("python"), command_of(child.pid).endswith("-c import time; time.sleep(60)")
+    (True, True)
+    >>> child.kill(), child.wait()
+    (None, -9)
+
+    (Not this process's own: a pytest-xdist worker renames itself "[pytest-xdist running] ..." where setproctitle is
+    installed.)
     """
     try:
         program, *arguments = (PROC / str(pid) / "cmdline").read_bytes().decode(errors="replace").split("\0")

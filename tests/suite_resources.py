@@ -389,7 +389,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="fail when one test takes more than F of all tests' time, in any run (without it: "
                          "max_test_share, and in a full run only)")
     parser.addini("max_test_share", "the largest share of all tests' time one test may take in a full run",
-                  default="0.12")
+                  default="0.15")
 
 
 def share_limit(config: pytest.Config) -> float:

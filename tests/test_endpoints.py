@@ -177,14 +177,29 @@ def tokens(frame) -> list[list[int]]:
     return [list(ids) for ids in frame["token_ids"]]
 
 
+BURSTS = 3  # tries of the burst below: a loaded machine may split one into other batches
+
+
 @pytest.mark.slow  # real vLLM servers
 def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_model, request):
+    """A burst of the frame's 12 rows on A (each a request, all sent at once) is the frame the in-process engine
+    generates: the client lays out prompts, token ids and gcs arguments as the engine does. On CPU a request's tokens
+    depend on the requests batched beside it, and a burst's batches on when its requests arrive: the in-process
+    engine takes all 12 at once, and so does A when they arrive within one engine step, but a loaded machine can split
+    a burst (this test, with one burst, failed at load 7-26). So the burst is sent up to ``BURSTS`` times and one must
+    give the engine's frame exactly; a client that lays a row out otherwise never does."""
     # (app_on_a: the app starts beside this test's in-process engine, for the browser test at the end; A is asked
     # once the app has checked it)
     local = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine="vllm")
     quiet_a = request.getfixturevalue("quiet_a")
-    served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(quiet_a))
-    assert len(served) == 12 and tokens(served) == tokens(local)
+    differing = []
+    for _ in range(BURSTS):
+        served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(quiet_a))
+        assert len(served) == 12
+        differing.append(sum(a != b for a, b in zip(tokens(served), tokens(local), strict=True)))
+        if differing[-1] == 0:
+            break
+    assert differing[-1] == 0, f"rows differing from the in-process engine's, burst by burst: {differing}"
     assert list(served["finished"]) == list(local["finished"])
     assert list(served["response"]) == list(local["response"])
 

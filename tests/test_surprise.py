@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 import gcs
 from conftest import Z_THRESHOLD, tiny_gcs_model
@@ -78,20 +79,26 @@ def test_generation_records_the_excess_a_pass_over_the_drawn_tokens_computes():
 
 @pytest.mark.slow
 def test_a_run_in_rounds_flags_degenerate_answers_from_what_generation_recorded(embedded_model):
-    """The rounds' own excess (no second pass) matches a pass over the drawn tokens of the embedded model and flags
-    T = 2, and ``gcs.verdict`` of the run says so without being given it."""
+    """The rounds' own excess (no second pass) flags T = 2 at the default dtype, and ``gcs.verdict`` of the run says so
+    without being given it; and the excess recorded is what a pass over the drawn tokens gives. That equality is
+    checked in float32: in bfloat16 (the default on an AVX512-BF16 machine) a cached decode step and a whole pass
+    round apart, by up to 0.025 nats a token in a row's mean, against 7e-6 in float32."""
     paraphrases = ["What is DNA?", "Can you explain what DNA is?", "Describe the molecule called DNA."]
     medians = {}
     for temperature in (1.0, 2.0):
         first = next(gcs.compare_rounds(paraphrases, seeds=4, rounds=[2, 2], temperature=temperature,
                                         max_new_tokens=24, model=embedded_model))
         assert "excess_surprise" not in first.frame and len(first.excess) == len(first.frame)
-        passed = gcs.excess_surprise(list(first.frame["prompt"]), list(first.frame["token_ids"]), model=embedded_model)
-        np.testing.assert_allclose(first.excess, passed, atol=0.01)  # bf16: a cached step vs a whole pass
         flagged = gcs.verdict(first)[0].startswith("These answers are not language the model stands behind")
         assert flagged == (temperature == 2.0) == degenerate(first.excess)
         medians[temperature] = float(np.nanmedian(first.excess))
     assert medians[1.0] < DEGENERATE_EXCESS - 0.5 and medians[2.0] > DEGENERATE_EXCESS + 0.5, medians  # margin
+    exact = gcs.load_model(dtype=torch.float32)
+    for temperature in (1.0, 2.0):
+        first = next(gcs.compare_rounds(paraphrases, seeds=4, rounds=[2, 2], temperature=temperature,
+                                        max_new_tokens=24, model=exact))
+        passed = gcs.excess_surprise(list(first.frame["prompt"]), list(first.frame["token_ids"]), model=exact)
+        np.testing.assert_allclose(first.excess, passed, atol=1e-4)
 
 
 def test_token_ids_out_of_the_vocabulary_are_refused():
