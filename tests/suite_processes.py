@@ -55,11 +55,14 @@ def command_of(pid: int) -> str:
     """``pid``'s command line, its program by name alone, cut to 120 characters ("?" once it has ended).
 
     >>> import subprocess, sys
-    >>> child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    >>> command_of(child.pid).startswith("python"), command_of(child.pid).endswith("-c import time; time.sleep(60)")
+    >>> child = subprocess.Popen([sys.executable, "-c", "print('up', flush=True); import time; time.sleep(60)"],
+    ...                          stdout=subprocess.PIPE, text=True)
+    >>> child.stdout.readline().strip()  # (it has replaced the forked copy of this process by then)
+    'up'
+    >>> command_of(child.pid).startswith("python"), command_of(child.pid).endswith("time.sleep(60)")
     (True, True)
-    >>> child.kill(), child.wait()
-    (None, -9)
+    >>> child.kill(), child.wait(), child.stdout.close()
+    (None, -9, None)
 
     (Not this process's own: a pytest-xdist worker renames itself "[pytest-xdist running] ..." where setproctitle is
     installed.)
