@@ -13,7 +13,7 @@ import time
 import gradio as gr
 
 from gcs.environment import env_networks
-from gcs.runtime.asgi import read_messages, replaying
+from gcs.runtime.asgi import read_body, read_messages, replaying
 
 from .limits import LIMITS, quoted
 from .logs import logger
@@ -33,10 +33,7 @@ class BodyLimit:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            return await self._refuse(send)
-        messages = await read_messages(receive, self.max_bytes)
+        messages = await read_body(scope, receive, self.max_bytes)
         if messages is None:
             return await self._refuse(send)
         await self.app(scope, replaying(messages, receive), send)
