@@ -254,22 +254,28 @@ def time_lines(seconds: dict[str, float], wall: float) -> list[str]:
     return lines
 
 
-def over_share(seconds: dict[str, float], limit: float) -> str | None:
-    """Why the run fails when its longest test took more than ``limit`` of all tests' time; None when it did not.
+def over_share(seconds: dict[str, float], limit: float, own: dict[str, float] | None = None) -> str | None:
+    """Why the run fails when a test took more than its share of all tests' time (``limit``, or the test's own from
+    ``@pytest.mark.max_share(F)``, in ``own``); None when none did. The test furthest over its share is named.
 
     >>> over_share({"a.py::x": 1.0, "a.py::y": 9.0}, 0.5)[:40]
     'a.py::y took 9.0 s, 90.0 % of the 10.0 s'
     >>> over_share({"a.py::x": 1.0, "a.py::y": 1.0}, 0.5) is None
     True
+    >>> over_share({"a.py::x": 1.0, "a.py::y": 9.0}, 0.5, {"a.py::y": 0.95}) is None
+    True
     """
     total = sum(seconds.values())
     if not seconds or total <= 0:
         return None
-    test, spent = max(seconds.items(), key=lambda entry: entry[1])
-    if spent <= limit * total:
+    own = own or {}
+    test, spent = max(seconds.items(), key=lambda entry: entry[1] / own.get(entry[0], limit))
+    allowed = own.get(test, limit)
+    if spent <= allowed * total:
         return None
+    whose = "its own max_share mark" if test in own else "max_test_share"
     return (f"{test} took {spent:.1f} s, {100 * spent / total:.1f} % of the {total:.1f} s all {len(seconds)} tests "
-            f"took together: more than the {100 * limit:g} % one test may take (max_test_share). A test that grows "
+            f"took together: more than the {100 * allowed:g} % it may take ({whose}). A test that grows "
             "makes the run longer and the workers end apart: make it shorter or split it (docs/testing.md, \"Memory "
             "and time\")")
 
@@ -285,6 +291,7 @@ class SuiteResources:
         self.workers: dict[str, dict | None] = {}
         self.running: dict[str, str] = {}  # worker id -> the test it last set up
         self.seconds: dict[str, float] = defaultdict(float)
+        self.own_shares: dict[str, float] = {}  # test -> its @pytest.mark.max_share
         self.deselected, self.started = 0, time.monotonic()
         self.verdict: str | None = None
         self.left_running: dict[str, dict] = {}  # who -> {pid: command}
@@ -305,6 +312,8 @@ class SuiteResources:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item):
+        if (mark := item.get_closest_marker("max_share")) is not None:
+            item.user_properties.append(("max_share", own_share(mark, item.nodeid)))
         self.sampler.begin(item.nodeid)
         try:
             return (yield)
@@ -318,6 +327,9 @@ class SuiteResources:
         if self.worker:
             return
         self.seconds[report.nodeid] += report.duration
+        for name, value in report.user_properties:  # (set where the item is: in the worker that ran it)
+            if name == "max_share":
+                self.own_shares[report.nodeid] = value
         node = getattr(report, "node", None)
         if node is not None and report.when == "setup":
             self.running[node.gateway.id] = report.nodeid
@@ -346,7 +358,7 @@ class SuiteResources:
                 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
                 and not session.shouldstop and not session.shouldfail)
         if chosen is not None or full:
-            self.verdict = over_share(self.seconds, share_limit(self.config))
+            self.verdict = over_share(self.seconds, share_limit(self.config), self.own_shares)
             if self.verdict and session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if path := self.config.getoption("suite_json"):
@@ -355,7 +367,8 @@ class SuiteResources:
     def summary(self, full: bool) -> dict:
         return {"memory": {"run": self.sampler.report(), "workers": self.workers or {"main": self.sampler.report()}},
                 "time": {"seconds": dict(self.seconds), "wall": time.monotonic() - self.started, "full_run": full,
-                         "max_test_share": share_limit(self.config), "verdict": self.verdict},
+                         "max_test_share": share_limit(self.config), "own_shares": self.own_shares,
+                         "verdict": self.verdict},
                 "left_running": self.left_running}
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -405,6 +418,17 @@ def share_limit(config: pytest.Config) -> float:
     return limit
 
 
+def own_share(mark: pytest.Mark, test: str) -> float:
+    """A test's own limit from ``@pytest.mark.max_share(F)``: for the few tests whose work cannot be split (a whole
+    image's build), named where they are written rather than raising the limit of every test."""
+    limit = mark.args[0] if len(mark.args) == 1 and not mark.kwargs else None
+    if not isinstance(limit, float) or not 0 < limit <= 1:
+        raise pytest.UsageError(f"{test}: max_share takes one fraction in (0, 1], got {mark.args!r}"[:160])
+    return limit
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "max_share(F): this test may take the fraction F of all tests' time in a full "
+                            "run, instead of max_test_share (tests/suite_resources.py)")
     share_limit(config)  # a bad share stops the run before any test
     config.pluginmanager.register(SuiteResources(config), "suite-resources")

@@ -69,7 +69,7 @@ def test_a_full_run_fails_when_one_test_takes_too_large_a_share_and_a_partial_ru
     full.assert_outcomes(passed=10)
     full.stdout.fnmatch_lines(["*the 10 longest tests*", "*test_ten.py::test_sleeps*", "*the 1 longest files*",
                                "all 10 tests: *", "FAILED (the suite's time): test_ten.py::test_sleeps took * % of the*"
-                               "more than the 30 % one test may take (max_test_share)*"])
+                               "more than the 30 % it may take (max_test_share)*"])
     for partial in (["test_ten.py"], ["-k", "not quick_0"]):  # a file named, some deselected: not the full run
         run = sub_run(suite, *partial)
         assert run.ret == pytest.ExitCode.OK, run.stdout.str()[-3000:]
@@ -78,6 +78,17 @@ def test_a_full_run_fails_when_one_test_takes_too_large_a_share_and_a_partial_ru
     chosen = sub_run(suite, "test_ten.py", "--max-test-share", "0.3")
     assert chosen.ret == pytest.ExitCode.TESTS_FAILED  # asked for: checked in any run
     chosen.stdout.fnmatch_lines(["FAILED (the suite's time): test_ten.py::test_sleeps took *"])
+    suite.makepyfile(test_ten=TEN_TESTS.replace("def test_sleeps", "import pytest\n\n@pytest.mark.max_share(1.0)\n"
+                                                                  "def test_sleeps"))
+    marked = sub_run(suite, "-n", "2")  # its own share travels from the worker that ran it to the controller
+    assert marked.ret == pytest.ExitCode.OK, marked.stdout.str()[-3000:]
+    marked.stdout.no_fnmatch_line("FAILED (the suite's time)*")
+    suite.makepyfile(test_ten=TEN_TESTS.replace("def test_sleeps", "import pytest\n\n@pytest.mark.max_share(0.1)\n"
+                                                                  "def test_sleeps"))
+    tighter = sub_run(suite, "-n", "2")
+    assert tighter.ret == pytest.ExitCode.TESTS_FAILED, tighter.stdout.str()[-3000:]
+    tighter.stdout.fnmatch_lines(["FAILED (the suite's time): test_ten.py::test_sleeps took * more than the 10 % it "
+                                  "may take (its own max_share mark)*"])
 
 
 @pytest.mark.slow  # pytest in a process of its own
