@@ -18,8 +18,8 @@ import pytest
 
 import gcs
 
-griffe = pytest.importorskip("griffe", reason="the docs site's packages: pip install -r requirements.txt")
-pytest.importorskip("mkdocs", reason="the docs site's packages: pip install -r requirements.txt")
+griffe = pytest.importorskip("griffe", reason="the docs site's packages: pip install -r requirements-dev.txt")
+pytest.importorskip("mkdocs", reason="the docs site's packages: pip install -r requirements-dev.txt")
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
