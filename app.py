@@ -26,8 +26,8 @@ import sys  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
-from ui.logs import RedactingStream, RedactSecrets  # noqa: E402
-from ui.startup import patient_launch_check  # noqa: E402
+from ui.server.startup import patient_launch_check  # noqa: E402
+from ui.shared.logs import RedactingStream, RedactSecrets  # noqa: E402
 
 demo = ui.build(queue_size=env_count(*QUEUE_SIZE))
 

@@ -20,7 +20,7 @@ the page with a MutationObserver and requestAnimationFrame; the server and the b
 "browser busy" is the page's long tasks (Performance API: main-thread tasks over 50 ms) during the run; "scheduled in
 the page", the animation frames and timers the page asked for per second of the run, by the Gradio asset that asked
 (a status tracker's timer ticks while its output is pending, shown or hidden, once a second as the app serves it;
-the page's loading tracker used to leave its loop running for the life of the tab: ``ui.page_assets``).
+the page's loading tracker used to leave its loop running for the life of the tab: ``ui.server.page_assets``).
 
 With --visitors 2, a second browser (another visitor) clicks Generate one second after the first: the first
 visitor's first answers and both verdicts, the cores the app and both browsers used during the first visitor's run,
@@ -31,13 +31,13 @@ meanwhile (a shared machine).
 
 With --in-process, each run is paired with the same work in a process of its own, without a server or a browser
 (the app's process and its children paused meanwhile, so that neither draws on the cores): the page's update path
-(``ui.compare.compare_stream`` at the app's defaults, as ``bench/bench_streaming.py``'s "page") and the library's
-rounds (``gcs.compare_rounds``, the first round streamed), alternating which goes first; it prints each pair's ratios
-(the browser's final verdict against the page in-process, the browser's first verdict against the library's first
-round, the page in-process against the library's rounds) and their medians: the issue's ratio goals measured side
-by side, not from benches run minutes apart on a machine whose speed drifts. Goals (issue "The page at the library's
-speed"): the page in-process <= 1.1x the library's rounds; the browser <= 1.15x the page in-process; the first verdict
-<= 1.5x the library's first round; final verdict <= 25 s quiet; first answers <= 4 s (also
+(``ui.tabs.side_by_side.compare.compare_stream`` at the app's defaults, as ``bench/bench_streaming.py``'s "page") and
+the library's rounds (``gcs.compare_rounds``, the first round streamed), alternating which goes first; it prints each
+pair's ratios (the browser's final verdict against the page in-process, the browser's first verdict against the
+library's first round, the page in-process against the library's rounds) and their medians: the issue's ratio goals
+measured side by side, not from benches run minutes apart on a machine whose speed drifts. Goals (issue "The page at the
+library's speed"): the page in-process <= 1.1x the library's rounds; the browser <= 1.15x the page in-process; the first
+verdict <= 1.5x the library's first round; final verdict <= 25 s quiet; first answers <= 4 s (also
 with a second visitor); the second visitor told its place in the queue within 1 s.
 """
 

@@ -75,7 +75,7 @@ def main() -> None:
           f"{(best[many] + scoring[args.seeds]) / (one + scoring[1]):.2f}x, its floor (matrix products + scoring) "
           f"{(floors[many_rows] + scoring[args.seeds]) / (one + scoring[1]):.2f}x")
 
-    from ui import stepthrough
+    from ui.tabs import stepthrough
 
     trace = gcs.trace(PARAPHRASES[:2], method="gcswr", seed=0, max_new_tokens=min(n, 64), model=model)
     stepthrough.view(trace, 0)  # warm: plotly's first figure imports its validators

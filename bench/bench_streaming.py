@@ -12,9 +12,9 @@ contenders take turns (bench/timing.py), each keeping its best time per group:
 - ``table``: ``rounds`` scoring the page's table as well (MiniLM, Jaccard and the common prefix beside the verdict's
   metrics): the library doing the page's work, without the page;
 - ``fixed``: ``compare`` then the same scoring of all seeds (the one-batch verdict's work);
-- ``page``: the page's whole update path in this process (``ui.compare.compare_stream`` at the app's defaults, the
-  library's rounds: streaming, rounds, the table's four metrics, the degenerate-output check, plots), without a
-  server or a browser (``bench/bench_browser.py`` adds those).
+- ``page``: the page's whole update path in this process (``ui.tabs.side_by_side.compare.compare_stream`` at the app's
+  defaults, the library's rounds: streaming, rounds, the table's four metrics, the degenerate-output check, plots),
+  without a server or a browser (``bench/bench_browser.py`` adds those).
 
 It prints per group and as medians: the streaming overhead (stream / compare; goal <= 1.1x), the time until the first
 answers exist (the first streamed frame of the rounds run, with every first-seed response started), the time until
@@ -46,17 +46,18 @@ import gcs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the app's ui package
 os.environ.setdefault("GCS_ENGINE", "transformers")  # the page on the engine the library contenders use
 from ui import compare as page_compare  # noqa: E402
-from ui.deployment import DEFAULT_MODEL, SETTINGS  # noqa: E402
-from ui.verdict import METRICS as TABLE_METRICS  # noqa: E402
-from ui.verdict import VERDICT_METRICS
+from ui.shared.deployment import DEFAULT_MODEL, SETTINGS  # noqa: E402
+from ui.tabs.side_by_side.verdict import METRICS as TABLE_METRICS  # noqa: E402
+from ui.tabs.side_by_side.verdict import VERDICT_METRICS
 
 METRICS = ("e5", "aligned")
 ENGINE = SETTINGS.engine  # $GCS_ENGINE (transformers unless set): every contender's, the page's too
 
 
 def page_run(prompts: list[str], *, tokens: int, seeds: int) -> tuple[float, float]:
-    """The page's whole update path in this process at the app's defaults (``ui.compare.compare_stream``, every update
-    consumed): (seconds until its last update, seconds until its first verdict)."""
+    """The page's whole update path in this process at the app's defaults
+    (``ui.tabs.side_by_side.compare.compare_stream``, every update consumed): (seconds until its last update, seconds
+    until its first verdict)."""
     start, first = time.perf_counter(), None
     for update in page_compare.compare_stream("\n".join(prompts), page_compare.DEFAULT_TEMPERATURE, tokens, 0, 1.0,
                                               list(gcs.METHODS), False, DEFAULT_MODEL, seeds):

@@ -3,17 +3,18 @@
     GCS_ROW_INVARIANT   auto, on, off   row-invariant kernels (auto: on CPU)       gcs.engines.invariance
     GCS_CPU_KERNEL      auto, on, off   GCSwR's fused CPU kernel                   gcs.sampling.kernels
     GCS_THREADS         auto, fixed     threads per decode step (auto: on CPU)     gcs.engines.threads
-    GCS_ENGINE          auto, transformers, vllm   the app's engine                ui.deployment
+    GCS_ENGINE          auto, transformers, vllm   the app's engine                ui.shared.deployment
     GCS_MCP             on, off         the app's MCP tools                        ui
-    GCS_TRUSTED_PROXIES addresses, networks  whose X-Forwarded-For the app believes (none)  ui.http_limits
+    GCS_TRUSTED_PROXIES addresses, networks  whose X-Forwarded-For the app believes (none)  ui.server.http_limits
     GCS_TIMINGS         off, on         each stage's time in the app's log (DEBUG)  app.py, gcs.runtime.stage_timing
     GCS_DTYPE           float32, bfloat16, float16 (or fp32, bf16, fp16)  the model's dtype  gcs.engines.models
     GCS_CACHE_DIR       a folder        where converted models are cached (else $HF_HOME/gcs)  gcs.engines.models
     GCS_QUEUE_SIZE      1 to 1000       runs that may wait in the app's queue (16)  app.py
-    GCS_ALLOWED_MODELS  model ids       more models the app offers (comma-separated)  ui.deployment
-    GCS_DEFAULT_MODEL   a model id      the app's default model                     ui.deployment
-    GCS_ENDPOINTS       URLs            served vLLM endpoints the app generates on (comma-separated)  ui.deployment
-    GCS_ENDPOINT_KEY    a key           their bearer token (never shown)            ui.deployment, gcs.cli
+    GCS_ALLOWED_MODELS  model ids       more models the app offers (comma-separated)  ui.shared.deployment
+    GCS_DEFAULT_MODEL   a model id      the app's default model                     ui.shared.deployment
+    GCS_ENDPOINTS       URLs            served vLLM endpoints the app generates on (comma-separated)
+                                                                                    ui.shared.deployment
+    GCS_ENDPOINT_KEY    a key           their bearer token (never shown)            ui.shared.deployment, gcs.cli
 
 ``check_environment()`` reads every one of them at once and raises one ValueError naming each bad value: the app
 calls it before anything else, so a typo stops it at start with a sentence, not at the first request.

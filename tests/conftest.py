@@ -246,7 +246,7 @@ def refused_in_ui(updates, message: str) -> None:
     """A UI handler's answer to an error: its last update keeps every output but the status, which says the run
     failed with ``message``; ``updates`` is a callable returning the handler's updates (a toast carries the
     message: outside a request it is a UserWarning). A positional update keeps an output with ``gr.skip()``; an
-    update by name (``ui.messages.by_name``) by leaving it out: it holds the status alone."""
+    update by name (``ui.shared.messages.by_name``) by leaving it out: it holds the status alone."""
     import re
 
     import gradio as gr

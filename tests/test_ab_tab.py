@@ -1,4 +1,4 @@
-"""The A/B tab (ui/ab.py) and its endpoint, run in-process on the embedded model: what it shows is gcs.ab's and
+"""The A/B tab (ui/tabs/ab.py) and its endpoint, run in-process on the embedded model: what it shows is gcs.ab's and
 gcs.parting's answer, bad input is named and wipes nothing, and a link round-trips its settings."""
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import gcs  # noqa: E402
-from ui import ab, deployment, limits  # noqa: E402
+from ui.shared import deployment, limits  # noqa: E402
+from ui.tabs import ab  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

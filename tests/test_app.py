@@ -132,7 +132,7 @@ def test_bad_compare_input_is_a_clear_error_and_the_app_keeps_serving(client, ca
 def test_nan_temperature_is_refused_by_the_app_itself():
     """JSON cannot carry NaN (gradio_client refuses to send it), so check the app's own validation."""
     sys.path.insert(0, str(ROOT))
-    from ui import compare
+    from ui.tabs.side_by_side import compare
 
     with pytest.raises(ValueError, match="temperature must be a number"):
         compare.compare_inputs("a\nb", math.nan, 8, [0], 1.0, "gcswr", 0, "x")

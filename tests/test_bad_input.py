@@ -21,7 +21,7 @@ from gcs.generation import cores
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from ui import compare  # noqa: E402
+from ui.tabs.side_by_side import compare  # noqa: E402
 
 GOOD = ["What is DNA?", "Explain what DNA is."]
 

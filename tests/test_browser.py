@@ -127,7 +127,7 @@ document.createElement = (name, ...rest) => {
 @pytest.mark.slow
 def test_an_idle_page_asks_for_no_animation_frames(page, app_url):
     """Once the page has loaded and nothing is pending, no status tracker times anything: Gradio's loading tracker
-    used to leave its timer asking for a frame 60 times a second for the life of the tab (``ui.page_assets``)."""
+    used to leave its timer asking for a frame 60 times a second for the life of the tab (``ui.server.page_assets``)."""
     idle = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
     try:
         idle.add_init_script(COUNT_TRACKER_FRAMES)
@@ -145,7 +145,7 @@ def test_an_idle_page_asks_for_no_animation_frames(page, app_url):
 def test_a_page_waiting_in_the_queue_ticks_its_timers_once_a_second(page, app_url):
     """A visitor whose run waits behind another's sees each pending output's timer go on, one tick a second: Gradio's
     tracker redraws it in every animation frame, about 0.16 of a core in that tab for the whole wait
-    (``ui.page_assets``). The count is of frames in the page's own time, so a slow machine only lowers it."""
+    (``ui.server.page_assets``). The count is of frames in the page's own time, so a slow machine only lowers it."""
     names = {d["api_name"]: len(d["outputs"]) for d in page.request.get(app_url + "config").json()["dependencies"]}
     pending_at_most = names["say_working_in_lane"] + names["compare_stream"]  # the outputs a run leaves pending
     running, waiting = (page.context.browser.new_page(viewport={"width": 1400, "height": 1000}) for _ in range(2))
@@ -180,7 +180,7 @@ def test_a_page_waiting_in_the_queue_ticks_its_timers_once_a_second(page, app_ur
 def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     """The side by side at the defaults but the seeds: 8 (two rounds, 4 then 4), or 16 where the screenshot is taken
     (the library's tests cover what the defaults give; this one, what the page shows)."""
-    from ui import page_assets
+    from ui.server import page_assets
 
     [bundle] = page_assets.highlighted_text_colours()
     page.add_init_script(COUNT_COLOUR_CANVASES.replace("BUNDLE", bundle))  # from this load on
@@ -222,7 +222,7 @@ def test_side_by_side_streams_responses_and_plots(page, app_url, screenshots):
     early = [answers for status, answers in seen if "[3]" in answers and "Round 1: generating" in status]
     assert early, f"no answer was on screen while the first round generated: {seen[:3]}"
     # each colour of the page's colour maps drawn on a canvas once (as it is and half-transparent), not at every
-    # streamed beat of every response column (Gradio's bundle: 20 a column at each, ``ui.page_assets``)
+    # streamed beat of every response column (Gradio's bundle: 20 a column at each, ``ui.server.page_assets``)
     components = page.request.get(app_url + "config").json()["components"]
     colours = {colour for component in components if component["type"] == "highlightedtext"
                for colour in (component["props"].get("color_map") or {}).values()}

@@ -9,7 +9,8 @@ import pytest
 
 import gcs
 from conftest import refused_in_ui
-from ui import compare, deployment
+from ui.shared import deployment
+from ui.tabs.side_by_side import compare
 
 PARAPHRASES = "Name a colour.\nSay one colour."
 KEYS = ["method", "seed", "prompt_index"]

@@ -15,7 +15,7 @@ import pytest
 import gcs
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import compare  # noqa: E402
+from ui.tabs.side_by_side import compare  # noqa: E402
 
 
 @pytest.mark.parametrize("text", ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(A1)", "-2+3", "\tx", "'q"])

@@ -409,7 +409,7 @@ def test_a_visitor_reads_a_failing_endpoint_by_its_name_and_the_log_by_its_url(t
     """The app's message for an endpoint's fault (a malformed answer, a refusal): "endpoint 1", never its URL or
     address, and no "generation failed (TypeError)"; its log names the URL in one line, without a traceback."""
     from gcs.engines.endpoints import configured_endpoints
-    from ui import deployment, messages
+    from ui.shared import deployment, messages
 
     refused = lambda handler, body: handler.send_json({"error": {"message": "prompt too long"}}, 400)  # noqa: E731
     with serving(tiny, stream=BAD_STREAMS["a float token id"][0]) as bad, serving(tiny, stream=refused) as refusing:

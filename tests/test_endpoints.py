@@ -435,7 +435,9 @@ def test_the_page_runs_on_the_endpoints_of_the_environment_and_shows_the_key_now
     """GCS_ENDPOINTS and GCS_ENDPOINT_KEY, as the app reads them at start: the side by side (in rounds) and its API
     (what MCP answers) generate there, and neither they, their downloads nor the log show the key."""
     from gcs.engines.endpoints import configured_endpoints
-    from ui import ab, compare, compare_rounds, deployment, hindsight, stepthrough
+    from ui.shared import deployment
+    from ui.tabs import ab, hindsight, stepthrough
+    from ui.tabs.side_by_side import compare, compare_rounds
 
     monkeypatch.setenv("GCS_ENDPOINTS", server_a[0])
     monkeypatch.setenv("GCS_ENDPOINT_KEY", KEY)
@@ -467,7 +469,8 @@ def logit_tabs_and_ab(server_a, engine, monkeypatch) -> tuple[list, list]:
     """The tabs that read every logit (step-through, hindsight, counterfactual, why two A/B answers parted) run here
     and say so; the A/B tab runs on the endpoint (A answers its requests) and says which backend answered. Their
     final updates."""
-    from ui import ab, deployment, hindsight, stepthrough
+    from ui.shared import deployment
+    from ui.tabs import ab, hindsight, stepthrough
 
     model = deployment.DEFAULT_MODEL
     note = f"Computed on this server's local copy of {model}: served endpoints give tokens, not every logit."

@@ -20,7 +20,7 @@ from gcs.runtime.quoting import escaped_length, quoted
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import messages  # noqa: E402
+from ui.shared import messages  # noqa: E402
 
 HOSTILE = "{prompt}{x}" + "<" * 985
 QUOTE_MOST = 110  # ~100 characters, and the quotes around them

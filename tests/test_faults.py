@@ -27,7 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import dataclasses  # noqa: E402
 
-from ui import compare, deployment, serving  # noqa: E402  (the app's tabs, in-process)
+from ui.server import serving  # noqa: E402  (the app's tabs, in-process)
+from ui.shared import deployment  # noqa: E402  (the app's tabs, in-process)
+from ui.tabs.side_by_side import compare  # noqa: E402  (the app's tabs, in-process)
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 

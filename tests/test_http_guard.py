@@ -22,7 +22,7 @@ import pytest
 from waiting import patiently, served
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import http_guard, http_limits, mcp_calls, serving  # noqa: E402
+from ui.server import http_guard, http_limits, mcp_calls, serving  # noqa: E402
 
 FAULTS = ("Traceback", "Exception in ASGI application")
 
@@ -260,7 +260,7 @@ def test_a_fault_past_every_guard_ends_its_request_plainly(caplog):
 
 
 def test_the_queue_internals_the_stream_check_reads_have_the_shape_it_expects(monkeypatch, caplog):
-    """``ui.serving.stream_lookup`` reads Gradio's queue (private) and resolves an event's session as Gradio's
+    """``ui.server.serving.stream_lookup`` reads Gradio's queue (private) and resolves an event's session as Gradio's
     stream routes do; if an upgrade changes either, this fails instead of the check going soft without a word."""
     import gradio.routes
 

@@ -1,5 +1,5 @@
-"""The app's HTTP limits (``ui.http_limits``), held against the running app (``python app.py``): a request body over
-the limit is refused before it is read, a link or Host header past what the server reads gets a plain 4xx on every
+"""The app's HTTP limits (``ui.server.http_limits``), held against the running app (``python app.py``): a request body
+over the limit is refused before it is read, a link or Host header past what the server reads gets a plain 4xx on every
 route (never an HTTP 500 or a traceback), Gradio's routes beside its queue are closed, a call to an unknown endpoint
 or event is refused in one short line, the sessions Gradio keeps are bounded, and every answer is strict JSON (no
 bare NaN or Infinity).
@@ -22,8 +22,8 @@ from conftest import log_count, queued_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import messages  # noqa: E402
-from ui.startup import patient_launch_check  # noqa: E402
+from ui.server.startup import patient_launch_check  # noqa: E402
+from ui.shared import messages  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"
 
@@ -40,8 +40,8 @@ def test_oversized_bodies_are_refused_before_they_are_read(app_url, app_progress
 
 @pytest.mark.slow
 def test_the_page_gets_gradio_s_status_tracker_and_highlighted_text_patched(app_url, app_progress):
-    """What a browser loads is each patched bundle (``ui.page_assets``); the other assets are Gradio's own."""
-    from ui import page_assets
+    """What a browser loads is each patched bundle (``ui.server.page_assets``); the other assets are Gradio's own."""
+    from ui.server import page_assets
 
     bundles = page_assets.patched_bundles()
     assert len(bundles) == 2

@@ -31,7 +31,9 @@ from conftest import error_text, log_count, queued_call
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import compare, hindsight, limits  # noqa: E402
+from ui.shared import limits  # noqa: E402
+from ui.tabs import hindsight  # noqa: E402
+from ui.tabs.side_by_side import compare  # noqa: E402
 
 WAIT_S = 600  # generous: a busy machine is slow, not broken
 PARAPHRASES = "What is DNA?\nExplain what DNA is."

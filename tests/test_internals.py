@@ -1,7 +1,7 @@
 """The private APIs gcs relies on (gcs.runtime.internals): present on the versions we pin, and when one is missing or
 renamed,
 a fallback with one WARNING that names what is lost. vLLM's cpu_linear count is checked on a real engine in
-tests/test_vllm.py; the app's Gradio and mcp internals (ui/internals.py) in tests/test_serving.py and
+tests/test_vllm.py; the app's Gradio and mcp internals (ui/server/internals.py) in tests/test_serving.py and
 tests/test_http_guard.py."""
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from waiting import Progress, app_client, served, until
 from conftest import call_outcome, free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import compare  # noqa: E402
-from ui.startup import patient_launch_check  # noqa: E402
+from ui.server.startup import patient_launch_check  # noqa: E402
+from ui.tabs.side_by_side import compare  # noqa: E402
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
@@ -103,7 +103,7 @@ def test_the_browse_lane_tokenizes_with_its_own_tokenizer_beside_generation():
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     import gcs
-    from ui import deployment
+    from ui.shared import deployment
 
     model = deployment.load_allowed_model(gcs.DEFAULT_MODEL)
     mine, errors = {}, []

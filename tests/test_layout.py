@@ -20,6 +20,9 @@ MODULES_PER_FOLDER = 12
 LAYERS = ["runtime", "checks", "environment settings", "stats", "sampling", "vllm", "engines", "scoring", "rewording",
           "generation", "instrument", "experiments", "abtest", "resources", "cli", "__main__"]
 LAYER_OF = {unit: rank for rank, units in enumerate(LAYERS) for unit in units.split()}
+# ui's layers, lowest first (ui/__init__.py's docstring): what the tabs share, the server around them, the tabs.
+UI_LAYERS = ["shared", "server", "tabs"]
+UI_LAYER_OF = {unit: rank for rank, unit in enumerate(UI_LAYERS)}
 
 
 def modules(package: str) -> dict[str, Path]:
@@ -91,9 +94,11 @@ def test_imports_form_a_dag(package):
 
 
 def layer(module: str) -> int:
-    """The layer of ``gcs.X`` or ``gcs.X.Y...``: that of ``X``; ``gcs`` itself (the public names) is above all."""
+    """The layer of ``gcs.X`` or ``gcs.X.Y...`` (``ui.X...``): that of ``X``; the package itself (gcs's public
+    names, ui's page) is above all."""
     parts = module.split(".")
-    return LAYER_OF[parts[1]] if len(parts) > 1 else len(LAYERS)
+    layers = LAYER_OF if parts[0] == "gcs" else UI_LAYER_OF
+    return layers[parts[1]] if len(parts) > 1 else len(layers)
 
 
 def upward(graph: dict[str, set[str]]) -> list[str]:
@@ -104,16 +109,42 @@ def upward(graph: dict[str, set[str]]) -> list[str]:
 def test_the_layer_check_finds_an_upward_import():
     assert upward({"gcs.stats.paired": {"gcs.engines.models"}}) == ["gcs.stats.paired -> gcs.engines.models"]
     assert upward({"gcs.engines.models": {"gcs.stats.paired", "gcs.runtime.quoting"}}) == []
+    assert upward({"ui.shared.messages": {"ui.server.serving"}}) == ["ui.shared.messages -> ui.server.serving"]
+    assert upward({"ui.tabs.ab": {"ui.server.serving", "ui.shared.messages"}}) == []
 
 
-def test_every_import_points_down_the_layers():
-    graph = imports("gcs")
-    assert {name.split(".")[1] for name in graph if "." in name} == set(LAYER_OF)  # every unit has its layer
+@pytest.mark.parametrize("package, layers", [("gcs", LAYER_OF), ("ui", UI_LAYER_OF)])
+def test_every_import_points_down_the_layers(package, layers):
+    graph = imports(package)
+    assert {name.split(".")[1] for name in graph if "." in name} == set(layers)  # every unit has its layer
     assert upward(graph) == []
 
 
-def test_every_folder_holds_few_modules_and_says_what_it_holds():
-    for folder in sorted({path.parent for path in modules("gcs").values()}):
+def between_tabs(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from one tab (``ui.tabs.X``, its folder included) into another: a tab's state reaches another tab
+    through ``Tab.shared``, and what two tabs need belongs in ``ui.shared``."""
+    def tab(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[2] if parts[:2] == ["ui", "tabs"] and len(parts) > 2 else None
+
+    return sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
+                  if tab(name) and tab(target) and tab(name) != tab(target))
+
+
+def test_no_tab_imports_another():
+    across = {"ui.tabs.ab": {"ui.tabs.side_by_side.verdict"}}
+    assert between_tabs(across) == ["ui.tabs.ab -> ui.tabs.side_by_side.verdict"]
+    assert between_tabs({"ui.tabs.side_by_side.compare": {"ui.tabs.side_by_side.verdict"}}) == []
+    graph = imports("ui")
+    assert {"ui.tabs.ab", "ui.tabs.side_by_side.compare"} <= set(graph)
+    assert between_tabs(graph) == []
+
+
+@pytest.mark.parametrize("package", ["gcs", "ui"])
+def test_every_folder_holds_few_modules_and_says_what_it_holds(package):
+    folders = sorted({path.parent for path in modules(package).values()})
+    assert len(folders) > 3  # the package is in folders
+    for folder in folders:
         here = [path for path in folder.glob("*.py") if path.name != "__init__.py"]
         assert len(here) <= MODULES_PER_FOLDER, folder
         init = folder / "__init__.py"

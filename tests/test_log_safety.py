@@ -4,7 +4,8 @@ names its error, what the server prints reaches the log file line by line, and a
 never a traceback.
 
 The log of the running app (``python app.py``, the session's ``app_log``) is read as a refusal is answered, waiting
-for the line it needs to see, never for a fixed time; ``ui.logs``'s filter and stream are also checked in-process.
+for the line it needs to see, never for a fixed time; ``ui.shared.logs``'s filter and stream are also checked
+in-process.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from waiting import patiently, served, until
 from conftest import error_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import logs  # noqa: E402
+from ui.shared import logs  # noqa: E402
 
 
 # -- secrets are redacted ---------------------------------------------------------------------------------------

@@ -19,7 +19,9 @@ from markdown_it import MarkdownIt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gcs  # noqa: E402
-from ui import compare, hindsight, messages, stepthrough  # noqa: E402
+from ui.shared import messages  # noqa: E402
+from ui.tabs import hindsight, stepthrough  # noqa: E402
+from ui.tabs.side_by_side import compare  # noqa: E402
 
 PUNCTUATION = r"[!-/:-@\[-`{-~]"  # ASCII punctuation: what every piece of Markdown syntax is made of
 

@@ -1,5 +1,6 @@
 """A run that waits for the model says where it stands: runs ahead of it in its lane and when it should start, read
-from a real Gradio queue (``ui.serving.lane_standing``) and said in the status line (``ui.messages.say_working``)."""
+from a real Gradio queue (``ui.server.serving.lane_standing``) and said in the status line
+(``ui.shared.messages.say_working``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from gradio_client import Client
 from conftest import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import messages, serving  # noqa: E402
+from ui.server import serving  # noqa: E402
+from ui.shared import messages  # noqa: E402
 
 WAIT_S = 600  # generous: a busy machine is slow, not broken
 

@@ -1,7 +1,7 @@
-"""The private Gradio APIs that ``ui.internals`` wraps, and only it (for ``ui.serving.guard_queue``,
-``quiet_input_errors`` and ``ui.mcp_calls.stop_abandoned_mcp_calls``), checked on the installed Gradio: if an upgrade
-changes one, this fails instead of the lanes' waiting limits, the one-line refusals or the MCP calls' cancellation
-going soft without a word. (The stream check's and the MCP errors' internals: tests/test_http_guard.py.)"""
+"""The private Gradio APIs that ``ui.server.internals`` wraps, and only it (for ``ui.server.serving.guard_queue``,
+``quiet_input_errors`` and ``ui.server.mcp_calls.stop_abandoned_mcp_calls``), checked on the installed Gradio: if an
+upgrade changes one, this fails instead of the lanes' waiting limits, the one-line refusals or the MCP calls'
+cancellation going soft without a word. (The stream check's and the MCP errors' internals: tests/test_http_guard.py.)"""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import gradio as gr  # noqa: E402
 import pytest  # noqa: E402
 from gradio.queueing import EventQueue  # noqa: E402
 
-from ui import internals, mcp_calls, page_assets, serving  # noqa: E402
+from ui.server import internals, mcp_calls, page_assets, serving  # noqa: E402
 
 
 def test_the_installed_gradio_is_in_the_tested_range_that_requirements_pin():
@@ -51,11 +51,11 @@ def private_names(path: Path) -> list[str]:
 
 
 def test_only_ui_internals_reaches_into_private_names():
-    """Every private name of Gradio or mcp the app uses sits in ui/internals.py, behind one function that warns when
-    it changed (its docstring's table); no other module of the app reaches into one."""
+    """Every private name of Gradio or mcp the app uses sits in ui/server/internals.py, behind one function that warns
+    when it changed (its docstring's table); no other module of the app reaches into one."""
     root = Path(__file__).resolve().parent.parent
-    app = [root / "app.py", *sorted((root / "ui").glob("*.py"))]
-    assert private_names(root / "ui" / "internals.py")  # the check sees them where they are
+    app = [root / "app.py", *sorted((root / "ui").rglob("*.py"))]
+    assert private_names(root / "ui" / "server" / "internals.py")  # the check sees them where they are
     assert [name for path in app if path.name != "internals.py" for name in private_names(path)] == []
 
 

@@ -110,7 +110,7 @@ def test_hindsight_and_the_ab_tab_say_it_alike(embedded_model):
 
 def test_a_system_prompt_of_zero_width_characters_is_refused():
     """An empty system prompt means the chat template's default; one that shows nothing was sent as it was."""
-    from ui import ab
+    from ui.tabs import ab
 
     for invisible in ("\u200b\u200b", "\u200d \ufeff", "\u3164"):
         with pytest.raises(ValueError, match="B's system prompt shows nothing"):

@@ -58,7 +58,7 @@ def test_the_floor_itself_and_greedy_are_accepted(tiny):
 
 
 def test_the_apps_limits_table_states_the_floor():
-    from ui import limits
+    from ui.shared import limits
 
     for temperature in BELOW:
         with pytest.raises(ValueError, match=r"temperature must be between 0 and 2 \(0 or at least 0.0001\), got "):

@@ -20,7 +20,9 @@ from conftest import first_recycled_win, refused_in_ui
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import gcs  # noqa: E402
 import ui  # noqa: E402
-from ui import compare, deployment, highlights, hindsight, limits, links, messages, stepthrough  # noqa: E402
+from ui.shared import deployment, highlights, limits, links, messages  # noqa: E402
+from ui.tabs import hindsight, stepthrough  # noqa: E402
+from ui.tabs.side_by_side import compare  # noqa: E402
 
 PAIR = "Why is the sky blue?\nWhat makes the sky blue?"
 
@@ -288,7 +290,7 @@ def test_a_link_s_text_reaches_the_toast_as_text_and_the_log_in_one_line(caplog)
 
 
 def test_every_event_of_the_app_goes_through_the_queue():
-    """The app closes Gradio's unqueued routes (ui.http_limits.QueuedOnly) but for events declared unqueued: only
+    """The app closes Gradio's unqueued routes (ui.server.http_limits.QueuedOnly) but for events declared unqueued: only
     Gradio's own example loaders are; one of ours with queue=False would do nothing in the page."""
     unqueued = {fn.name for fn in ui.build().fns.values() if fn.fn is not None and not fn.queue}
     assert unqueued <= {"load_example"}, unqueued
@@ -424,7 +426,7 @@ def test_updates_by_name_reach_their_components():
 
 
 def test_tables_have_readable_headers_before_and_after_a_run():
-    from ui import coupling, sweep
+    from ui.tabs import coupling, sweep
 
     done = coupling.coupling_ui("0.5, 0.3, 0.15, 0.05", "", 3, 500, 500, 0)
     assert done[-1].startswith("Done: 11 points × 500 Monte Carlo trials")
@@ -448,7 +450,7 @@ def test_tables_have_readable_headers_before_and_after_a_run():
 def test_a_greedy_run_says_why_it_compares_nothing_and_offers_no_more_seeds():
     """At temperature 0 the verdict read "GCS agreed more than IS in 0 of 4 seeds ... within noise" and offered more
     seeds, though every method gives the same answers there."""
-    from ui import compare_rounds, verdict
+    from ui.tabs.side_by_side import compare_rounds, verdict
 
     undecided = lambda temperature: types.SimpleNamespace(  # noqa: E731
         settings=gcs.SamplingSettings(temperature=temperature), more_seeds=True)

@@ -25,7 +25,9 @@ import gcs
 from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from ui import deployment, http_limits, limits, sweep  # noqa: E402
+from ui.server import http_limits  # noqa: E402
+from ui.shared import deployment, limits  # noqa: E402
+from ui.tabs import sweep  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Tests wait on a served process's progress, never on a clock (``tests/waiting.py``): a server that gets no CPU for a
 while, as on a loaded machine, is waited for; one that exits or stops using CPU fails the wait, saying so. The app's
-own launch check waits for its page too (``ui.startup``)."""
+own launch check waits for its page too (``ui.server.startup``)."""
 
 from __future__ import annotations
 
@@ -85,13 +85,13 @@ def test_patiently_hands_back_the_answer_or_the_error_and_gives_up_on_a_dead_ser
 def test_the_launch_check_waits_for_a_page_that_answers_late(monkeypatch):
     """``Blocks.launch`` checks that its own page answers, giving it 3 s, and refuses to start if not: at load 14-17
     the app's page took longer, and the app exited after its whole start-up ("When localhost is not accessible, a
-    shareable link must be created"). With ``ui.startup.patient_launch_check`` a page answering in 4 s passes; a
+    shareable link must be created"). With ``ui.server.startup.patient_launch_check`` a page answering in 4 s passes; a
     port nobody serves still fails the check."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from gradio import networking
 
-    from ui.startup import GRADIO_URL_OK, patient_launch_check
+    from ui.server.startup import GRADIO_URL_OK, patient_launch_check
 
     class Late(BaseHTTPRequestHandler):
         def do_HEAD(self):  # noqa: N802 (http.server's name)

@@ -17,7 +17,8 @@ from conftest import error_text
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import ui  # noqa: E402
-from ui import hindsight, limits  # noqa: E402
+from ui.shared import limits  # noqa: E402
+from ui.tabs import hindsight  # noqa: E402
 
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 HIEROGLYPHS = "\U00013000" * 1000  # 1,000 characters, about 4,000 tokens

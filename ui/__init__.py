@@ -1,42 +1,18 @@
-"""The gcs dashboard's UI, one module per tab; ``app.py`` builds and launches it.
+"""The gcs dashboard's UI; ``app.py`` builds and launches it. Three folders, each importing only the ones before it:
 
-- ``compare``: side by side (IS / GCS / GCSwR over several seeds, streamed, paired statistics), with
-  ``compare_rounds`` (the seeds in rounds, each round's answers and verdict so far), ``seed_browser`` (any seed's
-  responses and heatmaps, the downloads), ``highlights`` (aligned spans, shared words; hindsight's and A/B's too) and
-  ``verdict`` (its score table and headline verdict, also the /compare endpoint's).
-- ``stepthrough``: inside the sampler, the race behind each token (``gcs.trace``).
-- ``hindsight``: what a paraphrase would have got with a response's luck (``gcs.hindsight``), and what the
-  response would have been had it said something else (``gcs.counterfactual``).
-- ``sweep``: consistency vs temperature.
-- ``ab``: A/B with shared luck: a change to the prompt, the settings or the model, both arms under one noise.
-- ``coupling``: Theorem 1 and the recycling histogram.
-- ``about``: what the demo shows.
-- ``links``: every tab's settings in the page's query string, and a copy-link button.
+- ``ui.shared``: what the tabs share (the ``Tab`` shape, the deployment's settings, the limits table and input
+  parsing, messages, highlights, links, the log).
+- ``ui.server``: what every request passes around a tab's handler (HTTP limits and guard, argument types, lanes
+  and cancellable work, MCP calls, the private Gradio APIs behind one module, ZeroGPU).
+- ``ui.tabs``: one module per tab (side by side is a folder of its parts); a tab never imports another.
 
-Every tab's ``build()`` returns a ``tab.Tab``: its inputs a link carries, the state it shares, what it wires on page
-load. What the tabs share, one job a module:
-
-- ``deployment``: the models offered, the default model and the engine, read from the environment once.
-- ``limits``: the demo's limits table and input parsing (the one place bounds are enforced).
-- ``arguments``: every endpoint's arguments checked against its type annotations (HTTP, gradio_client, MCP).
-- ``messages``: errors as toasts and status lines, user text shown as text, captions, handlers whose updates
-  name their outputs (``by_name``).
-- ``http_guard``: no request, whatever it sends, gets a 500 for its input, a dropped connection or a traceback in
-  the log: non-finite JSON numbers, unknown streams and fields of the wrong shape refused briefly, faults caught last.
-- ``http_limits``: request bodies, URLs and uploads bounded before Gradio parses them, closed routes and unknown
-  endpoints, the sessions the server keeps.
-- ``serving``: each lane's waiting limit, input errors said plainly, cancellable work (MCP tool calls included), the
-  downloads the server keeps.
-- ``internals``: every private Gradio and ``mcp`` API the app uses, each behind one function that warns where it
-  changed.
-- ``logs``: the app's logger, redaction and escaping; ``zerogpu``: the ``@gpu`` decorator (imported first).
-
-Every computation comes from ``gcs``; these modules lay out, check and display.
+This module lays the tabs out on one page and wires the server around them. Every computation comes from ``gcs``;
+the UI lays out, checks and displays.
 """
 
 from __future__ import annotations
 
-from .zerogpu import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
+from ui.server.zerogpu import gpu  # first: ZeroGPU's `spaces` must be imported before CUDA is touched
 
 # isort: split
 
@@ -50,13 +26,9 @@ import gcs
 from gcs.engines.transformers import probe_threads
 from gcs.environment import setting
 from gcs.stats.sequential import DEFAULT_ROUNDS
-
-from . import ab, compare, coupling, hindsight, stepthrough, sweep
-from .about import ABOUT
-from .arguments import typed
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model
-from .http_guard import EXCEPTION_HANDLERS, KnownStreams, LastResort, StrictJson
-from .http_limits import (
+from ui.server.arguments import typed
+from ui.server.http_guard import EXCEPTION_HANDLERS, KnownStreams, LastResort, StrictJson
+from ui.server.http_limits import (
     CLEANUP_EVERY_S,
     FILE_AGE_S,
     SESSIONS_KEPT,
@@ -67,12 +39,16 @@ from .http_limits import (
     UrlLimit,
     trusted_proxies,
 )
-from .links import Links
-from .logs import logger
-from .mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
-from .messages import say_slider_ranges, strict_json, watch_lanes
-from .page_assets import PatchedBundles
-from .serving import calm_queue, guard_queue, lane_standing, quiet_input_errors
+from ui.server.mcp_calls import brief_mcp_errors, stop_abandoned_mcp_calls
+from ui.server.page_assets import PatchedBundles
+from ui.server.serving import calm_queue, guard_queue, lane_standing, quiet_input_errors
+from ui.shared.deployment import DEFAULT_MODEL, ENGINE, load_allowed_model
+from ui.shared.links import Links
+from ui.shared.logs import logger
+from ui.shared.messages import say_slider_ranges, strict_json, watch_lanes
+from ui.tabs import ab, coupling, hindsight, stepthrough, sweep
+from ui.tabs.about import ABOUT
+from ui.tabs.side_by_side import compare
 
 __all__ = ["build", "warm_up", "mcp_server", "launch_options", "gpu", "CSS", "ENDPOINTS"]
 
@@ -114,7 +90,8 @@ COUPLING_WAITING = 64  # the coupling lane's own bound on waiting requests (each
 
 def build(queue_size: int = 16) -> gr.Blocks:
     """The app. ``queue_size`` bounds the requests waiting for the model; the coupling explorer has its own lane."""
-    # delete_cache: gradio's copies of downloads and uploads go after an hour (ui.http_limits.UploadQuota counts on it).
+    # delete_cache: gradio's copies of downloads and uploads go after an hour (ui.server.http_limits.UploadQuota counts
+    # on it).
     with gr.Blocks(title="Gumbel Consistency Sampling", delete_cache=(CLEANUP_EVERY_S, FILE_AGE_S)) as demo:
         gr.Markdown("# Gumbel Consistency Sampling\nAsk one question several ways. Independent sampling (IS) "
                     "answers each rewording with its own luck; GCS and GCSwR share the randomness, so answers agree "
@@ -206,9 +183,9 @@ def launch_options(demo: gr.Blocks) -> dict:
     oversized bodies (413, before parsing), non-finite JSON numbers (400), uploads past their bounds (429, 503),
     calls to unknown endpoints (404), streams of unknown sessions or events (404) and Gradio's routes around its
     queue (404) before Gradio sees them; fields of the wrong shape get FastAPI's 422 without the input quoted back,
-    and whatever escapes the app ends its request plainly (``ui.http_guard.LastResort``, the outermost); Gradio's
+    and whatever escapes the app ends its request plainly (``ui.server.http_guard.LastResort``, the outermost); Gradio's
     status tracker (its timer stopped once nothing is pending) and HighlightedText (each colour converted once) are
-    served patched (``ui.page_assets``)."""
+    served patched (``ui.server.page_assets``)."""
     trusted_proxies()
     middleware = [Middleware(LastResort), Middleware(UrlLimit), Middleware(BodyLimit), Middleware(StrictJson),
                   Middleware(UploadQuota), Middleware(KnownCalls, demo=demo), Middleware(KnownStreams, demo=demo),

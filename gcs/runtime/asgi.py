@@ -1,6 +1,6 @@
 """ASGI helpers: a request's body read once, up to a size, and handed on to the application unchanged. ``gcs
 vllm-serve``'s middleware (``gcs.cli.vllm_guard.ServedRoutes``, ``gcs.cli.vllm_server.StrictGcsArgs``) and the app's
-body limit (``ui.http_limits``) read bodies this way."""
+body limit (``ui.server.http_limits``) read bodies this way."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 When one is missing, or behaves otherwise (a new release renamed or changed it), gcs falls back to what does not
 need it and logs one WARNING that names what is lost: a guarantee, or speed only. Their versions are checked too:
 outside the range gcs was tested on, one WARNING says so. ``tests/test_internals.py`` fails on the versions we pin
-if any of them is gone (Gradio's and the mcp package's, for the app, are in ``ui/internals.py``).
+if any of them is gone (Gradio's and the mcp package's, for the app, are in ``ui/server/internals.py``).
 
 | private API | what gcs does with it | without it |
 | --- | --- | --- |

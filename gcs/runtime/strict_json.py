@@ -1,5 +1,5 @@
 """JSON a server takes from anyone, read strictly: numbers JSON has (``finite_loads``), and nesting measured before
-any recursive parser meets it (``json_nesting``). The app's guard (``ui.http_guard.StrictJson``) and ``gcs
+any recursive parser meets it (``json_nesting``). The app's guard (``ui.server.http_guard.StrictJson``) and ``gcs
 vllm-serve``'s middleware (``gcs.cli.vllm_server.StrictGcsArgs``) read request bodies with them.
 
 >>> finite_loads(b'{"top_k": 5}'), json_nesting(b'{"a": [[1], "]]]"]}')

@@ -23,11 +23,10 @@ import typing
 
 from gcs.checks import quoted
 from gcs.runtime.arguments import ArgumentTypeError
-
-from .messages import user_error
+from ui.shared.messages import user_error
 
 # What each annotation admits, and how a message says it. JSON has one kind of number: 4.0 passes as a whole number
-# here, and the endpoint's own limits check (``ui.limits.check``) says whether it is one.
+# here, and the endpoint's own limits check (``ui.shared.limits.check``) says whether it is one.
 ADMITS = {str: (str,), int: (int, float), float: (int, float), bool: (bool,)}
 SAID = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
 

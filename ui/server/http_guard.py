@@ -3,7 +3,7 @@ by its input, no connection is dropped mid-answer, and no request writes a trace
 4xx and one short sentence, before Gradio sees it: JSON numbers JSON does not have (``StrictJson``), event streams
 for sessions or events the server does not hold (``KnownStreams``), request fields of the wrong shape
 (``brief_validation_error``: FastAPI's 422, without the input it quoted whole). Whatever still escapes the app is
-caught last (``LastResort``). The size limits (bodies, URLs, uploads) are in ``ui.http_limits``."""
+caught last (``LastResort``). The size limits (bodies, URLs, uploads) are in ``ui.server.http_limits``."""
 
 from __future__ import annotations
 
@@ -18,11 +18,10 @@ from starlette.responses import JSONResponse
 
 from gcs.runtime.asgi import read_messages, replaying
 from gcs.runtime.strict_json import NonFiniteNumber, finite_loads, json_nesting
-
-from .http_limits import MAX_BODY_BYTES, json_answer
-from .limits import quoted
-from .logs import logger
-from .serving import stream_lookup
+from ui.server.http_limits import MAX_BODY_BYTES, json_answer
+from ui.server.serving import stream_lookup
+from ui.shared.limits import quoted
+from ui.shared.logs import logger
 
 
 class LastResort:
@@ -151,7 +150,7 @@ class KnownStreams:
     """ASGI middleware: ``GET /gradio_api/queue/data?session_hash=S`` and ``GET /gradio_api/call/<name>/<event id>``
     (the event streams a page and a raw API client read) for a session or event the server does not hold get 404 and
     one sentence. Gradio starts a 200 stream for them and then raises inside it: the connection dropped mid-body and
-    4 KB of traceback per request. Where Gradio's queue cannot be read (``ui.serving.stream_lookup``), those
+    4 KB of traceback per request. Where Gradio's queue cannot be read (``ui.server.serving.stream_lookup``), those
     streams go on to Gradio, and ``LastResort`` ends them."""
 
     SESSION_STREAM = re.compile(r"/gradio_api/queue/data$")

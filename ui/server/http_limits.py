@@ -1,6 +1,7 @@
 """The app's HTTP limits, applied before Gradio parses anything: request bodies, URLs and uploads bounded, Gradio's
 routes around its queue closed, calls to unknown endpoints answered plainly, which proxies' forwarded client
-addresses are believed, and how many sessions are kept. The guard against 500s and tracebacks is ``ui.http_guard``."""
+addresses are believed, and how many sessions are kept. The guard against 500s and tracebacks is
+``ui.server.http_guard``."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ import gradio as gr
 
 from gcs.environment import env_networks
 from gcs.runtime.asgi import read_body, read_messages, replaying
-
-from .limits import LIMITS, quoted
-from .logs import logger
+from ui.shared.limits import LIMITS, quoted
+from ui.shared.logs import logger
 
 # -- request bodies -------------------------------------------------------------------------------
 MAX_BODY_BYTES = 2_000_000  # the largest legitimate request (a 1 MB upload, multipart) fits with room

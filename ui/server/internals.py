@@ -1,5 +1,5 @@
 """The private APIs of Gradio and the ``mcp`` package that the app relies on, each behind one function here, and only
-here, but for Gradio's built front end, which only ``ui.page_assets`` reads (``gcs/`` never imports Gradio: torch's
+here, but for Gradio's built front end, which only ``ui.server.page_assets`` reads (``gcs/`` never imports Gradio: torch's
 and vLLM's are in ``gcs/runtime/internals.py``).
 
 When one is missing, or its shape changed (a new release renamed or replaced it), the app falls back to what does not
@@ -10,16 +10,16 @@ pin, and fail if one changed.
 
 | private API | what the app does with it | without it |
 | --- | --- | --- |
-| ``Queue.push`` (its arguments and its ``(ok, message, kind)`` answer) and ``Queue.event_queue_per_concurrency_id[lane].queue`` | each lane's own waiting limit, a request counted as it arrives; a call with too few values refused before it is queued (``guard_queue_push``, for ``ui.serving.guard_queue``) | Gradio's ``max_size`` bounds every lane together (a full model lane refuses the coupling explorer too); a call with too few values is queued, then fails listing every value it was sent |
-| ``Queue.pending_messages_per_session``, ``event_ids_to_events``, ``pending_event_ids_session`` | a stream of a session or event the server does not hold gets 404 and one sentence (``held_streams``, for ``ui.serving.stream_lookup`` and ``ui.http_guard.KnownStreams``) | Gradio answers it: a 200 stream holding an error, ended by ``ui.http_guard.LastResort`` |
-| ``Queue.event_queue_per_concurrency_id`` (a lane's ``current_concurrency``, ``queue``, ``start_times_per_fn``, ``concurrency_limit``) and ``Queue.process_time_per_fn`` | a run waiting for the model is told its place in the queue and its wait (``lane_reader``, for ``ui.serving.lane_standing``) | the page says only "Working…" |
-| ``Queue.sleep_when_free``, ``Queue.progress_update_sleep_when_free`` | the queue looks for work every 10 ms and for progress to send every 50 ms, not every 1 and 10 ms (``slow_queue_polls``, for ``ui.serving.calm_queue``): the idle app uses about 0.01 of a core, not 0.05, and leaves the cores to the generation | Gradio's polls: a run starts up to 9 ms sooner, and the server's event loop wakes a thousand times a second, idle or not |
-| ``Blocks.preprocess_data`` | a value the components refuse (a dropdown value outside its choices) is one sentence quoting at most ~100 characters and one log line (``wrap_preprocess_data``, for ``ui.serving.quiet_input_errors``) | a traceback in the log, and the value quoted whole |
-| ``GradioMCPServer._get_or_create_client`` (its ``_client_instance``), ``_execute_tool_with_progress``, ``_execute_tool_without_progress`` | an MCP tool call stops when its client leaves, as an HTTP call does (``wrap_mcp_tool_calls``, for ``ui.mcp_calls.stop_abandoned_mcp_calls``) | the call runs to its end, holding the model lane |
-| ``GradioMCPServer._prepare_tool_call_args`` (its ``tool_to_endpoint``), ``create_mcp_server`` (its server's ``request_handlers``) and ``get_block_fn_from_endpoint_name`` (a prompt's ``_mcp_type``, ``_mcp_name``); mcp's ``Server._make_error_result`` | no MCP error quotes back what a call sent whole, and ``prompts/get`` of an unknown name is an error naming it (``wrap_mcp_errors``, for ``ui.mcp_calls.brief_mcp_errors``) | an MCP error may quote a 100,000-character name or value whole; ``prompts/get`` of an unknown name runs a tool (the app's coupling) |
-| ``gradio.networking.url_ok`` | the launch's reachability check waits for the page's answer (``replace_url_ok``, for ``ui.startup.patient_launch_check``) | Gradio's 3 s limit: a loaded machine may stop the app at start |
-| the status tracker's timer loop in Gradio's front end (``statustracker-*.js``: ``W&&ze()``) | the page's own loading tracker, removed once the page has loaded, no longer leaves its timer asking for an animation frame 60 times a second for the life of the tab, and a pending output's timer redraws once a second (``ui.page_assets.quiet_status_trackers``) | every open tab runs that loop: about 0.045 of a core here, idle or not; a tab waiting in the queue about 0.16 |
-| HighlightedText's colour conversion in Gradio's front end (its ``Index-*.js``: a function drawing a colour on a fresh canvas) | each colour of a response column's colour map is converted to rgba once per page, not at every update of every column (``ui.page_assets.highlighted_text_colours``) | 20 canvases drawn per column at every streamed beat: the browser's renderer used 5.9-6.9 CPU seconds a side by side here against 3.5-4.7 with the patch (``docs/benchmarks.md``) |
+| ``Queue.push`` (its arguments and its ``(ok, message, kind)`` answer) and ``Queue.event_queue_per_concurrency_id[lane].queue`` | each lane's own waiting limit, a request counted as it arrives; a call with too few values refused before it is queued (``guard_queue_push``, for ``ui.server.serving.guard_queue``) | Gradio's ``max_size`` bounds every lane together (a full model lane refuses the coupling explorer too); a call with too few values is queued, then fails listing every value it was sent |
+| ``Queue.pending_messages_per_session``, ``event_ids_to_events``, ``pending_event_ids_session`` | a stream of a session or event the server does not hold gets 404 and one sentence (``held_streams``, for ``ui.server.serving.stream_lookup`` and ``ui.server.http_guard.KnownStreams``) | Gradio answers it: a 200 stream holding an error, ended by ``ui.server.http_guard.LastResort`` |
+| ``Queue.event_queue_per_concurrency_id`` (a lane's ``current_concurrency``, ``queue``, ``start_times_per_fn``, ``concurrency_limit``) and ``Queue.process_time_per_fn`` | a run waiting for the model is told its place in the queue and its wait (``lane_reader``, for ``ui.server.serving.lane_standing``) | the page says only "Working…" |
+| ``Queue.sleep_when_free``, ``Queue.progress_update_sleep_when_free`` | the queue looks for work every 10 ms and for progress to send every 50 ms, not every 1 and 10 ms (``slow_queue_polls``, for ``ui.server.serving.calm_queue``): the idle app uses about 0.01 of a core, not 0.05, and leaves the cores to the generation | Gradio's polls: a run starts up to 9 ms sooner, and the server's event loop wakes a thousand times a second, idle or not |
+| ``Blocks.preprocess_data`` | a value the components refuse (a dropdown value outside its choices) is one sentence quoting at most ~100 characters and one log line (``wrap_preprocess_data``, for ``ui.server.serving.quiet_input_errors``) | a traceback in the log, and the value quoted whole |
+| ``GradioMCPServer._get_or_create_client`` (its ``_client_instance``), ``_execute_tool_with_progress``, ``_execute_tool_without_progress`` | an MCP tool call stops when its client leaves, as an HTTP call does (``wrap_mcp_tool_calls``, for ``ui.server.mcp_calls.stop_abandoned_mcp_calls``) | the call runs to its end, holding the model lane |
+| ``GradioMCPServer._prepare_tool_call_args`` (its ``tool_to_endpoint``), ``create_mcp_server`` (its server's ``request_handlers``) and ``get_block_fn_from_endpoint_name`` (a prompt's ``_mcp_type``, ``_mcp_name``); mcp's ``Server._make_error_result`` | no MCP error quotes back what a call sent whole, and ``prompts/get`` of an unknown name is an error naming it (``wrap_mcp_errors``, for ``ui.server.mcp_calls.brief_mcp_errors``) | an MCP error may quote a 100,000-character name or value whole; ``prompts/get`` of an unknown name runs a tool (the app's coupling) |
+| ``gradio.networking.url_ok`` | the launch's reachability check waits for the page's answer (``replace_url_ok``, for ``ui.server.startup.patient_launch_check``) | Gradio's 3 s limit: a loaded machine may stop the app at start |
+| the status tracker's timer loop in Gradio's front end (``statustracker-*.js``: ``W&&ze()``) | the page's own loading tracker, removed once the page has loaded, no longer leaves its timer asking for an animation frame 60 times a second for the life of the tab, and a pending output's timer redraws once a second (``ui.server.page_assets.quiet_status_trackers``) | every open tab runs that loop: about 0.045 of a core here, idle or not; a tab waiting in the queue about 0.16 |
+| HighlightedText's colour conversion in Gradio's front end (its ``Index-*.js``: a function drawing a colour on a fresh canvas) | each colour of a response column's colour map is converted to rgba once per page, not at every update of every column (``ui.server.page_assets.highlighted_text_colours``) | 20 canvases drawn per column at every streamed beat: the browser's renderer used 5.9-6.9 CPU seconds a side by side here against 3.5-4.7 with the patch (``docs/benchmarks.md``) |
 """  # noqa: E501 (a table's rows cannot wrap)
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import anyio
 import gradio as gr
 from gradio import networking
 
-from .logs import logger
+from ui.shared.logs import logger
 
 TESTED_GRADIO = ((6, 0), (7, 0))  # [from, to): the range requirements.txt pins
 GRADIO_URL_OK = getattr(networking, "url_ok", None)  # Gradio's own check, as imported (before any patch)
@@ -100,8 +100,8 @@ def held_streams(demo: gr.Blocks):
     parts = ("pending_messages_per_session", "event_ids_to_events", "pending_event_ids_session")
     if not _queue_has(demo, parts):
         logger.warning("gradio %s: an event stream for an unknown session or event is answered by Gradio (a 200 "
-                       "stream holding an error, ended by ui.http_guard.LastResort: Queue.%s changed)", gr.__version__,
-                       ", ".join(parts))
+                       "stream holding an error, ended by ui.server.http_guard.LastResort: Queue.%s changed)",
+                       gr.__version__, ", ".join(parts))
         return None
 
     def held(session_hash: str | None = None, event_id: str | None = None) -> bool:

@@ -1,5 +1,5 @@
 """The page's front end, served as Gradio builds it but for two bundles whose work on every open tab nobody needs:
-this module is the one place that reads Gradio's built JavaScript (a private API: ``ui.internals``'s table).
+this module is the one place that reads Gradio's built JavaScript (a private API: ``ui.server.internals``'s table).
 
 - Gradio's page-level loading tracker starts a requestAnimationFrame timer while the page loads and is removed
   before it sees the load end, so its timer asks for a frame 60 times a second for as long as the tab is open: about
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from .internals import gradio_tested
-from .logs import logger
+from ui.server.internals import gradio_tested
+from ui.shared.logs import logger
 
 FRONTEND_ASSETS = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
 

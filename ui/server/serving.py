@@ -1,7 +1,7 @@
 """Serving the app's requests: each lane's waiting limit and where a new run stands in it, input errors said plainly,
 cancellable work, and the files the server keeps. The HTTP limits applied before Gradio parses a request are in
-``ui.http_limits``, the guard in front of every route in ``ui.http_guard``, the MCP tools' adapters in
-``ui.mcp_calls``."""
+``ui.server.http_limits``, the guard in front of every route in ``ui.server.http_guard``, the MCP tools' adapters in
+``ui.server.mcp_calls``."""
 
 from __future__ import annotations
 
@@ -18,17 +18,16 @@ import gradio as gr
 
 import gcs
 from gcs.runtime.background import Background
-
-from . import internals
-from .limits import quoted
-from .logs import logger
+from ui.server import internals
+from ui.shared.limits import quoted
+from ui.shared.logs import logger
 
 # -- capacity and cancellation --------------------------------------------------------------------
 # Every private API of Gradio and the mcp package the app relies on (the queue's internals and Blocks.preprocess_data
-# here, the MCP server's in ui.mcp_calls, the launch check in ui.startup) is read and wrapped in ui.internals, and only
-# there (its docstring's table: what each gives, what is lost without it; tests/test_serving.py and
-# tests/test_http_guard.py check their shape; requirements.txt pins the same range). Outside the range, or where one
-# is missing, a WARNING names what is lost.
+# here, the MCP server's in ui.server.mcp_calls, the launch check in ui.server.startup) is read and wrapped in
+# ui.server.internals, and only there (its docstring's table: what each gives, what is lost without it;
+# tests/test_serving.py and tests/test_http_guard.py check their shape; requirements.txt pins the same range). Outside
+# the range, or where one is missing, a WARNING names what is lost.
 TESTED_GRADIO, gradio_tested = internals.TESTED_GRADIO, internals.gradio_tested  # (read here by callers and tests)
 
 
@@ -37,10 +36,10 @@ def guard_queue(demo: gr.Blocks, waiting_limits: dict[str, int]) -> None:
     request with too few values before it is queued; call it after ``demo.queue(max_size=None)``.
 
     Gradio's ``queue(max_size=...)`` counts every waiting request of every lane, so a full model lane would
-    refuse the coupling explorer too. Instead ``Queue.push`` is wrapped (``ui.internals.guard_queue_push``): a request
-    of a guarded lane is counted from the moment it arrives (before Gradio's awaits, so a burst cannot slip in between
-    a check and its admission) and refused with HTTP 503 when its lane already holds its limit. The browser then says
-    "This application is currently busy", gradio_client raises "Queue is full", a raw call reads the message below.
+    refuse the coupling explorer too. Instead ``Queue.push`` is wrapped (``ui.server.internals.guard_queue_push``): a
+    request of a guarded lane is counted from the moment it arrives (before Gradio's awaits, so a burst cannot slip in
+    between a check and its admission) and refused with HTTP 503 when its lane already holds its limit. The browser then
+    says "This application is currently busy", gradio_client raises "Queue is full", a raw call reads the message below.
     A raw call with too few values gets HTTP 400 and one sentence (Gradio would queue it, then fail listing
     every value it was sent).
     """
@@ -60,7 +59,7 @@ def calm_queue(demo: gr.Blocks) -> None:
     1 and 10 ms; call it after ``demo.queue()``. Its event loop polled a thousand times a second whether anything
     waited or not: 0.05 of a core, idle, taken from the two cores a Space generates on (and two OpenMP threads wait
     for each other whenever either loses its core: docs/benchmarks.md). ``Queue.sleep_when_free`` is private
-    (``ui.internals.slow_queue_polls``): where it changed, Gradio's polls stay, with a WARNING."""
+    (``ui.server.internals.slow_queue_polls``): where it changed, Gradio's polls stay, with a WARNING."""
     internals.slow_queue_polls(demo, QUEUE_POLL_S, PROGRESS_POLL_S)
 
 
@@ -83,7 +82,8 @@ def stream_lookup(demo: gr.Blocks):
     /gradio_api/queue/data``, ``held(event_id=E)`` for ``GET /gradio_api/call/<name>/<E>`` (the event's session found
     as Gradio finds it). Gradio answers a stream it does not hold with 200, then raises inside it (a dropped
     connection and a traceback). Reads the queue's ``pending_messages_per_session``, ``event_ids_to_events`` and
-    ``pending_event_ids_session`` (private: ``ui.internals.held_streams``); where they changed, None and a WARNING."""
+    ``pending_event_ids_session`` (private: ``ui.server.internals.held_streams``); where they changed, None and a
+    WARNING."""
     return internals.held_streams(demo)
 
 
@@ -91,7 +91,7 @@ def lane_standing(demo: gr.Blocks):
     """A function ``standing(lane)``: (runs ahead of a request joining ``lane`` now, running or waiting; seconds until
     its own run would start, or None before the lane's first run ends), estimated as Gradio estimates the places it
     sends a queued client (which a page with its progress display hidden never shows). Reads the queue's
-    ``event_queue_per_concurrency_id`` and ``process_time_per_fn`` (private: ``ui.internals.lane_reader``); where
+    ``event_queue_per_concurrency_id`` and ``process_time_per_fn`` (private: ``ui.server.internals.lane_reader``); where
     they changed, None and a WARNING (the page then says only "Working…")."""
     read = internals.lane_reader(demo)
     if read is None:
@@ -127,7 +127,7 @@ def input_error_text(error: Exception) -> str:
 def quiet_input_errors(demo: gr.Blocks) -> None:
     """A value that Gradio's components refuse before any handler runs (a dropdown value outside its choices, a
     malformed file) is the caller's mistake, not a fault: Gradio prints a 1.8 KB traceback for each and quotes the
-    whole value back. ``Blocks.preprocess_data`` (private: ``ui.internals.wrap_preprocess_data``) is wrapped: the
+    whole value back. ``Blocks.preprocess_data`` (private: ``ui.server.internals.wrap_preprocess_data``) is wrapped: the
     caller gets one sentence quoting at most ~100 characters, the log one line."""
     internals.wrap_preprocess_data(demo, _refused_input)
 

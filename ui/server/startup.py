@@ -14,7 +14,7 @@ import time
 
 import httpx
 
-from . import internals
+from ui.server import internals
 
 GRADIO_URL_OK = internals.GRADIO_URL_OK  # Gradio's own check, as imported (before any patch)
 ANSWERED = (200, 401, 301, 302, 303, 307, 308)  # Gradio's: auth and redirects answer too
@@ -35,6 +35,7 @@ def _answers(url: str) -> bool:
 
 def patient_launch_check() -> bool:
     """Make ``Blocks.launch``'s reachability check wait for the page's answer (call before ``launch``); whether it
-    does. ``gradio.networking.url_ok`` is private (``ui.internals.replace_url_ok``): outside the Gradio versions tested
-    (``ui.internals.gradio_tested``), or where it is gone, Gradio's own 3 s check stays, with a WARNING."""
+    does. ``gradio.networking.url_ok`` is private (``ui.server.internals.replace_url_ok``): outside the Gradio versions
+    tested (``ui.server.internals.gradio_tested``), or where it is gone, Gradio's own 3 s check stays, with a
+    WARNING."""
     return internals.replace_url_ok(_answers)

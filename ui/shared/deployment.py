@@ -27,8 +27,7 @@ import gcs
 from gcs.checks import quoted
 from gcs.engines.endpoints import Endpoints, configured_endpoints
 from gcs.environment import env_list, env_text, setting
-
-from .logs import logger
+from ui.shared.logs import logger
 
 HUB_MODELS = ("HuggingFaceTB/SmolLM2-360M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct")
 GPU_MODELS = ("meta-llama/Meta-Llama-3-8B-Instruct",)

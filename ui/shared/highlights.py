@@ -4,8 +4,7 @@ every response; the side by side, hindsight and A/B tabs show responses this way
 from __future__ import annotations
 
 import gcs
-
-from .messages import one_paragraph, one_paragraph_pieces
+from ui.shared.messages import one_paragraph, one_paragraph_pieces
 
 HIGHLIGHTS = ("aligned spans", "words present in every response")
 SPAN_COLORS = ("#ffd54f", "#80deea", "#ef9a9a", "#a5d6a7", "#ce93d8", "#ffab91", "#90caf9", "#e6ee9c")

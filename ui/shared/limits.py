@@ -67,7 +67,8 @@ LIMITS = {
     "sweep cells": Limit(1, 240, whole=True),
     "sweep work tokens": Limit(1, 150_000, whole=True),
     "upload bytes": Limit(1, 1_000_000, whole=True),
-    # within the time an uploaded file stays on disk (ui.http_limits.UPLOAD_WINDOW_S): what the disk holds is bounded
+    # within the time an uploaded file stays on disk (ui.server.http_limits.UPLOAD_WINDOW_S): what the disk holds is
+    # bounded
     "uploads per client": Limit(1, 20, whole=True),
     "upload bytes per client": Limit(1, 20_000_000, whole=True),
     "uploads in total": Limit(1, 1_000, whole=True),

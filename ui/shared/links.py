@@ -15,9 +15,9 @@ import urllib.parse
 
 import gradio as gr
 
-from .limits import quoted
-from .logs import logger
-from .messages import brief
+from ui.shared.limits import quoted
+from ui.shared.logs import logger
+from ui.shared.messages import brief
 
 MAX_QUERY_CHARACTERS = 20_000
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")

@@ -15,9 +15,8 @@ import torch
 
 from gcs.engines.endpoints import EndpointError
 from gcs.runtime.background import releasing_openmp
-
-from . import deployment
-from .logs import logger
+from ui.shared import deployment
+from ui.shared.logs import logger
 
 MESSAGE_CHARACTERS = 600  # an error quotes at most ~100 characters of a value; this bounds the whole sentence
 _PARTIAL_ESCAPE = re.compile(r"&[#\w]*$|\\$")  # an HTML entity or a Markdown backslash escape a cut would split
@@ -165,7 +164,7 @@ def one_paragraph_pieces(pieces: list[tuple[str, str | None]]) -> list[tuple[str
 
 
 WORKING = "Working…"
-_standing: Callable[[str], tuple[int, float | None]] | None = None  # ui.build sets it: ui.serving.lane_standing
+_standing: Callable[[str], tuple[int, float | None]] | None = None  # ui.build sets it: ui.server.serving.lane_standing
 
 
 def watch_lanes(standing: Callable[[str], tuple[int, float | None]] | None) -> None:

@@ -1,7 +1,7 @@
 """What every tab's ``build()`` hands the app: one shape for all of them.
 
     tab = compare.build(examples)
-    tab.links            # the settings a link carries: name -> component (ui.links)
+    tab.links            # the settings a link carries: name -> component (ui.shared.links)
     tab.shared           # state other tabs read: name -> gr.State (side by side's last run, for hindsight)
     tab.on_load          # wiring that needs the page's load event: on_load(load, selected), or None
 """

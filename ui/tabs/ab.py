@@ -10,14 +10,20 @@ import gradio as gr
 import pandas as pd
 
 import gcs
-
-from .deployment import DEFAULT_MODEL, ENGINE, check_allowed_model, load_allowed_model, model_dropdown, thread_tokenizer
-from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
-from .limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted, visible
-from .messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
-from .serving import download_folder, run_cancellable
-from .tab import Tab
-from .zerogpu import gpu
+from ui.server.serving import download_folder, run_cancellable
+from ui.server.zerogpu import gpu
+from ui.shared.deployment import (
+    DEFAULT_MODEL,
+    ENGINE,
+    check_allowed_model,
+    load_allowed_model,
+    model_dropdown,
+    thread_tokenizer,
+)
+from ui.shared.highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
+from ui.shared.limits import LIMITS, check, check_paraphrase, check_text, check_work, parse_builtin, quoted, visible
+from ui.shared.messages import as_text, caption, click_working, failed, failure, one_paragraph, shown_for, user_error
+from ui.shared.tab import Tab
 
 SOURCES = ("built-in set", "my prompts")
 PRECISIONS = [("the model's default", "default"), ("bfloat16", "bfloat16"), ("float32", "float32")]

@@ -7,10 +7,9 @@ import pandas as pd
 
 import gcs
 from gcs.runtime.background import releasing_openmp
-
-from .limits import LIMITS, check, parse_numbers
-from .messages import caption, click_working, failed, user_error
-from .tab import Tab
+from ui.shared.limits import LIMITS, check, parse_numbers
+from ui.shared.messages import caption, click_working, failed, user_error
+from ui.shared.tab import Tab
 
 
 def explore(p_text, q_text, max_epsilon, trials, steps, seed):

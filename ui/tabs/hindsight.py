@@ -7,10 +7,11 @@ import gradio as gr
 import pandas as pd
 
 import gcs
-
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
-from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
-from .limits import (
+from ui.server.serving import run_cancellable
+from ui.server.zerogpu import gpu
+from ui.shared.deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from ui.shared.highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, highlighted
+from ui.shared.limits import (
     LIMITS,
     PAGE_SEED_MAX,
     check,
@@ -21,10 +22,8 @@ from .limits import (
     parse_paraphrases,
     visible,
 )
-from .messages import as_text, click_working, failed, user_error
-from .serving import run_cancellable
-from .tab import Tab
-from .zerogpu import gpu
+from ui.shared.messages import as_text, click_working, failed, user_error
+from ui.shared.tab import Tab
 
 OUTPUTS = ("answers", "replay", "explanation", "token choices", "status")
 EXPLAIN = {

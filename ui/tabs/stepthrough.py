@@ -14,14 +14,13 @@ import pandas as pd
 
 import gcs
 from gcs.runtime.background import releasing_openmp
-
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
-from .limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
-from .links import linked_step
-from .messages import as_text, click_working, failed, one_paragraph_pieces, user_error, working_in
-from .serving import run_cancellable
-from .tab import Tab
-from .zerogpu import gpu
+from ui.server.serving import run_cancellable
+from ui.server.zerogpu import gpu
+from ui.shared.deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from ui.shared.limits import LIMITS, PAGE_SEED_MAX, check, check_work, parse_paraphrases
+from ui.shared.links import linked_step
+from ui.shared.messages import as_text, click_working, failed, one_paragraph_pieces, user_error, working_in
+from ui.shared.tab import Tab
 
 EXAMPLE = "Why is the sky blue?\nWhat makes the sky look blue?"
 PLAY_SECONDS = 0.8

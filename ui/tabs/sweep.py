@@ -10,9 +10,10 @@ import gradio as gr
 import pandas as pd
 
 import gcs
-
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
-from .limits import (
+from ui.server.serving import download_folder, run_cancellable
+from ui.server.zerogpu import gpu
+from ui.shared.deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from ui.shared.limits import (
     LIMITS,
     check,
     check_count_of,
@@ -25,10 +26,8 @@ from .limits import (
     parse_paraphrases,
     quoted,
 )
-from .messages import caption, click_working, failed, shown_for, user_error
-from .serving import download_folder, run_cancellable
-from .tab import Tab
-from .zerogpu import gpu
+from ui.shared.messages import caption, click_working, failed, shown_for, user_error
+from ui.shared.tab import Tab
 
 SOURCES = ("built-in set", "my paraphrases", "uploaded file")
 PROGRESS = gr.Progress(track_tqdm=True)  # as sweep_ui's default, gradio hands it the run's tqdm bars

@@ -18,8 +18,15 @@ import pandas as pd
 
 import gcs
 from gcs.generation.cores import compare_with
-
-from .compare_rounds import (
+from ui.server.serving import run_cancellable
+from ui.server.zerogpu import gpu
+from ui.shared.deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
+from ui.shared.highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
+from ui.shared.limits import LIMITS, PAGE_SEED_MAX, check, check_flag, check_work, parse_paraphrases
+from ui.shared.logs import logger
+from ui.shared.messages import by_name, caption, changes_only, click_working, failure, user_error
+from ui.shared.tab import Tab
+from ui.tabs.side_by_side.compare_rounds import (
     generated_tokens,
     more_seeds,
     one_batch_because,
@@ -28,16 +35,8 @@ from .compare_rounds import (
     shown_methods,
     start_rounds,
 )
-from .deployment import DEFAULT_MODEL, ENGINE, load_allowed_model, method_choices, model_dropdown
-from .highlights import HIGHLIGHTS, SPAN_COLORS, SPAN_LABELS, response_pieces
-from .limits import LIMITS, PAGE_SEED_MAX, check, check_flag, check_work, parse_paraphrases
-from .logs import logger
-from .messages import by_name, caption, changes_only, click_working, failure, user_error
-from .seed_browser import responses_of, run_state, save_run, seed_view
-from .serving import run_cancellable
-from .tab import Tab
-from .verdict import METRICS, SCORE_COLUMNS, excess, round_verdict, score_table, verdict
-from .zerogpu import gpu
+from ui.tabs.side_by_side.seed_browser import responses_of, run_state, save_run, seed_view
+from ui.tabs.side_by_side.verdict import METRICS, SCORE_COLUMNS, excess, round_verdict, score_table, verdict
 
 REWORDINGS = 2  # the model writes this many rewordings per prompt when ensembling is on
 # Defaults with power (bench/bench_verdict.py, all 44 built-in groups, 64 tokens, T = 1): with 16 seeds the verdict

@@ -10,13 +10,12 @@ import gradio as gr
 
 import gcs
 from gcs.runtime.stage_timing import mark, timed
-
-from .deployment import ENGINE
-from .highlights import response_pieces
-from .messages import changes_only
-from .seed_browser import responses_of, run_state, save_run, seed_view
-from .serving import run_cancellable
-from .verdict import METRICS, VERDICT_METRICS, round_verdict, score_table
+from ui.server.serving import run_cancellable
+from ui.shared.deployment import ENGINE
+from ui.shared.highlights import response_pieces
+from ui.shared.messages import changes_only
+from ui.tabs.side_by_side.seed_browser import responses_of, run_state, save_run, seed_view
+from ui.tabs.side_by_side.verdict import METRICS, VERDICT_METRICS, round_verdict, score_table
 
 
 def one_batch_because(settings: gcs.SamplingSettings, seeds, rounds: bool) -> str | None:

@@ -9,10 +9,9 @@ import json
 import pandas as pd
 
 import gcs
-
-from .deployment import thread_tokenizer
-from .highlights import highlighted
-from .serving import download_folder
+from ui.server.serving import download_folder
+from ui.shared.deployment import thread_tokenizer
+from ui.shared.highlights import highlighted
 
 
 def responses_of(frame: pd.DataFrame, method: str, seed: int) -> list[str]:

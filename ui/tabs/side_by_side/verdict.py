@@ -1,7 +1,7 @@
 """What a side-by-side run shows over all its seeds: the score table (each metric's mean ± standard error per
 method) and the headline verdict (paired statistics, degenerate answers flagged, the seeds a 1-point E5
-difference would need). Text and tables only: ``ui.compare`` lays them out and the /compare endpoint returns the
-verdict."""
+difference would need). Text and tables only: ``ui.tabs.side_by_side.compare`` lays them out and the /compare endpoint
+returns the verdict."""
 
 from __future__ import annotations
 
