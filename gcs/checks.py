@@ -23,6 +23,7 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 
 from gcs.runtime.arguments import ArgumentTypeError, check_count, finite, is_integer
+from gcs.runtime.names import parse_names
 from gcs.runtime.quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")  # the paper's methods: every side-by-side default
@@ -180,20 +181,7 @@ def check_methods(methods: Sequence[str] | str) -> list[str]:
         >>> check_methods("IS,gcswr,is")
         ['is', 'gcswr']
     """
-    if isinstance(methods, str):
-        methods = methods.split(",")
-    elif not isinstance(methods, Iterable):
-        raise ArgumentTypeError(f"methods must be a list of method names or a comma-separated string, got "
-                                f"{type(methods).__name__} {quoted(methods)}")
-    methods = list(methods)
-    for i, method in enumerate(methods):
-        if not isinstance(method, str):
-            raise ArgumentTypeError(f"methods[{i}] must be a method name, got {type(method).__name__} "
-                                    f"{quoted(method)}")
-    methods = [check_method(m) for m in methods]
-    if not methods:
-        raise ValueError("methods must not be empty")
-    return list(dict.fromkeys(methods))
+    return parse_names(methods, EXTENDED_METHODS, what="method")  # the one rule for lists of names
 
 
 def check_seed(seed, name: str = "seed") -> int:

@@ -38,6 +38,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from gcs.checks import ENGINES, check_url
+from gcs.runtime.names import split_names
 from gcs.runtime.quoting import quoted
 
 SWITCH = ("auto", "on", "off")
@@ -116,7 +117,7 @@ def env_list(name: str, environ: Mapping[str, str] = os.environ) -> tuple[str, .
     >>> env_list("GCS_EXAMPLE", environ={"GCS_EXAMPLE": "a, ,b,"})
     ('a', 'b')
     """
-    return tuple(part.strip() for part in environ.get(name, "").split(",") if part.strip())
+    return tuple(split_names(environ.get(name, ""), name))
 
 
 def env_count(name: str, default: int, low: int, high: int, environ: Mapping[str, str] = os.environ) -> int:

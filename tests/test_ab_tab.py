@@ -105,7 +105,7 @@ def test_why_they_parted_is_gcs_parting_s_race(run):
     ({"seeds": 40}, "ab seeds must be a whole number from 2 to 16"),
     ({"a_top_p": 0}, "top_p must be in (0, 1]"),
     ({"method": "is"}, "method must be gcswr or gcs"),
-    ({"scores": []}, "choose at least one score"),
+    ({"scores": []}, "scores must name at least one score"),
     ({"max_new_tokens": 128, "source": "built-in set", "builtin_count": 8, "seeds": 16}, "tokens of work"),
 ])
 @pytest.mark.slow

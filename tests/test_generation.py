@@ -221,7 +221,7 @@ def test_unknown_model_and_too_long_prompt(embedded_model):
 
 
 def test_compare_bad_input():
-    with pytest.raises(ValueError, match="methods must not be empty"):
+    with pytest.raises(ValueError, match="methods must name at least one method"):
         gcs.compare(["a"], methods=[], model="no/such-model")
     with pytest.raises(ValueError, match="seeds must not be empty"):
         gcs.compare(["a"], seeds=[], model="no/such-model")

@@ -36,12 +36,14 @@ import numpy as np
 import regex
 
 from gcs.runtime.arguments import ArgumentTypeError
+from gcs.runtime.names import parse_names
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import embedder, similarity_to
 from gcs.scoring.token_overlap import aligned_agreement
 
 ARM_KINDS = ("length", "contains", "regex", "e5_to")
 PAIR_SCORES = ("e5_between", "aligned")
+SCORE_KINDS = ("length", "contains", "regex", "e5_to", *PAIR_SCORES)  # what a metric names before its ":"
 EXPECTED = "length, contains:WORD, regex:PATTERN, e5_to:REFERENCE, e5_between or aligned"
 # A regex score's bound on one answer's search: an ordinary pattern takes microseconds on an answer of 1,024 tokens;
 # one that backtracks exponentially ("(a+)+$" on 24 "a"s and a "!": 5.9 s with re, 4 times longer per 2 more) would
@@ -131,12 +133,9 @@ def check_scores(metrics: Sequence[str] | str, scorer: Callable[[str], float] | 
         -> tuple[list[Score], list[str]]:
     """The arm scores and the pair scores that ``metrics`` (a list, or a comma-separated string) and ``scorer`` ask
     for, each once, validated (a regex compiled, a reference present) before any answer is generated."""
-    if isinstance(metrics, str):
-        metrics = [m for m in metrics.split(",") if m.strip()]
-    elif not isinstance(metrics, Sequence):
-        raise ArgumentTypeError(f"metrics must be a list of metric names, got {type(metrics).__name__}")
     if scorer is not None and not callable(scorer):
         raise ArgumentTypeError(f"scorer must be a function answer -> number, got {type(scorer).__name__}")
+    metrics = parse_names(metrics, SCORE_KINDS, what="A/B metric", arguments=True, empty_ok=True)
     if not metrics and scorer is None:
         raise ValueError(f"metrics must name at least one score ({EXPECTED}), or pass a scorer")
     arm: dict[str, Score] = {}

@@ -16,11 +16,14 @@ import tempfile
 from pathlib import Path
 
 from gcs.experiments.data import BUILTIN_SETS, builtin_path
+from gcs.runtime.names import split_names
 from gcs.runtime.quoting import quoted
 
 
 def csv_list(text: str) -> list[str]:
-    items = [item.strip() for item in text.split(",") if item.strip()]
+    """A comma list by the one rule for lists of names (``gcs.runtime.names``); its names are checked where they
+    are used (``check_methods``, ``check_metrics``, ...)."""
+    items = split_names(text)
     if not items:
         raise argparse.ArgumentTypeError("expected a comma-separated list")
     return items

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from gcs.engines.models import Model
 from gcs.generation.responses import generate
 from gcs.runtime.arguments import ArgumentTypeError
+from gcs.runtime.names import parse_names
 from gcs.runtime.quoting import quoted
 
 TERSE_WORDS = 40  # a response of fewer words is terse: a list of five names fits, an explanation does not
@@ -205,18 +206,17 @@ def check_classifiers(classifiers: Iterable[Classifier | str] | str) -> list[Cla
     if not isinstance(classifiers, Iterable):
         raise ArgumentTypeError(f"classifiers must be a list of gcs.Classifier or rule names, or a comma-separated "
                                 f"string, got {type(classifiers).__name__}")
-    classifiers = classifiers.split(",") if isinstance(classifiers, str) else list(classifiers)
-    if not classifiers:
-        raise ValueError("classifiers must not be empty")
+    items = [classifiers] if isinstance(classifiers, str) else list(classifiers)
     result = []
-    for classifier in classifiers:
-        if isinstance(classifier, str):
-            if classifier.strip() not in RULE_CLASSIFIERS:
-                raise ValueError(f"unknown classifier {quoted(classifier)}: expected one of "
-                                 f"{', '.join(RULE_CLASSIFIERS)}")
-            classifier = RULE_CLASSIFIERS[classifier.strip()]
-        if not isinstance(classifier, Classifier):
+    for item in items:
+        if isinstance(item, str):  # rule names, by the one rule for lists of names (gcs.runtime.names)
+            result += [RULE_CLASSIFIERS[name] for name in
+                       parse_names(item, RULE_CLASSIFIERS, what="classifier", empty_ok=len(items) > 1)]
+        elif isinstance(item, Classifier):
+            result.append(item)
+        else:
             raise ArgumentTypeError(f"a classifier must be a gcs.Classifier or a rule name, got "
-                                    f"{type(classifier).__name__}")
-        result.append(classifier)
-    return result
+                                    f"{type(item).__name__}")
+    if not result:
+        raise ValueError("classifiers must not be empty")
+    return list(dict.fromkeys(result))

@@ -32,11 +32,12 @@ Embedding models load once per process and embed all texts of a call in one batc
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from gcs.runtime.arguments import ArgumentTypeError, check_texts
+from gcs.runtime.names import parse_names
 from gcs.runtime.quoting import quoted
 from gcs.scoring import embedders
 from gcs.scoring.token_overlap import _token_lists, aligned_matrix, jaccard_matrix
@@ -66,16 +67,16 @@ def parse_metric(metric: str) -> tuple[str, str | None]:
 
 
 def check_metrics(metrics: Sequence[str] | str) -> list[str]:
-    """A non-empty list of valid metric strings (a comma-separated string is accepted)."""
-    if not isinstance(metrics, Iterable):
-        raise ArgumentTypeError(f"metrics must be a list of metric names or a comma-separated string, got "
-                                f"{type(metrics).__name__}")
-    metrics = [m for m in metrics.split(",")] if isinstance(metrics, str) else list(metrics)
-    if not metrics:
-        raise ValueError("metrics must not be empty")
+    """A non-empty list of valid metric strings, each once, lower-cased but for a model id (a comma-separated string
+    is accepted; the rule for lists of names: ``gcs.runtime.names``).
+
+    >>> check_metrics("E5 , minilm,")
+    ['e5', 'minilm']
+    """
+    metrics = parse_names(metrics, METRICS, what="metric", arguments=True)
     for metric in metrics:
         parse_metric(metric)
-    return [m.strip() for m in metrics]
+    return metrics
 
 
 # -- embedders ---------------------------------------------------------------------------------

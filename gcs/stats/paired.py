@@ -34,6 +34,7 @@ import pandas as pd
 
 from gcs.checks import METHOD_NAMES
 from gcs.runtime.arguments import ArgumentTypeError, check_share
+from gcs.runtime.names import parse_names
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.signflip import fewest_seeds, sign_flip_test
 
@@ -116,7 +117,7 @@ def comparisons(scores: pd.DataFrame, baseline: str, metrics: Sequence[str] | st
     >>> comparisons(scores, "is", ["e5", "minilm"])
     Traceback (most recent call last):
     ...
-    ValueError: metric 'minilm' is not among the scored metrics ['e5']
+    ValueError: unknown scored metric 'minilm': expected one of e5
     """
     scored = list(dict.fromkeys(scores["method"]))
     if not isinstance(baseline, str):
@@ -133,15 +134,7 @@ def chosen_metrics(metrics: Sequence[str] | str | None, scored: list[str]) -> li
     known = list(dict.fromkeys(scored))
     if metrics is None:
         return known
-    if not isinstance(metrics, (str, Sequence)):
-        raise ArgumentTypeError(f"metrics must be a list of metric names or a comma-separated string, got "
-                                f"{type(metrics).__name__}")
-    chosen = list(dict.fromkeys(m.strip() for m in metrics.split(","))) if isinstance(metrics, str) else \
-        list(dict.fromkeys(metrics))
-    for metric in chosen:
-        if metric not in known:
-            raise ValueError(f"metric {metric!r} is not among the scored metrics {known}")
-    return chosen
+    return parse_names(metrics, known, what="scored metric")  # the one rule for lists of names
 
 
 def _check_scores(scores: pd.DataFrame, confidence: float) -> None:

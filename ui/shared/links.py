@@ -15,6 +15,7 @@ import urllib.parse
 
 import gradio as gr
 
+from gcs.runtime.names import parse_names
 from ui.shared.limits import quoted
 from ui.shared.logs import logger
 from ui.shared.messages import brief
@@ -48,12 +49,7 @@ def parse_value(component, text: str):
             raise ValueError("must be true or false")
         return text.lower() == "true"
     if isinstance(component, gr.CheckboxGroup):
-        values = [v.strip() for v in text.split(",") if v.strip()]
-        unknown = [v for v in values if v not in _choices(component)]
-        if unknown:
-            raise ValueError(f"has unknown choices {', '.join(quoted(v, 40) for v in unknown[:5])}: expected some of "
-                             f"{', '.join(_choices(component))}")
-        return values
+        return parse_names(text, _choices(component), what="choice", empty_ok=True)
     if isinstance(component, (gr.Radio, gr.Dropdown)) and _choices(component):
         if text not in _choices(component):
             raise ValueError(f"must be one of {', '.join(map(str, _choices(component)))}")

@@ -10,6 +10,7 @@ import gradio as gr
 import pandas as pd
 
 import gcs
+from gcs.runtime.names import parse_names
 from ui.server.serving import download_folder, run_cancellable
 from ui.server.zerogpu import gpu
 from ui.shared.deployment import (
@@ -79,11 +80,7 @@ def run_ab(prompts: list[str], a: gcs.Variant, b: gcs.Variant, seeds, method: st
     seeds, max_new_tokens = check("ab seeds", seeds), check("ab max_new_tokens", max_new_tokens)
     if method not in {value for _, value in SHARED_METHODS}:
         raise ValueError(f"method must be gcswr or gcs (the arms share luck only there), got {quoted(method)}")
-    if not isinstance(scores, (list, tuple)) or not scores:
-        raise ValueError("choose at least one score")
-    unknown = [s for s in scores if s not in {value for _, value in SCORES}]
-    if unknown:
-        raise ValueError(f"unknown score {quoted(unknown[0])}: choose among {', '.join(v for _, v in SCORES)}")
+    scores = parse_names(scores, [value for _, value in SCORES], what="score")
     for variant in (a, b):  # two rows (shared luck and the IS control) per seed and prompt, for each arm
         model = variant.model if isinstance(variant.model, gcs.Model) else load_allowed_model(variant.model)
         check_work([variant.text(p) for p in prompts], model, 2 * seeds, max_new_tokens, "ab work tokens",
@@ -249,10 +246,9 @@ def ab(
             chosen = ab_prompts("my prompts", prompts, 0)
         a = arm("A", a_system, a_template, a_temperature, a_top_p, a_model, a_precision)
         b = arm("B", b_system, b_template, b_temperature, b_top_p, b_model, b_precision)
-        names = [s.strip() for s in scores.split(",")] if isinstance(scores, str) else scores
 
         def work(stop):
-            return run_ab(chosen, a, b, seeds, method, names, max_new_tokens, stop)
+            return run_ab(chosen, a, b, seeds, method, scores, max_new_tokens, stop)
 
         frame = yield from run_cancellable(work, heartbeat={"status": "running"})
         report = gcs.ab_report(frame)
