@@ -23,7 +23,7 @@ import urllib.parse
 from collections.abc import Iterable, Sequence
 
 from gcs.runtime.arguments import ArgumentTypeError, check_count, finite, is_integer
-from gcs.runtime.names import parse_names
+from gcs.runtime.names import parse_names, unknown
 from gcs.runtime.quoting import quoted
 
 METHODS = ("is", "gcs", "gcswr")  # the paper's methods: every side-by-side default
@@ -139,8 +139,8 @@ def check_method(method: str) -> str:
     if not isinstance(method, str):
         raise ArgumentTypeError(f"method must be a string, one of {', '.join(EXTENDED_METHODS)}, got "
                                 f"{type(method).__name__} {quoted(method)}")
-    if method.strip().lower() not in EXTENDED_METHODS:
-        raise ValueError(f"unknown method {quoted(method)}; expected one of {', '.join(EXTENDED_METHODS)}")
+    if method.strip().lower() not in EXTENDED_METHODS:  # the message of the one rule for names (gcs.runtime.names)
+        raise ValueError(unknown(method, method.strip(), {name: name for name in EXTENDED_METHODS}, "method"))
     return method.strip().lower()
 
 

@@ -65,6 +65,8 @@ def test_methods():
     assert check_methods("IS , gcswr,") == ["is", "gcswr"]
     with pytest.raises(ValueError, match=r"did you mean 'gcswr'\?"):
         gcs.compare(["a", "b"], methods="is, gcsw", model="no/such-model")  # refused before any model loads
+    with pytest.raises(ValueError, match=r"unknown method 'GCSR' \(did you mean 'gcswr'\?\): expected one of is,"):
+        gcs.generate(["a"], method="GCSR", model="no/such-model")  # one method: the same message
 
 
 FRAME = pd.DataFrame({"prompt_index": [0, 1] * 4, "prompt": ["p", "q"] * 4, "ensemble": 0,
