@@ -80,9 +80,7 @@ def env_networks(name: str, environ: Mapping[str, str] = os.environ) -> tuple:
     """
     raw = environ.get(name, "")
     networks = []
-    for entry in (part.strip() for part in raw.split(",")):
-        if not entry:
-            continue
+    for entry in split_names(raw, name):
         try:
             networks.append(ipaddress.ip_network(entry))
         except ValueError:
