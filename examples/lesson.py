@@ -24,17 +24,18 @@
 # Consistency in Natural Language Generation" (its Theorem 1, Theorem 2 and Algorithm 1; the paper's PDF numbers them
 # within its Section 4, as 4.1 and 4.2; this lesson says Theorem 1 and Theorem 2 throughout).
 #
-# **A 50-minute class.** Run the two setup cells before the class (a minute or two). Each section teaches one idea and
-# its cells run in seconds on a laptop CPU:
+# **A 50-minute class.** Run the first three code cells (the setup, and the answers) before the class (a minute or
+# two). Each section teaches one idea and its cells run in seconds on a laptop CPU:
 #
 # | minutes | section | the idea |
 # | --- | --- | --- |
 # | 8 | 1. Sampling as a race | a sample from `p` is the first arrival in a race of exponential clocks |
 # | 10 | 2. Theorem 1 from the race | how often two races with the same clocks pick the same word, derived and checked |
 # | 10 | 3. Recycling, step by step | GCSwR keeps the losers' clocks: the luck of a word carries across positions |
-# | 12 | 4. IS, GCS and GCSwR on a real model | many seeds, one verdict per score, and how to read the numbers |
-# | 10 | 6. Exercises | predict first, then check |
-# | (extra) | 5. Hindsight | "with the same luck, what would it have said?" |
+# | 7 | 4. IS, GCS and GCSwR on a real model | how to read the scores: E5's unrelated band; agreement is not truth |
+# | 7 | 5. Beyond noise, seed by seed | the sign-flip test: GCS and GCSwR against IS, and GCSwR against GCS |
+# | 8 | 7. Exercises | predict first, then check (exercise 4: recycling keeps answers exact) |
+# | (extra) | 6. Hindsight | "with the same luck, what would it have said?" |
 #
 # **You need:** what a probability distribution is and what "sample from it" means; an average and a standard error.
 # Three more words from statistics appear, each said once here in plain terms:
@@ -43,9 +44,9 @@
 #   in 95 % of experiments. "Within noise" below means the interval for a difference contains 0.
 # - a **p-value**: how often chance alone would give data at least this far from what a claim predicts. When the
 #   claim is true, p is equally likely to be anywhere between 0 and 1, so about 1 run in 20 falls below 0.05 by luck;
-#   only a tiny p is evidence against the claim. A **chi-square test** compares counts in categories with the counts a
-#   law predicts and gives such a p-value.
-# - a **posterior** (section 5 only): what is still possible about hidden luck once we have seen what it produced.
+#   only a tiny p is evidence against the claim. A **chi-square test** (exercise 4 only) compares counts in
+#   categories with the counts a law predicts and gives such a p-value.
+# - a **posterior** (section 6 only): what is still possible about hidden luck once we have seen what it produced.
 #
 # The language model is SmolLM2-135M-Instruct, small enough to ship inside a Python package and to run on a CPU. It
 # is a weak model: its answers are often wrong. That is fine here: the lesson is about *agreement*, and agreement is
@@ -101,6 +102,149 @@ def p_value_text(p: float) -> str:
 
 
 print(f"setup done in {time.perf_counter() - started:.0f} s")
+
+# %% [markdown]
+# The next cell holds the answers to the lesson's predict-first questions and exercises. It is folded: run it, do not
+# read it. A question shows its answer only once a prediction is written in its cell.
+
+# %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
+#@title The answers (hidden: run this cell, do not read it)
+def two_word_answers(method: str, seeds: int) -> torch.Tensor:
+    """Section 3's tiny model: each seed's two-word answers to both questions, word ids [seeds, question, position]."""
+    sampler = gcs.make_sampler(method, seed=np.repeat(np.arange(seeds), 2).tolist())  # one row per question
+    first = sampler.sample(torch.stack(list(first_word.values())).log().float().repeat(seeds, 1))
+    second = sampler.sample(next_word[first].log().float())
+    return torch.stack([first, second], dim=1).view(seeds, 2, 2)
+
+
+def city(answer: torch.Tensor) -> torch.Tensor:
+    """The first city an answer names (0 Paris, 1 Lyon), -1 for none."""
+    first, second = answer[..., 0], answer[..., 1]
+    return torch.where(first < 2, first, torch.where(second < 2, second, -1))
+
+
+def answer_recycling() -> None:
+    rows = []
+    for method in ("is", "gcs", "gcswr"):
+        said = two_word_answers(method, races)
+        same = (city(said[:, 0]) == city(said[:, 1])).double()
+        apart = (said[:, 0, 0] == 0) & (said[:, 1, 0] == 2)  # question 1 said "Paris", question 2 "It's"
+        paris = (said[apart, 1, 1] == 0).double()
+        for what, values in (("same city", same), ("question 2 says Paris after \"It's\"", paris)):
+            half = 1.96 * float(values.std() / len(values) ** 0.5)
+            rows.append({"method": gcs.METHOD_NAMES[method], "measure": what, "seeds": len(values),
+                         "share": float(values.mean()), "low": float(values.mean()) - half,
+                         "high": float(values.mean()) + half})
+    table = pd.DataFrame(rows)
+    print(table.round(3).to_string(index=False))
+    after = table[table["measure"] != "same city"].set_index("method")["share"]
+    print(f"\nColumns: `measure`, what is counted (the answers agree when they name the same city, or neither names\n"
+          f"one); `seeds`, over how many of the {races:,} seeds (the second measure counts only the seeds where the\n"
+          f"answers started apart, so its number differs by method); `share`, how often it happened; `low` and\n"
+          f"`high`, its 95 % interval. GCS and GCSwR draw a seed's first word with the same clocks, so their\n"
+          f"intervals are not independent: compare them seed by seed, as pairs (section 5 does).\n\n"
+          f"Where the answers started apart, question 2 went on to name Paris in {100 * after['GCS']:.0f} % of\n"
+          f"the seeds under GCS, against the model's own {float(next_word[2, 0]):.2f}: GCS's clocks of step 2 know\n"
+          f"nothing of step 1. Under GCSwR it named Paris in {100 * after['GCSwR']:.0f} %: the clock that made\n"
+          f"question 1 say \"Paris\" was still short in question 2's race.")
+
+
+def answer_hindsight() -> None:
+    seen = seed_0.loc[model_questions[1], "response"].split()
+    for draw in range(2):
+        hindsight = gcs.hindsight_report(model_questions[0], observed["token_ids"], [model_questions[1]], seed=draw,
+                                         finished=bool(observed["finished"]), max_new_tokens=16)
+        words_of_draw = hindsight.answers[0].split()
+        shared = next((i for i, (a, b) in enumerate(zip(words_of_draw, seen, strict=False)) if a != b),
+                      min(len(words_of_draw), len(seen)))
+        print(f"posterior draw {draw} (replayed exactly: {hindsight.replayed}): {model_questions[1]!r} ->",
+              repr(hindsight.answers[0]))
+        print(f"  it shares its first {shared} word(s) with section 4's answer")
+
+
+def answer_1() -> None:
+    print(f"shared clocks: {gcs.agreement_probability(p, p, method='gcs'):.3f}, independent sampling: "
+          f"{gcs.agreement_probability(p, p, method='is'):.3f}")
+    print("With equal speeds the same runner always arrives first in both races, so shared clocks always agree (1).\n"
+          "Independent sampling agrees with probability sum(p_i^2), the chance that two independent draws collide.")
+
+
+def answer_2() -> None:
+    print(f"independent sampling: {gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method='is'):.3f}, "
+          f"shared clocks: {gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method='gcs'):.3f}")
+    print("IS: 0.9*0.1 + 0.1*0.9 = 0.18. Theorem 1: each word k has one other word i, and max(p_i q_k, q_i p_k) =\n"
+          "0.81, so each term is 0.09 / (0.09 + 0.81) = 0.1, and the sum 0.2: shared clocks still agree a little\n"
+          "more often, though the two questions favour opposite words.")
+
+
+def answer_3() -> None:
+    print("\n".join(gcs.verdict(report.scores[report.scores["seed"] < 4])))
+    print("With 4 seeds the exact sign-flip test's smallest possible p-value is 2/2**4 = 0.125, above any usual\n"
+          "threshold: no result, however lopsided, could be beyond noise, so the verdict makes no claim.")
+
+
+def answer_4() -> None:
+    histogram, p_value = gcs.recycling_histogram([0.5, 0.3, 0.2], steps=5000, seed=0)
+    print("(a) One distribution, 5,000 draws from one seed:")
+    print(histogram.round(3).to_string(index=False))
+    print(f"chi-square p-value of GCSwR against the target: {p_value_text(p_value)}")
+    first = histogram.loc[histogram["reuse"].idxmax()]
+    print(f"Recycled (gcswr), the shares follow the target. Reused (reuse), the word that won the first race, here\n"
+          f"token {int(first['token'])}, wins {100 * first['reuse']:.0f} % of the steps: its winning arrival stays\n"
+          f"the lowest forever. The chi-square test is legitimate although one seed made all 5,000 draws: by\n"
+          f"Theorem 2 each recycled draw is exact whatever came before, so with one fixed distribution the draws\n"
+          f"are independent.")
+    gcs.recycling_figure(histogram).update_layout(font_size=15).show()
+
+    exact = (first_word["question 2"][:, None] * next_word).flatten()  # P(a, b): Paris Paris, Paris Lyon, ...
+    pairs = [f"{a} {b}" for a in vocabulary for b in vocabulary]
+    said = two_word_answers("gcswr", races)[:, 1]  # question 2's answers
+    recycled = torch.bincount(said[:, 0] * 4 + said[:, 1], minlength=16).double()
+    reuse = clocks_of(torch.arange(races))[:, :4]  # one set of clocks per seed, used at both positions
+    a_reused = torch.argmin(reuse / first_word["question 2"], dim=1)
+    b_reused = torch.argmin(reuse / next_word[a_reused], dim=1)  # the same clocks again, not recycled
+    reused = torch.bincount(a_reused * 4 + b_reused, minlength=16).double()
+    print(f"\n(b) Question 2's two-word answers over {races:,} seeds, each seed one answer (so the answers are\n"
+          f"independent and a chi-square test applies; the rarest answer is expected 20 times, above the 5 it needs):")
+    for name, counts in (("GCSwR", recycled), ("reused clocks", reused)):
+        test = scipy.stats.chisquare(counts.numpy(), exact.numpy() * races)
+        print(f"{name:>13}: chi-square p-value against the exact law = {p_value_text(test.pvalue)}")
+    share = {pair: (float(exact[i]), float(recycled[i] / races), float(reused[i] / races))
+             for i, pair in enumerate(pairs)}
+    for pair in ("It's Paris", "It's Lyon", "It's It's"):
+        law, by_gcswr, by_reuse = share[pair]
+        print(f"{pair!r}: exact {law:.2f}, GCSwR {by_gcswr:.2f}, reused clocks {by_reuse:.2f} "
+              f"({'less' if by_reuse < law else 'more'} often than exact)")
+    print("Why reuse goes wrong: question 2's \"It's\" won the first race with a short clock, and reused, that clock\n"
+          "is still short: \"It's It's\" comes too often. \"Paris\" lost that race although it ran at 0.30, so its\n"
+          "clock is known to be long, and it wins the second race less often than its 0.55; \"Lyon\" ran at only\n"
+          "0.05, so its loss says little about its clock, and it takes the wins \"Paris\" misses. Recycling is what\n"
+          "makes sharing luck across positions exact.")
+    shown = exact > 0.01  # the answers the model gives more than 1 % of the time
+    figure = gcs.recycling_figure(pd.DataFrame({
+        "token": [pair for pair, keep in zip(pairs, shown, strict=True) if keep], "target": exact[shown],
+        "gcswr": (recycled / races)[shown], "reuse": (reused / races)[shown]}),
+        title=f"Question 2's two-word answers over {races:,} seeds")
+    for trace, name in zip(figure.data, ("exact law P(a) P(b | a)", "GCSwR (recycled clocks)",
+                                         "reused clocks, no recycling"), strict=True):
+        trace.name = name
+    figure.update_layout(xaxis_title="answer", yaxis_title="share of answers", height=400, font_size=15,
+                         legend=dict(orientation="h", y=-0.25)).show()
+
+
+ANSWERS = {"recycling": answer_recycling, "hindsight": answer_hindsight, 1: answer_1, 2: answer_2, 3: answer_3,
+           4: answer_4}
+
+
+def reveal(question: int | str, prediction) -> None:
+    """The answer to a predict-first question or an exercise, once a prediction is written; before that, a reminder."""
+    name = f"Exercise {question}" if isinstance(question, int) else "Predict first"
+    if prediction is None:
+        print(f"{name}: write your prediction first (replace None), then run this cell again.")
+        return
+    print(f"your prediction: {prediction}\n")
+    ANSWERS[question]()
+
 
 # %% [markdown]
 # ## 1. Sampling as a race
@@ -176,6 +320,10 @@ race_figure({"race under p (question 1)": clocks / p, "race under q (question 2)
 # 0.55) and "The" faster (0.30 instead of 0.25), so "The" arrives first with the very same clocks. Shared clocks do
 # not force agreement: they make the races agree whenever the two distributions leave the same word in front, which
 # is most of the time when `p` and `q` are close.
+#
+# The time axis is logarithmic for two reasons: the arrivals run from about 2 to 50, and a bar ends at
+# $\log E_i - \log p_i$, so going from `p` to `q` moves each word's bar by its own step, $\log(p_i / q_i)$, while its
+# clock stays the same: "Paris" moves right (slower), "The" moves left.
 #
 # Does the race really sample from `p`? Run it for 20,000 seeds, each seed its own clocks, and count the winners.
 
@@ -283,6 +431,14 @@ print(table.round(3).to_string(index=False))
 # *between* the questions: a word whose clock was short in one race is short in the other question's race too, and it
 # stays short until it wins, wherever that happens.
 #
+# **The same rule in the paper.** Algorithm 1 keeps Gumbel noise $g_i = -\log E_i$ and, after word $k$ wins under the
+# model's distribution $h$ (our $p$), updates every loser $i \ne k$ with
+# $g_i \leftarrow Q\big(Q^{-1}(g_i) \,/\, Q^{-1}(g_k + \log h_k - \log h_i)\big)$, where $Q(u) = -\log(-\log u)$ is the
+# Gumbel quantile function, so $Q^{-1}(g) = e^{-e^{-g}} = e^{-E}$. In clocks: $Q^{-1}(g_i) = e^{-E_i}$, and
+# $Q^{-1}(g_k + \log p_k - \log p_i) = e^{-E_k p_i / p_k} = e^{-T p_i}$, since the winner arrived at $T = E_k / p_k$.
+# Their ratio is $e^{-(E_i - T p_i)}$, and $Q$ of it is $-\log(E_i - T p_i)$: the loser's new noise is its leftover
+# clock $E_i - T p_i$. The winner's counter $c_k$ moves on to its next noise value: the fresh clock.
+#
 # A tiny "language model" with four words shows it. Question 1 ("What is the capital of France?") tends to answer
 # "Paris ."; question 2 ("Which city is the capital of France?") tends to start "It's", and after "It's" comes a
 # city, "Paris" or "Lyon". Seed 23, step by step:
@@ -334,7 +490,8 @@ print("answers:", answers)
 #
 # The app's **Inside the sampler** tab shows the same thing on the real model, token by token, with the clock after
 # each race: run `python app.py` and open
-# <http://127.0.0.1:7860/?tab=trace&method=gcswr&seed=3> (section 4 of this lesson is the app's "Side by side").
+# <http://127.0.0.1:7860/?tab=trace&method=gcswr&seed=3> (sections 4 and 5 of this lesson are the app's "Side by
+# side").
 
 # %%
 figure = go.Figure([
@@ -353,103 +510,32 @@ figure.update_layout(title=f"Seed {step_seed}, question 2: its clocks before and
 figure.show()
 
 # %% [markdown]
-# One seed is an anecdote. Over 20,000 seeds, each method answers both questions; a seed's two answers **agree** when
-# they name the same city (or neither names one). The second line looks only at the seeds where the answers started
-# apart: question 1 said "Paris" first and question 2 said "It's".
+# **Predict first.** One seed is an anecdote. Over 20,000 seeds, take the seeds where the two answers started apart:
+# question 1 said "Paris" and question 2 said "It's". After "It's" the model names "Paris" with probability 0.55. In
+# those seeds, how often will question 2 go on to say "Paris" under GCS, and under GCSwR? Write your prediction in
+# the next cell (replace `None`) and run it: only then does it show the answer, measured. Every exercise of this
+# lesson works this way.
 
 # %%
-def two_word_answers(method: str, seeds: int) -> torch.Tensor:
-    """Each seed's two-word answers to both questions, word ids [seeds, question, position]."""
-    sampler = gcs.make_sampler(method, seed=np.repeat(np.arange(seeds), 2).tolist())  # one row per question
-    first = sampler.sample(torch.stack(list(first_word.values())).log().float().repeat(seeds, 1))
-    second = sampler.sample(next_word[first].log().float())
-    return torch.stack([first, second], dim=1).view(seeds, 2, 2)
-
-
-def city(answer: torch.Tensor) -> torch.Tensor:
-    """The first city an answer names (0 Paris, 1 Lyon), -1 for none."""
-    first, second = answer[..., 0], answer[..., 1]
-    return torch.where(first < 2, first, torch.where(second < 2, second, -1))
-
-
-rows = []
-for method in ("is", "gcs", "gcswr"):
-    said = two_word_answers(method, races)
-    same = (city(said[:, 0]) == city(said[:, 1])).double()
-    apart = (said[:, 0, 0] == 0) & (said[:, 1, 0] == 2)  # question 1 said "Paris", question 2 "It's"
-    paris = (said[apart, 1, 1] == 0).double()
-    for what, values in (("same city", same), ("question 2 says Paris after \"It's\"", paris)):
-        half = 1.96 * float(values.std() / len(values) ** 0.5)
-        rows.append({"method": gcs.METHOD_NAMES[method], "measure": what, "seeds": len(values),
-                     "share": float(values.mean()), "low": float(values.mean()) - half,
-                     "high": float(values.mean()) + half})
-print(pd.DataFrame(rows).round(3).to_string(index=False))
+prediction = None  # for example (0.5, 0.6): GCS, then GCSwR
+reveal("recycling", prediction)
 
 # %% [markdown]
-# Columns: `measure`, what is counted; `seeds`, over how many seeds (the second line only counts the seeds where the
-# answers started apart, so its number differs by method); `share`, how often it happened; `low` and `high`, its 95 %
-# interval. GCS and GCSwR draw a seed's first word with the same clocks (IS has its own), so these intervals are not
-# independent: compare GCS with GCSwR seed by seed, as pairs (section 4 does).
+# Recycling is exact too, not only closer: exercise 4 checks it, against the tempting shortcut of reusing the clocks
+# without recycling.
 #
-# Shared clocks lift "same city" far above IS; recycling adds a little more overall, and a lot where the answers
-# started apart: after "It's", question 2 names Paris about 55 % of the time under IS and GCS (the model's own 0.55:
-# the clocks of step 2 know nothing of step 1), and about 75 % under GCSwR, because the clock that made question 1
-# say "Paris" is still short in question 2's race.
-#
-# Is every answer still exact? Question 2's two-word answers under GCSwR should follow the model's law,
-# $P(a, b) = P(a)\,P(b \mid a)$. For contrast, the tempting shortcut: **reuse** the first clocks at the second
-# position, without recycling.
-
-# %%
-exact = (first_word["question 2"][:, None] * next_word).flatten()  # P(a, b), in the order Paris Paris, Paris Lyon, ...
-pairs = [f"{a} {b}" for a in vocabulary for b in vocabulary]
-gcswr_answers = two_word_answers("gcswr", races)[:, 1]  # question 2's answers
-gcswr_counts = torch.bincount(gcswr_answers[:, 0] * 4 + gcswr_answers[:, 1], minlength=16).double()
-
-reuse = clocks_of(torch.arange(races))[:, :4]  # one set of clocks per seed, used at both positions
-a_reused = torch.argmin(reuse / first_word["question 2"], dim=1)
-b_reused = torch.argmin(reuse / next_word[a_reused], dim=1)  # the same clocks again, not recycled
-reused_counts = torch.bincount(a_reused * 4 + b_reused, minlength=16).double()
-
-# The chi-square test needs about 5 expected answers per category: the rarest answer here is expected 20 times.
-for name, counts in (("GCSwR", gcswr_counts), ("reused clocks", reused_counts)):
-    test = scipy.stats.chisquare(counts.numpy(), exact.numpy() * races)
-    print(f"{name:>13}: chi-square p-value against the exact law = {p_value_text(test.pvalue)}")
-
-shown = exact > 0.01  # the answers the model gives more than 1 % of the time
-figure = go.Figure([go.Bar(name=name, x=[pair for pair, keep in zip(pairs, shown, strict=True) if keep],
-                           y=values[shown].tolist(), marker_color=color) for name, values, color in (
-    ("exact law P(a) P(b | a)", exact, CONCEPT_COLORS["exact"]),
-    ("GCSwR (recycled clocks)", gcswr_counts / races, METHOD_COLORS["gcswr"]),
-    ("same clocks reused, no recycling", reused_counts / races, CONCEPT_COLORS["reuse"]))])
-figure.update_layout(title=f"Question 2's two-word answers over {races:,} seeds", xaxis_title="answer",
-                     yaxis_title="share of answers", barmode="group", template="plotly_white", height=400,
-                     font_size=15, legend=dict(orientation="h", y=-0.25))
-figure.show()
-
-# %% [markdown]
-# GCSwR's shares sit on the exact law (a large p-value: no evidence against it). The chi-square test is legitimate
-# here because the 20,000 answers are independent: each seed is its own answer. Reused clocks go wrong: the winner of
-# the first race starts the second race with its winning, short clock, so answers that repeat the first word ("It's
-# It's") come far too often. Recycling is what makes sharing luck across positions exact.
-
-# %% [markdown]
-# ## 4. IS, GCS and GCSwR on a real model
+# ## 4. IS, GCS and GCSwR on a real model: how to read the numbers
 #
 # Now the real model. For each seed, the model answers both questions under IS (luck not shared between the two
 # questions), GCS (shared position by position) and GCSwR (shared and recycled), 16 seeds and up to 24 tokens per
-# answer. One seed proves nothing: luck can make any single comparison look good or bad. So each seed's pair of
-# answers is scored, and the methods are compared seed by seed.
-#
-# Two scores, each for one seed's two answers:
+# answer. Each seed's pair of answers gets two scores:
 #
 # - **E5**: how similar the answers' meanings are, the cosine similarity of their embeddings by the E5 model (the
 #   paper's measure). Its scale is not a percentage: see "how to read these numbers" below.
 # - **aligned agreement**: the share of the two answers' tokens that lie in runs of 3 or more tokens appearing, in
 #   order, in both answers. 0 is no shared run of words, 1 identical answers.
 #
-# **Predict first:** which method's answers will agree most under aligned agreement, and will GCSwR beat GCS by more
-# than noise with 16 seeds?
+# **Predict first:** which method's answers will agree most under aligned agreement?
 
 # %%
 model_questions = ["What is the capital of France?", "Which city is the capital of France?"]
@@ -469,13 +555,15 @@ print(report.table.round(3).to_string(index=False))
 # answers; `aligned`, their aligned agreement; `prefix`, how many tokens the two answers share at their start before
 # they first differ.
 #
-# **How to read these numbers.** E5 similarities bunch near 1: two answers that have nothing to do with each other
-# still score about 0.75 to 0.8 (the next cell measures it), a close paraphrase above 0.9, identical answers 1. So an
-# E5 of 0.85 means "related, not the same", not "85 % consistent", and a gain of 0.03 is a real step on that short
-# scale. And
-# **consistency is not correctness**: the small model often answers wrongly, and GCSwR can repeat the same wrong word
-# in both answers. Agreement measures sameness, not truth; what GCSwR guarantees is that each answer is exactly as
-# likely (right or wrong) as under independent sampling.
+# **How to read these numbers.** E5 similarities bunch near 1: two sentences that have nothing to do with each other
+# still score high, a close paraphrase near 1, identical answers 1. The next cell measures the band of unrelated
+# sentences and says where each method's mean lies. A mean inside that band says little by itself: E5 alone barely
+# tells such answers from unrelated ones, which is why the lesson also scores aligned agreement, whose scale starts
+# at 0. On E5's short scale a gain of a few hundredths is a real step.
+#
+# And **consistency is not correctness**: the small model often answers wrongly, and GCSwR can repeat the same wrong
+# word in both answers. Agreement measures sameness, not truth; what GCSwR guarantees is that each answer is exactly
+# as likely (right or wrong) as under independent sampling.
 
 # %%
 unrelated = ["Paris is the capital and largest city of France.",
@@ -484,18 +572,28 @@ unrelated = ["Paris is the capital and largest city of France.",
              "Football is played by two teams of eleven players."]
 similarities = gcs.similarity(unrelated, metric="e5")
 baseline = similarities[np.triu_indices(len(unrelated), k=1)]
-print(f"E5 of two unrelated sentences: {baseline.mean():.2f} on average ({baseline.min():.2f} to {baseline.max():.2f}"
-      f" over the {len(baseline)} pairs of {len(unrelated)} sentences)")
+low, high = float(baseline.min()), float(baseline.max())
+print(f"E5 of two unrelated sentences: {low:.2f} to {high:.2f} (mean {baseline.mean():.2f}) over the "
+      f"{len(baseline)} pairs of {len(unrelated)} sentences")
 paraphrase = gcs.similarity([unrelated[0], "Paris, the largest city in France, is its capital."], metric="e5")[0, 1]
 print(f"E5 of a paraphrase of the first sentence: {paraphrase:.2f}")
+for method, e5 in zip(report.table["method"], report.table["e5"], strict=True):
+    where = ("inside the unrelated band: by E5 alone, hardly more alike than unrelated sentences" if low <= e5 <= high
+             else ("above" if e5 > high else "below") + " the band")
+    print(f"{gcs.METHOD_NAMES[method]}'s mean E5 over the 16 seeds, {e5:.3f}: {where}")
 
 # %% [markdown]
-# `gcs.verdict` compares each method with IS, seed by seed, with the exact **sign-flip test**: if the methods did not
-# differ, each seed's difference would be as likely negative as positive, so the p-value is the share of the 2^16
-# ways of flipping the signs whose mean lies at least as far from 0 as the one observed. The 5 % error allowed is split
-# over all the comparisons (Bonferroni), so that the chance of any false claim stays at most 5 %: the intervals hold
+# ## 5. Beyond noise? Comparing seed by seed
+#
+# One seed proves nothing: luck can make any single comparison look good or bad. So the methods are compared seed by
+# seed. `gcs.verdict` compares each method with IS with the exact **sign-flip test**: if the methods did not differ,
+# each seed's difference would be as likely negative as positive, so the p-value is the share of the 2^16 ways of
+# flipping the signs whose mean lies at least as far from 0 as the one observed. The 5 % error allowed is split over
+# all the comparisons (Bonferroni), so that the chance of any false claim stays at most 5 %: the intervals hold
 # together. IS and GCSwR under the same seed share no randomness (gcs draws them from separate noise streams); the
 # seed only pairs one score with another, and the test is valid all the same.
+#
+# **Predict first:** with 16 seeds, will GCS and GCSwR agree more than IS beyond noise? And GCSwR more than GCS?
 
 # %%
 print("\n".join(gcs.verdict(report.scores)))
@@ -508,23 +606,28 @@ print("\n".join(gcs.verdict(report.scores)))
 # %%
 recycling_vs_not = report.scores[report.scores["method"].isin(["gcs", "gcswr"])]  # one comparison per score
 over_gcs = gcs.paired_tests(recycling_vs_not, baseline="gcs")
-print(pd.DataFrame({"score": over_gcs["metric"], "seeds GCSwR won": over_gcs["wins"], "seeds": over_gcs["n"],
+by_seed = report.per_seed.set_index(["method", "seed"])
+differences = [by_seed.loc["gcswr", score] - by_seed.loc["gcs", score] for score in over_gcs["metric"]]
+print(pd.DataFrame({"score": over_gcs["metric"], "won": [int((d > 0).sum()) for d in differences],
+                    "tied": [int((d == 0).sum()) for d in differences],
+                    "lost": [int((d < 0).sum()) for d in differences],
                     "mean difference (points)": 100 * over_gcs["diff"], "low": 100 * over_gcs["low"],
                     "high": 100 * over_gcs["high"], "p-value": over_gcs["p"].map(p_value_text),
                     "beyond noise": over_gcs["beyond_noise"]}).round(1).to_string(index=False))
-for row in over_gcs.itertuples():
-    better = "GCSwR agreed more than GCS" if row.diff > 0 else "GCS agreed more than GCSwR"
-    print(f"{row.metric}: " + (f"{better}, beyond noise" if row.beyond_noise else
-                               f"no difference shown with these {row.n} seeds (the interval includes 0)"))
+for comparison in over_gcs.itertuples():
+    better = "GCSwR agreed more than GCS" if comparison.diff > 0 else "GCS agreed more than GCSwR"
+    print(f"{comparison.metric}: " + (f"{better}, beyond noise" if comparison.beyond_noise else
+                                      f"no difference shown with these {comparison.n} seeds (the interval includes 0)"))
 recycled_or_not = report.per_seed[report.per_seed["method"].isin(["gcs", "gcswr"])]
 gcs.paired_figure(recycled_or_not, over_gcs, metric="aligned", baseline="gcs").update_layout(font_size=15).show()
 
 # %% [markdown]
-# Columns: `score`; `seeds GCSwR won`, on how many of the `seeds` GCSwR's two answers agreed more than GCS's;
-# `mean difference (points)`, GCSwR minus GCS, in points (the score times 100); `low` and `high`, its 95 % interval,
-# simultaneous over the two scores; `p-value`, the sign-flip test's; `beyond noise`, whether the interval excludes 0,
-# the same as p at most 0.025 (the 5 % split over the two scores: a p of 0.03 is not enough here).
-# In the figure each dot is one seed's difference; the diamond is the mean with its interval.
+# Columns: `score`; `won`, `tied` and `lost`, on how many seeds GCSwR's two answers agreed more than GCS's, as much,
+# or less; `mean difference (points)`, GCSwR minus GCS in points (a score of 0 to 1 read as 0 to 100, so 12 points
+# is 0.12); `low` and `high`, its 95 % interval, simultaneous over the two scores; `p-value`, the sign-flip test's;
+# `beyond noise`, whether the interval excludes 0, the same as p at most 0.025 (the 5 % split over the two scores: a
+# p of 0.03 is not enough here). In the figure each dot is one seed's difference, spread sideways so that tied seeds
+# (at 0) do not hide each other; the legend counts them; the diamond is the mean with its interval.
 #
 # Where recycling helps, it shows first in aligned agreement (the same words at shifted positions, as in section 3),
 # and less in E5, whose scale is compressed. When the interval includes 0, the honest reading is "no difference shown
@@ -532,7 +635,7 @@ gcs.paired_figure(recycled_or_not, over_gcs, metric="aligned", baseline="gcs").u
 # quality; the app's "Side by side" tab runs the same comparison with more seeds, stopping once it is decided.
 
 # %% [markdown]
-# ## 5. Hindsight: with the same luck, what would it have said? (an extension)
+# ## 6. Hindsight: with the same luck, what would it have said? (an extension)
 #
 # Take the answer GCSwR gave to the first question under seed 0. What luck produced it? Many sets of clocks could
 # have; `gcs.hindsight_report` draws them from their exact **posterior**, the clocks that are still possible given
@@ -544,70 +647,29 @@ gcs.paired_figure(recycled_or_not, over_gcs, metric="aligned", baseline="gcs").u
 
 # %%
 seed_0 = frame[(frame["method"] == "gcswr") & (frame["seed"] == 0)].set_index("prompt")
-row = seed_0.loc[model_questions[0]]
-print("the answer we saw:", repr(row["response"]))
+observed = seed_0.loc[model_questions[0]]
+print("the answer we saw:", repr(observed["response"]))
 print(f"section 4, GCSwR seed 0: {model_questions[1]!r} ->", repr(seed_0.loc[model_questions[1], "response"]))
-for draw in range(2):
-    hindsight = gcs.hindsight_report(model_questions[0], row["token_ids"], [model_questions[1]], seed=draw,
-                                     finished=bool(row["finished"]), max_new_tokens=16)
-    print(f"posterior draw {draw} (replayed exactly: {hindsight.replayed}): {model_questions[1]!r} ->",
-          repr(hindsight.answers[0]))
 
 # %% [markdown]
-# Compare with section 4: there, seed 0's own luck answered the second question once. Here each posterior draw is
-# luck that could equally have produced the first answer (16 tokens of the second answer are shown), and the
-# rewording's answers vary from draw to draw as far as that luck leaves room. Where they agree with each other (and
-# with section 4's answer), the first answer pins the rewording's answer down; where they differ, it did not.
+# **Predict first.** Two posterior draws each give luck that could have produced the first answer. Will their
+# answers to the second question (16 tokens of each are shown) repeat section 4's answer word for word, share only
+# its first words, or differ from it from the start?
+
+# %%
+prediction = None  # for example "the first few words"
+reveal("hindsight", prediction)
+
+# %% [markdown]
+# Section 4's answer came from seed 0's own luck; each posterior draw is other luck that fits the first answer
+# equally well. Where the draws' answers agree with each other (and with section 4's), the first answer pins the
+# rewording's answer down; where they differ, it did not: the first answer left room for other luck.
 #
-# ## 6. Exercises: predict first, then check
+# ## 7. Exercises: predict first, then check
 #
 # Each exercise asks for a prediction. Write it in the cell (replace `None`) and run the cell: only then does it
 # show the answer and how it is worked out. Running the whole notebook shows no answer.
-
-# %% tags=["answer"] cellView="form" jupyter={"source_hidden": true}
-#@title The answers (hidden: run this cell, do not read it)
-def answer_1() -> None:
-    print(f"shared clocks: {gcs.agreement_probability(p, p, method='gcs'):.3f}, independent sampling: "
-          f"{gcs.agreement_probability(p, p, method='is'):.3f}")
-    print("With equal speeds the same runner always arrives first in both races, so shared clocks always agree (1).\n"
-          "Independent sampling agrees with probability sum(p_i^2), the chance that two independent draws collide.")
-
-
-def answer_2() -> None:
-    print(f"independent sampling: {gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method='is'):.3f}, "
-          f"shared clocks: {gcs.agreement_probability([0.9, 0.1], [0.1, 0.9], method='gcs'):.3f}")
-    print("IS: 0.9*0.1 + 0.1*0.9 = 0.18. Theorem 1: each word k has one other word i, and max(p_i q_k, q_i p_k) =\n"
-          "0.81, so each term is 0.09 / (0.09 + 0.81) = 0.1, and the sum 0.2: shared clocks still agree a little\n"
-          "more often, though the two questions favour opposite words.")
-
-
-def answer_3() -> None:
-    print("\n".join(gcs.verdict(report.scores[report.scores["seed"] < 4])))
-    print("With 4 seeds the exact sign-flip test's smallest possible p-value is 2/2**4 = 0.125, above any usual\n"
-          "threshold: no result, however lopsided, could be beyond noise, so the verdict makes no claim.")
-
-
-def answer_4() -> None:
-    histogram, p_value = gcs.recycling_histogram([0.5, 0.3, 0.2], steps=5000, seed=0)
-    print(histogram.round(3).to_string(index=False))
-    print(f"chi-square p-value of GCSwR against the target: {p_value_text(p_value)}")
-    print("Recycled (gcswr), the shares match the target. Kept without recycling (reuse), the same word wins every\n"
-          "step: the first race's winner keeps the lowest arrival time forever, so its share is 1. The chi-square\n"
-          "test is legitimate although one seed made all 5,000 draws: by Theorem 2 each recycled draw is exact\n"
-          "whatever came before, so with one fixed distribution the draws are independent.")
-    gcs.recycling_figure(histogram).update_layout(font_size=15).show()
-
-
-def reveal(exercise: int, prediction) -> None:
-    """The exercise's answer, once a prediction is written; before that, only a reminder."""
-    if prediction is None:
-        print(f"Exercise {exercise}: write your prediction first (replace None), then run this cell again.")
-        return
-    print(f"your prediction: {prediction}\n")
-    {1: answer_1, 2: answer_2, 3: answer_3, 4: answer_4}[exercise]()
-
-
-# %% [markdown]
+#
 # **Exercise 1.** If the two questions had exactly the same distribution (`q = p`), how often would shared clocks
 # agree? And independent sampling? (Hint: section 2's derivation, and the collision of two independent draws.)
 
@@ -624,7 +686,7 @@ prediction = None  # for example (0.1, 0.3): shared clocks, then independent sam
 reveal(2, prediction)
 
 # %% [markdown]
-# **Exercise 3.** What does section 4's verdict say if only its first 4 seeds are used: beyond noise, within noise,
+# **Exercise 3.** What does section 5's verdict say if only its first 4 seeds are used: beyond noise, within noise,
 # or something else? Why?
 
 # %%
@@ -632,9 +694,13 @@ prediction = None  # for example "beyond noise for GCSwR"
 reveal(3, prediction)
 
 # %% [markdown]
-# **Exercise 4.** One fixed distribution `[0.5, 0.3, 0.2]`, sampled 5,000 times in a row by GCSwR from one seed: do
-# the draws follow it? And if the clocks were kept without recycling, how often would the most frequent word win?
+# **Exercise 4.** Recycling keeps every answer exact. The tempting shortcut is to **reuse** the clocks: keep every
+# word's clock unchanged from one position to the next, with no recycling. (a) One fixed distribution,
+# `[0.5, 0.3, 0.2]`, sampled 5,000 times in a row from one seed with reused clocks: how often does the word that wins
+# the first race win again? (b) In section 3's tiny model, question 2 answers "It's Paris" with probability
+# 0.60 × 0.55 = 0.33. With reused clocks, will "It's Paris" come more often or less often than that? The answer
+# checks GCSwR against the exact law with a chi-square test.
 
 # %%
-prediction = None  # for example ("yes", 0.6)
+prediction = None  # for example (0.6, "more often")
 reveal(4, prediction)

@@ -71,7 +71,7 @@ def test_the_stored_outputs_are_the_current_code_s_and_read_without_javascript()
         output.output_type == "error" for cell in code for output in cell.outputs)
     figures = [output.data for cell in code for output in cell.outputs if "data" in output
                and "application/vnd.plotly.v1+json" in output.data]
-    assert len(figures) >= 5 and all("image/png" in data for data in figures)
+    assert len(figures) >= 4 and all("image/png" in data for data in figures)
     assert not misread(printed(stored))
 
 
@@ -80,7 +80,7 @@ def test_the_site_s_lesson_page_is_the_stored_notebook():
     assert (ROOT / "docs" / "lesson.md").read_text(encoding="utf-8") == page, "run python scripts/store_lesson.py"
     folder = ROOT / "docs" / "images" / "lesson"
     assert {path.name: path.read_bytes() for path in folder.glob("*.png")} == pictures
-    assert len(pictures) >= 5 and page.count("(images/lesson/figure-") == len(pictures)
+    assert len(pictures) >= 4 and page.count("(images/lesson/figure-") == len(pictures)
     assert '??? note "The answers' in page  # folded on the page, as in the notebook
 
 
@@ -145,8 +145,8 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
     notebook = nbformat.read(LESSON, as_version=4)
     lesson = len(notebook.cells)
-    # After Run all, a student writes a prediction for each exercise and runs it again.
-    notebook.cells += [nbformat.v4.new_code_cell(f"reveal({n}, 0.5)") for n in (1, 2, 3, 4)]
+    # After Run all, a student writes a prediction for each predict-first question and exercise and runs it again.
+    notebook.cells += [nbformat.v4.new_code_cell(f"reveal({n!r}, 0.5)") for n in ("recycling", "hindsight", 1, 2, 3, 4)]
     # No time limit per cell: a loaded machine makes a cell slow, not wrong (an error still fails the test).
     nbclient.NotebookClient(notebook, kernel_name="python3", timeout=None,
                             resources={"metadata": {"path": str(EXAMPLES)}}).execute()
@@ -156,19 +156,19 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
     assert not misread(text), misread(text)
     assert "seed 34: the race under p is won by 'Paris', the race under q by 'The'" in text
     assert re.search(r"shared clocks \(Theorem 1\): +0\.878", text)
-    p_values = dict(re.findall(r"(GCSwR|reused clocks): chi-square p-value against the exact law = (.+)", text))
-    assert float(p_values["GCSwR"]) > 1e-3 and p_values["reused clocks"] == "< 1e-12", p_values
     assert "answers: {'question 1': 'Paris .', 'question 2': \"It's Paris\"}" in text  # the recycled race
     assert "over 16 seeds: GCSwR" in text  # the verdict
-    assert text.count("(replayed exactly: True)") == 2  # two posterior draws, each giving the answer back
-    # Run all shows no answer: each exercise asks for a prediction first
-    assert text.count("write your prediction first") == 4 and "too few for any claim" not in text
+    # Run all shows no answer: each predict-first question and exercise asks for a prediction first
+    assert text.count("write your prediction first") == 6 and "too few for any claim" not in text
     answers = printed(predicted)
-    assert answers.count("your prediction: 0.5") == 4 and "shared clocks: 1.000" in answers
+    assert answers.count("your prediction: 0.5") == 6 and "shared clocks: 1.000" in answers
     assert "too few for any claim" in answers  # exercise 3's answer ran
+    assert answers.count("(replayed exactly: True)") == 2  # two posterior draws, each giving the answer back
+    p_values = dict(re.findall(r"(GCSwR|reused clocks): chi-square p-value against the exact law = (.+)", answers))
+    assert float(p_values["GCSwR"]) > 1e-3 and p_values["reused clocks"] == "< 1e-12", p_values  # exercise 4
     figures = [output for cell in notebook.cells for output in cell.get("outputs", ())
                if "application/vnd.plotly.v1+json" in output.get("data", {})]
-    assert len(figures) >= 6  # five in the sections, one in exercise 4's answer
+    assert len(figures) >= 6  # four in the sections, two in exercise 4's answer
 
 
 @pytest.fixture

@@ -22,8 +22,9 @@ from gcs.scoring.metrics import METRIC_NAMES, parse_metric
 
 # One colour per concept in every figure of the library, the app and the lesson: each method; the exact law; noise
 # kept without recycling; a race's winner and other runners (no method's colour: a race of any method has a winner).
+# Figures that set the exact law beside GCSwR's red stay apart for colour-blind readers: near-black and sky blue.
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
-CONCEPT_COLORS = {"exact": "#2ca02c", "reuse": "#bcbd22", "winner": "#ff7f0e", "runner": "#c6dbef"}
+CONCEPT_COLORS = {"exact": "#222222", "reuse": "#56b4e9", "winner": "#ff7f0e", "runner": "#c6dbef"}
 
 
 def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
@@ -131,8 +132,8 @@ def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = ""
 def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str = "e5", baseline: str = "is"):
     """Per seed, each method's consistency minus the baseline's (dots), and the mean with its 95 % interval.
 
-    Differences are shown in points (x100). Where the seeds are too few for the exact test's interval the mean is an
-    open diamond, labelled so on the plot.
+    Differences are in points (score × 100); tied seeds are spread sideways, and the legend counts the seeds above,
+    at and below 0. Where the seeds are too few for the exact test's interval the mean is an open diamond, so labelled.
 
     Args:
         per_seed: a ``CompareReport``'s ``per_seed``.
@@ -153,16 +154,17 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
         >>> type(paired_figure(report.per_seed, report.summary, metric="jaccard")).__name__
         'Figure'
     """
-    figure = go.Figure()
-    base = per_seed[per_seed["method"] == baseline].set_index("seed")[metric]
-    for method in [m for m in METHOD_NAMES if m != baseline and m in set(per_seed["method"])]:
-        mine = per_seed[per_seed["method"] == method].set_index("seed")[metric]
-        paired = (mine - base).dropna()
-        label = f"{METHOD_NAMES[method]} − {METHOD_NAMES[baseline]}"
-        figure.add_trace(go.Scatter(x=[label] * len(paired), y=100 * paired.to_numpy(), mode="markers",
-                                    name=f"{label}, per seed", customdata=paired.index.to_numpy(),
-                                    marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
-                                    hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
+    figure, base = go.Figure(), per_seed[per_seed["method"] == baseline].set_index("seed")[metric]
+    methods = [m for m in METHOD_NAMES if m != baseline and m in set(per_seed["method"])]
+    for method in methods:
+        paired = (per_seed[per_seed["method"] == method].set_index("seed")[metric] - base).dropna()
+        label, ups, downs = f"{METHOD_NAMES[method]} − {METHOD_NAMES[baseline]}", (paired > 0).sum(), (paired < 0).sum()
+        figure.add_trace(go.Box(  # a box drawn invisible: only its points, jittered sideways so that ties stay apart
+            x=[label] * len(paired), y=100 * paired.to_numpy(), boxpoints="all", jitter=0.9, pointpos=0,
+            hoveron="points", fillcolor="rgba(0,0,0,0)", line_color="rgba(0,0,0,0)", customdata=paired.index.to_numpy(),
+            name=f"{label}, one dot per seed: above 0 in {ups}, tied in {len(paired) - ups - downs}, below in {downs}",
+            marker=dict(color=METHOD_COLORS[method], opacity=0.55, size=9),
+            hovertemplate="seed %{customdata}: %{y:+.1f} points<extra></extra>"))
         row = summary[(summary["method"] == method) & (summary["metric"] == metric)].iloc[0]
         if len(paired) > 1:
             interval = row["low"] == row["low"]  # NaN where the seeds are too few for the exact test's interval
@@ -170,19 +172,19 @@ def paired_figure(per_seed: pd.DataFrame, summary: pd.DataFrame, *, metric: str 
             outline = dict(width=1, color="black") if interval else dict(width=2, color=METHOD_COLORS[method])
             bars = dict(type="data", symmetric=False, array=[100 * (row["high"] - row["diff"])],
                         arrayminus=[100 * (row["diff"] - row["low"])], thickness=2, width=12) if interval else None
-            figure.add_trace(go.Scatter(
-                x=[label], y=[100 * row["diff"]], mode="markers", name=name,
-                marker=dict(color=METHOD_COLORS[method], symbol="diamond" if interval else "diamond-open", size=14,
-                            line=outline),
-                error_y=bars, hovertemplate="mean %{y:+.1f} points<extra></extra>"))
+            figure.add_trace(go.Scatter(x=[label], y=[100 * row["diff"]], mode="markers", name=name, error_y=bars,
+                                        marker=dict(color=METHOD_COLORS[method], line=outline, size=14,
+                                                    symbol="diamond" if interval else "diamond-open"),
+                                        hovertemplate="mean %{y:+.1f} points<extra></extra>"))
             if not interval:  # said on the plot, not only on hover: a bare mean reads as an effect
                 figure.add_annotation(x=label, y=100 * row["diff"], yshift=26, showarrow=False,
                                       text="too few seeds<br>for an interval", font=dict(size=11, color="#555"))
     figure.add_hline(y=0, line=dict(color="#555", dash="dot"))
-    kind, _ = parse_metric(metric)
-    figure.update_layout(title=f"Paired by seed: {METRIC_NAMES[kind]} consistency minus {METHOD_NAMES[baseline]}'s",
-                         yaxis_title="difference (points, x100)", template="plotly_white", height=440, showlegend=True,
-                         legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"), margin=dict(l=50, r=10, t=50, b=40))
+    score, who = METRIC_NAMES[parse_metric(metric)[0]], METHOD_NAMES[methods[0]] if len(methods) == 1 else "each method"
+    figure.update_layout(title=f"{score[0].upper()}{score[1:]}, seed by seed: {who} minus {METHOD_NAMES[baseline]}",
+                         yaxis_title="difference in points (score × 100)", template="plotly_white", height=440,
+                         showlegend=True, legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"),
+                         margin=dict(l=50, r=10, t=50, b=40))
     return figure
 
 
@@ -338,13 +340,11 @@ def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many s
         >>> len(recycling_figure(histogram).data)  # target, GCSwR, reuse
         3
     """
-    figure = go.Figure()
     labels = [str(t) for t in histogram["token"]]
-    figure.add_trace(go.Bar(x=labels, y=histogram["target"], name="target p", marker_color=CONCEPT_COLORS["exact"]))
-    figure.add_trace(go.Bar(x=labels, y=histogram["gcswr"], name="GCSwR (recycled noise)",
-                            marker_color=METHOD_COLORS["gcswr"]))
-    figure.add_trace(go.Bar(x=labels, y=histogram["reuse"], name="same noise, no recycling",
-                            marker_color=CONCEPT_COLORS["reuse"]))
+    figure = go.Figure([go.Bar(x=labels, y=histogram[column], name=name, marker_color=color)
+                        for column, name, color in (("target", "target p", CONCEPT_COLORS["exact"]),
+                                                    ("gcswr", "GCSwR (recycled noise)", METHOD_COLORS["gcswr"]),
+                                                    ("reuse", "same noise, no recycling", CONCEPT_COLORS["reuse"]))])
     figure.update_layout(title=title, xaxis_title="token", yaxis_title="frequency", barmode="group",
                          template="plotly_white")
     return figure
