@@ -32,7 +32,7 @@ pytest_plugins = ["suite_resources", "pytester"]
 # "On the embedded model".
 SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_log", "client", "page", "llm", "model",
                  "server", "vllm_served", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep",
-                 "server_a", "server_b"}
+                 "server_a", "server_b", "keyed_server"}
 
 
 def pytest_configure(config):
@@ -56,6 +56,25 @@ def pytest_configure(config):
 LONGEST_FIRST = ("test_packaging.py", "test_endpoints.py", "test_browser.py", "test_examples.py", "test_hindsight.py",
                  "test_vllm.py", "test_docs.py", "test_generation.py", "test_vllm_serve.py", "test_threads.py",
                  "test_lint.py", "test_counterfactual.py", "test_cli.py", "test_bench.py")
+
+
+# Files that share one server (tests/keyed_server.py: test_endpoints.py and test_vllm_serve.py) form one scope of
+# pytest-xdist's --dist loadfile, so that one worker runs them one after the other and starts the server once.
+SHARED_SCOPES = {"tests/test_vllm_serve.py": "tests/test_endpoints.py"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope (None: pytest-xdist's own, for other modes)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedServerScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return SHARED_SCOPES.get(scope, scope)
+
+    return SharedServerScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from keyed_server import SHARED, SHARING_FILES
 from scipy import stats
 from servers import free_port, running_server  # noqa: F401 - (the tests import them from here too)
 from waiting import Progress, app_client, served
@@ -143,6 +144,24 @@ def memory_released():
         gc.collect()  # (an engine's tensors wait in reference cycles otherwise)
     if hasattr(LIBC, "malloc_trim"):
         LIBC.malloc_trim(0)
+
+
+@pytest.fixture(scope="module")
+def keyed_server(tmp_path_factory):
+    """The keyed ``gcs vllm-serve`` that tests/test_endpoints.py and test_vllm_serve.py share (``keyed_server``): the
+    call that waits until it serves, giving (its URL, its process, its progress). Started now, in a thread."""
+    return SHARED.waiting(tmp_path_factory)
+
+
+@pytest.hookimpl(trylast=True)  # (after the runner's own teardown: the module's fixtures that use it are gone)
+def pytest_runtest_teardown(item, nextitem):
+    """The shared server stops once the next test is in no file that shares it (or none is next)."""
+    if SHARED.running and (nextitem is None or nextitem.path.name not in SHARING_FILES):
+        SHARED.close()
+
+
+def pytest_sessionfinish(session):
+    SHARED.close()  # (a run stopped early: -x, a Ctrl-C)
 
 
 RECYCLED_WIN_SEEDS = 16

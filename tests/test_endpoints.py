@@ -1,20 +1,20 @@
 """``gcs.Endpoint``: real ``gcs vllm-serve`` processes (vLLM's CPU build, the embedded model) as gcs's engine.
 
-Three servers for the module, all started at once when the first test needs one (a start is mostly one core's work
-importing vLLM, so B's and the third's overlap A's and the tests before them): A (``gcs vllm-serve``, with a key), B
-(the command it runs, without) and vLLM without the gcs plugin, for the test that refuses it. The app, on A, starts
-as soon as A serves, for the tests at the end (a browser's run, a tab closed mid-run, MCP tool calls). Every test
-sends few requests of few tokens, but those stopped mid-run (``stop``, a closed tab), and the frame of one request
-at a time on A is generated once (``alone``) for every test that compares with it. The frame of one endpoint equals
-the in-process vLLM engine's; several endpoints give the frame of one where each server answers one request at a
-time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst equal its
-tokens alone, docs/deploy.md).
+Three servers: A (``gcs vllm-serve``, with a key: the suite's shared keyed server, tests/keyed_server.py, which
+tests/test_vllm_serve.py uses next), B (the command it runs, without), both started at once when the first test needs
+one (a start is mostly one core's work importing vLLM, so B's overlaps A's and the tests before them), and vLLM
+without the gcs plugin, started for the test that refuses it once B is gone (three servers at once held 10 GB). The
+app, on A, starts as soon as A serves, for the tests at the end (a browser's run, a tab closed mid-run, MCP tool
+calls). Every test sends few requests of few tokens, but those stopped mid-run (``stop``, a closed tab), and the frame
+of one request at a time on A is generated once (``alone``) for every test that compares with it. The frame of one
+endpoint equals the in-process vLLM engine's; several endpoints give the frame of one where each server answers one
+request at a time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst
+equal its tokens alone, docs/deploy.md).
 """
 
 from __future__ import annotations
 
 import ast
-import concurrent.futures
 import contextlib
 import http.server
 import os
@@ -30,6 +30,7 @@ import pandas as pd
 import psutil
 import pytest
 import torch
+from keyed_server import KEY, SMALL, early, start
 from test_browser import CHROMIUM, TIMEOUT_MS, record_answers
 from test_mcp import tool_result
 from test_vllm_serve import metric, shared_prefix
@@ -40,50 +41,7 @@ from conftest import free_port, log_count, running_server, tiny_gcs_model
 from gcs.cli.commands import main
 from gcs.cli.vllm_server import batch_invariant_environment, vllm_serve_command
 
-KEY = "gcs-test-key-7f3a9c21"  # what no link, log, error or download may show
 PROMPTS = ["What is DNA?", "Explain what DNA is."]
-# float32 whatever the machine: the first test compares A with the in-process engine, and in bfloat16 (the default
-# on an AVX512-BF16 machine) kernels that differ only in their order of summation give other tokens now and then
-DTYPE = "float32"
-# 128 MiB of KV cache holds ~5,000 of the embedded model's tokens: every test's requests at once (the largest, two
-# counted to 1000, are stopped early), and less memory for three servers beside the in-process engine
-SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(128 << 20), "--max-model-len", "1024"]
-
-
-@contextlib.contextmanager
-def start(tmp_path_factory, name: str, extra: list[str], command=None, env=None):
-    """``gcs vllm-serve -- extra`` (or ``command``, whose port is ``extra``'s) on a free port, once it is up:
-    (its URL, its process, its progress)."""
-    port, log = free_port(), tmp_path_factory.mktemp(name) / "serve.log"
-    url = f"http://127.0.0.1:{port}"
-    command = [part.replace("PORT", str(port)) for part in command] if command else \
-        [sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port), "--", *extra]
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "OMP_NUM_THREADS": "1", **(env or {})}
-    # (/health: a server with --api-key answers /v1/models with 401 to a request without the key)
-    with running_server(command, log, f"{url}/health", env) as (process, progress):
-        until(lambda: httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200,
-              "the model to be listed", progress)
-        yield url, process, progress
-
-
-@contextlib.contextmanager
-def early(server):
-    """``server`` (a context manager) entered in a thread from now on: yields the call that waits for what it
-    yields (or raises what it raised); exited after, once it was entered."""
-    entered: concurrent.futures.Future = concurrent.futures.Future()
-
-    def enter():
-        try:
-            entered.set_result(server.__enter__())
-        except BaseException as error:  # noqa: BLE001 - raised where the test waits for it
-            entered.set_exception(error)
-
-    threading.Thread(target=enter, daemon=True).start()
-    try:
-        yield entered.result
-    finally:
-        if entered.exception() is None:  # (a start that failed stopped its process itself: running_server)
-            server.__exit__(None, None, None)
 
 
 def plain(tmp_path_factory):
@@ -96,19 +54,13 @@ def plain(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory):
-    """A, B and the server without the plugin, each a call that waits until it serves. B runs the command
-    ``gcs vllm-serve`` replaces itself with (A runs gcs vllm-serve itself): the same server, without importing gcs
-    first."""
+def servers(tmp_path_factory, keyed_server):
+    """A and B, each a call that waits until it serves. B runs the command ``gcs vllm-serve`` replaces itself with
+    (A runs gcs vllm-serve itself): the same server, without importing gcs first."""
     b = [*vllm_serve_command(None, port=1, cpu=True), *SMALL]
     b[b.index("--port") + 1] = "PORT"
-    # pytest makes this worker's base folder on first use, and two of the threads below making it at once raced:
-    # FileExistsError (a CI run where these servers were the worker's first use of it)
-    tmp_path_factory.getbasetemp()
-    with early(start(tmp_path_factory, "a", [*SMALL, "--api-key", KEY])) as a, \
-            early(start(tmp_path_factory, "b", [], b)) as b_served, \
-            early(plain(tmp_path_factory)) as without:
-        yield {"a": a, "b": b_served, "plain": without}
+    with early(start(tmp_path_factory, "b", [], b)) as b_served:
+        yield {"a": keyed_server, "b": b_served}
 
 
 @pytest.fixture(scope="module")
@@ -191,13 +143,15 @@ def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_mo
     give the engine's frame exactly; a client that lays a row out otherwise never does. The in-process engine runs
     here with vLLM's own linear kernels, as the server does: by default on CPU it computes linears in row blocks
     (``GCS_ROW_INVARIANT``), which in bfloat16 round otherwise: on an AVX512-BF16 machine 4 rows of 12 differed in
-    every burst, and 1 with the row blocks off; so both sides run in float32 (``DTYPE``), as on the machines where
-    this test was written."""
+    every burst, and 1 with the row blocks off; so both sides run in float32 (``keyed_server.DTYPE``), as on the
+    machines where this test was written."""
     # (app_on_a: the app starts beside this test's in-process engine, for the browser test at the end; A is asked
     # once the app has checked it)
     monkeypatch.setenv("GCS_ROW_INVARIANT", "off")
     exact = gcs.load_model(dtype=torch.float32)  # A's dtype
     local = gcs.compare(PROMPTS, **settings(), model=exact, engine="vllm")
+    gcs.engines.vllm.close_engines()  # (~3 GB the servers and the app need more, for the rest of the module)
+    del exact
     quiet_a = request.getfixturevalue("quiet_a")
     differing = []
     for _ in range(BURSTS):
@@ -288,13 +242,6 @@ def test_the_key_shows_nowhere(server_a, embedded_model, caplog, tmp_path):
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_a_server_without_the_plugin_is_refused(servers, embedded_model):
-    url, _, _ = servers["plain"]()
-    with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
-        gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
-
-
-@pytest.mark.slow  # real vLLM servers
 def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(server_a, server_b, alone,
                                                                            embedded_model):
     """B is killed while it answers: its rows start again on A, and the frame is A's alone. Then B alone fails with
@@ -313,6 +260,14 @@ def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(serve
         assert tokens(running.result()) == tokens(alone)
     with pytest.raises(gcs.EndpointError, match=rf"every endpoint failed \({url_b}: .*onnect"):
         gcs.compare(PROMPTS[:1], methods="gcswr", max_new_tokens=4, model=embedded_model, engine=b)
+
+
+@pytest.mark.slow  # real vLLM servers
+def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model):
+    """(After the test above has killed B: the plugin-less server starts beside A and the app only.)"""
+    with plain(tmp_path_factory) as (url, _, _):
+        with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
+            gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
 
 
 @pytest.mark.slow  # real vLLM servers

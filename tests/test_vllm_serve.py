@@ -4,20 +4,18 @@ with the ``openai`` client and ``vllm_xargs``, as the README shows it."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import select
 import socket
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
 import pytest
 import scipy.stats
+from keyed_server import KEY
 from waiting import WaitingTransport, patiently, served, until
 
-from conftest import free_port, running_server
 from gcs.cli.commands import main
 from gcs.cli.vllm_server import vllm_serve_command
 from gcs.vllm.options import PLUGIN
@@ -64,23 +62,17 @@ def test_the_cli_says_what_is_wrong(capsys):
 
 
 # -- the server -------------------------------------------------------------------------------------
-KEY = "gcs-serve-test-key-51c0"
 WITH_KEY = {"Authorization": f"Bearer {KEY}"}
 
 
 @pytest.fixture(scope="module")
-def vllm_served(tmp_path_factory):
-    """``python -m gcs vllm-serve -- --api-key KEY`` on a free port, once it lists its model: (its URL, its log, its
+def vllm_served(keyed_server):
+    """The suite's keyed ``gcs vllm-serve`` (``python -m gcs vllm-serve -- --api-key KEY`` and tests/keyed_server.py's
+    small float32 settings, shared with tests/test_endpoints.py), once it lists its model: (its URL, its log, its
     progress). Keyed, as a server on 0.0.0.0 must be: every client here sends the key but those that test its
-    absence."""
-    port, log = free_port(), tmp_path_factory.mktemp("serve") / "serve.log"
-    url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port), "--", "--api-key", KEY]
-    with running_server(command, log, url + "/health", {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING"}) \
-            as (_, progress):
-        until(lambda: served("GET", url + "/v1/models", progress, headers=WITH_KEY).status_code == 200,
-              "the model to be listed", progress)
-        yield url, log, progress
+    absence. (The defaults, bfloat16 here where the CPU has it, serve in tests/test_examples.py's serve_and_ask.)"""
+    url, _, progress = keyed_server()
+    return url, progress.log, progress
 
 
 @pytest.fixture(scope="module")
@@ -247,6 +239,9 @@ def test_no_log_line_quotes_more_than_a_hundred_characters_of_a_request(server, 
     assert longest_run(text) <= 100, max(text.splitlines(), key=longest_run)[:300]
 
 
+LONG = 900  # tokens: the request a killed client leaves, as long as the shared server's 1,024-token context allows
+
+
 def metric(vllm_http, name: str) -> float:
     (value,) = [float(line.split()[-1]) for line in vllm_http.get("/metrics").text.splitlines()
                 if line.startswith(name + "{")]
@@ -257,14 +252,14 @@ def metric(vllm_http, name: str) -> float:
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_a_client_killed_mid_answer_stops_its_request_and_the_seed_answers_as_before(server, vllm_served, vllm_http,
                                                                                      stream):
-    """A client asks for 3,000 tokens and is killed (a reset connection) once its request runs: the request stops
-    well before its end, the engine runs nothing, and the same seed's answer is what it was before."""
+    """A client asks for ``LONG`` (900) tokens and is killed (a reset connection) once its request runs: the request
+    stops well before its end, the engine runs nothing, and the same seed's answer is what it was before."""
     client, _ = server
     _, _, progress = vllm_served
     xargs = {"gcs_method": "gcswr", "gcs_seed": 5}
     before = ask(client, QUESTIONS[0], xargs, tokens=16)
     generated = metric(vllm_http, "vllm:generation_tokens_total")
-    body = json.dumps({**REQUEST, "max_tokens": 3_000, "ignore_eos": True, "stream": stream,
+    body = json.dumps({**REQUEST, "max_tokens": LONG, "ignore_eos": True, "stream": stream,
                        "vllm_xargs": xargs}).encode()
     with socket.create_connection((vllm_http.base_url.host, vllm_http.base_url.port)) as killed:
         killed.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -273,7 +268,7 @@ def test_a_client_killed_mid_answer_stops_its_request_and_the_seed_answers_as_be
         until(lambda: metric(vllm_http, "vllm:generation_tokens_total") > generated + 8, "its first tokens", progress)
         killed.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # reset
     until(lambda: metric(vllm_http, "vllm:num_requests_running") == 0, "the request to stop", progress)
-    assert metric(vllm_http, "vllm:generation_tokens_total") - generated < 3_000  # cut short, not run to its end
+    assert metric(vllm_http, "vllm:generation_tokens_total") - generated < LONG  # cut short, not run to its end
     assert ask(client, QUESTIONS[0], xargs, tokens=16) == before
 
 
