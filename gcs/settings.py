@@ -19,12 +19,11 @@ of a long list of keyword arguments, and trusts it: a frozen object cannot becom
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -40,6 +39,7 @@ from gcs.checks import (
     check_temperature,
 )
 from gcs.runtime.arguments import ArgumentTypeError
+from gcs.runtime.keywords import GENERATE_OPTIONS, keyword_names, keywords_checked, unexpected_keyword
 from gcs.runtime.quoting import quoted
 
 
@@ -131,6 +131,11 @@ class SamplingSettings:
         return self.temperature, self.top_k, self.top_p
 
 
+# SamplingSettings(method="gcs") is refused as every entry point refuses a keyword it does not take, naming the
+# field nearest to it ("did you mean 'methods'?"); Python's own error names none.
+SamplingSettings.__init__ = keywords_checked(SamplingSettings.__init__, "gcs.SamplingSettings")  # type: ignore[method-assign]
+
+
 def check_settings(settings) -> SamplingSettings:
     """``settings`` if it is a ``SamplingSettings``, else ArgumentTypeError (every entry point's one type check)."""
     if not isinstance(settings, SamplingSettings):
@@ -138,38 +143,83 @@ def check_settings(settings) -> SamplingSettings:
     return settings
 
 
-def one_or_built(settings: SamplingSettings | None, *, caller: str, method: str, seed: int, temperature: float,
-                 top_k: int | None = None, top_p: float | None, max_new_tokens: int, ensemble: int = 0,
-                 takes_top_k: bool = True, takes_ensemble: bool = True) -> SamplingSettings:
-    """The settings of an entry point that samples one method with one seed (``generate``, ``trace``,
-    ``hindsight``...): ``settings`` when given (it replaces ``method`` ... ``ensemble``; it must hold one method and
-    one seed, and only what ``caller`` can take), else the single settings those arguments make.
+def settings_for(entry_point: Callable, settings: SamplingSettings | None, /, *, takes_top_k: bool = True,
+                 **arguments) -> SamplingSettings:
+    """The settings ``entry_point`` samples with: every entry point's one way from its arguments to them.
 
-    >>> one_or_built(None, caller="gcs.trace", method="gcs", seed=2, temperature=0.5, top_p=None,
-    ...              max_new_tokens=8).methods
+    ``arguments`` are the entry point's own (by their names in its signature; ``method`` and ``seed`` give one of
+    each). Without ``settings`` they make the ``SamplingSettings`` (an ``ensemble`` of None is off). ``settings``
+    replaces them all: an argument beside it that is not at the entry point's default (read from its signature, the
+    one place a default is written) is refused, so that none is silently ignored; an entry point without an
+    ``ensemble`` argument does not ensemble, and one that ``takes_top_k=False`` reads the whole vocabulary.
+
+    >>> def compare(prompts, *, methods=METHODS, seeds=(0,), temperature=1.0, settings=None): ...
+    >>> settings_for(compare, None, methods="gcs", seeds=2, temperature=0.5).seeds
+    (0, 1)
+    >>> settings_for(compare, SamplingSettings(), methods=METHODS, seeds=(0,), temperature=0.5)
+    Traceback (most recent call last):
+    ...
+    ValueError: gcs.compare takes settings or temperature, not both: settings replaces temperature=0.5 ...
+    >>> settings_for(compare, SamplingSettings(ensemble=2), methods=METHODS, seeds=(0,), temperature=1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: gcs.compare does not ensemble, but settings has ensemble=2
+    """
+    caller = f"gcs.{entry_point.__name__}"
+    refuse_beside(settings, caller, **at_defaults(entry_point, **arguments))
+    if settings is None:
+        if "method" in arguments:  # checked as one, so that an error names ``method`` (and ``seed``)
+            arguments["methods"] = [check_method(arguments.pop("method"))]
+        if "seed" in arguments:
+            arguments["seeds"] = [check_seed(arguments.pop("seed"))]
+        if arguments.get("ensemble", 0) is None:
+            arguments["ensemble"] = 0
+        settings = SamplingSettings(**arguments)
+    check_settings(settings)
+    if settings.ensemble and "ensemble" not in _defaults(entry_point):
+        raise ValueError(f"{caller} does not ensemble, but settings has ensemble={settings.ensemble}")
+    if not takes_top_k and settings.top_k is not None:
+        raise ValueError(f"{caller} takes no top_k (its race is read over the whole vocabulary; top_p is "
+                         f"supported), but settings has top_k={settings.top_k}")
+    return settings
+
+
+def one_or_built(entry_point: Callable, settings: SamplingSettings | None, /, *, takes_top_k: bool = True,
+                 **arguments) -> SamplingSettings:
+    """``settings_for`` an entry point that samples one method with one seed (``generate``, ``trace``,
+    ``hindsight``...): the settings must hold one of each.
+
+    >>> def generate(prompts, *, method="gcswr", seed=0, settings=None): ...
+    >>> one_or_built(generate, None, method="gcs", seed=2).methods
     ('gcs',)
-    >>> one_or_built(SamplingSettings(methods="is,gcs"), caller="gcs.generate", method="gcswr", seed=0,
-    ...              temperature=1.0, top_p=None, max_new_tokens=64)
+    >>> one_or_built(generate, SamplingSettings(methods="is,gcs"), method="gcswr", seed=0)
     Traceback (most recent call last):
     ...
     ValueError: gcs.generate samples one method with one seed, but settings holds methods ['is', 'gcs'] ...
     """
-    if settings is None:
-        return SamplingSettings.single(method, seed, temperature, top_k, top_p, max_new_tokens, ensemble)
-    refuse_beside(settings, caller, method=(method, "gcswr"), seed=(seed, 0), temperature=(temperature, 1.0),
-                  top_k=(top_k, None), top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
-                  ensemble=(ensemble, 0))
-    check_settings(settings)
+    settings = settings_for(entry_point, settings, takes_top_k=takes_top_k, **arguments)
     if len(settings.methods) != 1 or len(settings.seeds) != 1:
-        raise ValueError(f"{caller} samples one method with one seed, but settings holds methods "
+        raise ValueError(f"gcs.{entry_point.__name__} samples one method with one seed, but settings holds methods "
                          f"{list(settings.methods)} and seeds {list(settings.seeds)}: pass one of each "
                          "(gcs.compare runs several)")
-    if not takes_top_k and settings.top_k is not None:
-        raise ValueError(f"{caller} takes no top_k (its race is read over the whole vocabulary; top_p is "
-                         f"supported), but settings has top_k={settings.top_k}")
-    if not takes_ensemble and settings.ensemble:
-        raise ValueError(f"{caller} does not ensemble, but settings has ensemble={settings.ensemble}")
     return settings
+
+
+@functools.cache
+def _defaults(entry_point: Callable) -> dict[str, object]:
+    return {name: parameter.default for name, parameter in inspect.signature(entry_point).parameters.items()}
+
+
+def at_defaults(entry_point: Callable, /, **arguments) -> dict[str, Any]:
+    """Each argument with ``entry_point``'s default for it (name -> (value, default)), as ``refuse_beside`` takes
+    them.
+
+    >>> def sweep(groups, *, seeds=3, top_p=None): ...
+    >>> at_defaults(sweep, seeds=5, top_p=None)
+    {'seeds': (5, 3), 'top_p': (None, None)}
+    """
+    defaults = _defaults(entry_point)
+    return {name: (value, defaults[name]) for name, value in arguments.items()}
 
 
 def refuse_beside(replacing: object, caller: str, /, *, what: str = "settings", **given: tuple) -> None:
@@ -201,39 +251,29 @@ def _differs(value, default) -> bool:
     return bool(value != default)
 
 
-@functools.cache
-def option_names() -> frozenset[str]:
-    """Every keyword that a public gcs function takes (``gcs.__all__``)."""
-    import gcs
-
-    names: set[str] = set()
-    for name in gcs.__all__:
-        function = getattr(gcs, name)
-        if inspect.isfunction(function):
-            names |= {parameter.name for parameter in inspect.signature(function).parameters.values()
-                      if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)}
-    return frozenset(names)
+SAMPLING_FIELDS = frozenset(field.name for field in dataclasses.fields(SamplingSettings))
 
 
-def refuse_gcs_options(entry_point: Callable, generate_kwargs: dict) -> None:
-    """TypeError where an entry point's extra keywords (``**generate_kwargs``, passed on to transformers' ``generate``)
-    hold one of gcs's own options that this entry point does not take: ``gcs.sweep(temperature=0.5)`` ran the
-    default temperatures (transformers ignores a temperature under gcs's sampling), ``gcs.compare(seed=3)`` failed in
-    transformers after loading the model. Names the keyword and the entry point's own option nearest to it.
+def check_generate_kwargs(entry_point: Callable, generate_kwargs: dict) -> None:
+    """TypeError, before any work, where an entry point's extra keywords (``**generate_kwargs``, passed on to
+    transformers' ``generate``) hold one that transformers' generate does not take (``gcs.compare(temprature=0.7)``
+    failed in transformers after the model had loaded), or one of gcs's own sampling settings (``gcs.sweep
+    (temperature=0.5)`` ran the default temperatures: transformers ignores a temperature under gcs's sampling). Names
+    the keyword and the nearest name the entry point or transformers' generate takes.
 
-    >>> def compare(prompts, *, seeds=(0,), **generate_kwargs): ...
-    >>> refuse_gcs_options(compare, {"min_new_tokens": 4})  # transformers' own: passed on
-    >>> refuse_gcs_options(compare, {"seed": 3})
+    >>> def compare(prompts, *, seeds=(0,), temperature=1.0, **generate_kwargs): ...
+    >>> check_generate_kwargs(compare, {"min_new_tokens": 4})  # transformers' own: passed on
+    >>> check_generate_kwargs(compare, {"temprature": 0.7})
     Traceback (most recent call last):
     ...
-    gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword argument 'seed' (did you mean ...
+    gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword argument 'temprature' (did you \
+mean 'temperature'?)
     """
-    own = [name for name, parameter in inspect.signature(entry_point).parameters.items()
-           if parameter.kind in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD)]
+    own = keyword_names(entry_point)
+    caller = f"gcs.{entry_point.__name__}"
     for keyword in generate_kwargs:
-        if keyword in option_names():
-            nearest = difflib.get_close_matches(keyword, own, n=1, cutoff=0.6)
-            hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
-            raise ArgumentTypeError(f"gcs.{entry_point.__name__} got an unexpected keyword argument {keyword!r}{hint}; "
-                                    f"its extra keywords go to transformers' generate, and {keyword!r} is one of "
-                                    "gcs's own options")
+        if keyword in SAMPLING_FIELDS:
+            raise unexpected_keyword(caller, keyword, own, f"its extra keywords go to transformers' generate, and "
+                                     f"{keyword!r} is one of gcs's own sampling settings")
+        if keyword not in GENERATE_OPTIONS:
+            raise unexpected_keyword(caller, keyword, {*own, *(GENERATE_OPTIONS - SAMPLING_FIELDS)})

@@ -27,13 +27,14 @@ import pandas as pd
 
 from gcs.abtest.scores import Score, check_scores, pair_scores
 from gcs.abtest.variants import Arm, Variant, arms
-from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_engine, check_max_new_tokens, check_method, check_seeds, quoted
+from gcs.checks import DEFAULT_MAX_NEW_TOKENS, check_engine, quoted
 from gcs.engines.batch import check_plain_text
 from gcs.engines.batching import Progress, check_batch_rows, check_progress, default_batch_rows, reporting, run_batches
 from gcs.engines.endpoints import EngineChoice
 from gcs.experiments.results import finished_keys
-from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_count, check_prompts, check_stop
-from gcs.settings import SamplingSettings, check_settings, refuse_beside
+from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_prompts, check_stop
+from gcs.runtime.keywords import keywords_checked
+from gcs.settings import SamplingSettings, check_settings, settings_for
 
 END = -1  # an answer's end, as a token: two answers that stop at different places part there
 KEYS = ("prompt_index", "seed", "method")
@@ -118,6 +119,7 @@ def _frame(pair: tuple[Arm, Arm], prompts: list[str], keys: list[tuple], answers
     return pd.DataFrame(columns)
 
 
+@keywords_checked
 def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[int] = range(16), method: str = "gcswr",
        metrics: Sequence[str] | str = ("length", "e5_between"), scorer: Callable[[str], float] | None = None,
        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, engine: EngineChoice | None = None, control: bool = True,
@@ -179,14 +181,8 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     if repeated is not None:
         raise ValueError(f"prompts[{repeated}] repeats prompts[{prompts.index(prompts[repeated])}]: a prompt answered "
                          "twice with one seed is one observation counted twice")
-    refuse_beside(settings, "gcs.ab", method=(method, "gcswr"), seeds=(seeds, range(16)),
-                  max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
-    context = None  # "ctx" at its default window unless settings give one
-    if settings is None:
-        method, seeds = check_method(method), check_seeds(seeds)
-        max_new_tokens = check_max_new_tokens(max_new_tokens)
-    else:
-        method, seeds, max_new_tokens, context = _from_settings(settings)
+    settings = settings_for(ab, settings, method=method, seeds=seeds, max_new_tokens=max_new_tokens)
+    method, seeds, max_new_tokens, context = _from_settings(settings)
     scores, pair_names = check_scores(metrics, scorer)
     check_progress(progress)
     check_batch_rows(batch_rows)
@@ -196,8 +192,6 @@ def ab(prompts: Sequence[str], a: Variant, b: Variant, *, seeds: int | Iterable[
     engine = check_engine("transformers" if engine is None else engine)
     if not isinstance(control, bool):
         raise ArgumentTypeError(f"control must be True or False, got {type(control).__name__} {quoted(control)}")
-    if batch_rows is not None:
-        check_count(batch_rows, "batch_rows", 1, 1_000_000)
     pair = arms(a, b, max_new_tokens, context)
     if not isinstance(engine, str) and pair[0].model is not pair[1].model:
         raise ValueError(f"variants {quoted(pair[0].name)} and {quoted(pair[1].name)} run other models (or dtypes), "

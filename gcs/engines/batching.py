@@ -85,6 +85,9 @@ def check_progress(progress: Progress) -> Progress:
     return progress
 
 
+MAX_BATCH_ROWS = 1_000_000  # every entry point's bound (a larger number is no batch any machine holds)
+
+
 def check_batch_rows(batch_rows: int | None) -> int | None:
     """``batch_rows`` as ``run_batches`` takes it: None (automatic) or a positive whole number, else
     ArgumentTypeError or ValueError naming it.
@@ -94,15 +97,16 @@ def check_batch_rows(batch_rows: int | None) -> int | None:
     >>> check_batch_rows(-5)
     Traceback (most recent call last):
     ...
-    ValueError: batch_rows must be a positive whole number of rows, or None (automatic), got -5
+    ValueError: batch_rows must be a positive whole number of rows (at most 1,000,000), or None (automatic), got -5
     """
     if batch_rows is None:
         return None
     if not is_integer(batch_rows):
         raise ArgumentTypeError(f"batch_rows must be a whole number of rows or None, got {type(batch_rows).__name__} "
                                 f"{quoted(batch_rows)}")
-    if batch_rows < 1:
-        raise ValueError(f"batch_rows must be a positive whole number of rows, or None (automatic), got {batch_rows}")
+    if not 1 <= batch_rows <= MAX_BATCH_ROWS:
+        raise ValueError(f"batch_rows must be a positive whole number of rows (at most {MAX_BATCH_ROWS:,}), or None "
+                         f"(automatic), got {quoted(batch_rows)}")
     return batch_rows
 
 

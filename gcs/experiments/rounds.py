@@ -27,10 +27,11 @@ from gcs.engines.models import Model, resolve_model
 from gcs.experiments.comparison import CompareReport, combine_reports, compare_report
 from gcs.generation.cores import compare_with
 from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_share, check_stop, check_texts
+from gcs.runtime.keywords import keywords_checked
 from gcs.runtime.stage_timing import timed
 from gcs.scoring.metrics import check_metrics
 from gcs.scoring.surprise import frame_excess
-from gcs.settings import SamplingSettings, check_settings, refuse_beside
+from gcs.settings import SamplingSettings, at_defaults, refuse_beside, settings_for
 from gcs.stats.intervals import CONFIDENCE
 from gcs.stats.sequential import FUTILITY, SequentialPlan, sequential_plan, sequential_tests
 
@@ -79,6 +80,7 @@ class RoundReport:
         return self.final and (self.tests["status"] == "undecided").any() and self.look < len(self.plan.looks) - 1
 
 
+@keywords_checked
 def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str = METHODS,
                    seeds: int | Iterable[int] = 16, rounds: Sequence[int] | None = None,
                    confidence: float = CONFIDENCE, metrics: Sequence[str] = ("e5", "aligned"),
@@ -143,25 +145,19 @@ def compare_rounds(paraphrases: Sequence[str], *, methods: Sequence[str] | str =
                                     f"{type(resume).__name__}")
         if list(check_texts(paraphrases, "paraphrases")) != _paraphrases(resume):
             raise ValueError("paraphrases: resume continues its own run, on that run's paraphrases")
-        refuse_beside(resume, "gcs.compare_rounds", what="resume", methods=(methods, METHODS), seeds=(seeds, 16),
-                      temperature=(temperature, 1.0), top_k=(top_k, None), top_p=(top_p, None),
-                      max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS), settings=(settings, None),
-                      model=(model, None))
+        refuse_beside(resume, "gcs.compare_rounds", what="resume", **at_defaults(
+            compare_rounds, methods=methods, seeds=seeds, temperature=temperature, top_k=top_k, top_p=top_p,
+            max_new_tokens=max_new_tokens, settings=settings, model=model))
         yield from _continue(resume, on_results, on_partial, stop)
         return
     paraphrases = check_texts(paraphrases, "paraphrases")
     if len(paraphrases) < 2:
         raise ValueError(f"a run in rounds scores how alike the answers to paraphrases are: it needs at least 2, "
                          f"got {len(paraphrases)}")
-    refuse_beside(settings, "gcs.compare_rounds", methods=(methods, METHODS), seeds=(seeds, 16),
-                  temperature=(temperature, 1.0), top_k=(top_k, None), top_p=(top_p, None),
-                  max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
+    settings = settings_for(compare_rounds, settings, methods=methods, seeds=seeds, temperature=temperature,
+                            top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens)
     metrics = tuple(check_metrics(metrics))
     report_metrics = None if report_metrics is None else tuple(check_metrics(report_metrics))
-    if settings is None:
-        settings = SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens)
-    elif check_settings(settings).ensemble:
-        raise ValueError(f"a run in rounds does not ensemble, but settings has ensemble={settings.ensemble}")
     methods = list(settings.methods)
     if BASELINE not in methods or len(methods) < 2:
         raise ValueError(f"a run in rounds compares methods with IS: methods must hold is and another, got {methods}")

@@ -28,13 +28,15 @@ from gcs.experiments.classifiers import Classifier, check_classifiers
 from gcs.experiments.data import Group, as_groups
 from gcs.experiments.results import finished_keys
 from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_stop
+from gcs.runtime.keywords import keywords_checked
 from gcs.sampling.theory import p_repeat
-from gcs.settings import SamplingSettings, check_settings, refuse_beside
+from gcs.settings import SamplingSettings, settings_for
 from gcs.stats.intervals import standard_error
 
 STYLE_KEYS = ("question", "method", "seed")
 
 
+@keywords_checked
 def style_responses(
     questions: Sequence[Group] | Sequence[str],
     *, methods: Sequence[str] | str = ("is", "gcswr"),
@@ -92,12 +94,8 @@ def style_responses(
     if all(isinstance(q, str) for q in questions):
         questions = [Group(str(i), (cast(str, q),)) for i, q in enumerate(questions)]  # all strings, as checked
     questions = as_groups(questions)
-    refuse_beside(settings, "gcs.style_responses", methods=(methods, ("is", "gcswr")), seeds=(seeds, 20),
-                  temperature=(temperature, 1.0), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
-    if settings is None:
-        settings = SamplingSettings(methods, seeds, temperature, max_new_tokens=max_new_tokens)
-    elif check_settings(settings).ensemble:
-        raise ValueError(f"style responses are not ensembled, but settings has ensemble={settings.ensemble}")
+    settings = settings_for(style_responses, settings, methods=methods, seeds=seeds, temperature=temperature,
+                            max_new_tokens=max_new_tokens)
     done = finished_keys(resume, STYLE_KEYS)
     check_progress(progress)
     check_batch_rows(batch_rows)

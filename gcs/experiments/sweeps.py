@@ -42,7 +42,7 @@ from gcs.rewording import reword
 from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_stop, is_integer
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
-from gcs.settings import SamplingSettings, check_settings, refuse_beside, refuse_gcs_options
+from gcs.settings import SamplingSettings, check_generate_kwargs, settings_for
 from gcs.stats.intervals import standard_error
 
 CELL_KEYS = ("group", "method", "seed", "temperature", "ensemble")
@@ -83,22 +83,18 @@ class SweepPlan:
         return [cell for cell in cells if cell.key not in done]
 
 
-def check_sweep(groups, *, temperatures=None, methods=METHODS, seeds=3, metrics=("e5",),
-                max_new_tokens=DEFAULT_MAX_NEW_TOKENS, top_k=None, top_p=None, ensemble=None,
+def check_sweep(groups, *, temperatures, methods, seeds, metrics, max_new_tokens, top_k, top_p, ensemble,
                 settings: SamplingSettings | None = None) -> SweepPlan:
-    """Validate a sweep's arguments (ValueError naming the problem) into a ``SweepPlan``; see ``sweep``."""
+    """Validate a sweep's arguments (ValueError naming the problem) into a ``SweepPlan``; see ``sweep`` (whose
+    signature holds the defaults)."""
     groups = as_groups(groups, min_size=2)
-    refuse_beside(settings, "gcs.sweep", methods=(methods, METHODS), seeds=(seeds, 3), top_k=(top_k, None),
-                  top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS))
-    if settings is None:
-        temperatures = check_temperatures((0.0, 0.5, 1.0) if temperatures is None else temperatures)
-        settings = SamplingSettings(methods, seeds, temperatures[0], top_k, top_p, max_new_tokens)
-        ensembles = _ensembles(0 if ensemble is None else ensemble)
-    else:
-        check_settings(settings)
-        temperatures = check_temperatures(settings.temperature if temperatures is None else temperatures)
-        ensembles = _ensembles(settings.ensemble if ensemble is None else ensemble)
-        settings = settings.replace(temperature=temperatures[0], ensemble=0)
+    explicit = settings is not None
+    settings = settings_for(sweep, settings, methods=methods, seeds=seeds, top_k=top_k, top_p=top_p,
+                            max_new_tokens=max_new_tokens)
+    default_temperatures = settings.temperature if explicit else (0.0, 0.5, 1.0)
+    temperatures = check_temperatures(default_temperatures if temperatures is None else temperatures)
+    ensembles = _ensembles(settings.ensemble if ensemble is None else ensemble)
+    settings = settings.replace(temperature=temperatures[0], ensemble=0)
     return SweepPlan(tuple(groups), tuple(temperatures), settings, tuple(check_metrics(metrics)), ensembles)
 
 
@@ -184,7 +180,7 @@ def sweep(
         >>> frame[["method", "metric"]].to_dict("records")
         [{'method': 'is', 'metric': 'jaccard'}, {'method': 'gcswr', 'metric': 'jaccard'}]
     """
-    refuse_gcs_options(sweep, generate_kwargs)
+    check_generate_kwargs(sweep, generate_kwargs)
     plan = check_sweep(groups, temperatures=temperatures, methods=methods, seeds=seeds, metrics=metrics,
                        max_new_tokens=max_new_tokens, top_k=top_k, top_p=top_p, ensemble=ensemble,
                        settings=settings)

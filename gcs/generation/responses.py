@@ -20,31 +20,23 @@ from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model
 from gcs.generation.cores import compare_with, generate_with
 from gcs.runtime.arguments import is_integer
-from gcs.settings import SamplingSettings, one_or_built, refuse_beside, refuse_gcs_options
+from gcs.settings import SamplingSettings, check_generate_kwargs, one_or_built, settings_for
 
 __all__ = ["generate", "stream", "compare", "stream_compare"]
 
 Ensemble = None | int | Sequence[Sequence[str]]
 
 
-def _ensemble(ensemble: Ensemble) -> tuple[int, Sequence[Sequence[str]] | None]:
-    """``ensemble`` as (rewordings the model writes per prompt, explicit rewordings or None).
+def _ensemble(ensemble: Ensemble) -> tuple[int | None, Sequence[Sequence[str]] | None]:
+    """``ensemble`` as (the setting: rewordings the model writes per prompt, None when off or given; the explicit
+    rewordings or None). Explicit rewordings are no setting: ``settings`` cannot replace them.
 
     >>> _ensemble(None), _ensemble(2), _ensemble([["Explain DNA."]])
-    ((0, None), (2, None), (0, [['Explain DNA.']]))
+    ((None, None), (2, None), (None, [['Explain DNA.']]))
     """
     if ensemble is None or is_integer(ensemble):
-        return (ensemble if is_integer(ensemble) else 0), None
-    return 0, cast("Sequence[Sequence[str]]", ensemble)  # neither off nor a count: rewordings (prepare checks them)
-
-
-def _many(settings, caller: str, methods, seeds, temperature, top_k, top_p, max_new_tokens, count) -> SamplingSettings:
-    """``compare``'s settings: ``settings`` (refused beside an argument it replaces), else the arguments'."""
-    refuse_beside(settings, caller, methods=(methods, METHODS), seeds=(seeds, (0,)), temperature=(temperature, 1.0),
-                  top_k=(top_k, None), top_p=(top_p, None), max_new_tokens=(max_new_tokens, DEFAULT_MAX_NEW_TOKENS),
-                  ensemble=(count, 0))
-    return SamplingSettings(methods, seeds, temperature, top_k, top_p, max_new_tokens, count) if settings is None \
-        else settings
+        return ensemble, None
+    return None, cast("Sequence[Sequence[str]]", ensemble)  # neither off nor a count: rewordings (prepare checks them)
 
 
 def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
@@ -92,10 +84,10 @@ def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, te
         >>> len(answers), all(isinstance(answer, str) for answer in answers)
         (2, True)
     """
-    refuse_gcs_options(generate, generate_kwargs)
+    check_generate_kwargs(generate, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
-    settings = one_or_built(settings, caller="gcs.generate", method=method, seed=seed, temperature=temperature,
-                            top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
+    settings = one_or_built(generate, settings, method=method, seed=seed, temperature=temperature, top_k=top_k,
+                            top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
     (responses,) = generate_with(prompts, settings, model, rewordings, engine, stop=stop, **generate_kwargs)
     return responses
 
@@ -143,10 +135,10 @@ def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temp
         >>> final == gcs.generate(["What is DNA?"], seed=0, max_new_tokens=4)
         True
     """
-    refuse_gcs_options(stream, generate_kwargs)
+    check_generate_kwargs(stream, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
-    settings = one_or_built(settings, caller="gcs.stream", method=method, seed=seed, temperature=temperature,
-                            top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
+    settings = one_or_built(stream, settings, method=method, seed=seed, temperature=temperature, top_k=top_k,
+                            top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
     yield from generate_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop,
                              **generate_kwargs)
 
@@ -196,9 +188,10 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
         >>> len(frame), sorted(set(frame["method"]))
         (8, ['gcswr', 'is'])
     """
-    refuse_gcs_options(compare, generate_kwargs)
+    check_generate_kwargs(compare, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
-    settings = _many(settings, "gcs.compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    settings = settings_for(compare, settings, methods=methods, seeds=seeds, temperature=temperature, top_k=top_k,
+                            top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
     (table,) = compare_with(prompts, settings, model, rewordings, engine, stop=stop, **generate_kwargs)
     return table
 
@@ -246,7 +239,8 @@ def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = MET
         >>> list(final["response"]) == list(gcs.compare(["What is DNA?"], methods="gcs", max_new_tokens=4)["response"])
         True
     """
-    refuse_gcs_options(stream_compare, generate_kwargs)
+    check_generate_kwargs(stream_compare, generate_kwargs)
     count, rewordings = _ensemble(ensemble)
-    settings = _many(settings, "gcs.stream_compare", methods, seeds, temperature, top_k, top_p, max_new_tokens, count)
+    settings = settings_for(stream_compare, settings, methods=methods, seeds=seeds, temperature=temperature,
+                            top_k=top_k, top_p=top_p, max_new_tokens=max_new_tokens, ensemble=count)
     yield from compare_with(prompts, settings, model, rewordings, engine, streaming=True, stop=stop, **generate_kwargs)

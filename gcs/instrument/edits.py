@@ -135,9 +135,8 @@ def counterfactual(prompt: str, response: Response, at: int, replacement: str | 
         >>> gcs.counterfactual("Name a fruit.", "Apples are sweet.", at=2, replacement=" are", seed=1)
         'Apples are sweet.'
     """
-    settings = one_or_built(settings, caller="gcs.counterfactual", method=method, seed=seed, temperature=temperature,
-                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
-                            takes_ensemble=False)
+    settings = one_or_built(counterfactual, settings, method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False)
     return counterfactual_with(prompt, response, at, replacement, settings, finished, model, stop)
 
 

@@ -34,7 +34,7 @@ from gcs.instrument.conditioning import Posterior, posterior
 from gcs.instrument.forcing import Response, forced_logits, reads_back, response_ids
 from gcs.runtime.arguments import ArgumentTypeError, check_prompts, check_stop
 from gcs.runtime.quoting import quoted
-from gcs.settings import SamplingSettings, one_or_built, refuse_gcs_options
+from gcs.settings import SamplingSettings, check_generate_kwargs, one_or_built
 
 
 @dataclass(frozen=True)
@@ -194,10 +194,9 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
         >>> report.replay, report.parted_at
         ('Blue.', None)
     """
-    refuse_gcs_options(hindsight_report, generate_kwargs)
-    settings = one_or_built(settings, caller="gcs.hindsight_report", method=method, seed=seed, temperature=temperature,
-                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
-                            takes_ensemble=False)
+    check_generate_kwargs(hindsight_report, generate_kwargs)
+    settings = one_or_built(hindsight_report, settings, method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False)
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs)
 
 
@@ -249,8 +248,7 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
         >>> gcs.hindsight("Name a colour.", ids, ["Name a colour."], seed=3)  # the response as its token ids
         ['Blue.']
     """
-    refuse_gcs_options(hindsight, generate_kwargs)
-    settings = one_or_built(settings, caller="gcs.hindsight", method=method, seed=seed, temperature=temperature,
-                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
-                            takes_ensemble=False)
+    check_generate_kwargs(hindsight, generate_kwargs)
+    settings = one_or_built(hindsight, settings, method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False)
     return hindsight_with(prompt, response, paraphrases, settings, finished, model, stop, **generate_kwargs).answers

@@ -256,9 +256,8 @@ def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, tempe
         >>> list(t.responses) == gcs.generate(["2+2?", "What is 2 plus 2?"], method="gcs", seed=1, max_new_tokens=4)
         True
     """
-    settings = one_or_built(settings, caller="gcs.trace", method=method, seed=seed, temperature=temperature,
-                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False,
-                            takes_ensemble=False)
+    settings = one_or_built(trace, settings, method=method, seed=seed, temperature=temperature,
+                            top_p=top_p, max_new_tokens=max_new_tokens, takes_top_k=False)
     return trace_with(prompts, settings, top, model, forced, stop, system, watch)
 
 
