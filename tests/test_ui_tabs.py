@@ -222,7 +222,8 @@ def test_link_values_parse(component, text, expected):
     (gr.Number(precision=0, minimum=0, maximum=limits.PAGE_SEED_MAX), "9007199254740993", "from 0 to 9007199254740991"),
     (gr.Number(precision=0, minimum=0, maximum=limits.PAGE_SEED_MAX), "1e308", "from 0 to 9007199254740991"),
     (gr.Checkbox(), "yes", "must be true or false"),
-    (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "unknown choices 'beam'"),
+    (gr.CheckboxGroup(["is", "gcs"]), "is,beam", "has an unknown choice 'beam': expected one of is, gcs"),
+    (gr.CheckboxGroup(["is", "gcs"]), "is,gc", r"unknown choice 'gc' \(did you mean 'gcs'\?\)"),
     (gr.Radio(["a", "b"]), "c", "must be one of a, b"),
 ])
 def test_malformed_link_values_are_named(component, text, message):

@@ -49,7 +49,10 @@ def parse_value(component, text: str):
             raise ValueError("must be true or false")
         return text.lower() == "true"
     if isinstance(component, gr.CheckboxGroup):
-        return parse_names(text, _choices(component), what="choice", empty_ok=True)
+        try:
+            return parse_names(text, _choices(component), what="choice", empty_ok=True)
+        except ValueError as error:  # said after the parameter's name and value, as the other refusals here
+            raise ValueError(f"has an {error}") from None
     if isinstance(component, (gr.Radio, gr.Dropdown)) and _choices(component):
         if text not in _choices(component):
             raise ValueError(f"must be one of {', '.join(map(str, _choices(component)))}")
