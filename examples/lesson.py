@@ -24,8 +24,9 @@
 # Consistency in Natural Language Generation" (its Theorem 1, Theorem 2 and Algorithm 1; the paper's PDF numbers them
 # within its Section 4, as 4.1 and 4.2; this lesson says Theorem 1 and Theorem 2 throughout).
 #
-# **A 50-minute class.** Run the first three code cells (the setup, and the answers) before the class (a minute or
-# two). Each section teaches one idea and its cells run in seconds on a laptop CPU:
+# **A 50-minute class.** Run the first three code cells (the imports, the setup and the folded answers) before the
+# class (a minute or two). Each section teaches one idea; most cells run in seconds on a laptop CPU, the real model's
+# in well under a minute:
 #
 # | minutes | section | the idea |
 # | --- | --- | --- |
