@@ -100,15 +100,14 @@ class SamplingSettings:
         set_("context", check_context(self.context, self.methods))
 
     @classmethod
-    def single(cls, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_k: int | None = None,
-               top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
-               ensemble: int = 0) -> SamplingSettings:
-        """Settings of one method and one seed, each checked as one (errors name ``method`` and ``seed``).
+    def single(cls, method: str = "gcswr", seed: int = 0, **fields) -> SamplingSettings:
+        """Settings of one method and one seed, each checked as one (errors name ``method`` and ``seed``); ``fields``
+        as the constructor takes them (its defaults are the fields').
 
         >>> SamplingSettings.single("GCS", 3, temperature=0.5).methods
         ('gcs',)
         """
-        return cls([check_method(method)], [check_seed(seed)], temperature, top_k, top_p, max_new_tokens, ensemble)
+        return cls(methods=[check_method(method)], seeds=[check_seed(seed)], **fields)
 
     def method_and_seed(self) -> tuple[str, int]:
         """The method and the seed of settings that hold one of each; ValueError otherwise.
