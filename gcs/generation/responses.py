@@ -29,13 +29,13 @@ Ensemble = None | int | Sequence[Sequence[str]]
 
 def _ensemble(ensemble: Ensemble) -> tuple[int | None, Sequence[Sequence[str]] | None]:
     """``ensemble`` as (the setting: rewordings the model writes per prompt, None when off or given; the explicit
-    rewordings or None). Explicit rewordings are no setting: ``settings`` cannot replace them.
+    rewordings or None). Off and explicit rewordings are no setting: they stand beside ``settings``, as the default.
 
-    >>> _ensemble(None), _ensemble(2), _ensemble([["Explain DNA."]])
-    ((None, None), (2, None), (None, [['Explain DNA.']]))
+    >>> _ensemble(None), _ensemble(0), _ensemble(2), _ensemble([["Explain DNA."]])
+    ((None, None), (None, None), (2, None), (None, [['Explain DNA.']]))
     """
     if ensemble is None or is_integer(ensemble):
-        return ensemble, None
+        return ensemble or None, None
     return None, cast("Sequence[Sequence[str]]", ensemble)  # neither off nor a count: rewordings (prepare checks them)
 
 
