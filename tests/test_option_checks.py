@@ -44,6 +44,9 @@ TYPOS = {  # entry point -> (a call with the keyword, the keyword, the name it s
     "compare_rounds": (lambda **k: gcs.compare_rounds(PROMPTS, **k), "temprature", "temperature"),
     "style_responses": (lambda **k: gcs.style_responses(PROMPTS, **k), "seed", "seeds"),
     "ab": (lambda **k: gcs.ab(PROMPTS, gcs.Variant(), gcs.Variant(system="Be brief."), **k), "methods", "method"),
+    "trace": (lambda **k: gcs.trace(PROMPTS, **k), "temprature", "temperature"),
+    "counterfactual": (lambda **k: gcs.counterfactual(PROMPTS[0], "DNA is", at=1, replacement=" a", **k), "seeds",
+                       "seed"),
     "SamplingSettings": (lambda **k: gcs.SamplingSettings(**k), "method", "methods"),
     "SamplingSettings.replace": (lambda **k: gcs.SamplingSettings().replace(**k), "temprature", "temperature"),
 }

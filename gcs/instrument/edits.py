@@ -28,6 +28,7 @@ from gcs.engines.models import Model, resolve_model
 from gcs.instrument.forcing import Response, refuse_end_of_turn, response_ids
 from gcs.instrument.replay import check_observation, observed_noise
 from gcs.runtime.arguments import ArgumentTypeError, check_stop, is_integer
+from gcs.runtime.keywords import keywords_checked
 from gcs.sampling.samplers import make_sampler
 from gcs.settings import SamplingSettings, one_or_built
 
@@ -89,6 +90,7 @@ def counterfactual_with(prompt: str, response: Response, at: int, replacement: s
     return batch.decode(tokens)[0]["response"]
 
 
+@keywords_checked
 def counterfactual(prompt: str, response: Response, at: int, replacement: str | int | Sequence[int],
                    *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
                    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,

@@ -33,6 +33,7 @@ from gcs.checks import DEFAULT_MAX_NEW_TOKENS
 from gcs.engines.batch import Batch, Row, check_plain_text
 from gcs.engines.models import Model, resolve_model
 from gcs.runtime.arguments import ArgumentTypeError, check_count, check_prompts, check_stop
+from gcs.runtime.keywords import keywords_checked
 from gcs.runtime.quoting import quoted
 from gcs.sampling.samplers import make_sampler
 from gcs.settings import SamplingSettings, one_or_built
@@ -211,6 +212,7 @@ def trace_with(prompts: Sequence[str], settings: SamplingSettings, top: int = DE
                  tuple(responses), tuple(forced), system)
 
 
+@keywords_checked
 def trace(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temperature: float = 1.0,
           top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, top: int = DEFAULT_TOP,
           model: Model | str | None = None, forced: Sequence[tuple[int, int, int]] = (),
