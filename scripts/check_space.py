@@ -26,6 +26,7 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -277,6 +278,8 @@ def app_tracebacks(log: str) -> tuple[str, list[str]]:
 
 
 def main() -> int:
+    # stopped (a test's timeout, Ctrl-C's cousin): still stop the app and remove the folders, in the finally blocks
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = Path(tempfile.mkdtemp(prefix="gcs-space-"))
     try:
         times = check_space(work)

@@ -57,6 +57,7 @@ def test_the_space_builds_from_requirements_txt_alone_serves_and_gives_a_browser
     env = {name: value for name, value in os.environ.items() if not name.startswith("PYTEST_")}
     result = subprocess.run([sys.executable, "scripts/check_space.py"], cwd=ROOT, capture_output=True, text=True,
                             env=env)
+    print(result.stdout)  # each step's time (pytest -rP shows it; docs/deploy.md reports them)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     for step in ("venv", "requirements", "gradio", "model", "copy", "serve", "browser"):
         assert f"check-space: {step}: ok" in result.stdout, result.stdout[-4000:]
