@@ -10,9 +10,9 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
+import tomllib
 from packaging.requirements import Requirement
 
 from conftest import ROOT
