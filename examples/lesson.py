@@ -24,29 +24,37 @@
 # Consistency in Natural Language Generation" (its Theorem 1, Theorem 2 and Algorithm 1; the paper's PDF numbers them
 # within its Section 4, as 4.1 and 4.2; this lesson says Theorem 1 and Theorem 2 throughout).
 #
-# **A 50-minute class.** Run the first three code cells (the imports, the setup and the folded answers) before the
-# class (a minute or two). Each section teaches one idea; most cells run in seconds on a laptop CPU, the real model's
-# in well under a minute:
+# **A 50-minute class: 45 minutes of content and 5 for questions.** Run the first three code cells (the imports, the
+# setup and the folded answers) before the class (a minute or two). Most cells run in seconds on a laptop CPU, the
+# real model's in well under a minute. Every predict-first question waits for a prediction before it shows its
+# answer:
 #
-# | minutes | section | the idea |
+# | minutes | section | what it teaches |
 # | --- | --- | --- |
 # | 8 | 1. Sampling as a race | a sample from `p` is the first arrival in a race of exponential clocks |
-# | 10 | 2. Theorem 1 from the race | how often two races with the same clocks pick the same word, derived and checked |
-# | 10 | 3. Recycling, step by step | GCSwR keeps the losers' clocks: the luck of a word carries across positions |
-# | 7 | 4. IS, GCS and GCSwR on a real model | how to read the scores: E5's unrelated band; agreement is not truth |
-# | 7 | 5. Beyond noise, seed by seed | the sign-flip test: GCS and GCSwR against IS, and GCSwR against GCS |
-# | 8 | 7. Exercises | predict first, then check (exercise 4: recycling keeps answers exact) |
-# | (extra) | 6. Hindsight | "with the same luck, what would it have said?" |
+# | 9 | 2. Theorem 1 from the race | how often two races with the same clocks pick the same word, derived and checked |
+# | 9 | 3. Recycling, step by step | GCSwR keeps the losers' clocks: the luck of a word carries across positions |
+# | 7 | 4. IS, GCS and GCSwR on a real model | the three methods' answers, and how to read E5 and aligned agreement |
+# | 7 | 5. Beyond noise, seed by seed | the sign-flip test: GCS and GCSwR against IS, then GCSwR against GCS |
+# | 5 | 7. Exercises 1 to 3 | predict first, then check |
+# | 5 | questions | |
+# | after class | exercise 4; 6. Hindsight; the paper's notation (a fold in section 3) | optional |
 #
-# **You need:** what a probability distribution is and what "sample from it" means; an average and a standard error.
-# Three more words from statistics appear, each said once here in plain terms:
+# **You need:** what a probability distribution is and what "sample from it" means; an average and a standard error;
+# the exponential distribution, whose density is $e^{-t}$ for $t \ge 0$, one integral of it (section 2, step 3:
+# it can be taken on trust) and its memorylessness (section 3: what is left of a clock that has not yet rung is
+# again exponential); the **cosine similarity** of two vectors, here two sentences' embeddings, the vectors a
+# model computes for their meaning (section 4). A **simulation** (a Monte Carlo estimate) repeats a random experiment
+# many times and counts. A few more words from statistics appear, each said once here in plain terms:
 #
 # - a **95 % interval** (confidence interval): a range computed from the data by a rule that catches the true value
-#   in 95 % of experiments. "Within noise" below means the interval for a difference contains 0.
+#   in 95 % of experiments; this lesson takes an estimate ± 2 standard errors. "Within noise" below means the
+#   interval for a difference contains 0. Several intervals that hold **together** (simultaneous, by the
+#   **Bonferroni** rule: with 2 comparisons each gets 2.5 % of the 5 % error) are wider than one alone (section 5).
 # - a **p-value**: how often chance alone would give data at least this far from what a claim predicts. When the
-#   claim is true, p is equally likely to be anywhere between 0 and 1, so about 1 run in 20 falls below 0.05 by luck;
-#   only a tiny p is evidence against the claim. A **chi-square test** (exercise 4 only) compares counts in
-#   categories with the counts a law predicts and gives such a p-value.
+#   claim is true, p falls below 0.05 at most 5 % of the time, so only a small p is evidence against the claim. The
+#   **sign-flip test** (section 5) and the **chi-square test** (exercise 4 only: counts in categories against the
+#   counts a law predicts) each give such a p-value.
 # - a **posterior** (section 6 only): what is still possible about hidden luck once we have seen what it produced.
 #
 # The language model is SmolLM2-135M-Instruct, small enough to ship inside a Python package and to run on a CPU. It
@@ -60,6 +68,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -132,7 +141,7 @@ def answer_recycling() -> None:
         apart = (said[:, 0, 0] == 0) & (said[:, 1, 0] == 2)  # question 1 said "Paris", question 2 "It's"
         paris = (said[apart, 1, 1] == 0).double()
         for what, values in (("same city", same), ("question 2 says Paris after \"It's\"", paris)):
-            half = 1.96 * float(values.std() / len(values) ** 0.5)
+            half = 2 * float(values.std() / len(values) ** 0.5)
             rows.append({"method": gcs.METHOD_NAMES[method], "measure": what, "seeds": len(values),
                          "share": float(values.mean()), "low": float(values.mean()) - half,
                          "high": float(values.mean()) + half})
@@ -142,12 +151,46 @@ def answer_recycling() -> None:
     print(f"\nColumns: `measure`, what is counted (the answers agree when they name the same city, or neither names\n"
           f"one); `seeds`, over how many of the {races:,} seeds (the second measure counts only the seeds where the\n"
           f"answers started apart, so its number differs by method); `share`, how often it happened; `low` and\n"
-          f"`high`, its 95 % interval. GCS and GCSwR draw a seed's first word with the same clocks, so their\n"
-          f"intervals are not independent: compare them seed by seed, as pairs (section 5 does).\n\n"
+          f"`high`, its 95 % interval (± 2 standard errors). GCS and GCSwR draw a seed's first word with the same\n"
+          f"clocks, so their intervals are not independent: compare them seed by seed, as pairs (section 5 does).\n\n"
           f"Where the answers started apart, question 2 went on to name Paris in {100 * after['GCS']:.0f} % of\n"
           f"the seeds under GCS, against the model's own {float(next_word[2, 0]):.2f}: GCS's clocks of step 2 know\n"
           f"nothing of step 1. Under GCSwR it named Paris in {100 * after['GCSwR']:.0f} %: the clock that made\n"
           f"question 1 say \"Paris\" was still short in question 2's race.")
+
+
+def answer_race() -> None:
+    arrivals = pd.DataFrame({"word": words, "clock E": clocks, "arrival E/p": clocks / p, "arrival E/q": clocks / q})
+    print(arrivals.round(3).to_string(index=False))
+    winner_p, winner_q = int(torch.argmin(clocks / p)), int(torch.argmin(clocks / q))
+    print(f"\nseed {seed}: the race under p is won by {words[winner_p]!r}, the race under q by {words[winner_q]!r}")
+    print("the same as Gumbel-max, argmax(log p + g):", words[int(torch.argmax(p.log() - clocks.log()))])
+    print(f"Under p, {words[winner_p]!r} arrives first. Under q, \"Paris\" runs slower (0.45 instead of 0.55) and\n"
+          f"\"The\" faster (0.30 instead of 0.25), so {words[winner_q]!r} arrives first with the very same clocks.\n"
+          "The figure's time axis is logarithmic: a bar ends at log E - log p, so going from p to q moves each\n"
+          "word's bar by its own step, log(p/q), while its clock stays the same: \"Paris\" moves right, \"The\" left.")
+    race_figure({"race under p (question 1)": clocks / p, "race under q (question 2)": clocks / q},
+                f"Seed {seed}: the same clocks, two races, two winners").show()
+
+
+def answer_theorem() -> None:
+    half_width = 2 * float(agree.std() / races**0.5)
+    print(f"independent sampling, sum of p*q:   {float((p * q).sum()):.3f}")
+    print(f"shared clocks (Theorem 1):          {theorem_1(p, q):.3f}   gcs.agreement_probability: "
+          f"{gcs.agreement_probability(p, q, method='gcs'):.3f}")
+    print(f"shared clocks, simulated over {races:,} seeds: {float(agree.mean()):.3f} "
+          f"(95 % interval {float(agree.mean()) - half_width:.3f} to {float(agree.mean()) + half_width:.3f})")
+    print("The formula and the simulation agree: sharing the clocks lifts agreement far above independent sampling's.")
+
+
+def answer_methods() -> None:
+    print(report.table.round(3).to_string(index=False))
+
+
+def answer_verdict() -> None:
+    print(paired_table(report.scores, "is").to_string(index=False))
+    print("\nThe same columns as the table of GCSwR against GCS below. The 5 % is split over these 4 comparisons:\n"
+          "a difference is beyond noise when its p-value is at most 0.0125 (its interval then excludes 0).")
 
 
 def answer_hindsight() -> None:
@@ -179,7 +222,8 @@ def answer_2() -> None:
 
 
 def answer_3() -> None:
-    print("\n".join(gcs.verdict(report.scores[report.scores["seed"] < 4])))
+    for line in gcs.verdict(report.scores[report.scores["seed"] < 4]):
+        print(textwrap.fill(line, width=110, subsequent_indent="  "))
     print("With 4 seeds the exact sign-flip test's smallest possible p-value is 2/2**4 = 0.125, above any usual\n"
           "threshold: no result, however lopsided, could be beyond noise, so the verdict makes no claim.")
 
@@ -233,7 +277,8 @@ def answer_4() -> None:
                          legend=dict(orientation="h", y=-0.25)).show()
 
 
-ANSWERS = {"recycling": answer_recycling, "hindsight": answer_hindsight, 1: answer_1, 2: answer_2, 3: answer_3,
+ANSWERS = {"race": answer_race, "theorem": answer_theorem, "methods": answer_methods, "verdict": answer_verdict,
+           "recycling": answer_recycling, "hindsight": answer_hindsight, 1: answer_1, 2: answer_2, 3: answer_3,
            4: answer_4}
 
 
@@ -261,8 +306,7 @@ def reveal(question: int | str, prediction) -> None:
 # likely word) usually wins, but a slow one wins now and then, exactly as often as its probability says.
 #
 # The trick for consistency: run the race for `p` and the race for `q` **with the same clocks**. A seed picks the
-# clocks. Seed 34 is one where the two races part: **predict first** which word wins each race from the table, then
-# look at the figure.
+# clocks. Here are seed 34's.
 
 # %%
 words = ["Paris", "paris", "The", "It", "France's"]
@@ -279,20 +323,19 @@ def clocks_of(seeds: torch.Tensor) -> torch.Tensor:
 
 seed = 34
 clocks = clocks_of(torch.tensor([seed]))[0]
-race = pd.DataFrame({"word": words, "p": p, "q": q, "clock E": clocks, "arrival E/p": clocks / p,
-                     "arrival E/q": clocks / q})
-print(race.round(3).to_string(index=False))
+print(pd.DataFrame({"word": words, "p": p, "q": q, "clock E": clocks}).round(3).to_string(index=False))
 
 # %% [markdown]
 # Columns: `p` and `q`, each word's probability for the two questions; `clock E`, the word's random clock, the same
-# for both races; `arrival E/p` and `arrival E/q`, when the word arrives in each race. The smallest arrival wins.
+# for both races. A word arrives at $E/p$ in the race under `p` and at $E/q$ in the race under `q`; the smallest
+# arrival wins.
+#
+# **Predict first:** which word wins the race under `p`, and which the race under `q`? Work out the arrivals of the
+# likely words from the table, write your prediction in the cell after the next one (replace `None`) and run it:
+# only then does it show the answer, with a figure of both races. Every predict-first question and exercise of this
+# lesson works this way.
 
 # %%
-winner_p, winner_q = int(torch.argmin(clocks / p)), int(torch.argmin(clocks / q))
-print(f"seed {seed}: the race under p is won by {words[winner_p]!r}, the race under q by {words[winner_q]!r}")
-print("the same as Gumbel-max, argmax(log p + g):", words[int(torch.argmax(p.log() - clocks.log()))])
-
-
 def race_figure(arrivals: dict[str, torch.Tensor], title: str) -> go.Figure:
     """One panel per race: each word's arrival time, the winner (the first arrival) in the winner's colour."""
     figure = make_subplots(rows=1, cols=len(arrivals), shared_yaxes=True, subplot_titles=list(arrivals))
@@ -303,7 +346,8 @@ def race_figure(arrivals: dict[str, torch.Tensor], title: str) -> go.Figure:
             figure.add_trace(go.Bar(
                 y=[words[i] for i in shown], x=[float(times[i]) for i in shown], orientation="h",
                 name="winner: the first arrival" if won else "the other words",
-                marker_color=CONCEPT_COLORS["winner" if won else "runner"], showlegend=column == 1,
+                marker=dict(color=CONCEPT_COLORS["winner" if won else "runner"],
+                            line=dict(color=CONCEPT_COLORS["outline"], width=1)), showlegend=column == 1,
                 text=["winner" if won else "" for _ in shown], textposition="outside"), row=1, col=column)
         figure.update_xaxes(title_text="arrival time (log scale)", type="log", tickvals=[1, 2, 5, 10, 20, 50],
                             row=1, col=column)
@@ -312,19 +356,13 @@ def race_figure(arrivals: dict[str, torch.Tensor], title: str) -> go.Figure:
                          legend=dict(orientation="h", y=-0.35))
     return figure
 
-
-race_figure({"race under p (question 1)": clocks / p, "race under q (question 2)": clocks / q},
-            f"Seed {seed}: the same clocks, two races, two winners").show()
+# %%
+prediction = None  # for example ("It", "It"): the winner under p, then under q
+reveal("race", prediction)
 
 # %% [markdown]
-# Under `p`, "Paris" arrives first (2.113, against 2.779 for "The"). Under `q`, "Paris" runs slower (0.45 instead of
-# 0.55) and "The" faster (0.30 instead of 0.25), so "The" arrives first with the very same clocks. Shared clocks do
-# not force agreement: they make the races agree whenever the two distributions leave the same word in front, which
-# is most of the time when `p` and `q` are close.
-#
-# The time axis is logarithmic for two reasons: the arrivals run from about 2 to 50, and a bar ends at
-# $\log E_i - \log p_i$, so going from `p` to `q` moves each word's bar by its own step, $\log(p_i / q_i)$, while its
-# clock stays the same: "Paris" moves right (slower), "The" moves left.
+# Shared clocks do not force agreement: they make the races agree whenever the two distributions leave the same word
+# in front, which is most of the time when `p` and `q` are close.
 #
 # Does the race really sample from `p`? Run it for 20,000 seeds, each seed its own clocks, and count the winners.
 
@@ -334,14 +372,14 @@ sampler = gcs.make_sampler("gcs", seed=list(range(races)))
 winners = sampler.sample(p.log().float().expand(races, -1))
 share = torch.bincount(winners, minlength=len(words)).double() / races
 error = (share * (1 - share) / races).sqrt()
-check = pd.DataFrame({"word": words, "target p": p, "share of wins": share, "low": share - 1.96 * error,
-                      "high": share + 1.96 * error})
+check = pd.DataFrame({"word": words, "target p": p, "share of wins": share, "low": share - 2 * error,
+                      "high": share + 2 * error})
 check["inside"] = check["target p"].between(check["low"], check["high"])
 print(check.round(3).to_string(index=False))
 
 # %% [markdown]
 # Columns: `target p`, the probability the race should reproduce; `share of wins`, how often the word won over the
-# 20,000 seeds; `low` and `high`, its 95 % interval (share ± 1.96 standard errors); `inside`, whether the target lies
+# 20,000 seeds; `low` and `high`, its 95 % interval (share ± 2 standard errors); `inside`, whether the target lies
 # in it. Each interval misses 1 time in 20 by design, so one `False` in a run now and then is chance, not a fault.
 
 # %% [markdown]
@@ -361,13 +399,12 @@ print(check.round(3).to_string(index=False))
 #
 # $$P(\text{same word}) = \sum_k \frac{p_k q_k}{p_k q_k + \sum_{i \ne k} \max(p_i q_k,\; q_i p_k)}$$
 #
-# That is **Theorem 1** (the paper proves it with Gumbel densities in its appendix A). Two checks by eye: if $q = p$,
-# then $S_k = (1 - p_k)/p_k$, each term is $p_k$, and the sum is 1: equal distributions always agree. If $p$ and $q$
-# favour different words, the maxima grow and the agreement drops, yet never below independent sampling's: the
-# bottom of each term is at most $p_k + q_k - p_k q_k \le 1$, so each term is at least $p_k q_k$ (exercise 2 is
-# an extreme case).
+# That is **Theorem 1** (the paper proves it with Gumbel densities in its appendix A). A check by eye: however $p$
+# and $q$ differ, the agreement never falls below independent sampling's: the bottom of each term is at most
+# $p_k + q_k - p_k q_k \le 1$, so each term is at least $p_k q_k$. (Exercise 1 asks what happens when $q = p$.)
 #
-# **Predict first:** for our `p` and `q`, will shared clocks agree closer to 0.3, 0.6 or 0.9 of the time?
+# **Predict first:** for our `p` and `q`, will shared clocks agree closer to 0.3, 0.6 or 0.9 of the time? The next
+# cell computes Theorem 1 and simulates it; the one after asks for your prediction and shows the numbers.
 
 # %%
 def theorem_1(p: torch.Tensor, q: torch.Tensor) -> float:
@@ -381,37 +418,35 @@ def theorem_1(p: torch.Tensor, q: torch.Tensor) -> float:
 
 shared = clocks_of(torch.arange(races))  # 20,000 seeds' clocks, one row each
 agree = (torch.argmin(shared / p, dim=1) == torch.argmin(shared / q, dim=1)).double()
-half_width = 1.96 * float(agree.std() / races**0.5)
-print(f"independent sampling, sum of p*q:   {float((p * q).sum()):.3f}")
-print(f"shared clocks (Theorem 1):          {theorem_1(p, q):.3f}   gcs.agreement_probability: "
-      f"{gcs.agreement_probability(p, q, method='gcs'):.3f}")
-print(f"shared clocks, simulated over {races:,} seeds: {float(agree.mean()):.3f} "
-      f"(95 % interval {float(agree.mean()) - half_width:.3f} to {float(agree.mean()) + half_width:.3f})")
-
-# %% [markdown]
-# The formula and the simulation agree, and sharing the clocks lifts agreement from 0.340 to 0.878. Now move `q`
-# from `p` towards the rewording: the blend $q_w = (1 - w)\,p + w\,q$ for a blend weight $w$ from 0 (the same
-# distribution) to 1 (our `q`). `gcs.coupling_curve` computes Theorem 1 and simulates both methods at each $w$ with
-# the library's own samplers (the app's "Coupling explorer" tab draws the same figure).
 
 # %%
-curve = gcs.coupling_curve(p, q, epsilons=np.linspace(0, 1, 6), trials=20_000, seed=0)
-figure = gcs.coupling_figure(curve, title="How often one word drawn for each question agrees", blended=True)
+prediction = None  # for example 0.6
+reveal("theorem", prediction)
+
+# %% [markdown]
+# Now move `q` from `p` towards the rewording: the blend $q_w = (1 - w)\,p + w\,q$ for a blend weight $w$ from 0.2 to 1
+# (our `q`; $w = 0$, the same distribution, is exercise 1). `gcs.coupling_curve` computes Theorem 1 and simulates both
+# methods at each $w$ with the library's own samplers (the app's "Coupling explorer" tab draws the same figure).
+
+# %%
+curve = gcs.coupling_curve(p, q, epsilons=np.linspace(0.2, 1, 5), trials=20_000, seed=0)
+figure = gcs.coupling_figure(curve, title="How often one word drawn for each question agrees", blended=True,
+                             words={"shared": "shared clocks", "estimate": "simulated", "agreement": "P(same word)",
+                                    "q": "q"})
 figure.update_layout(font_size=15, legend=dict(orientation="h", y=-0.25), height=480).show()  # for a projector
 
 table = pd.DataFrame({
     "w (blend weight)": curve["epsilon"] / curve["epsilon"].max(), "Theorem 1": curve["theorem1"],
     "simulated": curve["monte_carlo_shared"], "low": curve["monte_carlo_shared"] - 2 * curve["stderr_shared"],
     "high": curve["monte_carlo_shared"] + 2 * curve["stderr_shared"], "IS, sum p*q": curve["independent"]})
-# at w = 0 every simulated pair agrees: an interval of one point, 1.0, which Theorem 1 meets up to its last bit
-table["inside"] = table["Theorem 1"].between(table["low"] - 1e-9, table["high"] + 1e-9)
+table["inside"] = table["Theorem 1"].between(table["low"], table["high"])
 print(table.round(3).to_string(index=False))
 
 # %% [markdown]
 # Columns: `w`, the blend weight (the figure's horizontal axis); `Theorem 1`, the exact agreement of shared clocks;
 # `simulated`, the share of 20,000 simulated pairs that agreed; `low` and `high`, ± 2 standard errors around it
 # (about a 95 % interval, the figure's error bars); `IS, sum p*q`, independent sampling's exact agreement (grey in
-# the figure); `inside`, whether Theorem 1 lies in the interval. With 6 intervals at about 95 %, one `False` now and
+# the figure); `inside`, whether Theorem 1 lies in the interval. With 5 intervals at about 95 %, one `False` now and
 # then would be chance, not a failure of the theorem.
 
 # %% [markdown]
@@ -425,14 +460,17 @@ print(table.round(3).to_string(index=False))
 #
 # - every loser keeps what is left of its clock, $E_i - T \cdot p_i$ (it ran for time $T$ at speed $p_i$);
 # - the winner takes a fresh clock: the next one in its own sequence of clocks, drawn ahead from the seed (Algorithm 1
-#   keeps one counter per word), so two questions that both pick a word read the same next clock.
+#   keeps one counter per word), so the j-th time either question picks a word, it reads that word's j-th clock.
 #
 # Exponential clocks are memoryless: given everything that happened, the leftovers are again fresh Exp(1) clocks, so
 # every word of the answer is still an exact sample from the model (Theorem 2). What recycling keeps is the link
 # *between* the questions: a word whose clock was short in one race is short in the other question's race too, and it
 # stays short until it wins, wherever that happens.
+
+# %% [markdown] tags=["fold"] jupyter={"source_hidden": true}
+# **The same rule in the paper (optional, after class)**
 #
-# **The same rule in the paper.** Algorithm 1 keeps Gumbel noise $g_i = -\log E_i$ and, after word $k$ wins under the
+# Algorithm 1 keeps Gumbel noise $g_i = -\log E_i$ and, after word $k$ wins under the
 # model's distribution $h$ (our $p$), updates every loser $i \ne k$ with
 # $g_i \leftarrow Q\big(Q^{-1}(g_i) \,/\, Q^{-1}(g_k + \log h_k - \log h_i)\big)$, where $Q(u) = -\log(-\log u)$ is the
 # Gumbel quantile function, so $Q^{-1}(g) = e^{-e^{-g}} = e^{-E}$. In clocks: $Q^{-1}(g_i) = e^{-E_i}$, and
@@ -440,6 +478,12 @@ print(table.round(3).to_string(index=False))
 # Their ratio is $e^{-(E_i - T p_i)}$, and $Q$ of it is $-\log(E_i - T p_i)$: the loser's new noise is its leftover
 # clock $E_i - T p_i$. The winner's counter $c_k$ moves on to its next noise value: the fresh clock.
 #
+# One detail of notation: Algorithm 1 advances the counter (line 6, $c_k \leftarrow c_k + 1$) before it updates
+# the losers (line 8), so $g^k_{c_k}$ in line 8 literally reads the winner's fresh noise. The rule needs the winning
+# value, $g_t^k$, as Theorem 2 writes it and the paper's Python appendix computes it (it advances the counter after
+# the update); this lesson and gcs use the winning value.
+
+# %% [markdown]
 # A tiny "language model" with four words shows it. Question 1 ("What is the capital of France?") tends to answer
 # "Paris ."; question 2 ("Which city is the capital of France?") tends to start "It's", and after "It's" comes a
 # city, "Paris" or "Lyon". Seed 23, step by step:
@@ -490,19 +534,20 @@ print("answers:", answers)
 # later. Under GCS, step 2 would bring fresh clocks, and "Paris" would win only with its probability, 0.55.
 #
 # The app's **Inside the sampler** tab shows the same thing on the real model, token by token, with the clock after
-# each race: run `python app.py` and open
+# each race: start the app ([the demo's "Start it"](../docs/demo.md#start-it)) and open
 # <http://127.0.0.1:7860/?tab=trace&method=gcswr&seed=3> (sections 4 and 5 of this lesson are the app's "Side by
 # side").
 
 # %%
 figure = go.Figure([
     go.Bar(name="clock before step 1 (both questions)", x=vocabulary, y=before[1].tolist(),
-           marker_color=CONCEPT_COLORS["runner"]),
+           marker=dict(color=CONCEPT_COLORS["runner"], line=dict(color=CONCEPT_COLORS["outline"], width=1))),
     go.Bar(name="question 2's clock after step 1 (recycled)", x=vocabulary, y=after[1].tolist(),
            marker_color=METHOD_COLORS["gcswr"])])
 won = int(first_winners[1])
+# the annotation in plain black: orange (a winner) beside GCSwR's red bars is a pair colour-blind readers confuse
 figure.add_annotation(x=vocabulary[won], y=float(after[1, won]), text="won step 1:<br>a fresh clock", showarrow=True,
-                      arrowcolor=CONCEPT_COLORS["winner"], font=dict(color=CONCEPT_COLORS["winner"], size=14))
+                      font=dict(size=14))
 figure.add_annotation(x="Paris", y=float(after[1, 0]), text="lost by a hair:<br>almost no clock left",
                       showarrow=True, ay=-60, font=dict(size=14))
 figure.update_layout(title=f"Seed {step_seed}, question 2: its clocks before and after the first race",
@@ -514,16 +559,15 @@ figure.show()
 # **Predict first.** One seed is an anecdote. Over 20,000 seeds, take the seeds where the two answers started apart:
 # question 1 said "Paris" and question 2 said "It's". After "It's" the model names "Paris" with probability 0.55. In
 # those seeds, how often will question 2 go on to say "Paris" under GCS, and under GCSwR? Write your prediction in
-# the next cell (replace `None`) and run it: only then does it show the answer, measured. Every exercise of this
-# lesson works this way.
+# the next cell (replace `None`) and run it: only then does it show the answer, measured.
 
 # %%
 prediction = None  # for example (0.5, 0.6): GCS, then GCSwR
 reveal("recycling", prediction)
 
 # %% [markdown]
-# Recycling is exact too, not only closer: exercise 4 checks it, against the tempting shortcut of reusing the clocks
-# without recycling.
+# Recycling is exact too, not only closer: exercise 4 (after class) checks it, against the tempting shortcut of reusing
+# the clocks without recycling.
 #
 # ## 4. IS, GCS and GCSwR on a real model: how to read the numbers
 #
@@ -536,7 +580,8 @@ reveal("recycling", prediction)
 # - **aligned agreement**: the share of the two answers' tokens that lie in runs of 3 or more tokens appearing, in
 #   order, in both answers. 0 is no shared run of words, 1 identical answers.
 #
-# **Predict first:** which method's answers will agree most under aligned agreement?
+# **Predict first:** which method's answers will agree most under aligned agreement? The next cell generates the
+# answers and shows seed 0's; the one after asks for your prediction and shows the means over the 16 seeds.
 
 # %%
 model_questions = ["What is the capital of France?", "Which city is the capital of France?"]
@@ -548,19 +593,22 @@ for method in ("is", "gcs", "gcswr"):
     print(f"{gcs.METHOD_NAMES[method]}, seed 0:")
     for prompt, response in zip(rows["prompt"], rows["response"], strict=True):
         print(f"  {prompt!r} -> {response!r}")
-print()
-print(report.table.round(3).to_string(index=False))
+
+# %%
+prediction = None  # for example "IS"
+reveal("methods", prediction)
 
 # %% [markdown]
-# The table: one row per method, each column a mean over the 16 seeds. `e5`, the E5 similarity of the seed's two
-# answers; `aligned`, their aligned agreement; `prefix`, how many tokens the two answers share at their start before
+# The answer's table: one row per method, each column a mean over the 16 seeds. `e5`, the E5 similarity of the seed's
+# two answers; `aligned`, their aligned agreement; `prefix`, how many tokens the two answers share at their start before
 # they first differ.
 #
 # **How to read these numbers.** E5 similarities bunch near 1: two sentences that have nothing to do with each other
 # still score high, a close paraphrase near 1, identical answers 1. The next cell measures the band of unrelated
 # sentences and says where each method's mean lies. A mean inside that band says little by itself: E5 alone barely
 # tells such answers from unrelated ones, which is why the lesson also scores aligned agreement, whose scale starts
-# at 0. On E5's short scale a gain of a few hundredths is a real step.
+# at 0. On E5's short scale a gain of a few hundredths is large in size; whether it is beyond noise is section 5's
+# question.
 #
 # And **consistency is not correctness**: the small model often answers wrongly, and GCSwR can repeat the same wrong
 # word in both answers. Agreement measures sameness, not truth; what GCSwR guarantees is that each answer is exactly
@@ -587,17 +635,36 @@ for method, e5 in zip(report.table["method"], report.table["e5"], strict=True):
 # ## 5. Beyond noise? Comparing seed by seed
 #
 # One seed proves nothing: luck can make any single comparison look good or bad. So the methods are compared seed by
-# seed. `gcs.verdict` compares each method with IS with the exact **sign-flip test**: if the methods did not differ,
+# seed. `gcs.paired_tests` (and `gcs.verdict`, which says the same in sentences) compares each method with IS with
+# the exact **sign-flip test**: if the methods did not differ,
 # each seed's difference would be as likely negative as positive, so the p-value is the share of the 2^16 ways of
 # flipping the signs whose mean lies at least as far from 0 as the one observed. The 5 % error allowed is split over
 # all the comparisons (Bonferroni), so that the chance of any false claim stays at most 5 %: the intervals hold
 # together. IS and GCSwR under the same seed share no randomness (gcs draws them from separate noise streams); the
 # seed only pairs one score with another, and the test is valid all the same.
 #
-# **Predict first:** with 16 seeds, will GCS and GCSwR agree more than IS beyond noise? And GCSwR more than GCS?
+# **Predict first:** with 16 seeds, will GCS and GCSwR agree more than IS beyond noise, on E5 and on aligned
+# agreement? The next cell defines the comparison's table; the one after asks for your prediction and shows it.
 
 # %%
-print("\n".join(gcs.verdict(report.scores)))
+def paired_table(scores: pd.DataFrame, baseline: str) -> pd.DataFrame:
+    """Each method against ``baseline``, score by score, over the seeds: on how many its two answers agreed more
+    (won), as much (tied) or less (lost); the mean difference in points with its simultaneous 95 % interval; the
+    sign-flip test's p-value; and whether the difference is beyond noise."""
+    tests = gcs.paired_tests(scores, baseline=baseline)
+    by_seed = report.per_seed.set_index(["method", "seed"])
+    differences = [by_seed.loc[method, score] - by_seed.loc[baseline, score]
+                   for method, score in zip(tests["method"], tests["metric"], strict=True)]
+    return pd.DataFrame({
+        "method": tests["method"].map(gcs.METHOD_NAMES), "score": tests["metric"],
+        "won": [int((d > 0).sum()) for d in differences], "tied": [int((d == 0).sum()) for d in differences],
+        "lost": [int((d < 0).sum()) for d in differences], "mean difference (points)": 100 * tests["diff"],
+        "low": 100 * tests["low"], "high": 100 * tests["high"], "p-value": tests["p"].map(p_value_text),
+        "beyond noise": tests["beyond_noise"]}).round(1)
+
+# %%
+prediction = None  # for example ("GCS: no", "GCSwR: yes")
+reveal("verdict", prediction)
 
 # %% [markdown]
 # And the question of this lesson: does recycling add anything over GCS here? In section 3 it did, where the answers
@@ -607,14 +674,7 @@ print("\n".join(gcs.verdict(report.scores)))
 # %%
 recycling_vs_not = report.scores[report.scores["method"].isin(["gcs", "gcswr"])]  # one comparison per score
 over_gcs = gcs.paired_tests(recycling_vs_not, baseline="gcs")
-by_seed = report.per_seed.set_index(["method", "seed"])
-differences = [by_seed.loc["gcswr", score] - by_seed.loc["gcs", score] for score in over_gcs["metric"]]
-print(pd.DataFrame({"score": over_gcs["metric"], "won": [int((d > 0).sum()) for d in differences],
-                    "tied": [int((d == 0).sum()) for d in differences],
-                    "lost": [int((d < 0).sum()) for d in differences],
-                    "mean difference (points)": 100 * over_gcs["diff"], "low": 100 * over_gcs["low"],
-                    "high": 100 * over_gcs["high"], "p-value": over_gcs["p"].map(p_value_text),
-                    "beyond noise": over_gcs["beyond_noise"]}).round(1).to_string(index=False))
+print(paired_table(recycling_vs_not, "gcs").to_string(index=False))
 for comparison in over_gcs.itertuples():
     better = "GCSwR agreed more than GCS" if comparison.diff > 0 else "GCS agreed more than GCSwR"
     print(f"{comparison.metric}: " + (f"{better}, beyond noise" if comparison.beyond_noise else
@@ -623,12 +683,12 @@ recycled_or_not = report.per_seed[report.per_seed["method"].isin(["gcs", "gcswr"
 gcs.paired_figure(recycled_or_not, over_gcs, metric="aligned", baseline="gcs").update_layout(font_size=15).show()
 
 # %% [markdown]
-# Columns: `score`; `won`, `tied` and `lost`, on how many seeds GCSwR's two answers agreed more than GCS's, as much,
-# or less; `mean difference (points)`, GCSwR minus GCS in points (a score of 0 to 1 read as 0 to 100, so 12 points
-# is 0.12); `low` and `high`, its 95 % interval, simultaneous over the two scores; `p-value`, the sign-flip test's;
-# `beyond noise`, whether the interval excludes 0, the same as p at most 0.025 (the 5 % split over the two scores: a
-# p of 0.03 is not enough here). In the figure each dot is one seed's difference, spread sideways so that tied seeds
-# (at 0) do not hide each other; the legend counts them; the diamond is the mean with its interval.
+# Columns, as in the table against IS: `score`; `won`, `tied` and `lost`, on how many seeds GCSwR's two answers agreed
+# more than GCS's, as much, or less; `mean difference (points)`, GCSwR minus GCS in points (a score of 0 to 1 read as 0
+# to 100, so 12 points is 0.12); `low` and `high`, its 95 % interval, simultaneous over the two scores; `p-value`, the
+# sign-flip test's; `beyond noise`, whether the interval excludes 0, the same as p at most 0.025 (the 5 % split over the
+# two scores: a p of 0.03 is not enough here). In the figure each dot is one seed's difference, spread sideways so that
+# tied seeds (at 0) do not hide each other; the legend counts them; the diamond is the mean with its interval.
 #
 # Where recycling helps, it shows first in aligned agreement (the same words at shifted positions, as in section 3),
 # and less in E5, whose scale is compressed. When the interval includes 0, the honest reading is "no difference shown
@@ -668,8 +728,9 @@ reveal("hindsight", prediction)
 #
 # ## 7. Exercises: predict first, then check
 #
-# Each exercise asks for a prediction. Write it in the cell (replace `None`) and run the cell: only then does it
-# show the answer and how it is worked out. Running the whole notebook shows no answer.
+# Exercises 1 to 3 fit the class; exercise 4 is for after it. Each exercise asks for a prediction. Write it in the cell
+# (replace `None`) and run the cell: only then does it show the answer and how it is worked out. Running the whole
+# notebook shows no answer.
 #
 # **Exercise 1.** If the two questions had exactly the same distribution (`q = p`), how often would shared clocks
 # agree? And independent sampling? (Hint: section 2's derivation, and the collision of two independent draws.)
@@ -695,12 +756,12 @@ prediction = None  # for example "beyond noise for GCSwR"
 reveal(3, prediction)
 
 # %% [markdown]
-# **Exercise 4.** Recycling keeps every answer exact. The tempting shortcut is to **reuse** the clocks: keep every
-# word's clock unchanged from one position to the next, with no recycling. (a) One fixed distribution,
-# `[0.5, 0.3, 0.2]`, sampled 5,000 times in a row from one seed with reused clocks: how often does the word that wins
-# the first race win again? (b) In section 3's tiny model, question 2 answers "It's Paris" with probability
-# 0.60 × 0.55 = 0.33. With reused clocks, will "It's Paris" come more often or less often than that? The answer
-# checks GCSwR against the exact law with a chi-square test.
+# **Exercise 4 (after class).** Recycling keeps every answer exact. The tempting shortcut is to **reuse** the clocks:
+# keep every word's clock unchanged from one position to the next, with no recycling. (a) One fixed distribution, `[0.5,
+# 0.3, 0.2]`, sampled 5,000 times in a row from one seed with reused clocks: how often does the word that wins the first
+# race win again? (b) In section 3's tiny model, question 2 answers "It's Paris" with probability 0.60 × 0.55 = 0.33.
+# With reused clocks, will "It's Paris" come more often or less often than that? The answer checks GCSwR against the
+# exact law with a chi-square test.
 
 # %%
 prediction = None  # for example (0.6, "more often")

@@ -69,8 +69,9 @@ def test_the_stored_outputs_are_the_current_code_s_and_read_without_javascript()
     code = [cell for cell in stored.cells if cell.cell_type == "code"]
     assert all(cell.execution_count for cell in code) and not any(
         output.output_type == "error" for cell in code for output in cell.outputs)
-    figures = [output.data for cell in code for output in cell.outputs if "data" in output
-               and "application/vnd.plotly.v1+json" in output.data]
+    answers = stored.metadata["gcs_lesson"].get("answers", {}).values()  # each question's answer, for the site
+    figures = [output.data for outputs in [*(cell.outputs for cell in code), *answers] for output in outputs
+               if "data" in output and "application/vnd.plotly.v1+json" in output.data]
     assert len(figures) >= 4 and all("image/png" in data for data in figures)
     assert not misread(printed(stored))
 
@@ -82,6 +83,9 @@ def test_the_site_s_lesson_page_is_the_stored_notebook():
     assert {path.name: path.read_bytes() for path in folder.glob("*.png")} == pictures
     assert len(pictures) >= 4 and page.count("(images/lesson/figure-") == len(pictures)
     assert '??? note "The answers' in page  # folded on the page, as in the notebook
+    # and each question's answer, folded under it: a reader of the site cannot write a prediction
+    questions = [cell for cell in nbformat.read(LESSON, as_version=4).cells if cell.source.startswith("prediction")]
+    assert page.count('??? success "Answer"') == len(questions) >= 10
 
 
 MISREAD = {"a float's last bits (1.0000000000000002)": re.compile(r"\d\.\d{12,}"),
@@ -146,7 +150,8 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
     notebook = nbformat.read(LESSON, as_version=4)
     lesson = len(notebook.cells)
     # After Run all, a student writes a prediction for each predict-first question and exercise and runs it again.
-    notebook.cells += [nbformat.v4.new_code_cell(f"reveal({n!r}, 0.5)") for n in ("recycling", "hindsight", 1, 2, 3, 4)]
+    questions = ("race", "theorem", "recycling", "methods", "verdict", "hindsight", 1, 2, 3, 4)
+    notebook.cells += [nbformat.v4.new_code_cell(f"reveal({n!r}, 0.5)") for n in questions]
     # No time limit per cell: a loaded machine makes a cell slow, not wrong (an error still fails the test).
     nbclient.NotebookClient(notebook, kernel_name="python3", timeout=None,
                             resources={"metadata": {"path": str(EXAMPLES)}}).execute()
@@ -154,15 +159,16 @@ def test_the_lesson_runs_top_to_bottom(tmp_path, monkeypatch):
         nbformat.from_dict({**notebook, "cells": notebook.cells[lesson:]})
     text = printed(run_all)
     assert not misread(text), misread(text)
-    assert "seed 34: the race under p is won by 'Paris', the race under q by 'The'" in text
-    assert re.search(r"shared clocks \(Theorem 1\): +0\.878", text)
     assert "answers: {'question 1': 'Paris .', 'question 2': \"It's Paris\"}" in text  # the recycled race
-    assert "over 16 seeds: GCSwR" in text  # the verdict
     # Run all shows no answer: each predict-first question and exercise asks for a prediction first
-    assert text.count("write your prediction first") == 6 and "too few for any claim" not in text
+    assert text.count("write your prediction first") == len(questions) and "too few for any claim" not in text
+    assert "won by" not in text and "shared clocks (Theorem 1)" not in text
     answers = printed(predicted)
-    assert answers.count("your prediction: 0.5") == 6 and "shared clocks: 1.000" in answers
-    assert "too few for any claim" in answers  # exercise 3's answer ran
+    assert answers.count("your prediction: 0.5") == len(questions) and "shared clocks: 1.000" in answers
+    assert "seed 34: the race under p is won by 'Paris', the race under q by 'The'" in answers
+    assert re.search(r"shared clocks \(Theorem 1\): +0\.878", answers)
+    assert re.search(r"GCSwR +e5 +\d+ +\d+ +\d+", answers)  # the table against IS, won/tied/lost
+    assert "too few for any claim" in " ".join(answers.split())  # exercise 3's answer ran (its lines wrapped)
     assert answers.count("(replayed exactly: True)") == 2  # two posterior draws, each giving the answer back
     p_values = dict(re.findall(r"(GCSwR|reused clocks): chi-square p-value against the exact law = (.+)", answers))
     assert float(p_values["GCSwR"]) > 1e-3 and p_values["reused clocks"] == "< 1e-12", p_values  # exercise 4

@@ -21,10 +21,10 @@ from gcs.experiments.sweeps import consistency_by_temperature, ensembling_label
 from gcs.scoring.metrics import METRIC_NAMES, parse_metric
 
 # One colour per concept in every figure of the library, the app and the lesson: each method; the exact law; noise
-# kept without recycling; a race's winner and other runners (no method's colour: a race of any method has a winner).
+# kept without recycling; a race's winner and other runners (outlined mid grey, never washed out by a projector).
 # Figures that set the exact law beside GCSwR's red stay apart for colour-blind readers: near-black and sky blue.
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
-CONCEPT_COLORS = {"exact": "#222222", "reuse": "#56b4e9", "winner": "#ff7f0e", "runner": "#c6dbef"}
+CONCEPT_COLORS = {"exact": "#222222", "reuse": "#56b4e9", "winner": "#ff7f0e", "runner": "#b0b0b0", "outline": "#333"}
 
 
 def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
@@ -53,20 +53,15 @@ def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title:
     figure = go.Figure()
     for (method, ensemble), part in summary.groupby(["method", "ensemble"], sort=False):
         name = METHOD_NAMES[method] + (f" +{ensembling_label(ensemble)}" if ensemble else "")
-        figure.add_trace(
-            go.Scatter(
-                x=part["temperature"], y=part["mean"], name=name, mode="lines+markers",
-                error_y=dict(type="data", array=part["stderr"].fillna(0), visible=True),
-                line=dict(color=METHOD_COLORS.get(method), dash="dash" if ensemble else "solid"),
-            )
-        )
+        figure.add_trace(go.Scatter(
+            x=part["temperature"], y=part["mean"], name=name, mode="lines+markers",
+            error_y=dict(type="data", array=part["stderr"].fillna(0), visible=True),
+            line=dict(color=METHOD_COLORS.get(method), dash="dash" if ensemble else "solid")))
     kind, model_name = parse_metric(metric)
     label = METRIC_NAMES[kind] + (f" ({model_name})" if model_name else "")
-    figure.update_layout(
-        title=title or f"Consistency vs temperature ({label})",
-        xaxis_title="temperature", yaxis_title=f"mean pairwise {label} (± std.err clustered by seed)",
-        template="plotly_white", legend_title="sampler",
-    )
+    figure.update_layout(title=title or f"Consistency vs temperature ({label})", xaxis_title="temperature",
+                         yaxis_title=f"mean pairwise {label} (± std.err clustered by seed)",
+                         template="plotly_white", legend_title="sampler")
     return figure
 
 
@@ -89,10 +84,9 @@ def style_figure(consistency: pd.DataFrame, *, title: str = "Stylistic consisten
     """
     figure = go.Figure()
     for method, part in consistency.groupby("method", sort=False):
-        figure.add_trace(
-            go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method],
-                   marker_color=METHOD_COLORS.get(method), error_y=dict(type="data", array=part["stderr"].fillna(0)))
-        )
+        figure.add_trace(go.Bar(x=part["dimension"], y=part["p_repeat"], name=METHOD_NAMES[method],
+                                marker_color=METHOD_COLORS.get(method),
+                                error_y=dict(type="data", array=part["stderr"].fillna(0))))
     figure.update_layout(title=title, xaxis_title="style dimension", yaxis_title="p_repeat", yaxis_range=[0, 1],
                          barmode="group", template="plotly_white")
     return figure
@@ -267,7 +261,8 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
     figure = make_subplots(rows=1, cols=2 if race else 1, shared_yaxes=True, horizontal_spacing=0.04,
                            subplot_titles=("probability p", "arrival E/p (log scale): first arrival wins") if race
                            else ("probability p",))
-    figure.add_trace(go.Bar(y=names, x=[c.probability for c in candidates], orientation="h", marker_color=colors,
+    figure.add_trace(go.Bar(y=names, x=[c.probability for c in candidates], orientation="h",
+                            marker=dict(color=colors, line=dict(color=CONCEPT_COLORS["outline"], width=1)),
                             hovertext=hover, hoverinfo="text", text=None if race else marks, textposition="auto"),
                      row=1, col=1)
     top = probability_max if probability_max is not None else max(c.probability for c in candidates)
@@ -286,8 +281,11 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
     return figure
 
 
+COUPLING_WORDS = {"shared": "shared noise", "estimate": "Monte Carlo", "agreement": "P(same category)", "q": "your q"}
+
+
 def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws as q moves away from p",
-                    blended: bool = False):
+                    blended: bool = False, words: dict[str, str] | None = None):
     """Theorem 1 and independent sampling (lines) with Monte Carlo estimates (points, ± 2 std.err).
 
     Args:
@@ -295,6 +293,7 @@ def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws
         title: the figure's title.
         blended: the curve blends p into a given q (``coupling_curve(p, q)``), so the axis is the blend weight
             ``w = ε / max ε`` (0 = p, 1 = q) rather than ε.
+        words: replacements for some of ``COUPLING_WORDS`` (the app's), e.g. ``{"estimate": "simulated"}``.
 
     Returns:
         A plotly ``Figure``.
@@ -307,19 +306,20 @@ def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws
     if blended:
         largest = curve["epsilon"].max()
         curve = curve.assign(epsilon=curve["epsilon"] / largest if largest > 0 else 1.0)
+    words = {**COUPLING_WORDS, **(words or {})}
     figure = go.Figure()
-    for kind, exact, name, symbol in (("shared", "theorem1", "shared noise: Theorem 1", "circle"),
+    for kind, exact, name, symbol in (("shared", "theorem1", f"{words['shared']}: Theorem 1", "circle"),
                                       ("independent", "independent", "independent: Σ p·q", "square")):
         color = METHOD_COLORS["gcs" if kind == "shared" else "is"]
         figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[exact], name=name, mode="lines",
                                     line=dict(color=color)))
         figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[f"monte_carlo_{kind}"], mode="markers",
-                                    name=f"{name.split(':')[0]}: Monte Carlo (± 2 std.err)",
+                                    name=f"{name.split(':')[0]}: {words['estimate']} (± 2 std.err)",
                                     marker=dict(color=color, symbol=symbol),
                                     error_y=dict(type="data", array=2 * curve[f"stderr_{kind}"])))
-    x_title = ("blend weight w: q_w = (1 − w)·p + w·q (0 = p, 1 = your q)" if blended
+    x_title = (f"blend weight w: q_w = (1 − w)·p + w·q (0 = p, 1 = {words['q']})" if blended
                else "ε: q = softmax(log p + ε·z) for a fixed random direction z")
-    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title="P(same category)",
+    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title=words["agreement"],
                          yaxis_range=[0, 1.02], template="plotly_white")
     return figure
 
