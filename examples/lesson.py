@@ -165,8 +165,9 @@ def answer_race() -> None:
     winner_p, winner_q = int(torch.argmin(clocks / p)), int(torch.argmin(clocks / q))
     print(f"\nseed {seed}: the race under p is won by {words[winner_p]!r}, the race under q by {words[winner_q]!r}")
     print("the same as Gumbel-max, argmax(log p + g):", words[int(torch.argmax(p.log() - clocks.log()))])
-    print(f"Under p, {words[winner_p]!r} arrives first. Under q, \"Paris\" runs slower (0.45 instead of 0.55) and\n"
-          f"\"The\" faster (0.30 instead of 0.25), so {words[winner_q]!r} arrives first with the very same clocks.\n"
+    print(f"Under p, \"{words[winner_p]}\" arrives first. Under q, \"Paris\" runs slower (0.45 instead of 0.55)\n"
+          f"and \"The\" faster (0.30 instead of 0.25), so \"{words[winner_q]}\" arrives first with the very same\n"
+          "clocks.\n"
           "The figure's time axis is logarithmic: a bar ends at log E - log p, so going from p to q moves each\n"
           "word's bar by its own step, log(p/q), while its clock stays the same: \"Paris\" moves right, \"The\" left.")
     race_figure({"race under p (question 1)": clocks / p, "race under q (question 2)": clocks / q},
@@ -467,7 +468,7 @@ print(table.round(3).to_string(index=False))
 # *between* the questions: a word whose clock was short in one race is short in the other question's race too, and it
 # stays short until it wins, wherever that happens.
 
-# %% [markdown] tags=["fold"] jupyter={"source_hidden": true}
+# %% [markdown] tags=["fold"]
 # **The same rule in the paper (optional, after class)**
 #
 # Algorithm 1 keeps Gumbel noise $g_i = -\log E_i$ and, after word $k$ wins under the
