@@ -636,13 +636,13 @@ for method, e5 in zip(report.table["method"], report.table["e5"], strict=True):
 # ## 5. Beyond noise? Comparing seed by seed
 #
 # One seed proves nothing: luck can make any single comparison look good or bad. So the methods are compared seed by
-# seed. `gcs.paired_tests` (and `gcs.verdict`, which says the same in sentences) compares each method with IS with
-# the exact **sign-flip test**: if the methods did not differ,
-# each seed's difference would be as likely negative as positive, so the p-value is the share of the 2^16 ways of
-# flipping the signs whose mean lies at least as far from 0 as the one observed. The 5 % error allowed is split over
-# all the comparisons (Bonferroni), so that the chance of any false claim stays at most 5 %: the intervals hold
-# together. IS and GCSwR under the same seed share no randomness (gcs draws them from separate noise streams); the
-# seed only pairs one score with another, and the test is valid all the same.
+# seed. `gcs.paired_tests` (and `gcs.verdict`, which says the same in sentences) compares each method with IS with the
+# exact **sign-flip test**: if the methods did not differ, each seed's difference would be as likely negative as
+# positive, so the p-value is the share of the 2^16 ways of flipping the signs whose mean lies at least as far from 0 as
+# the one observed. The 5 % error allowed is split over all the comparisons (Bonferroni), so that the chance of any
+# false claim stays at most 5 %: the intervals hold together. IS and GCSwR under the same seed share no randomness (gcs
+# draws them from separate noise streams); the seed only pairs one score with another, and the test is valid all the
+# same.
 #
 # **Predict first:** with 16 seeds, will GCS and GCSwR agree more than IS beyond noise, on E5 and on aligned
 # agreement? The next cell defines the comparison's table; the one after asks for your prediction and shows it.
