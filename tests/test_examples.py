@@ -86,6 +86,8 @@ def test_the_site_s_lesson_page_is_the_stored_notebook():
     # and each question's answer, folded under it: a reader of the site cannot write a prediction
     questions = [cell for cell in nbformat.read(LESSON, as_version=4).cells if cell.source.startswith("prediction")]
     assert page.count('??? success "Answer"') == len(questions) >= 10
+    # an aside tagged "fold" (the paper's notation) folds on the page; links into docs/ become the site's own
+    assert '??? note "The same rule in the paper' in page and "](../docs/" not in page and "](demo.md#start-it)" in page
 
 
 MISREAD = {"a float's last bits (1.0000000000000002)": re.compile(r"\d\.\d{12,}"),
