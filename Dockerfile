@@ -5,8 +5,9 @@
 FROM python:3.11-slim
 
 ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
-# A C++ compiler for GCSwR's fused CPU kernel (gcs.sampling.kernels), compiled once below.
-RUN apt-get update && apt-get install -y --no-install-recommends g++ && rm -rf /var/lib/apt/lists/*
+# A C++ compiler for GCSwR's fused CPU kernel (gcs.sampling.kernels), compiled once below; libnuma1 for vLLM's CPU
+# build (its vllm._C links libnuma.so.1: without it, the engine's first CPU op is missing and the app falls back).
+RUN apt-get update && apt-get install -y --no-install-recommends g++ libnuma1 && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 user
 USER user
 ENV HOME=/home/user \

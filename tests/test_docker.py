@@ -98,8 +98,9 @@ def test_the_image_serves_and_a_browser_reads_a_verdict(image, tmp_path):
                 until(lambda: page.locator("#paraphrases textarea").input_value() == "Name a colour.\nSay one colour.",
                       "the link's paraphrases in the page", progress)
                 page.locator("#run-compare").click()
-                verdict = until(lambda: re.search(r"over 4 seeds.*(within noise|beyond noise)",
-                                                  page.locator("#verdict").inner_text(), re.S),
+                # 4 seeds decide nothing (too few for a claim): the verdict says so, over 4 seeds, once the run is done
+                verdict = until(lambda: "Done" in page.locator("#status").inner_text()
+                                and re.search(r"over 4 seeds.*", page.locator("#verdict").inner_text()),
                                 "a verdict in the page served from the image", progress)
                 browser.close()
             print(f"test_docker: command started to first verdict: {time.monotonic() - started:.0f} s "
