@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT / "tests"))  # how the suite waits on a served proce
 
 import httpx  # noqa: E402
 import psutil  # noqa: E402
+from servers import stop_with_children  # noqa: E402
 from waiting import Progress, served, until  # noqa: E402
 
 INSTALL_LIMIT_S = 3600  # a pip that has not finished by then hangs (a fresh install took about 4 minutes here)
@@ -159,18 +160,7 @@ def served_app(app: Path, python: Path, environment: dict, log: Path):
             raise StepFailed("serve", f"the app listens on {sorted(listening)}, not 0.0.0.0:{port} as on a Space")
         yield url, progress
     finally:
-        children = []
-        with contextlib.suppress(psutil.NoSuchProcess):
-            children = psutil.Process(process.pid).children(recursive=True)
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for child in psutil.wait_procs(children, timeout=30)[1]:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                child.kill()
+        stop_with_children(process)
 
 
 def verdict_in_browser(url: str, progress: Progress) -> str:

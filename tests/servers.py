@@ -58,16 +58,22 @@ def running_server(command: list[str], log: Path, ready_url: str, env: dict, fai
         until(ready, f"{ready_url} to answer", progress)
         yield process, progress
     finally:
-        try:  # its children too (a vLLM server's engine core and worker): none may outlive the test holding memory
-            children = psutil.Process(process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            children = []
-        process.terminate()
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        for child in psutil.wait_procs(children, timeout=30)[1]:  # (a clean stop ends them; a kill leaves them)
-            with contextlib.suppress(psutil.NoSuchProcess):
-                child.kill()
+        stop_with_children(process)
+
+
+def stop_with_children(process: subprocess.Popen) -> None:
+    """``process`` stopped (SIGTERM, SIGKILL after a minute) and its children too (a vLLM server's engine core and
+    worker): none may outlive the test holding memory."""
+    try:
+        children = psutil.Process(process.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        children = []
+    process.terminate()
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+    for child in psutil.wait_procs(children, timeout=30)[1]:  # (a clean stop ends them; a kill leaves them)
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
