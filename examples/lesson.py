@@ -44,8 +44,10 @@
 # the exponential distribution, whose density is $e^{-t}$ for $t \ge 0$, one integral of it (section 2, step 3:
 # it can be taken on trust) and its memorylessness (section 3: what is left of a clock that has not yet rung is
 # again exponential); the **cosine similarity** of two vectors, here two sentences' embeddings, the vectors a
-# model computes for their meaning (section 4). A **simulation** (a Monte Carlo estimate) repeats a random experiment
-# many times and counts. A few more words from statistics appear, each said once here in plain terms:
+# model computes for their meaning (section 4). A **token** is a word or a piece of a word: a model writes an answer
+# one token per step, picking each from its next-token distribution. A **simulation** (a Monte Carlo estimate)
+# repeats a random experiment many times and counts. A few more words from statistics appear, each said once here in
+# plain terms:
 #
 # - a **95 % interval** (confidence interval): a range computed from the data by a rule that catches the true value
 #   in 95 % of experiments; this lesson takes an estimate ± 2 standard errors. "Within noise" below means the
@@ -154,9 +156,10 @@ def answer_recycling() -> None:
           f"`high`, its 95 % interval (± 2 standard errors). GCS and GCSwR draw a seed's first word with the same\n"
           f"clocks, so their intervals are not independent: compare them seed by seed, as pairs (section 5 does).\n\n"
           f"Where the answers started apart, question 2 went on to name Paris in {100 * after['GCS']:.0f} % of\n"
-          f"the seeds under GCS, against the model's own {float(next_word[2, 0]):.2f}: GCS's clocks of step 2 know\n"
-          f"nothing of step 1. Under GCSwR it named Paris in {100 * after['GCSwR']:.0f} %: the clock that made\n"
-          f"question 1 say \"Paris\" was still short in question 2's race.")
+          f"the seeds under GCS, against the model's own {float(next_word[2, 0]):.2f}: GCS brings fresh clocks at\n"
+          f"step 2, which know nothing of step 1, so \"Paris\" wins only with its probability.\n"
+          f"Under GCSwR it named Paris in {100 * after['GCSwR']:.0f} %: the clock that made question 1 say \"Paris\"\n"
+          f"was still short in question 2's race.")
 
 
 def answer_race() -> None:
@@ -441,13 +444,16 @@ table = pd.DataFrame({
     "simulated": curve["monte_carlo_shared"], "low": curve["monte_carlo_shared"] - 2 * curve["stderr_shared"],
     "high": curve["monte_carlo_shared"] + 2 * curve["stderr_shared"], "IS, sum p*q": curve["independent"]})
 table["inside"] = table["Theorem 1"].between(table["low"], table["high"])
-print(table.round(3).to_string(index=False))
+# at 3 decimals a Theorem 1 just outside its interval (0.975 against 0.975 to 0.980) reads as a bug in `inside`
+four_decimals = {column: "{:.4f}".format for column in ("Theorem 1", "simulated", "low", "high")}
+print(table.to_string(index=False, formatters=four_decimals))
 
 # %% [markdown]
 # Columns: `w`, the blend weight (the figure's horizontal axis); `Theorem 1`, the exact agreement of shared clocks;
 # `simulated`, the share of 20,000 simulated pairs that agreed; `low` and `high`, ± 2 standard errors around it
-# (about a 95 % interval, the figure's error bars); `IS, sum p*q`, independent sampling's exact agreement (grey in
-# the figure); `inside`, whether Theorem 1 lies in the interval. With 5 intervals at about 95 %, one `False` now and
+# (about a 95 % interval, the figure's error bars; these four columns have 4 decimals, enough to see on which side
+# of `low` or `high` Theorem 1 falls); `IS, sum p*q`, independent sampling's exact agreement (grey in the figure);
+# `inside`, whether Theorem 1 lies in the interval. With 5 intervals at about 95 %, one `False` now and
 # then would be chance, not a failure of the theorem.
 
 # %% [markdown]
@@ -532,7 +538,7 @@ print("answers:", answers)
 # Read it: "Paris" held a short clock (0.184). Question 1 ran "Paris" fast (0.60) and it won; question 2 ran it at
 # 0.30, and "It's" arrived a hair earlier (0.600 against 0.613). But question 2's "Paris" kept its leftover, almost
 # nothing, so at step 2 it arrives first and question 2 says "It's Paris": the same city as question 1, one position
-# later. Under GCS, step 2 would bring fresh clocks, and "Paris" would win only with its probability, 0.55.
+# later.
 #
 # The app's **Inside the sampler** tab shows the same thing on the real model, token by token, with the clock after
 # each race: start the app ([the demo's "Start it"](../docs/demo.md#start-it)) and open
@@ -563,7 +569,7 @@ figure.show()
 # the next cell (replace `None`) and run it: only then does it show the answer, measured.
 
 # %%
-prediction = None  # for example (0.5, 0.6): GCS, then GCSwR
+prediction = None  # for example (0.5, 0.5): GCS, then GCSwR
 reveal("recycling", prediction)
 
 # %% [markdown]
@@ -640,9 +646,11 @@ for method, e5 in zip(report.table["method"], report.table["e5"], strict=True):
 # exact **sign-flip test**: if the methods did not differ, each seed's difference would be as likely negative as
 # positive, so the p-value is the share of the 2^16 ways of flipping the signs whose mean lies at least as far from 0 as
 # the one observed. The 5 % error allowed is split over all the comparisons (Bonferroni), so that the chance of any
-# false claim stays at most 5 %: the intervals hold together. IS and GCSwR under the same seed share no randomness (gcs
-# draws them from separate noise streams); the seed only pairs one score with another, and the test is valid all the
-# same.
+# false claim stays at most 5 %: the intervals hold together. In the table against IS, `low` and `high` bound every
+# shift of the mean difference that the sign-flip test at 1.25 % (5 % over 4 comparisons) would not reject, not
+# ± 2 standard errors; so the interval excludes 0 exactly when p ≤ 0.0125. IS and GCSwR under the same seed share
+# no randomness (gcs draws them from separate noise streams); the seed only pairs one score with another, and the test
+# is valid all the same.
 #
 # **Predict first:** with 16 seeds, will GCS and GCSwR agree more than IS beyond noise, on E5 and on aligned
 # agreement? The next cell defines the comparison's table; the one after asks for your prediction and shows it.
@@ -664,7 +672,7 @@ def paired_table(scores: pd.DataFrame, baseline: str) -> pd.DataFrame:
         "beyond noise": tests["beyond_noise"]}).round(1)
 
 # %%
-prediction = None  # for example ("GCS: no", "GCSwR: yes")
+prediction = None  # for example ("yes", "no"): GCS, then GCSwR
 reveal("verdict", prediction)
 
 # %% [markdown]
@@ -719,7 +727,7 @@ print(f"section 4, GCSwR seed 0: {model_questions[1]!r} ->", repr(seed_0.loc[mod
 # its first words, or differ from it from the start?
 
 # %%
-prediction = None  # for example "the first few words"
+prediction = None  # one of "word for word", "first words only", "apart from the start"
 reveal("hindsight", prediction)
 
 # %% [markdown]
@@ -737,7 +745,7 @@ reveal("hindsight", prediction)
 # agree? And independent sampling? (Hint: section 2's derivation, and the collision of two independent draws.)
 
 # %%
-prediction = None  # for example (0.7, 0.4): shared clocks, then independent sampling
+prediction = None  # for example (0.5, 0.5): shared clocks, then independent sampling
 reveal(1, prediction)
 
 # %% [markdown]
