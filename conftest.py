@@ -51,11 +51,13 @@ def pytest_configure(config):
 # Measured with --durations=0 (2026-11-27, quiet, per file: browser 148 s, hindsight 128 s, the wheel 126 s, vllm 85 s,
 # docs 78 s, generation 73 s, vllm-serve 72 s, threads 61 s, counterfactual 53 s, cli 50 s, bench 47 s; mypy over
 # gcs/ about 50 s cold; endpoints 285 s alone, its servers starting, measured 2026-11-27 apart from the rest; examples
-# 383 s alone at load 5-8, 171 s of CPU: the lesson 105 s, its vLLM server 90 s); the wheel check first, as it is
-# mostly pip waiting on the disk.
-LONGEST_FIRST = ("test_packaging.py", "test_endpoints.py", "test_browser.py", "test_examples.py", "test_hindsight.py",
-                 "test_vllm.py", "test_docs.py", "test_generation.py", "test_vllm_serve.py", "test_threads.py",
-                 "test_lint.py", "test_counterfactual.py", "test_cli.py", "test_bench.py")
+# 383 s alone at load 5-8, 171 s of CPU: the lesson 105 s, its vLLM server 90 s); the image's build (2026-11-29: 517 s
+# quiet, tests/test_docker.py) and the Space's (471-515 s at load 5-9, tests/test_space.py) first, one per worker, then
+# the wheel check, as they are mostly pip waiting on the disk and the network.
+LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_endpoints.py", "test_browser.py",
+                 "test_examples.py", "test_hindsight.py", "test_vllm.py", "test_docs.py", "test_generation.py",
+                 "test_vllm_serve.py", "test_threads.py", "test_lint.py", "test_counterfactual.py", "test_cli.py",
+                 "test_bench.py")
 
 
 # Files that share one server (tests/keyed_server.py: test_endpoints.py and test_vllm_serve.py) form one scope of
