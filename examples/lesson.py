@@ -579,7 +579,7 @@ reveal("recycling", prediction)
 # ## 4. IS, GCS and GCSwR on a real model: how to read the numbers
 #
 # Now the real model. For each seed, the model answers both questions under IS (luck not shared between the two
-# questions), GCS (shared position by position) and GCSwR (shared and recycled), 16 seeds and up to 24 tokens per
+# questions), GCS (shared position by position) and GCSwR (shared and recycled), 16 seeds and up to 16 tokens per
 # answer. Each seed's pair of answers gets two scores:
 #
 # - **E5**: how similar the answers' meanings are, the cosine similarity of their embeddings by the E5 model (the
@@ -592,7 +592,7 @@ reveal("recycling", prediction)
 
 # %%
 model_questions = ["What is the capital of France?", "Which city is the capital of France?"]
-frame = gcs.compare(model_questions, methods="is,gcs,gcswr", seeds=16, max_new_tokens=24)
+frame = gcs.compare(model_questions, methods="is,gcs,gcswr", seeds=16, max_new_tokens=16)
 report = gcs.compare_report(frame, metrics=("e5", "aligned"), tokenizer=model.tokenizer)
 
 for method in ("is", "gcs", "gcswr"):
@@ -612,7 +612,8 @@ reveal("methods", prediction)
 #
 # **How to read these numbers.** E5 similarities bunch near 1: two sentences that have nothing to do with each other
 # still score high, a close paraphrase near 1, identical answers 1. The next cell measures the band of unrelated
-# sentences and says where each method's mean lies. A mean inside that band says little by itself: E5 alone barely
+# sentences and says where each method's mean lies (to 3 decimals, as the means: rounded to 2, a mean just above the
+# band would read as inside it). A mean inside that band, or just above it, says little by itself: E5 alone barely
 # tells such answers from unrelated ones, which is why the lesson also scores aligned agreement, whose scale starts
 # at 0. On E5's short scale a gain of a few hundredths is large in size; whether it is beyond noise is section 5's
 # question.
@@ -629,7 +630,7 @@ unrelated = ["Paris is the capital and largest city of France.",
 similarities = gcs.similarity(unrelated, metric="e5")
 baseline = similarities[np.triu_indices(len(unrelated), k=1)]
 low, high = float(baseline.min()), float(baseline.max())
-print(f"E5 of two unrelated sentences: {low:.2f} to {high:.2f} (mean {baseline.mean():.2f}) over the "
+print(f"E5 of two unrelated sentences: {low:.3f} to {high:.3f} (mean {baseline.mean():.3f}) over the "
       f"{len(baseline)} pairs of {len(unrelated)} sentences")
 paraphrase = gcs.similarity([unrelated[0], "Paris, the largest city in France, is its capital."], metric="e5")[0, 1]
 print(f"E5 of a paraphrase of the first sentence: {paraphrase:.2f}")
