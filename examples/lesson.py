@@ -93,7 +93,7 @@ import scipy.stats
 import torch
 from plotly.subplots import make_subplots
 
-from gcs.experiments.figures import CONCEPT_COLORS, METHOD_COLORS
+from gcs.experiments.figures import CONCEPT_COLORS, HATCHES, METHOD_COLORS
 
 # %% [markdown]
 # The setup: load the language model and the E5 scorer (section 4) and compile GCSwR's small C++ kernel. This is the
@@ -234,16 +234,21 @@ def answer_3() -> None:
 
 def answer_4() -> None:
     histogram, p_value = gcs.recycling_histogram([0.5, 0.3, 0.2], steps=5000, seed=0)
-    print("(a) One distribution, 5,000 draws from one seed:")
-    print(histogram.round(3).to_string(index=False))
-    print(f"chi-square p-value of GCSwR against the target: {p_value_text(p_value)}")
+    histogram["token"] = [["yes", "no", "maybe"][token] for token in histogram["token"]]
+    names = {"target": "exact", "gcswr": "GCSwR (recycled clocks)", "reuse": "reused clocks, no recycling"}
+    print("(a) One distribution, 5,000 draws from one seed (shares of the draws):")
+    headers = {"token": "word", "target": "exact", "gcswr": "GCSwR", "reuse": "reused clocks"}
+    print(histogram.rename(columns=headers).round(3).to_string(index=False))
+    print(f"chi-square p-value of GCSwR against the exact law: {p_value_text(p_value)}")
     first = histogram.loc[histogram["reuse"].idxmax()]
-    print(f"Recycled (gcswr), the shares follow the target. Reused (reuse), the word that won the first race, here\n"
-          f"token {int(first['token'])}, wins {100 * first['reuse']:.0f} % of the steps: its winning arrival stays\n"
+    print(f"Recycled, the shares follow the exact law. Reused, the word that won the first race, here\n"
+          f"{first['token']!r}, wins {100 * first['reuse']:.0f} % of the steps: its winning arrival stays\n"
           f"the lowest forever. The chi-square test is legitimate although one seed made all 5,000 draws: by\n"
           f"Theorem 2 each recycled draw is exact whatever came before, so with one fixed distribution the draws\n"
           f"are independent.")
-    gcs.recycling_figure(histogram).update_layout(font_size=15).show()
+    gcs.recycling_figure(histogram, title="One distribution, 5,000 draws: recycled and reused clocks",
+                         names=names).update_layout(xaxis_title="word", yaxis_title="share of draws",
+                                                    font_size=15).show()
 
     exact = (first_word["question 2"][:, None] * next_word).flatten()  # P(a, b): Paris Paris, Paris Lyon, ...
     pairs = [f"{a} {b}" for a in vocabulary for b in vocabulary]
@@ -273,10 +278,8 @@ def answer_4() -> None:
     figure = gcs.recycling_figure(pd.DataFrame({
         "token": [pair for pair, keep in zip(pairs, shown, strict=True) if keep], "target": exact[shown],
         "gcswr": (recycled / races)[shown], "reuse": (reused / races)[shown]}),
-        title=f"Question 2's two-word answers over {races:,} seeds")
-    for trace, name in zip(figure.data, ("exact law P(a) P(b | a)", "GCSwR (recycled clocks)",
-                                         "reused clocks, no recycling"), strict=True):
-        trace.name = name
+        title=f"Question 2's two-word answers over {races:,} seeds",
+        names={**names, "target": "exact law P(a) P(b | a)"})
     figure.update_layout(xaxis_title="answer", yaxis_title="share of answers", height=400, font_size=15,
                          legend=dict(orientation="h", y=-0.25)).show()
 
@@ -546,12 +549,18 @@ print("answers:", answers)
 # side").
 
 # %%
-figure = go.Figure([
-    go.Bar(name="clock before step 1 (both questions)", x=vocabulary, y=before[1].tolist(),
-           marker=dict(color=CONCEPT_COLORS["runner"], line=dict(color=CONCEPT_COLORS["outline"], width=1))),
-    go.Bar(name="question 2's clock after step 1 (recycled)", x=vocabulary, y=after[1].tolist(),
-           marker_color=METHOD_COLORS["gcswr"])])
 won = int(first_winners[1])
+lost = [word != won for word in range(len(vocabulary))]
+# After the race, one slot per word (offsetgroup "after"): a loser's leftover in GCSwR's red, the winner's fresh clock
+# in its own hatched colour, so that it does not read as a leftover "used up a little".
+figure = go.Figure([
+    go.Bar(name="clock before step 1 (both questions)", offsetgroup="before", x=vocabulary, y=before[1].tolist(),
+           marker=dict(color=CONCEPT_COLORS["runner"], line=dict(color=CONCEPT_COLORS["outline"], width=1))),
+    go.Bar(name="after step 1: a loser's leftover clock (recycled)", offsetgroup="after",
+           x=[word for word, kept in zip(vocabulary, lost, strict=True) if kept], y=after[1][lost].tolist(),
+           marker_color=METHOD_COLORS["gcswr"]),
+    go.Bar(name="after step 1: the winner's fresh clock (new)", offsetgroup="after", x=[vocabulary[won]],
+           y=[float(after[1, won])], marker=dict(color=CONCEPT_COLORS["fresh"], pattern=HATCHES["fresh"]))])
 # the annotation in plain black: orange (a winner) beside GCSwR's red bars is a pair colour-blind readers confuse
 figure.add_annotation(x=vocabulary[won], y=float(after[1, won]), text="won step 1:<br>a fresh clock", showarrow=True,
                       font=dict(size=14))
@@ -559,7 +568,7 @@ figure.add_annotation(x="Paris", y=float(after[1, 0]), text="lost by a hair:<br>
                       showarrow=True, ay=-60, font=dict(size=14))
 figure.update_layout(title=f"Seed {step_seed}, question 2: its clocks before and after the first race",
                      xaxis_title="word", yaxis_title="clock E (time left at speed 1)", barmode="group",
-                     template="plotly_white", height=380, font_size=15, legend=dict(orientation="h", y=-0.2))
+                     template="plotly_white", height=420, font_size=15, legend=dict(orientation="h", y=-0.2))
 figure.show()
 
 # %% [markdown]
@@ -767,11 +776,11 @@ reveal(3, prediction)
 
 # %% [markdown]
 # **Exercise 4 (after class).** Recycling keeps every answer exact. The tempting shortcut is to **reuse** the clocks:
-# keep every word's clock unchanged from one position to the next, with no recycling. (a) One fixed distribution, `[0.5,
-# 0.3, 0.2]`, sampled 5,000 times in a row from one seed with reused clocks: how often does the word that wins the first
-# race win again? (b) In section 3's tiny model, question 2 answers "It's Paris" with probability 0.60 × 0.55 = 0.33.
-# With reused clocks, will "It's Paris" come more often or less often than that? The answer checks GCSwR against the
-# exact law with a chi-square test.
+# keep every word's clock unchanged from one position to the next, with no recycling. (a) One fixed distribution over
+# three words, "yes" 0.5, "no" 0.3 and "maybe" 0.2, sampled 5,000 times in a row from one seed with reused clocks: how
+# often does the word that wins the first race win again? (b) In section 3's tiny model, question 2 answers "It's
+# Paris" with probability 0.60 × 0.55 = 0.33. With reused clocks, will "It's Paris" come more often or less often than
+# that? The answer checks GCSwR against the exact law with a chi-square test.
 
 # %%
 prediction = None  # for example (0.6, "more often")

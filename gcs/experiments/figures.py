@@ -21,10 +21,12 @@ from gcs.experiments.sweeps import consistency_by_temperature, ensembling_label
 from gcs.scoring.metrics import METRIC_NAMES, parse_metric
 
 # One colour per concept in every figure of the library, the app and the lesson: each method; the exact law; noise
-# kept without recycling; a race's winner and other runners (outlined mid grey, never washed out by a projector).
-# Figures that set the exact law beside GCSwR's red stay apart for colour-blind readers: near-black and sky blue.
+# kept without recycling; a race's winner and other runners (outlined mid grey, never washed out by a projector); a
+# winner's fresh clock. The exact law and fresh clocks are also hatched (HATCHES): a protanope sees GCSwR's red as dark.
 METHOD_COLORS = {"is": "#7f7f7f", "gcs": "#1f77b4", "gcswr": "#d62728"}
-CONCEPT_COLORS = {"exact": "#222222", "reuse": "#56b4e9", "winner": "#ff7f0e", "runner": "#b0b0b0", "outline": "#333"}
+CONCEPT_COLORS = {"exact": "#222222", "reuse": "#56b4e9", "winner": "#ff7f0e", "runner": "#b0b0b0", "outline": "#333",
+                  "fresh": "#009e73"}
+HATCHES = {"exact": dict(shape="/", bgcolor="white", solidity=0.4), "fresh": dict(shape="x", fillmode="overlay")}
 
 
 def consistency_figure(frame: pd.DataFrame, *, metric: str | None = None, title: str | None = None):
@@ -112,11 +114,9 @@ def similarity_heatmap(matrix: np.ndarray, labels: list[str], *, title: str = ""
     n = len(labels)
     numbers = [str(i + 1) for i in range(n)]
     hover = [[f"{i + 1}: {labels[i]}<br>{j + 1}: {labels[j]}" for j in range(n)] for i in range(n)]
-    figure = go.Figure(
-        go.Heatmap(z=np.round(matrix, 3), x=numbers, y=numbers, zmin=zmin, zmax=1, colorscale="Blues",
-                   text=np.round(matrix, 2), texttemplate="%{text}", customdata=hover,
-                   hovertemplate="%{customdata}<br>similarity %{z}<extra></extra>")
-    )
+    figure = go.Figure(go.Heatmap(z=np.round(matrix, 3), x=numbers, y=numbers, zmin=zmin, zmax=1, colorscale="Blues",
+                                  text=np.round(matrix, 2), texttemplate="%{text}", customdata=hover,
+                                  hovertemplate="%{customdata}<br>similarity %{z}<extra></extra>"))
     figure.update_layout(title=title, template="plotly_white", height=360, margin=dict(l=40, r=10, t=50, b=40),
                          yaxis_autorange="reversed", xaxis_title="paraphrase", yaxis_title="paraphrase",
                          xaxis_type="category", yaxis_type="category")
@@ -276,11 +276,11 @@ def race_figure(step, *, title: str = "", probability_max: float | None = None,
         figure.update_xaxes(type="log", range=[np.log10(values[0]), np.log10(values[-1])], tickvals=values,
                             ticktext=labels, row=1, col=2)
     figure.update_yaxes(autorange="reversed")
-    figure.update_layout(title=title, template="plotly_white", height=70 + 24 * len(candidates), showlegend=False,
-                         margin=dict(l=10, r=10, t=60, b=30))
-    return figure
+    return figure.update_layout(title=title, template="plotly_white", height=70 + 24 * len(candidates),
+                                showlegend=False, margin=dict(l=10, r=10, t=60, b=30))
 
 
+RECYCLING_NAMES = {"target": "target p", "gcswr": "GCSwR (recycled noise)", "reuse": "same noise, no recycling"}
 COUPLING_WORDS = {"shared": "shared noise", "estimate": "Monte Carlo", "agreement": "P(same category)", "q": "your q"}
 
 
@@ -311,40 +311,40 @@ def coupling_figure(curve: pd.DataFrame, *, title: str = "Agreement of two draws
     for kind, exact, name, symbol in (("shared", "theorem1", f"{words['shared']}: Theorem 1", "circle"),
                                       ("independent", "independent", "independent: Σ p·q", "square")):
         color = METHOD_COLORS["gcs" if kind == "shared" else "is"]
-        figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[exact], name=name, mode="lines",
-                                    line=dict(color=color)))
+        figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[exact], name=name, mode="lines", line_color=color))
         figure.add_trace(go.Scatter(x=curve["epsilon"], y=curve[f"monte_carlo_{kind}"], mode="markers",
                                     name=f"{name.split(':')[0]}: {words['estimate']} (± 2 std.err)",
                                     marker=dict(color=color, symbol=symbol),
                                     error_y=dict(type="data", array=2 * curve[f"stderr_{kind}"])))
     x_title = (f"blend weight w: q_w = (1 − w)·p + w·q (0 = p, 1 = {words['q']})" if blended
                else "ε: q = softmax(log p + ε·z) for a fixed random direction z")
-    figure.update_layout(title=title, xaxis_title=x_title, yaxis_title=words["agreement"],
-                         yaxis_range=[0, 1.02], template="plotly_white")
-    return figure
+    return figure.update_layout(title=title, xaxis_title=x_title, yaxis_title=words["agreement"],
+                                yaxis_range=[0, 1.02], template="plotly_white")
 
 
-def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many steps vs the target distribution"):
+def recycling_figure(histogram: pd.DataFrame, *, title: str = "GCSwR over many steps vs the target distribution",
+                     names: dict[str, str] | None = None):
     """Target probabilities next to GCSwR's token frequencies (and, for contrast, naive noise reuse).
 
     Args:
         histogram: the frame of ``gcs.recycling_histogram``.
         title: the figure's title.
+        names: legend names for some of the columns ``target``, ``gcswr``, ``reuse`` (``RECYCLING_NAMES``).
 
     Returns:
-        A plotly ``Figure``.
+        A plotly ``Figure``; the target's bars are hatched, apart from GCSwR's red by texture as well as colour.
 
     Examples:
         >>> from gcs.sampling.coupling import recycling_histogram
         >>> histogram, p_value = recycling_histogram([0.6, 0.3, 0.1], steps=100)
-        >>> len(recycling_figure(histogram).data)  # target, GCSwR, reuse
-        3
+        >>> [bars.name for bars in recycling_figure(histogram, names={"target": "exact"}).data]
+        ['exact', 'GCSwR (recycled noise)', 'same noise, no recycling']
     """
-    labels = [str(t) for t in histogram["token"]]
-    figure = go.Figure([go.Bar(x=labels, y=histogram[column], name=name, marker_color=color)
-                        for column, name, color in (("target", "target p", CONCEPT_COLORS["exact"]),
-                                                    ("gcswr", "GCSwR (recycled noise)", METHOD_COLORS["gcswr"]),
-                                                    ("reuse", "same noise, no recycling", CONCEPT_COLORS["reuse"]))])
-    figure.update_layout(title=title, xaxis_title="token", yaxis_title="frequency", barmode="group",
-                         template="plotly_white")
-    return figure
+    names = {**RECYCLING_NAMES, **(names or {})}
+    colors = {"target": CONCEPT_COLORS["exact"], "gcswr": METHOD_COLORS["gcswr"], "reuse": CONCEPT_COLORS["reuse"]}
+    figure = go.Figure([go.Bar(x=[str(t) for t in histogram["token"]], y=histogram[column], name=names[column],
+                               marker=dict(color=color, line=dict(color=color, width=1),
+                                           pattern=HATCHES["exact"] if column == "target" else None))
+                        for column, color in colors.items()])
+    return figure.update_layout(title=title, xaxis_title="token", yaxis_title="frequency", barmode="group",
+                                template="plotly_white")

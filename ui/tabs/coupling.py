@@ -119,8 +119,8 @@ def build() -> Tab:
         table = gr.Dataframe(value=pd.DataFrame(columns=list(CURVE_HEADERS.values())), label="numbers",
                              interactive=False, elem_id="coupling-table")
         recycling = gr.Plot(label="recycling demo", elem_id="recycling-plot")
-        caption("Green: the target p. Red: how often GCSwR picked each token over many steps with recycled noise; "
-                "it matches green (every step is an exact draw). Yellow: keeping the noise without recycling "
+        caption("Hatched: the target p. Red: how often GCSwR picked each token over many steps with recycled noise; "
+                "it matches the hatched bars (every step is an exact draw). Blue: keeping the noise without recycling "
                 "repeats one token forever.")
         note = gr.Markdown()
         q_text.change(lambda q: gr.update(interactive=not str(q or "").strip()), q_text, max_epsilon,
