@@ -77,13 +77,11 @@ class SharedServer:
     def __init__(self) -> None:
         self.stack: contextlib.ExitStack | None = None
         self.wait: Callable[[], tuple] | None = None
-        self.starts = 0  # how many times this process started it (tests/test_keyed_server.py reads it)
 
     def waiting(self, tmp_path_factory) -> Callable[[], tuple]:
         if self.wait is None:
             self.stack = contextlib.ExitStack()
             self.wait = self.stack.enter_context(early(start(tmp_path_factory, "keyed", [*SMALL, "--api-key", KEY])))
-            self.starts += 1
         return self.wait
 
     @property
