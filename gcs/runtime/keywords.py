@@ -14,13 +14,13 @@ gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword a
 
 from __future__ import annotations
 
-import difflib
 import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import ParamSpec, TypeVar
 
 from gcs.runtime.arguments import ArgumentTypeError
+from gcs.runtime.names import nearest_name
 from gcs.runtime.quoting import quoted
 
 P = ParamSpec("P")
@@ -59,9 +59,8 @@ def unexpected_keyword(caller: str, keyword: str, known: Iterable[str], why: str
     >>> len(str(unexpected_keyword("gcs.ab", "x" * 100_000, ["method"])))  # quoted in part: a bounded message
     166
     """
-    nearest = difflib.get_close_matches(keyword, sorted(known), n=1, cutoff=0.6) \
-        if len(keyword) <= SUGGESTED_LENGTH else []
-    hint = f" (did you mean {nearest[0]!r}?)" if nearest else ""
+    nearest = nearest_name(keyword, sorted(known)) if len(keyword) <= SUGGESTED_LENGTH else None
+    hint = f" (did you mean {nearest!r}?)" if nearest else ""
     return ArgumentTypeError(f"{caller} got an unexpected keyword argument {quoted(keyword)}{hint}"
                              + (f"; {why}" if why else ""))
 

@@ -79,10 +79,21 @@ def parse_names(names: str | Iterable[str], known: Iterable[str], *, what: str =
     return list(chosen)
 
 
+def nearest_name(word: str, known: Iterable[str]) -> str | None:
+    """The known name nearest to ``word`` (difflib's ratio at least 0.6; the first of equals in ``known``'s order),
+    None when none is near: the "did you mean" of every refusal of a name or a keyword.
+
+    >>> nearest_name("jacard", ["e5", "jaccard", "aligned"]), nearest_name("xyz", ["e5"])
+    ('jaccard', None)
+    """
+    found = difflib.get_close_matches(word, list(known), n=1)
+    return found[0] if found else None
+
+
 def unknown(name: str, key: str, registry: dict[str, str], what: str) -> str:
     """The message for an unknown ``name``: the nearest known one, then those known (at most ``KNOWN_SHOWN``)."""
-    nearest = difflib.get_close_matches(key.lower(), list(registry), n=1)
-    hint = f" (did you mean {quoted(registry[nearest[0]])}?)" if nearest else ""
+    nearest = nearest_name(key.lower(), registry)
+    hint = f" (did you mean {quoted(registry[nearest])}?)" if nearest else ""
     shown = list(registry.values())
     listed = ", ".join(shown[:KNOWN_SHOWN]) + (f" and {len(shown) - KNOWN_SHOWN} more" if len(shown) > KNOWN_SHOWN
                                                else "")
