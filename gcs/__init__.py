@@ -6,6 +6,8 @@ the model, generation lays out the responses, scoring and statistics judge them,
     runtime/      the plumbing everything uses: quoting in errors, argument shapes, private APIs (internals), OpenMP,
                   threads, timing
     checks, settings, environment   what a caller may pass: the argument checks, ``SamplingSettings``, GCS_* variables
+    fronts        ``gcs.compare`` and the other entry points that take options, their keywords checked before their
+                  modules (torch, transformers) are imported
     stats/        paired tests, the sequential plan, intervals (numpy, pandas and scipy only: no torch, no model)
     sampling/     noise, the IS / GCS / GCSwR samplers (the literal algorithm, the fused CPU kernel), the logits
                   processor, ensembling, Theorem 1's agreement probability and the coupling curves
@@ -218,13 +220,23 @@ _EXPORTS = {
 }
 _MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = list(_MODULE_OF)
+# The entry points that take options and load a model: gcs.NAME is a front (gcs/fronts.py) that refuses an unknown
+# keyword before their modules (torch, transformers, pandas: seconds) are imported. tests/test_fronts.py holds this
+# to every exported function that checks its keywords.
+_FRONTED = frozenset({"generate", "stream", "compare", "stream_compare", "trace", "hindsight", "hindsight_report",
+                      "counterfactual", "sweep", "compare_rounds", "style_responses", "ab"})
 
 
 def __getattr__(name: str):
     module = _MODULE_OF.get(name)
     if module is None:
         return submodule(__name__, name)
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if name in _FRONTED:
+        from gcs.fronts import front
+
+        value = front(f"{__name__}.{module}", name)
+    else:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
     globals()[name] = value  # the next lookup is a plain attribute
     return value
 

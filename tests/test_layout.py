@@ -17,8 +17,8 @@ LONGEST = 350  # lines; samplers.py (the exact samplers, one concept) may pass i
 LONG_ALLOWED = {"gcs/sampling/samplers.py"}
 MODULES_PER_FOLDER = 12
 # gcs's layers, lowest first (gcs/__init__.py's docstring): a module imports its own layer's modules and lower ones.
-LAYERS = ["runtime", "checks", "environment settings", "stats", "sampling", "vllm", "engines", "scoring", "rewording",
-          "generation", "instrument", "experiments", "abtest", "resources", "cli", "__main__"]
+LAYERS = ["runtime", "checks", "environment settings", "fronts", "stats", "sampling", "vllm", "engines", "scoring",
+          "rewording", "generation", "instrument", "experiments", "abtest", "resources", "cli", "__main__"]
 LAYER_OF = {unit: rank for rank, units in enumerate(LAYERS) for unit in units.split()}
 # ui's layers, lowest first (ui/__init__.py's docstring): what the tabs share, the server around them, the tabs.
 UI_LAYERS = ["shared", "server", "tabs"]
