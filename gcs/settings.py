@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -253,7 +253,7 @@ def _differs(value, default) -> bool:
 SAMPLING_FIELDS = frozenset(field.name for field in dataclasses.fields(SamplingSettings))
 
 
-def check_generate_kwargs(entry_point: Callable, generate_kwargs: dict) -> None:
+def check_generate_kwargs(entry_point: Callable, generate_kwargs: Mapping[str, Any]) -> None:
     """TypeError, before any work, where an entry point's extra keywords (``**generate_kwargs``, passed on to
     transformers' ``generate``) hold one that transformers' generate does not take (``gcs.compare(temprature=0.7)``
     failed in transformers after the model had loaded), or one of gcs's own sampling settings (``gcs.sweep

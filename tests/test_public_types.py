@@ -46,7 +46,8 @@ def test_every_public_name_is_typed_from_the_module_it_is_loaded_from():
 USER_SCRIPT = """\
 import gcs
 
-frame = gcs.compare(["What is DNA?", "Explain DNA."], methods="is,gcswr", seeds=2, max_new_tokens=4)
+frame = gcs.compare(["What is DNA?", "Explain DNA."], methods="is,gcswr", seeds=2, max_new_tokens=4,
+                    min_new_tokens=2)  # transformers' own option, passed on
 settings = gcs.SamplingSettings(methods="gcs", seeds=[1, 2], temperature=0.7)
 answers = gcs.generate(["What is DNA?"], settings=settings.replace(seeds=[1]))
 print(frame, answers, gcs.verdict)
@@ -58,6 +59,8 @@ import gcs
 gcs.compare(["What is DNA?"], seeds="x")
 gcs.ab(["What is DNA?"], gcs.Variant(), gcs.Variant(system="Be brief."), methods="gcs")
 gcs.SamplingSettings(method="gcs")
+gcs.compare(["What is DNA?"], temprature=0.7)
+gcs.sweep([["What is DNA?"]], min_new_tokens=2, temperature=0.5)
 """
 
 
@@ -71,5 +74,8 @@ def test_mypy_checks_a_users_calls_through_gcs(tmp_path):
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert [line.split(":")[1] for line in errors if "user_script.py" in line] == [], result.stdout[-4000:]
     wrong = {line.split(":")[1]: line for line in errors if "wrong_script.py" in line}
-    assert set(wrong) == {"3", "4", "5"}, result.stdout[-4000:]
+    assert set(wrong) == {"3", "4", "5", "6", "7"}, result.stdout[-4000:]
     assert '"seeds"' in wrong["3"] and '"methods"' in wrong["4"] and '"method"' in wrong["5"], wrong
+    # the extra keywords are transformers' generate options (GenerateOptions): a typo, or a sampling setting that
+    # sweep takes by another name, is flagged
+    assert '"temprature"' in wrong["6"] and '"temperature"' in wrong["7"], wrong

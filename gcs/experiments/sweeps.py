@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from typing_extensions import Unpack
 
 from gcs.checks import (
     DEFAULT_MAX_NEW_TOKENS,
@@ -40,6 +41,7 @@ from gcs.experiments.data import Group, as_groups
 from gcs.experiments.results import finished_keys
 from gcs.rewording import reword
 from gcs.runtime.arguments import ArgumentTypeError, check_callback, check_stop, is_integer
+from gcs.runtime.keywords import GenerateOptions
 from gcs.runtime.quoting import quoted
 from gcs.scoring.metrics import check_metrics, mean_off_diagonal, similarity_matrices
 from gcs.settings import SamplingSettings, check_generate_kwargs, settings_for
@@ -128,7 +130,7 @@ def sweep(
     progress: Progress = False,
     stop: threading.Event | None = None,
     engine: EngineChoice = "transformers",
-    **generate_kwargs,
+    **generate_kwargs: Unpack[GenerateOptions],
 ) -> pd.DataFrame:
     """Consistency of responses to each group of paraphrases, for every setting (Fig. 2, Table 1).
 
@@ -203,7 +205,7 @@ def sweep(
         return at_temperature[cell.temperature]
 
     frames = []
-    for chunk, decoded in run_batches(cells, rows_of, settings_of, model, batch_rows, generate_kwargs, progress,
+    for chunk, decoded in run_batches(cells, rows_of, settings_of, model, batch_rows, dict(generate_kwargs), progress,
                                       "sweep", stop, engine):
         frame = _score_cells(chunk, [[r["response"] for r in rows] for rows in decoded], plan.metrics, model)
         frames.append(frame)

@@ -14,12 +14,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import cast
 
 import pandas as pd
+from typing_extensions import Unpack
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS, METHODS
 from gcs.engines.endpoints import EngineChoice
 from gcs.engines.models import Model
 from gcs.generation.cores import compare_with, generate_with
 from gcs.runtime.arguments import is_integer
+from gcs.runtime.keywords import GenerateOptions
 from gcs.settings import SamplingSettings, check_generate_kwargs, one_or_built, settings_for
 
 __all__ = ["generate", "stream", "compare", "stream_compare"]
@@ -43,7 +45,7 @@ def generate(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, te
              top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
              model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
              settings: SamplingSettings | None = None, stop: threading.Event | None = None,
-             **generate_kwargs) -> list[str]:
+             **generate_kwargs: Unpack[GenerateOptions]) -> list[str]:
     """One response per prompt, all rows in one batched ``generate`` (KV cache, left padding).
 
     Follow-up turns the model invents after its answer are removed (``compare`` keeps the raw text).
@@ -96,7 +98,7 @@ def stream(prompts: Sequence[str], *, method: str = "gcswr", seed: int = 0, temp
            top_k: int | None = None, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
            model: Model | str | None = None, ensemble: Ensemble = None, engine: str = "transformers",
            settings: SamplingSettings | None = None, stop: threading.Event | None = None,
-           **generate_kwargs) -> Iterator[list[str]]:
+           **generate_kwargs: Unpack[GenerateOptions]) -> Iterator[list[str]]:
     """Like ``generate``, but yields all partial responses after every token; the last is final.
 
     Args:
@@ -148,7 +150,7 @@ def compare(prompts: Sequence[str], *, methods: Sequence[str] | str = METHODS, s
             max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
             model: Model | str | None = None, ensemble: Ensemble = None, settings: SamplingSettings | None = None,
             engine: EngineChoice = "transformers", stop: threading.Event | None = None,
-            **generate_kwargs) -> pd.DataFrame:
+            **generate_kwargs: Unpack[GenerateOptions]) -> pd.DataFrame:
     """Every method x seed x prompt, generated in one batch, as a tidy DataFrame.
 
     Args:
@@ -202,7 +204,7 @@ def stream_compare(prompts: Sequence[str], *, methods: Sequence[str] | str = MET
                    model: Model | str | None = None,
                    ensemble: Ensemble = None, settings: SamplingSettings | None = None,
                    engine: EngineChoice = "transformers", stop: threading.Event | None = None,
-                   **generate_kwargs) -> Iterator[pd.DataFrame]:
+                   **generate_kwargs: Unpack[GenerateOptions]) -> Iterator[pd.DataFrame]:
     """Like ``compare``, but yields the frame of partial responses after every token; the last is final.
 
     Args:

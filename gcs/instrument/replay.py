@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from typing_extensions import Unpack
 
 from gcs.checks import DEFAULT_MAX_NEW_TOKENS
 from gcs.engines.batch import Batch, Row, check_plain_text, stop_token_ids
@@ -33,6 +34,7 @@ from gcs.engines.models import Model, resolve_model
 from gcs.instrument.conditioning import Posterior, posterior
 from gcs.instrument.forcing import Response, forced_logits, reads_back, response_ids
 from gcs.runtime.arguments import ArgumentTypeError, check_prompts, check_stop
+from gcs.runtime.keywords import GenerateOptions
 from gcs.runtime.quoting import quoted
 from gcs.settings import SamplingSettings, check_generate_kwargs, one_or_built
 
@@ -152,7 +154,8 @@ def hindsight_report(prompt: str, response: Response, paraphrases: Sequence[str]
                      seed: int = 0, temperature: float = 1.0, top_p: float | None = None,
                      max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, finished: bool = True,
                      model: Model | str | None = None, stop: threading.Event | None = None,
-                     settings: SamplingSettings | None = None, **generate_kwargs) -> HindsightReport:
+                     settings: SamplingSettings | None = None,
+                     **generate_kwargs: Unpack[GenerateOptions]) -> HindsightReport:
     """``hindsight``'s answers with the replay check: the prompt answered with the same posterior noise.
 
     The replay runs through the path the posterior was computed on (the prompt alone, or in the same batch as the
@@ -204,7 +207,7 @@ def hindsight(prompt: str, response: Response, paraphrases: Sequence[str], *, me
               temperature: float = 1.0, top_p: float | None = None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
               finished: bool = True,
               model: Model | str | None = None, stop: threading.Event | None = None,
-              settings: SamplingSettings | None = None, **generate_kwargs) -> list[str]:
+              settings: SamplingSettings | None = None, **generate_kwargs: Unpack[GenerateOptions]) -> list[str]:
     """One answer per paraphrase, with the noise drawn from its posterior given that ``prompt`` got ``response``.
 
     Replaying the prompt itself (``paraphrases=[prompt]``) gives the response back, end included when finished, to the

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from gcs.runtime.arguments import ArgumentTypeError
 from gcs.runtime.names import nearest_name
@@ -27,26 +27,100 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 # What transformers' generate takes by name: GenerationConfig's fields and generate's own arguments (transformers
-# 5.19; tests/test_option_checks.py compares it with the installed transformers). Anything else that reaches generate
-# is a model_kwarg, which transformers refuses only after the model has loaded.
-GENERATE_OPTIONS = frozenset({
-    "assistant_confidence_threshold", "assistant_early_exit", "assistant_ensemble_weight", "assistant_lookbehind",
-    "assistant_model", "bad_words_ids", "begin_suppress_tokens", "bos_token_id", "cache_config",
-    "cache_implementation", "compile_config", "constraints", "continuous_batching_config", "custom_generate",
-    "decoder_start_token_id", "disable_compile", "diversity_penalty", "do_sample", "dola_layers", "early_stopping",
-    "encoder_no_repeat_ngram_size", "encoder_repetition_penalty", "eos_token_id", "epsilon_cutoff", "eta_cutoff",
-    "exponential_decay_length_penalty", "force_words_ids", "forced_bos_token_id", "forced_eos_token_id",
-    "generation_config", "guidance_scale", "is_assistant", "length_penalty", "logits_processor", "low_memory",
-    "max_cache_len", "max_length", "max_matching_ngram_size", "max_new_tokens", "max_time", "min_length",
-    "min_new_tokens", "min_p", "negative_prompt_attention_mask", "negative_prompt_ids", "no_repeat_ngram_size",
-    "num_assistant_tokens", "num_assistant_tokens_schedule", "num_beam_groups", "num_beams", "num_return_sequences",
-    "output_attentions", "output_hidden_states", "output_logits", "output_scores", "pad_token_id", "penalty_alpha",
-    "prefill_chunk_size", "prefix_allowed_tokens_fn", "prompt_lookup_num_tokens", "remove_invalid_values",
-    "renormalize_logits", "repetition_penalty", "return_dict_in_generate", "sequence_bias", "speculation_type",
-    "stop_strings", "stopping_criteria", "streamer", "suppress_tokens", "synced_gpus", "target_lookbehind",
-    "temperature", "token_healing", "top_h", "top_k", "top_p", "transformers_version", "typical_p", "use_cache",
-    "use_mtp", "watermarking_config",
-})
+# 5.19; tests/test_option_checks.py compares GENERATE_OPTIONS with the installed transformers). Anything else that
+# reaches generate is a model_kwarg, which transformers refuses only after the model has loaded.
+class GenerateOptions(TypedDict, total=False):
+    """The extra keywords an entry point passes on to transformers' ``generate`` (``**generate_kwargs:
+    Unpack[GenerateOptions]``), so that an editor completes them and mypy flags ``gcs.compare(prompts,
+    temprature=0.7)``. gcs's own sampling settings among transformers' options (``OWN_GENERATE_OPTIONS``) are not
+    here: an entry point takes them by name, or refuses them.
+
+    >>> "min_new_tokens" in GenerateOptions.__optional_keys__, "temperature" in GenerateOptions.__optional_keys__
+    (True, False)
+    """
+
+    assistant_confidence_threshold: Any
+    assistant_early_exit: Any
+    assistant_ensemble_weight: Any
+    assistant_lookbehind: Any
+    assistant_model: Any
+    bad_words_ids: Any
+    begin_suppress_tokens: Any
+    bos_token_id: Any
+    cache_config: Any
+    cache_implementation: Any
+    compile_config: Any
+    constraints: Any
+    continuous_batching_config: Any
+    custom_generate: Any
+    decoder_start_token_id: Any
+    disable_compile: Any
+    diversity_penalty: Any
+    do_sample: Any
+    dola_layers: Any
+    early_stopping: Any
+    encoder_no_repeat_ngram_size: Any
+    encoder_repetition_penalty: Any
+    eos_token_id: Any
+    epsilon_cutoff: Any
+    eta_cutoff: Any
+    exponential_decay_length_penalty: Any
+    force_words_ids: Any
+    forced_bos_token_id: Any
+    forced_eos_token_id: Any
+    generation_config: Any
+    guidance_scale: Any
+    is_assistant: Any
+    length_penalty: Any
+    logits_processor: Any
+    low_memory: Any
+    max_cache_len: Any
+    max_length: Any
+    max_matching_ngram_size: Any
+    max_time: Any
+    min_length: Any
+    min_new_tokens: Any
+    min_p: Any
+    negative_prompt_attention_mask: Any
+    negative_prompt_ids: Any
+    no_repeat_ngram_size: Any
+    num_assistant_tokens: Any
+    num_assistant_tokens_schedule: Any
+    num_beam_groups: Any
+    num_beams: Any
+    num_return_sequences: Any
+    output_attentions: Any
+    output_hidden_states: Any
+    output_logits: Any
+    output_scores: Any
+    pad_token_id: Any
+    penalty_alpha: Any
+    prefill_chunk_size: Any
+    prefix_allowed_tokens_fn: Any
+    prompt_lookup_num_tokens: Any
+    remove_invalid_values: Any
+    renormalize_logits: Any
+    repetition_penalty: Any
+    return_dict_in_generate: Any
+    sequence_bias: Any
+    speculation_type: Any
+    stop_strings: Any
+    stopping_criteria: Any
+    streamer: Any
+    suppress_tokens: Any
+    synced_gpus: Any
+    target_lookbehind: Any
+    token_healing: Any
+    top_h: Any
+    transformers_version: Any
+    typical_p: Any
+    use_cache: Any
+    use_mtp: Any
+    watermarking_config: Any
+
+
+OWN_GENERATE_OPTIONS = frozenset({"max_new_tokens", "temperature", "top_k", "top_p"})
+GENERATE_OPTIONS = frozenset(GenerateOptions.__optional_keys__) | OWN_GENERATE_OPTIONS
 SUGGESTED_LENGTH = 64  # a longer keyword is no typo of a name (and difflib's time grows with its square)
 
 
