@@ -35,7 +35,8 @@ GENERATE_KWARGS = "generate_kwargs"  # the extra keywords an entry point passes 
 
 
 class SourceText:
-    """A default value as its source reads (``model=DEFAULT_MODEL``), where evaluating it would import the module.
+    """A default value that is a name or an expression (``model=DEFAULT_MODEL``), shown as its source reads: evaluating
+    it would import the module. A literal default (``seeds=(0,)``, ``top_k=None``) is its value.
 
     >>> SourceText("DEFAULT_MODEL")
     DEFAULT_MODEL
@@ -60,27 +61,36 @@ def _definitions(module: str) -> dict[str, ast.FunctionDef]:
 def source_signature(definition: ast.FunctionDef) -> inspect.Signature:
     """The signature ``definition`` declares, its defaults and annotations as their source text.
 
-    >>> tree = ast.parse("def f(a, /, b=1, *more, seeds=SEEDS, **options: int): ...")
-    >>> source_signature(tree.body[0])
-    <Signature (a, /, b=1, *more, seeds=SEEDS, **options: int)>
+    >>> tree = ast.parse("def f(a, /, b=1, *more, seeds=SEEDS, top_k=None, **options: int): ...")
+    >>> signature = source_signature(tree.body[0])
+    >>> signature
+    <Signature (a, /, b=1, *more, seeds=SEEDS, top_k=None, **options: int)>
+    >>> signature.parameters["top_k"].default is None  # a literal is its value; a name, its text
+    True
     """
     arguments = definition.args
 
     def text(node: ast.expr | None):
         return inspect.Parameter.empty if node is None else SourceText(ast.unparse(node))
 
+    def default(node: ast.expr | None):
+        try:
+            return inspect.Parameter.empty if node is None else ast.literal_eval(node)
+        except ValueError:  # a name or a call
+            return text(node)
+
     positional = [*arguments.posonlyargs, *arguments.args]
     defaults = [None] * (len(positional) - len(arguments.defaults)) + list(arguments.defaults)
-    parameters = [inspect.Parameter(argument.arg, kind, default=text(default), annotation=text(argument.annotation))
-                  for index, (argument, default) in enumerate(zip(positional, defaults, strict=True))
+    parameters = [inspect.Parameter(argument.arg, kind, default=default(value), annotation=text(argument.annotation))
+                  for index, (argument, value) in enumerate(zip(positional, defaults, strict=True))
                   for kind in [inspect.Parameter.POSITIONAL_ONLY if index < len(arguments.posonlyargs)
                                else inspect.Parameter.POSITIONAL_OR_KEYWORD]]
     if arguments.vararg:
         parameters.append(inspect.Parameter(arguments.vararg.arg, inspect.Parameter.VAR_POSITIONAL,
                                             annotation=text(arguments.vararg.annotation)))
-    parameters += [inspect.Parameter(argument.arg, inspect.Parameter.KEYWORD_ONLY, default=text(default),
+    parameters += [inspect.Parameter(argument.arg, inspect.Parameter.KEYWORD_ONLY, default=default(value),
                                      annotation=text(argument.annotation))
-                   for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)]
+                   for argument, value in zip(arguments.kwonlyargs, arguments.kw_defaults, strict=True)]
     if arguments.kwarg:
         parameters.append(inspect.Parameter(arguments.kwarg.arg, inspect.Parameter.VAR_KEYWORD,
                                             annotation=text(arguments.kwarg.annotation)))
@@ -94,7 +104,7 @@ def front(module: str, name: str) -> Callable:
 
     >>> compare = front("gcs.generation.responses", "compare")
     >>> compare.__name__, compare.__module__
-    ('compare', 'gcs.generation.responses')
+    ('compare', 'gcs')
     >>> compare(["q"], seed=3)
     Traceback (most recent call last):
     ...
@@ -121,7 +131,11 @@ def front(module: str, name: str) -> Callable:
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
     checked.__name__ = checked.__qualname__ = name
-    checked.__module__ = module
+    checked.__module__ = "gcs"  # what it is: gcs.NAME (pickled by that name, it is this front again)
     checked.__doc__ = ast.get_docstring(definition, clean=False)
     checked.__signature__ = signature  # type: ignore[attr-defined]
+    checked.__annotations__ = {parameter.name: parameter.annotation.text for parameter in signature.parameters.values()
+                               if isinstance(parameter.annotation, SourceText)}
+    if isinstance(signature.return_annotation, SourceText):  # (as strings, as the entry points' modules keep theirs)
+        checked.__annotations__["return"] = signature.return_annotation.text
     return checked

@@ -39,7 +39,13 @@ from gcs.checks import (
     check_temperature,
 )
 from gcs.runtime.arguments import ArgumentTypeError
-from gcs.runtime.keywords import GENERATE_OPTIONS, keyword_names, keywords_checked, unexpected_keyword
+from gcs.runtime.keywords import (
+    DECIDED_GENERATE_OPTIONS,
+    GenerateOptions,
+    keyword_names,
+    keywords_checked,
+    unexpected_keyword,
+)
 from gcs.runtime.quoting import quoted
 
 
@@ -257,8 +263,9 @@ def check_generate_kwargs(entry_point: Callable, generate_kwargs: Mapping[str, A
     """TypeError, before any work, where an entry point's extra keywords (``**generate_kwargs``, passed on to
     transformers' ``generate``) hold one that transformers' generate does not take (``gcs.compare(temprature=0.7)``
     failed in transformers after the model had loaded), or one of gcs's own sampling settings (``gcs.sweep
-    (temperature=0.5)`` ran the default temperatures: transformers ignores a temperature under gcs's sampling). Names
-    the keyword and the nearest name the entry point or transformers' generate takes.
+    (temperature=0.5)`` ran the default temperatures: transformers ignores a temperature under gcs's sampling), or
+    one that gcs decides itself (``num_beams=2`` failed inside transformers, ``min_p`` was ignored). Names the keyword
+    and the nearest name the entry point or transformers' generate takes, or why gcs keeps it.
 
     >>> def compare(prompts, *, seeds=(0,), temperature=1.0, **generate_kwargs): ...
     >>> check_generate_kwargs(compare, {"min_new_tokens": 4})  # transformers' own: passed on
@@ -267,12 +274,21 @@ def check_generate_kwargs(entry_point: Callable, generate_kwargs: Mapping[str, A
     ...
     gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword argument 'temprature' (did you \
 mean 'temperature'?)
+    >>> check_generate_kwargs(compare, {"num_beams": 2})
+    Traceback (most recent call last):
+    ...
+    gcs.runtime.arguments.ArgumentTypeError: gcs.compare got an unexpected keyword argument 'num_beams'; \
+transformers' 'num_beams' is gcs's to set: it would replace sampling with another decoding strategy
     """
     own = keyword_names(entry_point)
     caller = f"gcs.{entry_point.__name__}"
+    passable = GenerateOptions.__optional_keys__
     for keyword in generate_kwargs:
         if keyword in SAMPLING_FIELDS:
-            raise unexpected_keyword(caller, keyword, own, f"its extra keywords go to transformers' generate, and "
-                                     f"{keyword!r} is one of gcs's own sampling settings")
-        if keyword not in GENERATE_OPTIONS:
-            raise unexpected_keyword(caller, keyword, {*own, *(GENERATE_OPTIONS - SAMPLING_FIELDS)})
+            raise unexpected_keyword(caller, keyword, own, f"{keyword!r} is one of gcs's sampling settings, which "
+                                     f"{caller} does not take (its extra keywords go to transformers' generate)")
+        if keyword in DECIDED_GENERATE_OPTIONS:
+            raise unexpected_keyword(caller, keyword, own, f"transformers' {keyword!r} is gcs's to set: "
+                                     f"{DECIDED_GENERATE_OPTIONS[keyword]}")
+        if keyword not in passable:
+            raise unexpected_keyword(caller, keyword, {*own, *passable})

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import gcs
+from conftest import tiny_gcs_model
 from gcs.engines.models import _load
 from gcs.runtime.keywords import GENERATE_OPTIONS
 
@@ -69,6 +70,34 @@ def test_a_typo_is_refused_with_the_nearest_name_before_any_model_loads(entry_po
 def test_a_keyword_far_from_every_name_is_refused_without_a_suggestion():
     with pytest.raises(TypeError, match=r"^gcs.compare got an unexpected keyword argument 'zzz'$"):
         gcs.compare(PROMPTS, zzz=1)
+
+
+@pytest.mark.parametrize("keyword, value, why", [
+    ("num_beams", 2, "another decoding strategy"), ("return_dict_in_generate", True, "lay out, sample and stream"),
+    ("logits_processor", [], "lay out, sample and stream"), ("min_p", 0.1, "transformers' sampling and its warpers"),
+    ("do_sample", True, "transformers' sampling and its warpers"),
+])
+def test_a_generate_option_gcs_sets_itself_is_refused_with_why(keyword, value, why):
+    """Passed on, num_beams=2 failed inside transformers ("Sizes of tensors must match"), return_dict_in_generate
+    and logits_processor with a TypeError, all after the model had loaded; min_p was ignored without a word."""
+    loads = _load.cache_info()
+    with pytest.raises(TypeError) as refused:
+        gcs.generate(PROMPTS, **{keyword: value})
+    assert str(refused.value).startswith(f"gcs.generate got an unexpected keyword argument '{keyword}'; "
+                                         f"transformers' '{keyword}' is gcs's to set: ") and why in str(refused.value)
+    after = _load.cache_info()
+    assert (after.hits, after.misses) == (loads.hits, loads.misses)
+
+
+def test_the_generate_options_gcs_passes_on_shape_the_answer():
+    """What the check lets through reaches transformers' generate and acts there: a token banned by bad_words_ids
+    appears in no row, where the same rows without it held it."""
+    arguments = {"methods": "is,gcswr", "seeds": 2, "max_new_tokens": 6, "model": tiny_gcs_model()}
+    plain = gcs.compare(PROMPTS, **arguments)
+    banned = int(plain["token_ids"][0][0])
+    without = gcs.compare(PROMPTS, **arguments, bad_words_ids=[[banned]])
+    assert any(banned in ids for ids in plain["token_ids"])
+    assert not any(banned in ids for ids in without["token_ids"])
 
 
 @pytest.mark.slow  # a process of its own

@@ -32,8 +32,8 @@ R = TypeVar("R")
 class GenerateOptions(TypedDict, total=False):
     """The extra keywords an entry point passes on to transformers' ``generate`` (``**generate_kwargs:
     Unpack[GenerateOptions]``), so that an editor completes them and mypy flags ``gcs.compare(prompts,
-    temprature=0.7)``. gcs's own sampling settings among transformers' options (``OWN_GENERATE_OPTIONS``) are not
-    here: an entry point takes them by name, or refuses them.
+    temprature=0.7)``. Not here: gcs's own sampling settings among transformers' options (``OWN_GENERATE_OPTIONS``),
+    which an entry point takes by name or refuses, and the options gcs decides itself (``DECIDED_GENERATE_OPTIONS``).
 
     >>> "min_new_tokens" in GenerateOptions.__optional_keys__, "temperature" in GenerateOptions.__optional_keys__
     (True, False)
@@ -43,7 +43,6 @@ class GenerateOptions(TypedDict, total=False):
     assistant_early_exit: Any
     assistant_ensemble_weight: Any
     assistant_lookbehind: Any
-    assistant_model: Any
     bad_words_ids: Any
     begin_suppress_tokens: Any
     bos_token_id: Any
@@ -52,27 +51,19 @@ class GenerateOptions(TypedDict, total=False):
     compile_config: Any
     constraints: Any
     continuous_batching_config: Any
-    custom_generate: Any
     decoder_start_token_id: Any
     disable_compile: Any
-    diversity_penalty: Any
-    do_sample: Any
-    dola_layers: Any
     early_stopping: Any
     encoder_no_repeat_ngram_size: Any
     encoder_repetition_penalty: Any
     eos_token_id: Any
-    epsilon_cutoff: Any
-    eta_cutoff: Any
     exponential_decay_length_penalty: Any
     force_words_ids: Any
     forced_bos_token_id: Any
     forced_eos_token_id: Any
-    generation_config: Any
     guidance_scale: Any
     is_assistant: Any
     length_penalty: Any
-    logits_processor: Any
     low_memory: Any
     max_cache_len: Any
     max_length: Any
@@ -80,47 +71,50 @@ class GenerateOptions(TypedDict, total=False):
     max_time: Any
     min_length: Any
     min_new_tokens: Any
-    min_p: Any
     negative_prompt_attention_mask: Any
     negative_prompt_ids: Any
     no_repeat_ngram_size: Any
     num_assistant_tokens: Any
     num_assistant_tokens_schedule: Any
-    num_beam_groups: Any
-    num_beams: Any
-    num_return_sequences: Any
     output_attentions: Any
     output_hidden_states: Any
     output_logits: Any
     output_scores: Any
     pad_token_id: Any
-    penalty_alpha: Any
     prefill_chunk_size: Any
     prefix_allowed_tokens_fn: Any
-    prompt_lookup_num_tokens: Any
     remove_invalid_values: Any
     renormalize_logits: Any
     repetition_penalty: Any
-    return_dict_in_generate: Any
     sequence_bias: Any
     speculation_type: Any
     stop_strings: Any
     stopping_criteria: Any
-    streamer: Any
     suppress_tokens: Any
     synced_gpus: Any
     target_lookbehind: Any
     token_healing: Any
-    top_h: Any
     transformers_version: Any
-    typical_p: Any
     use_cache: Any
     use_mtp: Any
     watermarking_config: Any
 
 
 OWN_GENERATE_OPTIONS = frozenset({"max_new_tokens", "temperature", "top_k", "top_p"})
-GENERATE_OPTIONS = frozenset(GenerateOptions.__optional_keys__) | OWN_GENERATE_OPTIONS
+_SAMPLES = "gcs samples every token itself: transformers' sampling and its warpers are off"
+_STRATEGY = "it would replace sampling with another decoding strategy"
+_LAYOUT = "gcs sets it to lay out, sample and stream the rows"
+# transformers' options that gcs decides itself, and why: passed on, each failed inside transformers after the model
+# had loaded (num_beams, return_dict_in_generate, logits_processor) or was ignored without a word (min_p)
+DECIDED_GENERATE_OPTIONS = {
+    **dict.fromkeys(("do_sample", "min_p", "typical_p", "epsilon_cutoff", "eta_cutoff", "top_h"), _SAMPLES),
+    **dict.fromkeys(("num_beams", "num_beam_groups", "diversity_penalty", "penalty_alpha", "dola_layers",
+                     "assistant_model", "prompt_lookup_num_tokens", "custom_generate"), _STRATEGY),
+    **dict.fromkeys(("num_return_sequences", "return_dict_in_generate", "generation_config", "logits_processor",
+                     "streamer"), _LAYOUT),
+}
+GENERATE_OPTIONS = frozenset(GenerateOptions.__optional_keys__) | OWN_GENERATE_OPTIONS \
+    | frozenset(DECIDED_GENERATE_OPTIONS)
 SUGGESTED_LENGTH = 64  # a longer keyword is no typo of a name (and difflib's time grows with its square)
 
 
