@@ -184,6 +184,17 @@ def first_recycled_win(trace_of, row: int = 1):
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def check_space_module():
+    """scripts/check_space.py as a module (a script, not a package): the Space's check, and the browser step the
+    Docker check shares with it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check_space", ROOT / "scripts" / "check_space.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="module")
 def client(app_url, app_progress):
     """A gradio_client for the running app (as users call its API), waiting on the app's progress, not on a timeout

@@ -15,16 +15,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from servers import free_port, running_server
 from suite_processes import marked
-from waiting import Progress, until
+from waiting import Progress
+
+from conftest import check_space_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "check-docker.sh"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 pytestmark = pytest.mark.slow
 
@@ -77,10 +77,7 @@ def image(tmp_path_factory):
 
 @pytest.mark.max_share(0.6)  # one build of the whole image (minutes): its work cannot be split
 def test_the_image_serves_and_a_browser_reads_a_verdict(image, tmp_path):
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.fail("the Docker check's browser step needs Debian's chromium: bash scripts/install-system-deps.sh")
+    browser_step = check_space_module()  # the Space's check reads a verdict the same way
     container = check_docker(["container", image], tmp_path / "container.log", "creating a container of the image")
     try:
         port = free_port()
@@ -88,23 +85,13 @@ def test_the_image_serves_and_a_browser_reads_a_verdict(image, tmp_path):
         started = time.monotonic()
         with running_server(["bash", str(SCRIPT), "serve", container, str(port)], tmp_path / "serve.log", url,
                             dict(os.environ), fail_on="Traceback (most recent call last)") as (_, progress):
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], headless=True)
-                page = browser.new_page()
-                # a busy machine is slow, not broken: what bounds each wait is the server's progress (until)
-                page.set_default_timeout(900_000)
-                page.goto(url + "?tab=compare&seeds=4&max_new_tokens=8&methods=is,gcswr&q="
-                          + quote("Name a colour.\nSay one colour."))
-                until(lambda: page.locator("#paraphrases textarea").input_value() == "Name a colour.\nSay one colour.",
-                      "the link's paraphrases in the page", progress)
-                page.locator("#run-compare").click()
+            try:
                 # 4 seeds decide nothing (too few for a claim): the verdict says so, over 4 seeds, once the run is done
-                verdict = until(lambda: "Done" in page.locator("#status").inner_text()
-                                and re.search(r"over 4 seeds.*", page.locator("#verdict").inner_text()),
-                                "a verdict in the page served from the image", progress)
-                browser.close()
+                verdict = browser_step.verdict_in_browser(url, progress)
+            except browser_step.StepFailed as failed:
+                pytest.fail(f"the page served from the image: {failed}", pytrace=False)
             print(f"test_docker: command started to first verdict: {time.monotonic() - started:.0f} s "
-                  f"({verdict.group(0)[:80]!r})", file=sys.stderr)
+                  f"({verdict[:80]!r})", file=sys.stderr)
     finally:
         removed("container", [container], tmp_path / "remove-container.log")
 

@@ -5,21 +5,13 @@ browser read a verdict from it (docs/deploy.md, "Hugging Face Spaces"). A failin
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
-
-
-def check_space_module():
-    spec = importlib.util.spec_from_file_location("check_space", ROOT / "scripts" / "check_space.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from conftest import ROOT, check_space_module
 
 
 def test_a_requirements_file_that_needs_the_repository_fails_the_step_that_installs_it(tmp_path):
