@@ -390,6 +390,16 @@ def test_the_built_in_scores_and_their_labels():
     assert [list(score.of(answers, [4, 2, 3])) for score in arm] == [[4, 2, 3], [1, 1, 0], [1, 0, 0], [1, 0, 0]]
 
 
+def test_a_score_asked_twice_is_tested_once():
+    """Each score is one test of the verdict's family (Bonferroni shares the error among them): "contains:DNA" and
+    "contains:dna" count the same answers (contains is case-insensitive) and were two tests; a regex's case is its
+    own."""
+    from gcs.abtest.scores import check_scores
+
+    arm, _ = check_scores("contains:DNA, contains:dna, length, length, regex:DNA, regex:dna")
+    assert [score.label for score in arm] == ["contains:DNA", "length", "regex:DNA", "regex:dna"]
+
+
 def test_ab_leaves_the_caller_s_models_and_frames_alone(old):
     before = {name: p.detach().clone() for name, p in old.model.named_parameters()}
     frame = gcs.ab(["w5"], gcs.Variant(old), gcs.Variant(old, temperature=0.5), seeds=3, max_new_tokens=2,

@@ -84,8 +84,8 @@ def test_a_sampling_setting_among_the_extra_keywords_gets_the_entry_points_reaso
     with pytest.raises(TypeError) as by_function:
         real("sweep")([PROMPTS], temperature=0.5)
     assert str(by_front.value) == str(by_function.value)
-    assert str(by_front.value).endswith("'temperature' is one of gcs's sampling settings, which gcs.sweep does not take "
-                                        "(its extra keywords go to transformers' generate)")
+    assert str(by_front.value).endswith("'temperature' is one of gcs's sampling settings, which gcs.sweep does not "
+                                        "take (its extra keywords go to transformers' generate)")
 
 
 def test_a_known_keyword_reaches_the_entry_point_itself():

@@ -144,8 +144,8 @@ def check_scores(metrics: Sequence[str] | str, scorer: Callable[[str], float] | 
         score = _score(metric)
         if isinstance(score, str):
             pair[score] = None
-        else:
-            arm[score.label] = score
+        else:  # (contains is case-insensitive: "contains:DNA" and "contains:dna" are one score, one test's share)
+            arm.setdefault(score.label.casefold() if score.kind == "contains" else score.label, score)
     if scorer is not None:
         name = getattr(scorer, "__name__", "")
         label = f"scorer:{name}" if name.isidentifier() else "scorer"
