@@ -458,3 +458,19 @@ def test_the_ab_command_resumes_and_refuses_a_changed_arm(embedded_model, tmp_pa
         in changed.stderr
     bad = gcs_cli("ab", "--data", "general", "--metrics", "regex:(", "--out", str(tmp_path / "bad"), "--quiet")
     assert bad.returncode == 2 and "not a valid regular expression" in bad.stderr
+
+
+def test_the_report_says_when_the_seeds_are_too_few_and_when_every_answer_hit_the_cap():
+    """Read by a new user: "length: B and A gave the same value on each of the 2 seeds: no difference, and no claim"
+    said neither that 2 seeds could support no claim nor that every answer had stopped at max_new_tokens (the length
+    was the cap's)."""
+    def frame(seeds: int, finished: bool) -> pd.DataFrame:
+        return pd.DataFrame({"prompt_index": 0, "method": "gcswr", "seed": range(seeds), "identical": True,
+                             "length_a": 8, "length_b": 8, "finished_a": finished, "finished_b": False})
+
+    few, capped = gcs.ab_report(frame(2, False)).lines[1], "Every answer stopped at max_new_tokens"
+    assert few.startswith("length: B and A gave the same value on each of the 2 seeds: no difference, and no claim: "
+                          "2 seeds are too few for any claim at 95 % (the exact sign-flip test needs at least 6).")
+    assert capped in few
+    enough = gcs.ab_report(frame(8, True)).lines[1]  # 8 seeds, and the A arm's answers ended by themselves
+    assert enough == "length: B and A gave the same value on each of the 8 seeds: no difference, and no claim."

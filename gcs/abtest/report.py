@@ -19,7 +19,8 @@ differences are independent (IS draws its own noise), so the F interval for the 
 ...                       "identical": [True] * 4 + [False] * 4, "length_a": [10, 12, 9, 11, 10, 12, 9, 11],
 ...                       "length_b": [10, 12, 9, 11, 14, 7, 12, 9]})
 >>> print(ab_report(frame).lines[1])
-length: B and A gave the same value on each of the 4 seeds: no difference, and no claim.
+length: B and A gave the same value on each of the 4 seeds: no difference, and no claim: 4 seeds are too few for \
+any claim at 95 % (the exact sign-flip test needs at least 6).
 """
 
 from __future__ import annotations
@@ -226,12 +227,13 @@ def _effect_line(row, names: tuple[str, str], confidence: float, family: int) ->
     amount = _number(abs(row.diff), scale, unit, signed=False, decimals=_decimals([row.diff], scale))
     body = sentence.format(B=b, A=a, more=more if row.diff >= 0 else less, amount=amount)
     together = "" if family == 1 else f", simultaneous over {family} scores"
+    few = (f"{row.n} seeds are too few for any claim at {100 * confidence:g} %{together} (the exact sign-flip test "
+           f"needs at least {fewest_seeds((1 - confidence) / family)})")
     if row.diff == 0 and not row.sd > 0:
-        return f"{head}{b} and {a} gave the same value on each of the {row.n} seeds: no difference, and no claim."
+        return (f"{head}{b} and {a} gave the same value on each of the {row.n} seeds: no difference, and no claim"
+                + ("." if row.claimable else f": {few}."))
     if not row.claimable:
-        needed = fewest_seeds((1 - confidence) / family)
-        return (f"{head}{body}; {row.n} seeds are too few for any claim at {100 * confidence:g} %{together} (the "
-                f"exact sign-flip test needs at least {needed}): no claim either way; use more seeds.")
+        return f"{head}{body}; {few}: no claim either way; use more seeds."
     noise = "beyond noise" if row.beyond_noise else "within noise"
     if not row.sd > 0:
         bonferroni = "" if family == 1 else f"; Bonferroni over {family} scores"
@@ -338,4 +340,8 @@ def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tup
     if control is not None:
         lines += [_saving_line(row, method, confidence) for row in effects.itertuples()]
     lines += _pair_lines(pairs, method, control, confidence)
+    ended = ["finished_a", "finished_b"]
+    if "length" in labels and set(ended) <= set(part) and not part[ended].to_numpy().any():  # the cap, not the arms
+        at = next(i for i, line in enumerate(lines) if line.startswith("length: "))
+        lines[at] += " Every answer stopped at max_new_tokens: its length is the cap's, not the arms'."
     return ABReport(names, method, control, effects, pairs, lines)
