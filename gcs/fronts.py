@@ -59,7 +59,8 @@ def _definitions(module: str) -> dict[str, ast.FunctionDef]:
 
 
 def source_signature(definition: ast.FunctionDef) -> inspect.Signature:
-    """The signature ``definition`` declares, its defaults and annotations as their source text.
+    """The signature ``definition`` declares: a literal default as its value, any other default and every annotation
+    as its source text (``SourceText``).
 
     >>> tree = ast.parse("def f(a, /, b=1, *more, seeds=SEEDS, top_k=None, **options: int): ...")
     >>> signature = source_signature(tree.body[0])
