@@ -28,7 +28,7 @@ import inspect
 from collections.abc import Callable
 from pathlib import Path
 
-from gcs.runtime.keywords import unexpected_keyword
+from gcs.runtime.keywords import refuse_unknown
 from gcs.settings import check_generate_kwargs
 
 GENERATE_KWARGS = "generate_kwargs"  # the extra keywords an entry point passes on to transformers' generate
@@ -124,11 +124,10 @@ def front(module: str, name: str) -> Callable:
         raise ValueError(f"{module}.{name} takes **{extra}: a front knows only **{GENERATE_KWARGS}")
 
     def checked(*args, **kwargs):
-        unknown = {keyword: value for keyword, value in kwargs.items() if keyword not in names}
-        if extra and unknown:
-            check_generate_kwargs(checked, unknown)
-        elif unknown:
-            raise unexpected_keyword(f"gcs.{name}", next(iter(unknown)), names)
+        if extra:
+            check_generate_kwargs(checked, {key: value for key, value in kwargs.items() if key not in names})
+        else:
+            refuse_unknown(f"gcs.{name}", kwargs, names)
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
 
     checked.__name__ = checked.__qualname__ = name

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from gcs.runtime.arguments import ArgumentTypeError
@@ -133,6 +133,16 @@ def unexpected_keyword(caller: str, keyword: str, known: Iterable[str], why: str
                              + (f"; {why}" if why else ""))
 
 
+def refuse_unknown(caller: str, keywords: Iterable[str], names: Collection[str]) -> None:
+    """``unexpected_keyword``'s error for the first of ``keywords`` that is not among ``names``, if any.
+
+    >>> refuse_unknown("gcs.trace", ["seed"], ["seed", "temperature"])  # all known: nothing
+    """
+    for keyword in keywords:
+        if keyword not in names:
+            raise unexpected_keyword(caller, keyword, names)
+
+
 def keyword_names(function: Callable) -> tuple[str, ...]:
     """The names ``function`` takes as keywords (its signature's, through ``functools.wraps``).
 
@@ -164,9 +174,7 @@ mean 'temperatures'?)
 
     @functools.wraps(function)
     def checked(*args: P.args, **kwargs: P.kwargs) -> R:
-        for keyword in kwargs:
-            if keyword not in names:
-                raise unexpected_keyword(called, keyword, names)
+        refuse_unknown(called, kwargs, names)
         return function(*args, **kwargs)
 
     return checked
