@@ -336,12 +336,12 @@ def ab_report(frame: pd.DataFrame, *, confidence: float = CONFIDENCE, names: tup
             f"{count(part['seed'].nunique(), 'seed')} with shared luck ({METHOD_NAMES.get(method, method)}): "
             f"{part['identical'].mean():.0%} of the answer pairs are identical{where}.")
     lines = [head]
-    lines += [_effect_line(row, names, confidence, len(effects)) for row in effects.itertuples()]
+    ended = ["finished_a", "finished_b"]
+    capped = set(ended) <= set(part) and not part[ended].to_numpy().any()  # a length is then the cap's, not the arms'
+    lines += [_effect_line(row, names, confidence, len(effects))
+              + (" Every answer stopped at max_new_tokens: its length is the cap's, not the arms'."
+                 if capped and row.metric == "length" else "") for row in effects.itertuples()]
     if control is not None:
         lines += [_saving_line(row, method, confidence) for row in effects.itertuples()]
     lines += _pair_lines(pairs, method, control, confidence)
-    ended = ["finished_a", "finished_b"]
-    if "length" in labels and set(ended) <= set(part) and not part[ended].to_numpy().any():  # the cap, not the arms
-        at = next(i for i, line in enumerate(lines) if line.startswith("length: "))
-        lines[at] += " Every answer stopped at max_new_tokens: its length is the cap's, not the arms'."
     return ABReport(names, method, control, effects, pairs, lines)
