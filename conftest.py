@@ -32,7 +32,7 @@ pytest_plugins = ["suite_resources", "pytester"]
 # "On the embedded model".
 SLOW_FIXTURES = {"embedded_model", "app_model", "app_server", "app_url", "app_log", "client", "page", "llm", "model",
                  "server", "vllm_served", "run_bench", "finished_run", "held_lane_app", "sky", "trace", "small_sweep",
-                 "server_a", "server_b", "keyed_server"}
+                 "server_a", "server_b", "b_starting", "keyed_server"}
 
 
 def pytest_configure(config):
@@ -52,8 +52,8 @@ def pytest_configure(config):
 # docs 78 s, generation 73 s, vllm-serve 72 s, threads 61 s, counterfactual 53 s, cli 50 s, bench 47 s; mypy over
 # gcs/ about 50 s cold; endpoints 285 s alone, its servers starting, measured 2026-11-27 apart from the rest; examples
 # 383 s alone at load 5-8, 171 s of CPU: the lesson 105 s, its vLLM server 90 s); the image's build (2026-11-29: 517 s
-# quiet, tests/test_docker.py) and the Space's (471-515 s at load 5-9, tests/test_space.py) first, one per worker, then
-# the wheel check, as they are mostly pip waiting on the disk and the network.
+# quiet, tests/test_docker.py) and the Space's (471-515 s at load 5-9, tests/test_space.py) first (both heavy: one
+# worker takes them one after the other, ``MEMORY_HEAVY`` below, while the other starts with the wheel check).
 LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_endpoints.py", "test_browser.py",
                  "test_examples.py", "test_hindsight.py", "test_vllm.py", "test_docs.py", "test_generation.py",
                  "test_vllm_serve.py", "test_threads.py", "test_lint.py", "test_counterfactual.py", "test_cli.py",
@@ -64,19 +64,41 @@ LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_e
 # pytest-xdist's --dist loadfile, so that one worker runs them one after the other and starts the server once.
 SHARED_SCOPES = {"tests/test_vllm_serve.py": "tests/test_endpoints.py"}
 
+# Files whose tests hold gigabytes beyond a worker's own: vLLM engines and servers, an image's or a Space's build and
+# its app. Two of them at once on two workers made the run's peak (18.2 GiB: test_vllm.py's engines beside
+# serve_and_ask's server), so a worker is given one only while no other worker has one to run, as long as a lighter
+# file is left to give it instead (docs/testing.md, "Memory and time").
+MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_vllm_serve.py", "test_examples.py",
+                "test_vllm.py", "test_bench.py", "test_resources.py"}
+
 
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope (None: pytest-xdist's own, for other modes)."""
+    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope and the ``MEMORY_HEAVY`` ones kept apart
+    (None: pytest-xdist's own, for other modes)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class SharedServerScheduling(LoadFileScheduling):
+    def heavy(scope: str) -> bool:
+        return scope.rpartition("/")[2] in MEMORY_HEAVY
+
+    class SuiteScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             return SHARED_SCOPES.get(scope, scope)
 
-    return SharedServerScheduling(config, log)
+        def _assign_work_unit(self, node) -> None:
+            """The queue's first file, unless it is heavy while another worker has a heavy file not yet done: then
+            the first light one (the heavy one when no light one is left: a worker never idles for this rule)."""
+            others_heavy = any(heavy(scope) and not all(unit.values()) for other, work in self.assigned_work.items()
+                               if other is not node for scope, unit in work.items())
+            if others_heavy and heavy(next(iter(self.workqueue))):
+                light = next((scope for scope in self.workqueue if not heavy(scope)), None)
+                if light is not None:
+                    self.workqueue.move_to_end(light, last=False)
+            super()._assign_work_unit(node)
+
+    return SuiteScheduling(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

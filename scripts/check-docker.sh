@@ -13,7 +13,7 @@
 # ("Docker") says how it differs from the real one.
 # This machine's pip settings (its config files and PIP_* variables: a local index, find-links) reach the build as a
 # pip.conf mounted at /etc/pip.conf for each RUN, with the local folders they name mounted read-only where they are:
-# nothing of them is written into the Dockerfile or the image.
+# nothing of them is written into the Dockerfile or the image. pip's retries are one unless set (see pip_settings).
 # Every failure ends in one line "check-docker: <step> failed: ..." (the test reports it as is).
 set -euo pipefail
 cd "${GCS_DOCKER_CONTEXT:-$(dirname "$0")/..}"
@@ -108,6 +108,10 @@ for line in subprocess.run([sys.executable, "-m", "pip", "config", "list"], capt
     section, _, option = key.rpartition(".")
     if section in (":env:", "global", "install", "download", "wheel"):
         settings["global"][option] = value.strip().strip("'\"")
+# One retry where the machine sets none, not pip's five: the Dockerfile's PyTorch index is unreachable here, and each of
+# torch's lookups on it waited through the five retries' back-off (`pip download torch==2.13.0 --index-url` that index:
+# 77 s with five, 2 s with one); a registry that is reachable still gets a second try.
+settings["global"].setdefault("retries", "1")
 pathlib.Path(sys.argv[1]).write_text("".join(f"{k} = {v}\n" for k, v in settings["global"].items()).join(["[global]\n", ""]))
 paths = set()
 for value in settings["global"].values():

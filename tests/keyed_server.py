@@ -2,7 +2,7 @@
 (tests/test_endpoints.py's server A and tests/test_vllm_serve.py's server): a start is ~1.5 minutes of a core and a
 server holds ~3.5 GB, so the suite starts one where it started two.
 
-The files run in one pytest-xdist worker, one after the other (``SharedServerScheduling``, in the root
+The files run in one pytest-xdist worker, one after the other (``SuiteScheduling``, in the root
 ``conftest.py``); the server starts when the first test that needs it asks (``SHARED.waiting``: in a thread, so that
 other servers start beside it) and stops once the next test is in no file that shares it (tests/conftest.py's
 ``pytest_runtest_teardown``), so it holds no memory through the rest of the worker's files. A run of one of the files

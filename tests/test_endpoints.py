@@ -1,9 +1,10 @@
 """``gcs.Endpoint``: real ``gcs vllm-serve`` processes (vLLM's CPU build, the embedded model) as gcs's engine.
 
 Three servers: A (``gcs vllm-serve``, with a key: the suite's shared keyed server, tests/keyed_server.py, which
-tests/test_vllm_serve.py uses next), B (the command it runs, without), both started at once when the first test needs
-one (a start is mostly one core's work importing vLLM, so B's overlaps A's and the tests before them), and vLLM
-without the gcs plugin, started for the test that refuses it once B is gone (three servers at once held 10 GB). The
+tests/test_vllm_serve.py uses next), started when the first test needs it, B (the command it runs, without), started
+once that test's in-process engine is shut down (a start is mostly one core's work importing vLLM, so B's overlaps the
+tests before the one that needs it), and vLLM without the gcs plugin, started for the test that refuses it once B is
+gone (three servers at once held 10 GB). The
 app, on A, starts as soon as A serves, for the tests at the end (a browser's run, a tab closed mid-run, MCP tool
 calls). Every test sends few requests of few tokens, but those stopped mid-run (``stop``, a closed tab), and the frame
 of one request at a time on A is generated once (``alone``) for every test that compares with it. The frame of one
@@ -54,23 +55,24 @@ def plain(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory, keyed_server):
-    """A and B, each a call that waits until it serves. B runs the command ``gcs vllm-serve`` replaces itself with
-    (A runs gcs vllm-serve itself): the same server, without importing gcs first."""
+def b_starting(tmp_path_factory):
+    """B, starting now: the call that waits until it serves. B runs the command ``gcs vllm-serve`` replaces itself
+    with (A runs gcs vllm-serve itself): the same server, without importing gcs first. The first test asks for it
+    once its in-process engine is shut down (the engine, A, B and the app at once held 12 GB)."""
     b = [*vllm_serve_command(None, port=1, cpu=True), *SMALL]
     b[b.index("--port") + 1] = "PORT"
     with early(start(tmp_path_factory, "b", [], b)) as b_served:
-        yield {"a": keyed_server, "b": b_served}
+        yield b_served
 
 
 @pytest.fixture(scope="module")
-def server_a(servers):
-    return servers["a"]()
+def server_a(keyed_server):
+    return keyed_server()
 
 
 @pytest.fixture(scope="module")
-def server_b(servers):
-    return servers["b"]()
+def server_b(b_starting):
+    return b_starting()
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +154,7 @@ def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_mo
     local = gcs.compare(PROMPTS, **settings(), model=exact, engine="vllm")
     gcs.engines.vllm.close_engines()  # (~3 GB the servers and the app need more, for the rest of the module)
     del exact
+    request.getfixturevalue("b_starting")  # (now that the engine is gone; for the tests after this one)
     quiet_a = request.getfixturevalue("quiet_a")
     differing = []
     for _ in range(BURSTS):

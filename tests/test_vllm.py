@@ -84,8 +84,10 @@ def model(embedded_model):
     return embedded_model
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def llm(model):
+    """The model's engine, fetched for each test: the fp32 test below shuts it down while its own engine runs (two
+    at once held 7.5 GiB), and the next test that needs it starts it again."""
     llm, _ = engine(model)
     return llm
 
@@ -188,7 +190,16 @@ def test_vllm_tokens_are_the_transformers_path_s_samples():
     Where the two engines' logits (and, for GCSwR, the recycled states they lead to) differ by less than the
     decision's margin, the sampler must pick vLLM's token: a bound from the measured differences, not a
     rate, so a near-tie never fails it. A row is followed up to its first step too close to call. fp32 in both
-    engines (an engine of its own): their bf16 kernels round differently, which would leave few steps to check."""
+    engines (an engine of its own, alone: the default dtype's is shut down first and this one at the end, so that a
+    worker never holds both): their bf16 kernels round differently, which would leave few steps to check."""
+    gcs.engines.vllm.close_engines()
+    try:
+        agreement_of_the_engines()
+    finally:
+        gcs.engines.vllm.close_engines()
+
+
+def agreement_of_the_engines() -> None:
     model = load_model(dtype=torch.float32)
     settings = SamplingSettings(temperature=1.0, max_new_tokens=24)
     rows = [Row(prompt, method, seed) for seed, (method, prompt) in

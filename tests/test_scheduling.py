@@ -1,0 +1,108 @@
+"""The order pytest-xdist's two workers get files in (the root conftest.py's ``SuiteScheduling``): the files that
+hold gigabytes (``MEMORY_HEAVY``) run on one worker at a time while a lighter file is left for the other.
+
+The scheduler is driven as pytest-xdist's controller drives it (``schedule``, then ``mark_test_complete`` as each test
+ends) with two workers that take a set time per test; a worker here is what the scheduler sees of one: the tests sent
+to it."""
+
+from __future__ import annotations
+
+import heapq
+
+import pytest
+from test_keyed_server import root_conftest
+
+FILES = {  # file: (tests, seconds each), in the suite's order; the heavy ones about half of the time, as in the suite
+    "test_docker.py": (1, 400), "test_space.py": (3, 40), "test_packaging.py": (1, 100), "test_endpoints.py": (8, 40),
+    "test_browser.py": (10, 25), "test_examples.py": (6, 30), "test_hindsight.py": (12, 15), "test_vllm.py": (10, 12),
+    "test_docs.py": (40, 5), "test_generation.py": (10, 15), "test_vllm_serve.py": (4, 20), "test_threads.py": (5, 30),
+    "test_counterfactual.py": (10, 10), "test_cli.py": (20, 5), "test_bench.py": (6, 12), "test_ab.py": (30, 3),
+    "test_resources.py": (4, 12), "test_waiting.py": (6, 5),
+}
+
+
+class Worker:
+    """The part of a pytest-xdist worker the scheduler uses: the tests (indexes) sent to it, in order."""
+
+    shutting_down = False
+
+    def __init__(self, name: str):
+        self.name, self.sent, self.done = name, [], 0
+        self.gateway = type("Gateway", (), {"id": name})()  # (named in the scheduler's messages)
+
+    def send_runtest_some(self, indexes) -> None:
+        self.sent.extend(indexes)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def scheduler(pytestconfig, monkeypatch):
+    monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
+    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])  # (what -n 2 sets)
+    monkeypatch.setattr(pytestconfig.option, "loadscopereorder", False)  # (--no-loadscope-reorder, in pyproject.toml)
+    return root_conftest().pytest_xdist_make_scheduler(pytestconfig, None)
+
+
+def run(schedule, collection: list[str], seconds: list[float]) -> list[tuple[float, str, str]]:
+    """Every test run to its end by two workers, each taking the next test it was sent; (start, worker, node id) of
+    each, in the order they started."""
+    workers = [Worker("gw0"), Worker("gw1")]
+    for worker in workers:
+        schedule.add_node(worker)
+        schedule.add_node_collection(worker, collection)
+    schedule.schedule()
+    started, running = [], []  # running: (end, order, worker)
+
+    def start(worker: Worker, now: float) -> None:
+        if worker.done < len(worker.sent):
+            index = worker.sent[worker.done]
+            started.append((now, worker.name, collection[index]))
+            heapq.heappush(running, (now + seconds[index], len(started), worker))
+
+    for worker in workers:
+        start(worker, 0.0)
+    while running:
+        now, _, worker = heapq.heappop(running)
+        schedule.mark_test_complete(worker, worker.sent[worker.done])
+        worker.done += 1
+        start(worker, now)
+        for idle in workers:  # (a worker sent more while it had nothing: it starts now)
+            if idle is not worker and not any(w is idle for *_, w in running):
+                start(idle, now)
+    return started
+
+
+def spans(started, collection_seconds) -> dict[str, tuple[str, float, float]]:
+    """Each file's worker and when it started and ended."""
+    files: dict[str, tuple[str, float, float]] = {}
+    for begin, worker, nodeid in started:
+        name = nodeid.split("::")[0].rpartition("/")[2]
+        end = begin + collection_seconds[nodeid]
+        first = files.get(name, (worker, begin, end))
+        files[name] = (worker, min(first[1], begin), max(first[2], end))
+    return files
+
+
+@pytest.mark.parametrize("rule", [True, False], ids=["heavy-apart", "without-the-rule"])
+def test_memory_heavy_files_never_run_on_both_workers_at_once_while_a_light_one_is_left(pytestconfig, monkeypatch,
+                                                                                      rule):
+    conftest = root_conftest()
+    collection, seconds = [], []
+    for name, (count, each) in FILES.items():
+        collection += [f"tests/{name}::test_{i}" for i in range(count)]
+        seconds += [each] * count
+    schedule = scheduler(pytestconfig, monkeypatch)
+    if not rule:  # pytest-xdist's own order (this test must be able to fail)
+        monkeypatch.setattr(type(schedule), "_assign_work_unit",
+                            type(schedule).__mro__[1]._assign_work_unit)
+    started = run(schedule, collection, seconds)
+    assert sorted(nodeid for *_, nodeid in started) == sorted(collection)  # each test once
+    files = spans(started, dict(zip(collection, seconds, strict=True)))
+    heavy = {name: span for name, span in files.items() if name in conftest.MEMORY_HEAVY}
+    overlapping = [(a, b) for a in heavy for b in heavy if a < b and heavy[a][0] != heavy[b][0]
+                   and heavy[a][1] < heavy[b][2] and heavy[b][1] < heavy[a][2]]
+    assert bool(overlapping) != rule, overlapping
+    if rule:  # and the workers still end together: the heavy files are about half of the time here
+        ends = [max(end for worker, _, end in files.values() if worker == name) for name in ("gw0", "gw1")]
+        assert abs(ends[0] - ends[1]) <= max(each for _, each in FILES.values())
