@@ -6,6 +6,8 @@ built once before any test. Fixtures and statistical helpers: tests/conftest.py.
 from __future__ import annotations
 
 import os
+import warnings
+from collections import OrderedDict
 
 # No hub here: fail fast instead of retrying for a minute when a test names an unknown model.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,12 +92,16 @@ def pytest_xdist_make_scheduler(config, log):
         def _assign_work_unit(self, node) -> None:
             """The queue's first file, unless it is heavy while another worker has a heavy file not yet done: then
             the first light one (the heavy one when no light one is left: a worker never idles for this rule)."""
-            others_heavy = any(heavy(scope) and not all(unit.values()) for other, work in self.assigned_work.items()
-                               if other is not node for scope, unit in work.items())
-            if others_heavy and heavy(next(iter(self.workqueue))):
-                light = next((scope for scope in self.workqueue if not heavy(scope)), None)
+            queue, assigned = getattr(self, "workqueue", None), getattr(self, "assigned_work", None)
+            if not (isinstance(queue, OrderedDict) and isinstance(assigned, dict)):  # (pytest-xdist's internals)
+                warnings.warn("pytest-xdist's scheduler has no workqueue or assigned_work any more: heavy test files "
+                              "may run on both workers at once (MEMORY_HEAVY, the root conftest.py)", stacklevel=1)
+            elif queue and heavy(next(iter(queue))) and any(
+                    heavy(scope) and not all(unit.values()) for other, work in assigned.items() if other is not node
+                    for scope, unit in work.items()):
+                light = next((scope for scope in queue if not heavy(scope)), None)
                 if light is not None:
-                    self.workqueue.move_to_end(light, last=False)
+                    queue.move_to_end(light, last=False)
             super()._assign_work_unit(node)
 
     return SuiteScheduling(config, log)
