@@ -125,7 +125,8 @@ def front(module: str, name: str) -> Callable:
 
     def checked(*args, **kwargs):
         if extra:
-            check_generate_kwargs(checked, {key: value for key, value in kwargs.items() if key not in names})
+            if unknown := {key: value for key, value in kwargs.items() if key not in names}:
+                check_generate_kwargs(checked, unknown)
         else:
             refuse_unknown(f"gcs.{name}", kwargs, names)
         return getattr(importlib.import_module(module), name)(*args, **kwargs)
