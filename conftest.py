@@ -69,9 +69,10 @@ SHARED_SCOPES = {"tests/test_vllm_serve.py": "tests/test_endpoints.py"}
 # Files whose tests hold gigabytes beyond a worker's own: vLLM engines and servers, an image's or a Space's build and
 # its app. Two of them at once on two workers made the run's peak (18.2 GiB: test_vllm.py's engines beside
 # serve_and_ask's server), so a worker is given one only while no other worker has one to run, as long as a lighter
-# file is left to give it instead (docs/testing.md, "Memory and time").
-MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_vllm_serve.py", "test_examples.py",
-                "test_vllm.py", "test_bench.py", "test_resources.py"}
+# file is left to give it instead (docs/testing.md, "Memory and time"). Named by scope: test_vllm_serve.py is in
+# test_endpoints.py's (``SHARED_SCOPES``).
+MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_examples.py", "test_vllm.py",
+                "test_bench.py", "test_resources.py"}
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -4,13 +4,12 @@ Three servers: A (``gcs vllm-serve``, with a key: the suite's shared keyed serve
 tests/test_vllm_serve.py uses next), started when the first test needs it, B (the command it runs, without), started
 once that test's in-process engine is shut down (a start is mostly one core's work importing vLLM, so B's overlaps the
 tests before the one that needs it), and vLLM without the gcs plugin, started for the test that refuses it once B is
-gone (three servers at once held 10 GB). The
-app, on A, starts as soon as A serves, for the tests at the end (a browser's run, a tab closed mid-run, MCP tool
-calls). Every test sends few requests of few tokens, but those stopped mid-run (``stop``, a closed tab), and the frame
-of one request at a time on A is generated once (``alone``) for every test that compares with it. The frame of one
-endpoint equals the in-process vLLM engine's; several endpoints give the frame of one where each server answers one
-request at a time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not promise a request's tokens inside a burst
-equal its tokens alone, docs/deploy.md).
+gone (three servers at once held 10 GB). The app, on A, starts as soon as A serves, for the tests at the end (a
+browser's run, a tab closed mid-run, MCP tool calls). Every test sends few requests of few tokens, but those stopped
+mid-run (``stop``, a closed tab), and the frame of one request at a time on A is generated once (``alone``) for every
+test that compares with it. The frame of one endpoint equals the in-process vLLM engine's; several endpoints give the
+frame of one where each server answers one request at a time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not
+promise a request's tokens inside a burst equal its tokens alone, docs/deploy.md).
 """
 
 from __future__ import annotations

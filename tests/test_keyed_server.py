@@ -20,12 +20,19 @@ def root_conftest():
     return module
 
 
+def loadfile_scheduler(conftest, pytestconfig, monkeypatch):
+    """The scheduler ``conftest`` (the root one) gives the README's command: -n 2, --dist loadfile,
+    --no-loadscope-reorder (pyproject.toml)."""
+    monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
+    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])  # (what -n 2 sets)
+    monkeypatch.setattr(pytestconfig.option, "loadscopereorder", False)
+    return conftest.pytest_xdist_make_scheduler(pytestconfig, None)
+
+
 def test_the_files_that_share_the_server_are_one_scope_of_loadfile_and_the_others_their_own(pytestconfig,
                                                                                            monkeypatch):
     conftest = root_conftest()
-    monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
-    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])  # (what -n 2 sets)
-    scheduler = conftest.pytest_xdist_make_scheduler(pytestconfig, None)
+    scheduler = loadfile_scheduler(conftest, pytestconfig, monkeypatch)
     scopes = {name: scheduler._split_scope(f"tests/{name}::test_x[1]") for name in SHARING_FILES}
     assert len(set(scopes.values())) == 1, scopes
     assert set(conftest.SHARED_SCOPES) | set(conftest.SHARED_SCOPES.values()) == {f"tests/{name}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 
 import pytest
-from test_keyed_server import root_conftest
+from test_keyed_server import loadfile_scheduler, root_conftest
 
 FILES = {  # file: (tests, seconds each), in the suite's order; the heavy ones about half of the time, as in the suite
     "test_docker.py": (1, 400), "test_space.py": (3, 40), "test_packaging.py": (1, 100), "test_endpoints.py": (8, 40),
@@ -35,13 +35,6 @@ class Worker:
 
     def shutdown(self) -> None:
         self.shutting_down = True
-
-
-def scheduler(pytestconfig, monkeypatch):
-    monkeypatch.setattr(pytestconfig.option, "dist", "loadfile")
-    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"])  # (what -n 2 sets)
-    monkeypatch.setattr(pytestconfig.option, "loadscopereorder", False)  # (--no-loadscope-reorder, in pyproject.toml)
-    return root_conftest().pytest_xdist_make_scheduler(pytestconfig, None)
 
 
 def run(schedule, collection: list[str], seconds: list[float]) -> list[tuple[float, str, str]]:
@@ -92,14 +85,15 @@ def test_memory_heavy_files_never_run_on_both_workers_at_once_while_a_light_one_
     for name, (count, each) in FILES.items():
         collection += [f"tests/{name}::test_{i}" for i in range(count)]
         seconds += [each] * count
-    schedule = scheduler(pytestconfig, monkeypatch)
+    schedule = loadfile_scheduler(conftest, pytestconfig, monkeypatch)
     if not rule:  # pytest-xdist's own order (this test must be able to fail)
         monkeypatch.setattr(type(schedule), "_assign_work_unit",
                             type(schedule).__mro__[1]._assign_work_unit)
     started = run(schedule, collection, seconds)
     assert sorted(nodeid for *_, nodeid in started) == sorted(collection)  # each test once
     files = spans(started, dict(zip(collection, seconds, strict=True)))
-    heavy = {name: span for name, span in files.items() if name in conftest.MEMORY_HEAVY}
+    scope = {name: conftest.SHARED_SCOPES.get(f"tests/{name}", name).rpartition("/")[2] for name in files}
+    heavy = {name: span for name, span in files.items() if scope[name] in conftest.MEMORY_HEAVY}
     overlapping = [(a, b) for a in heavy for b in heavy if a < b and heavy[a][0] != heavy[b][0]
                    and heavy[a][1] < heavy[b][2] and heavy[b][1] < heavy[a][2]]
     assert bool(overlapping) != rule, overlapping
