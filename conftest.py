@@ -75,15 +75,21 @@ MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_ex
                 "test_bench.py", "test_resources.py"}
 
 
+def memory_heavy(path: str) -> bool:
+    """Whether the test file at ``path`` (as a node id names it) is in a ``MEMORY_HEAVY`` scope.
+
+    >>> memory_heavy("tests/test_vllm_serve.py"), memory_heavy("tests/test_lanes.py")
+    (True, False)
+    """
+    return SHARED_SCOPES.get(path, path).rpartition("/")[2] in MEMORY_HEAVY
+
+
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope and the ``MEMORY_HEAVY`` ones kept apart
     (None: pytest-xdist's own, for other modes)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
-
-    def heavy(scope: str) -> bool:
-        return scope.rpartition("/")[2] in MEMORY_HEAVY
 
     class SuiteScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -97,10 +103,10 @@ def pytest_xdist_make_scheduler(config, log):
             if not (isinstance(queue, OrderedDict) and isinstance(assigned, dict)):  # (pytest-xdist's internals)
                 warnings.warn("pytest-xdist's scheduler has no workqueue or assigned_work any more: heavy test files "
                               "may run on both workers at once (MEMORY_HEAVY, the root conftest.py)", stacklevel=1)
-            elif queue and heavy(next(iter(queue))) and any(
-                    heavy(scope) and not all(unit.values()) for other, work in assigned.items() if other is not node
-                    for scope, unit in work.items()):
-                light = next((scope for scope in queue if not heavy(scope)), None)
+            elif queue and memory_heavy(next(iter(queue))) and any(
+                    memory_heavy(scope) and not all(unit.values())
+                    for other, work in assigned.items() if other is not node for scope, unit in work.items()):
+                light = next((scope for scope in queue if not memory_heavy(scope)), None)
                 if light is not None:
                     queue.move_to_end(light, last=False)
             super()._assign_work_unit(node)

@@ -130,20 +130,47 @@ except OSError:
 
 
 @pytest.fixture(autouse=True, scope="module")
-def memory_released():
+def memory_released(request):
     """What a module loaded is let go when it ends. Its in-process vLLM engines are shut down
     (``gcs.engines.vllm.close_engines``; a busy one stays): a worker used to keep each to its own end, weights and a
     2 GiB KV cache apiece (two after tests/test_vllm.py, whose fp32 test has its own), beside the app and servers of
     the files after it; the next module that needs one starts it again (a few tests of tests/test_vllm.py,
     test_bench.py and test_endpoints.py). And glibc gives back the memory it kept for later (``malloc_trim``, a few
-    ms). Measured on tests/test_vllm.py: the worker held 7.5 GiB after it, now 2.1 GiB (docs/testing.md)."""
+    ms). Measured on tests/test_vllm.py: the worker held 7.5 GiB after it, now 2.1 GiB (docs/testing.md).
+
+    A module that started one is in a ``MEMORY_HEAVY`` scope (the root conftest.py), or its last test errs at
+    teardown: the scheduler keeps heavy files apart by that list, so a file that starts an engine unlisted can run
+    beside one (tests/test_lanes.py, test_bad_input.py, test_csv_injection.py and test_markup_escaping.py did, through
+    the page's default engine: ``transformers_engine``)."""
+    engines = sys.modules.get("gcs.engines.vllm")
+    kept = set(engines._ENGINES) if engines is not None else set()  # (a busy engine an earlier module left)
     yield
     engines = sys.modules.get("gcs.engines.vllm")  # (never import vLLM to close nothing)
+    started = engines is not None and bool(set(engines._ENGINES) - kept)
     if engines is not None and engines._ENGINES:
         engines.close_engines()
         gc.collect()  # (an engine's tensors wait in reference cycles otherwise)
     if hasattr(LIBC, "malloc_trim"):
         LIBC.malloc_trim(0)
+    scheduling = request.config.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
+    path = request.node.path.relative_to(ROOT).as_posix()
+    if started and scheduling is not None and path.startswith("tests/") and not scheduling.memory_heavy(path):
+        pytest.fail(f"{path} started an in-process vLLM engine (gigabytes) but is not MEMORY_HEAVY (the root "
+                    "conftest.py), so it may run beside a heavy file: list it there, or generate with transformers "
+                    "where the engine is not what it tests (the transformers_engine fixture)", pytrace=False)
+
+
+@pytest.fixture
+def transformers_engine(monkeypatch):
+    """The app's tabs, called in this process, generate with transformers, as ``app_server``'s app does: where vLLM
+    is installed the page's default engine is an in-process vLLM engine, and a file whose tests are about the page
+    (its checks, escaping, lanes, downloads, faults injected into the transformers model) started one for its few
+    generating calls: about 10 s and 3 GiB of the worker's memory apiece (tests/test_bad_input.py alone: 2.3 ->
+    5.2 GiB). The page on vLLM is tests/test_bench.py's (the /compare profile on the vLLM engine). A file asks for it
+    with ``pytestmark = pytest.mark.usefixtures("transformers_engine")``."""
+    from ui.shared import deployment
+
+    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")
 
 
 @pytest.fixture(scope="module")

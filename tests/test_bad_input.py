@@ -73,6 +73,7 @@ def test_python_api(case, embedded_model):
 
 
 @pytest.mark.slow  # the app's handlers, on the app's model
+@pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py)
 @pytest.mark.parametrize("case", CASES)
 def test_ui_handler(case):
     prompts, settings, _, message = CASES[case]

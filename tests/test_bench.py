@@ -199,10 +199,8 @@ def test_the_paired_variance_ratio_and_its_interval():
 
 
 @pytest.mark.slow
-def test_the_streaming_benchmark_prints_its_ratios(run_bench, monkeypatch):
-    from ui.shared import deployment
-
-    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")  # the page as the script runs it (ui imported here)
+@pytest.mark.usefixtures("transformers_engine")  # the page as the script runs it (ui imported here)
+def test_the_streaming_benchmark_prints_its_ratios(run_bench):
     code, out, err = run_bench("bench_streaming.py", *"--groups 1 --seeds 2 --tokens 3 --turns 1 --beside 0.25".split())
     assert code == 0, err
     assert "; beside a neighbour busy for 25% of one core" in out, out

@@ -16,9 +16,7 @@ PARAPHRASES = "Name a colour.\nSay one colour."
 KEYS = ["method", "seed", "prompt_index"]
 
 
-@pytest.fixture(autouse=True)
-def transformers_engine(monkeypatch):
-    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")
+pytestmark = pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py: the page on vLLM is not theirs)
 
 
 def answers(frame) -> list[tuple]:

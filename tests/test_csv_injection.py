@@ -17,6 +17,8 @@ import gcs
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ui.tabs.side_by_side import compare  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py: the page on vLLM is not theirs)
+
 
 @pytest.mark.parametrize("text", ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "@SUM(A1)", "-2+3", "\tx", "'q"])
 def test_csv_cells_cannot_start_a_formula(tmp_path, text):

@@ -34,11 +34,7 @@ from ui.tabs.side_by_side import compare  # noqa: E402  (the app's tabs, in-proc
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
 
-@pytest.fixture(autouse=True)
-def transformers_engine(monkeypatch):
-    """These faults are injected into the transformers model, so the app's tabs generate with it here
-    (where vLLM is installed the app would use vLLM)."""
-    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")
+pytestmark = pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py: the page on vLLM is not theirs)
 
 
 @pytest.fixture

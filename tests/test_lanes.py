@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ui.server.startup import patient_launch_check  # noqa: E402
 from ui.tabs.side_by_side import compare  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py: the page on vLLM is not theirs)
+
 PARAPHRASES = "What is DNA?\nExplain what DNA is."
 
 

@@ -23,6 +23,8 @@ from ui.shared import messages  # noqa: E402
 from ui.tabs import hindsight, stepthrough  # noqa: E402
 from ui.tabs.side_by_side import compare  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py: the page on vLLM is not theirs)
+
 PUNCTUATION = r"[!-/:-@\[-`{-~]"  # ASCII punctuation: what every piece of Markdown syntax is made of
 
 # Markdown a user could put into a parameter or paraphrase that an error message (or a replay) quotes back

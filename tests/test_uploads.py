@@ -26,15 +26,10 @@ from conftest import refused_in_ui
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ui.server import http_limits  # noqa: E402
-from ui.shared import deployment, limits  # noqa: E402
+from ui.shared import limits  # noqa: E402
 from ui.tabs import sweep  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def transformers_engine(monkeypatch):
-    """The sweep tab generates with the transformers model here, as in tests/test_faults.py (where vLLM is installed
-    the app would use vLLM)."""
-    monkeypatch.setattr(deployment.ENGINE, "name", "transformers")
+pytestmark = pytest.mark.usefixtures("transformers_engine")  # (tests/conftest.py: the page on vLLM is not theirs)
 
 
 # -- uploads are bounded per client and in total ------------------------------------------------------------
