@@ -62,9 +62,14 @@ LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_e
                  "test_bench.py")
 
 
-# Files that share one server (tests/keyed_server.py: test_endpoints.py and test_vllm_serve.py) form one scope of
-# pytest-xdist's --dist loadfile, so that one worker runs them one after the other and starts the server once.
-SHARED_SCOPES = {"tests/test_vllm_serve.py": "tests/test_endpoints.py"}
+# Files that share one server (tests/keyed_server.py: test_endpoints.py and test_vllm_serve.py share the keyed vLLM
+# server; the files of its APP_FILES share the app) form one scope of pytest-xdist's --dist loadfile, and sort beside
+# the scope's first file, so that one worker runs them one after the other and starts the server once.
+SHARED_SCOPES = {"tests/test_vllm_serve.py": "tests/test_endpoints.py"} | {
+    f"tests/{name}": "tests/test_browser.py" for name in (
+        "test_app.py", "test_cancellation.py", "test_error_quoting.py", "test_faults.py", "test_http_guard.py",
+        "test_http_limits.py", "test_input_validation.py", "test_log_safety.py", "test_mcp.py", "test_uploads.py",
+        "test_waiting.py", "test_work_caps.py")}
 
 # Files whose tests hold gigabytes beyond a worker's own: vLLM engines and servers, an image's or a Space's build and
 # its app. Two of them at once on two workers made the run's peak (18.2 GiB: test_vllm.py's engines beside
@@ -75,13 +80,23 @@ MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_ex
                 "test_bench.py", "test_resources.py"}
 
 
+def scope_of(path: str) -> str:
+    """The scope of the test file at ``path`` (as a node id names it): the first file of the ones it shares a server
+    with, else itself.
+
+    >>> scope_of("tests/test_vllm_serve.py"), scope_of("tests/test_app.py"), scope_of("tests/test_cli.py")
+    ('tests/test_endpoints.py', 'tests/test_browser.py', 'tests/test_cli.py')
+    """
+    return SHARED_SCOPES.get(path, path)
+
+
 def memory_heavy(path: str) -> bool:
     """Whether the test file at ``path`` (as a node id names it) is in a ``MEMORY_HEAVY`` scope.
 
     >>> memory_heavy("tests/test_vllm_serve.py"), memory_heavy("tests/test_lanes.py")
     (True, False)
     """
-    return SHARED_SCOPES.get(path, path).rpartition("/")[2] in MEMORY_HEAVY
+    return scope_of(path).rpartition("/")[2] in MEMORY_HEAVY
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -93,8 +108,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class SuiteScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            scope = super()._split_scope(nodeid)
-            return SHARED_SCOPES.get(scope, scope)
+            return scope_of(super()._split_scope(nodeid))
 
         def _assign_work_unit(self, node) -> None:
             """The queue's first file, unless it is heavy while another worker has a heavy file not yet done: then
@@ -115,8 +129,17 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.name) if item.path.name in LONGEST_FIRST
-               else len(LONGEST_FIRST))  # stable: the other files keep their order
+    def started_at(item) -> int:
+        name = scope_of(item.nodeid.partition("::")[0]).rpartition("/")[2]
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=started_at)  # stable: the other files keep their order
+    using_the_app = {item.nodeid.partition("::")[0] for item in items
+                     if "app_server" in getattr(item, "fixturenames", ())}
+    apart = sorted(path for path in using_the_app if scope_of(path) != "tests/test_browser.py")
+    if apart:  # (each would start an app of its own, beside the shared one)
+        raise pytest.UsageError("these files use the app (app_server) but are not in its scope: add them to "
+                                f"SHARED_SCOPES (the root conftest.py) and APP_FILES (tests/keyed_server.py): {apart}")
     unmarked = []
     for item in items:
         examples = getattr(getattr(item, "dtest", None), "docstring", None) or ""

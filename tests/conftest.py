@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from keyed_server import SHARED, SHARING_FILES
+from keyed_server import APP_FILES, SHARED, SharedServer
 from scipy import stats
 from servers import free_port, running_server  # noqa: F401 - (the tests import them from here too)
 from waiting import Progress, app_client, served
@@ -182,13 +182,16 @@ def keyed_server(tmp_path_factory):
 
 @pytest.hookimpl(trylast=True)  # (after the runner's own teardown: the module's fixtures that use it are gone)
 def pytest_runtest_teardown(item, nextitem):
-    """The shared server stops once the next test is in no file that shares it (or none is next)."""
-    if SHARED.running and (nextitem is None or nextitem.path.name not in SHARING_FILES):
-        SHARED.close()
+    """A shared server (the keyed one, the app) stops once the next test is in no file that shares it (or none is
+    next)."""
+    for shared in SHARED_SERVERS:
+        if shared.running and (nextitem is None or nextitem.path.name not in shared.files):
+            shared.close()
 
 
 def pytest_sessionfinish(session):
-    SHARED.close()  # (a run stopped early: -x, a Ctrl-C)
+    for shared in SHARED_SERVERS:
+        shared.close()  # (a run stopped early: -x, a Ctrl-C)
 
 
 RECYCLED_WIN_SEEDS = 16
@@ -262,31 +265,28 @@ def error_text(call) -> str:
     return str(caught.value)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def app_url(app_server):
     return app_server[0]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def app_log(app_server) -> Path:
     """The running app's log file (stdout and stderr)."""
     return app_server[1]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def app_progress(app_server) -> Progress:
     """Whether the running app still works (``waiting.Progress``): what every wait on it checks."""
     return app_server[2]
 
 
-@pytest.fixture(scope="session")
-def app_server(tmp_path_factory):
+@contextlib.contextmanager
+def running_app(tmp_path_factory):
     """(url, log path, progress) of the app in its own process on a free port, once it serves; stopped (never
-    leaked).
-
-    Fails only when the process exits, stops working or logs a traceback; how long start-up takes is
-    ``bench/bench_app.py``'s business, not a test's.
-    """
+    leaked). Fails only when the process exits, stops working or logs a traceback; how long start-up takes is
+    ``bench/bench_app.py``'s business, not a test's."""
     port = free_port()
     log = tmp_path_factory.mktemp("app") / "app.log"
     # transformers: the app's tests are about the app; its vLLM path runs in-process (tests/test_bench.py's profile of
@@ -297,6 +297,17 @@ def app_server(tmp_path_factory):
     with running_server([sys.executable, "app.py"], log, url, env,
                         fail_on="Traceback (most recent call last)") as (_, progress):
         yield url, log, progress
+
+
+APP = SharedServer(running_app, APP_FILES)
+SHARED_SERVERS = (SHARED, APP)
+
+
+@pytest.fixture(scope="module")
+def app_server(tmp_path_factory):
+    """(url, log path, progress) of the app that the files of ``APP_FILES`` share (tests/keyed_server.py): started by
+    the first test that asks, stopped once the next test is in none of them (``pytest_runtest_teardown``)."""
+    return APP.waiting(tmp_path_factory)()
 
 
 def refused_in_ui(updates, message: str) -> None:

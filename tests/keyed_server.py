@@ -32,6 +32,11 @@ DTYPE = "float32"
 SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(128 << 20), "--max-model-len", "1024"]
 # the files that share it (by name): the scheduler keeps them in one worker, and the server stops after the last
 SHARING_FILES = ("test_endpoints.py", "test_vllm_serve.py")
+# the files whose tests use the app in its own process (tests/conftest.py's ``app_server``), the same way: one scope
+# (the root conftest.py's ``SHARED_SCOPES``), and the app stops after the last (it held ~3.5 GiB to the worker's end)
+APP_FILES = ("test_browser.py", "test_app.py", "test_cancellation.py", "test_error_quoting.py", "test_faults.py",
+             "test_http_guard.py", "test_http_limits.py", "test_input_validation.py", "test_log_safety.py",
+             "test_mcp.py", "test_uploads.py", "test_waiting.py", "test_work_caps.py")
 
 
 @contextlib.contextmanager
@@ -70,18 +75,25 @@ def early(server):
             server.__exit__(None, None, None)
 
 
-class SharedServer:
-    """The keyed server, started on first use and stopped by ``close``: ``waiting(tmp_path_factory)`` is the call
-    that waits until it serves, giving (its URL, its process, its progress); its log is ``log``."""
+def keyed(tmp_path_factory):
+    return start(tmp_path_factory, "keyed", [*SMALL, "--api-key", KEY])
 
-    def __init__(self) -> None:
+
+class SharedServer:
+    """A server the tests of ``files`` share (``starting(tmp_path_factory)``: the context manager that runs it),
+    started on first use and stopped by ``close`` (tests/conftest.py's teardown hook: once the next test is in none
+    of ``files``): ``waiting(tmp_path_factory)`` is the call that waits until it serves, giving what the context
+    manager gives."""
+
+    def __init__(self, starting: Callable = keyed, files: tuple[str, ...] = SHARING_FILES) -> None:
+        self.starting, self.files = starting, files
         self.stack: contextlib.ExitStack | None = None
         self.wait: Callable[[], tuple] | None = None
 
     def waiting(self, tmp_path_factory) -> Callable[[], tuple]:
         if self.wait is None:
             self.stack = contextlib.ExitStack()
-            self.wait = self.stack.enter_context(early(start(tmp_path_factory, "keyed", [*SMALL, "--api-key", KEY])))
+            self.wait = self.stack.enter_context(early(self.starting(tmp_path_factory)))
         return self.wait
 
     @property
