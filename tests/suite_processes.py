@@ -84,7 +84,9 @@ def kill_marked(mark: str, spare: tuple[str, ...] = ()) -> dict[int, str]:
         if not found:
             break
         for pid, command in found:
-            killed[pid] = command
+            # the first reading: a process killed in an earlier round can still be found, dying, with its command line
+            # already empty (it named a leak "pid 12876: " in a loaded full run)
+            killed.setdefault(pid, command)
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:

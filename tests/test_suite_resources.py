@@ -240,3 +240,18 @@ def test_each_premise_test_docs_testing_md_names_is_a_test_of_its_file():
         if name not in {node.name for node in tree.body if isinstance(node, ast.FunctionDef)}:
             missing.append(f"{path}::{name}")
     assert not missing, f"docs/testing.md names premise tests that are gone: {missing}"
+
+
+def test_a_process_found_again_while_it_dies_keeps_the_command_first_read(monkeypatch):
+    """``kill_marked`` sweeps until no marked process is left; one killed in a round can be found again in the next,
+    dying, its command line already empty: what it reports is the command read before the kill."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    sweeps = iter([[child.pid], [child.pid], []])
+    commands = iter(["python -c import time; time.sleep(600)", ""])
+    monkeypatch.setattr(suite_processes, "marked_processes", lambda mark: next(sweeps))
+    monkeypatch.setattr(suite_processes, "command_of", lambda pid: next(commands))
+    try:
+        assert suite_processes.kill_marked("mark") == {child.pid: "python -c import time; time.sleep(600)"}
+    finally:
+        child.kill()
+        child.wait()
