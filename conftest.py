@@ -21,6 +21,7 @@ import gcs  # (first: it sets OpenMP's idle threads before torch loads, gcs.runt
 
 # isort: split
 import pytest
+from keyed_server import APP_FILES, SHARING_FILES  # (tests/, on pytest's pythonpath: pyproject.toml)
 
 # Every run measures its memory and time and prints them at its end, fails a full run in which one test takes too large
 # a share, and leaves no process behind (tests/suite_resources.py, tests/suite_processes.py; docs/testing.md);
@@ -62,14 +63,11 @@ LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_e
                  "test_bench.py")
 
 
-# Files that share one server (tests/keyed_server.py: test_endpoints.py and test_vllm_serve.py share the keyed vLLM
-# server; the files of its APP_FILES share the app) form one scope of pytest-xdist's --dist loadfile, and sort beside
-# the scope's first file, so that one worker runs them one after the other and starts the server once.
-SHARED_SCOPES = {"tests/test_vllm_serve.py": "tests/test_endpoints.py"} | {
-    f"tests/{name}": "tests/test_browser.py" for name in (
-        "test_app.py", "test_cancellation.py", "test_error_quoting.py", "test_faults.py", "test_http_guard.py",
-        "test_http_limits.py", "test_input_validation.py", "test_log_safety.py", "test_mcp.py", "test_uploads.py",
-        "test_waiting.py", "test_work_caps.py")}
+# Files that share one server (tests/keyed_server.py: SHARING_FILES share the keyed vLLM server, APP_FILES the app)
+# form one scope of pytest-xdist's --dist loadfile, named by the group's first file, and sort beside it, so that one
+# worker runs them one after the other and starts the server once.
+SHARED_SCOPES = {f"tests/{name}": f"tests/{files[0]}" for files in (SHARING_FILES, APP_FILES) for name in files[1:]}
+APP_SCOPE = f"tests/{APP_FILES[0]}"
 
 # Files whose tests hold gigabytes beyond a worker's own: vLLM engines and servers, an image's or a Space's build and
 # its app. Two of them at once on two workers made the run's peak (18.2 GiB: test_vllm.py's engines beside
@@ -136,10 +134,10 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=started_at)  # stable: the other files keep their order
     using_the_app = {item.nodeid.partition("::")[0] for item in items
                      if "app_server" in getattr(item, "fixturenames", ())}
-    apart = sorted(path for path in using_the_app if scope_of(path) != "tests/test_browser.py")
+    apart = sorted(path for path in using_the_app if scope_of(path) != APP_SCOPE)
     if apart:  # (each would start an app of its own, beside the shared one)
         raise pytest.UsageError("these files use the app (app_server) but are not in its scope: add them to "
-                                f"SHARED_SCOPES (the root conftest.py) and APP_FILES (tests/keyed_server.py): {apart}")
+                                f"APP_FILES (tests/keyed_server.py): {apart}")
     unmarked = []
     for item in items:
         examples = getattr(getattr(item, "dtest", None), "docstring", None) or ""

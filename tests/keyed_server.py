@@ -33,7 +33,8 @@ SMALL = ["--dtype", DTYPE, "--kv-cache-memory-bytes", str(128 << 20), "--max-mod
 # the files that share it (by name): the scheduler keeps them in one worker, and the server stops after the last
 SHARING_FILES = ("test_endpoints.py", "test_vllm_serve.py")
 # the files whose tests use the app in its own process (tests/conftest.py's ``app_server``), the same way: one scope
-# (the root conftest.py's ``SHARED_SCOPES``), and the app stops after the last (it held ~3.5 GiB to the worker's end)
+# (the root conftest.py's ``SHARED_SCOPES``, named by the first), and the app stops after the last (it held ~3.5 GiB to
+# the worker's end)
 APP_FILES = ("test_browser.py", "test_app.py", "test_cancellation.py", "test_error_quoting.py", "test_faults.py",
              "test_http_guard.py", "test_http_limits.py", "test_input_validation.py", "test_log_safety.py",
              "test_mcp.py", "test_uploads.py", "test_waiting.py", "test_work_caps.py")
