@@ -48,7 +48,9 @@ def start(tmp_path_factory, name: str, extra: list[str], command=None, env=None)
     url = f"http://127.0.0.1:{port}"
     command = [part.replace("PORT", str(port)) for part in command] if command else \
         [sys.executable, "-m", "gcs", "vllm-serve", "--port", str(port), "--", *extra]
-    env = {**os.environ, "VLLM_LOGGING_LEVEL": "WARNING", "OMP_NUM_THREADS": "1", **(env or {})}
+    # (not this worker's VLLM_ENABLE_V1_MULTIPROCESSING, which an in-process engine sets: the server decides its own)
+    inherited = {name: value for name, value in os.environ.items() if name != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    env = {**inherited, "VLLM_LOGGING_LEVEL": "WARNING", "OMP_NUM_THREADS": "1", **(env or {})}
     # (/health: a server with --api-key answers /v1/models with 401 to a request without the key)
     with running_server(command, log, f"{url}/health", env) as (process, progress):
         until(lambda: httpx.get(f"{url}/v1/models", headers={"Authorization": f"Bearer {KEY}"}).status_code == 200,

@@ -39,7 +39,7 @@ from waiting import WaitingTransport, app_client, until
 import gcs
 from conftest import free_port, log_count, running_server, tiny_gcs_model
 from gcs.cli.commands import main
-from gcs.cli.vllm_server import batch_invariant_environment, vllm_serve_command
+from gcs.cli.vllm_server import batch_invariant_environment, server_environment, vllm_serve_command
 
 PROMPTS = ["What is DNA?", "Explain what DNA is."]
 
@@ -56,11 +56,12 @@ def plain(tmp_path_factory):
 @pytest.fixture(scope="module")
 def b_starting(tmp_path_factory):
     """B, starting now: the call that waits until it serves. B runs the command ``gcs vllm-serve`` replaces itself
-    with (A runs gcs vllm-serve itself): the same server, without importing gcs first. The first test asks for it
-    once its in-process engine is shut down (the engine, A, B and the app at once held 12 GB)."""
+    with, in the environment it adds (A runs gcs vllm-serve itself): the same server, without importing gcs first.
+    The first test asks for it once its in-process engine is shut down (the engine, A, B and the app at once held
+    12 GB)."""
     b = [*vllm_serve_command(None, port=1, cpu=True), *SMALL]
     b[b.index("--port") + 1] = "PORT"
-    with early(start(tmp_path_factory, "b", [], b)) as b_served:
+    with early(start(tmp_path_factory, "b", [], b, server_environment(SMALL))) as b_served:
         yield b_served
 
 

@@ -11,13 +11,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
+import psutil
 import pytest
 import scipy.stats
 from keyed_server import KEY
 from waiting import WaitingTransport, patiently, served, until
 
 from gcs.cli.commands import main
-from gcs.cli.vllm_server import vllm_serve_command
+from gcs.cli.vllm_server import server_environment, vllm_serve_command
 from gcs.vllm.options import PLUGIN
 
 MODEL = "smollm2-135m-instruct"
@@ -45,6 +46,14 @@ def test_what_follows_the_double_dash_wins():
                                          extra=["--max-model-len=2048", "--no-enforce-eager", "-tp", "2"]))
     assert "--max-model-len" not in command and "--enforce-eager" not in command
     assert command[-4:] == ["--max-model-len=2048", "--no-enforce-eager", "-tp", "2"]
+
+
+def test_on_cpu_the_one_worker_runs_in_the_engine_core_unless_parallelism_is_asked_for():
+    assert server_environment(["--max-model-len", "512"], cpu=True) == {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    for extra in (["-tp", "2"], ["--pipeline-parallel-size=2"], ["--data-parallel-size", "2"],
+                  ["--distributed-executor-backend", "mp"]):
+        assert server_environment(extra, cpu=True) == {}, extra
+    assert server_environment(cpu=False) == {}
 
 
 @pytest.mark.parametrize("extra, message", [
@@ -104,6 +113,17 @@ def ask(client, question: str, xargs: dict | None, tokens: int = 24, temperature
 
 def shared_prefix(a: list[str], b: list[str]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.slow
+def test_the_served_worker_runs_in_the_engine_core_s_process(keyed_server):
+    """Two processes on CPU, not three (``server_environment``): 0.8 GiB and 10 s of start-up less apiece
+    (bench/bench_vllm_serve.py). The server gets no VLLM_ENABLE_V1_MULTIPROCESSING from this worker
+    (tests/keyed_server.py's ``start``): gcs vllm-serve sets it."""
+    _, process, _ = keyed_server()
+    titles = [" ".join(child.cmdline()) for child in psutil.Process(process.pid).children(recursive=True)]
+    assert any("EngineCore" in title for title in titles), titles
+    assert not any("Worker" in title for title in titles), titles
 
 
 @pytest.mark.slow
