@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import gc
 import io
 import json
 import os
@@ -115,11 +114,13 @@ def tiny_model():
     return tiny_llama()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def embedded_model():
-    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then < 1 s) at the default
+    """The real embedded SmolLM2-135M-Instruct (converted once into the user cache, then about 0.5 s) at the default
     dtype users get (bf16 on CPUs with hardware bf16, else fp32): the promises (same seed, same answer;
-    hindsight replays) are tested where users meet them."""
+    hindsight replays) are tested where users meet them. One per module, the one ``gcs.load_model()`` keeps: gcs's
+    caches are emptied when a module ends (``memory_released``), and a model kept for the session would then be a
+    second copy beside the one gcs loads again."""
     return gcs.load_model()
 
 
@@ -135,8 +136,11 @@ def memory_released(request):
     (``gcs.engines.vllm.close_engines``; a busy one stays): a worker used to keep each to its own end, weights and a
     2 GiB KV cache apiece (two after tests/test_vllm.py, whose fp32 test has its own), beside the app and servers of
     the files after it; the next module that needs one starts it again (a few tests of tests/test_vllm.py,
-    test_bench.py and test_endpoints.py). And glibc gives back the memory it kept for later (``malloc_trim``, a few
-    ms). Measured on tests/test_vllm.py: the worker held 7.5 GiB after it, now 2.1 GiB (docs/testing.md).
+    test_bench.py and test_endpoints.py). The models and embedders gcs keeps for the next call (up to four of each)
+    are dropped too, with the rest (``gcs.close``): a later file that needs one loads it again (0.5-2 s). And glibc
+    gives back the memory it kept for later (``malloc_trim``, a few ms). Measured on tests/test_vllm.py: the worker
+    held 7.5 GiB after it, now 2.1 GiB; after five light files (test_faults, test_cli, test_ab, test_counterfactual,
+    test_e5, ``-n 0``) 1.83 GiB instead of 2.66 with gcs's caches kept (docs/testing.md).
 
     A module that started one is in a ``MEMORY_HEAVY`` scope (the root conftest.py), or its last test errs at
     teardown: the scheduler keeps heavy files apart by that list, so a file that starts an engine unlisted can run
@@ -147,9 +151,8 @@ def memory_released(request):
     yield
     engines = sys.modules.get("gcs.engines.vllm")  # (never import vLLM to close nothing)
     started = engines is not None and bool(set(engines._ENGINES) - kept)
-    if engines is not None and engines._ENGINES:
-        engines.close_engines()
-        gc.collect()  # (an engine's tensors wait in reference cycles otherwise)
+    if any(name in sys.modules for name in ("gcs.engines.models", "gcs.scoring.metrics", "gcs.engines.vllm")):
+        gcs.close()  # (only where gcs loaded something: it imports what it empties; its gc.collect frees engines)
     if hasattr(LIBC, "malloc_trim"):
         LIBC.malloc_trim(0)
     scheduling = request.config.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
