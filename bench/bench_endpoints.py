@@ -46,17 +46,22 @@ def local_servers(count: int, dtype: str):
                 stderr=subprocess.DEVNULL, env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR"}))
             urls.append(f"http://127.0.0.1:{port}")
         for url, process in zip(urls, processes, strict=True):
-            while True:
-                assert process.poll() is None, f"the server at {url} exited"
-                with contextlib.suppress(httpx.HTTPError):
-                    if httpx.get(f"{url}/v1/models").status_code == 200:
-                        break
-                time.sleep(1)
+            until_listed(process, url)
         yield urls
     finally:
         for process in processes:
             process.terminate()
             process.wait()
+
+
+def until_listed(process: subprocess.Popen, url: str) -> None:
+    """Wait until the server ``process`` serves at ``url`` lists its model; fail if it exits first."""
+    while True:
+        assert process.poll() is None, f"the server at {url} exited with status {process.returncode}"
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/v1/models").status_code == 200:
+                return
+        time.sleep(0.5)
 
 
 def main() -> None:

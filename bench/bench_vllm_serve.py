@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import os
 import subprocess
 import sys
@@ -22,7 +21,8 @@ import time
 
 import httpx
 import psutil
-from timing import best_in_turns  # (bench/ is on sys.path when run as a script)
+from bench_endpoints import until_listed  # (bench/ is on sys.path when run as a script)
+from timing import best_in_turns
 
 CONTENDERS = {"two processes (default)": {}, "three processes": {"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}}
 
@@ -35,13 +35,8 @@ def started(port: int, dtype: str, env: dict[str, str]) -> tuple[subprocess.Pope
          "--kv-cache-memory-bytes", str(128 << 20), "--max-model-len", "1024"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         env={**os.environ, "VLLM_LOGGING_LEVEL": "ERROR", **env})
-    while True:
-        if process.poll() is not None:
-            raise SystemExit(f"the server on port {port} exited with status {process.returncode}")
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models").status_code == 200:
-                return process, time.perf_counter() - start
-        time.sleep(0.5)
+    until_listed(process, f"http://127.0.0.1:{port}")
+    return process, time.perf_counter() - start
 
 
 def resident_gib(process: subprocess.Popen) -> float:
@@ -63,9 +58,11 @@ def main() -> None:
             processes[name], ready[name] = started(port, args.dtype, env)
         urls = {name: f"http://127.0.0.1:{port}" for port, name in enumerate(CONTENDERS, start=18700)}
 
+        models = {url: httpx.get(f"{url}/v1/models").json()["data"][0]["id"] for url in urls.values()}
+
         def burst(url: str) -> None:
             body = {"prompt": "Tell me about DNA.", "max_tokens": args.tokens, "ignore_eos": True,
-                    "model": httpx.get(f"{url}/v1/models").json()["data"][0]["id"]}
+                    "model": models[url]}
             with concurrent.futures.ThreadPoolExecutor(args.requests) as pool:
                 answers = list(pool.map(lambda _: httpx.post(f"{url}/v1/completions", json=body, timeout=600),
                                         range(args.requests)))

@@ -273,7 +273,7 @@ PARALLEL_OPTIONS = ("--tensor-parallel-size", "-tp", "--pipeline-parallel-size",
                     "--distributed-executor-backend")
 
 
-def server_environment(extra: Sequence[str] = (), cpu: bool = True) -> dict[str, str]:
+def server_environment(extra: Sequence[str] = (), *, cpu: bool = True) -> dict[str, str]:
     """The environment the server adds on CPU where ``extra`` asks for no parallelism and no executor: vLLM's one
     worker runs inside its engine core's process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the uniprocess executor, as
     gcs's in-process engine runs), so a server is two processes, not three, each importing torch and vLLM. Measured
