@@ -106,6 +106,7 @@ class Sampler:
         self.total_start = self.total_highest = 0
         self.growth: list = []  # (rise of the sum within a test, its label)
         self.after_file: dict = {}  # file -> (this process's RSS, with its process trees) after its last test
+        self.file_peaks: dict = {}  # file -> the highest sum (this process and its trees) while its tests ran
         self.stop = threading.Event()
 
     def sample(self, self_only: bool = False) -> None:
@@ -157,7 +158,9 @@ class Sampler:
                 rise = value - self.at_start.get(key, 0)
                 if rise > self.rises.get(key, (0,))[0]:
                     self.rises[key] = (rise, self.label)
-            self.after_file[self.label.split("::")[0]] = (self.values[SELF], sum(self.values.values()))
+            file = self.label.split("::")[0]
+            self.after_file[file] = (self.values[SELF], sum(self.values.values()))
+            self.file_peaks[file] = max(self.file_peaks.get(file, 0), self.total_highest)
             item = (self.total_highest - self.total_start, self.label)
             (heapq.heappush if len(self.growth) < KEPT else heapq.heappushpop)(self.growth, item)
 
@@ -183,6 +186,7 @@ class Sampler:
                                "rose_most": list(self.rises.get(key, (0, "")))} for key in trees],
                 "tests": [list(item) for item in sorted(self.growth, reverse=True)],
                 "after_each_file": {name: list(sizes) for name, sizes in self.after_file.items()},
+                "peak_of_each_file": dict(self.file_peaks),
             }
 
 
@@ -228,6 +232,11 @@ def memory_lines(run: dict, workers: dict[str, dict | None]) -> list[str]:
     lines.append("tests that raised memory most (a worker with its processes, from the test's start to its peak):")
     lines += [f"  {'+' + gib(rise):>10}  {test} ({name})"
               for rise, test, name in sorted(growth, reverse=True)[:SHOWN_GROWTH]]
+    files = sorted(((peak, file, name) for name, report in workers.items() if report
+                    for file, peak in report.get("peak_of_each_file", {}).items()), reverse=True)
+    if files:  # (what two files on two workers at once can add up to: docs/testing.md, "Memory and time")
+        lines.append("files that held most (a worker with its processes, at its highest while the file's tests ran):")
+        lines += [f"  {gib(peak):>10}  {file} ({name})" for peak, file, name in files[:SHOWN_GROWTH]]
     return lines
 
 

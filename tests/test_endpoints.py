@@ -4,8 +4,10 @@ Three servers: A (``gcs vllm-serve``, with a key: the suite's shared keyed serve
 tests/test_vllm_serve.py uses next), started when the first test needs it, B (the command it runs, without), started
 once that test's in-process engine is shut down (a start is mostly one core's work importing vLLM, so B's overlaps the
 tests before the one that needs it), and vLLM without the gcs plugin, started for the test that refuses it once B is
-gone (three servers at once held 10 GB). The app, on A, starts as soon as A serves, for the tests at the end (a
-browser's run, a tab closed mid-run, MCP tool calls). Every test sends few requests of few tokens, but those stopped
+gone (three servers at once held 10 GB). The app, on A, starts once the plugin-less server is gone, beside the tests
+on A alone that follow it, for the tests at the end (a browser's run, a tab closed mid-run, MCP tool calls): no more
+than two of B, the plugin-less server and the app run beside A at once (the app beside B held the worker's processes
+at 8.3 GiB). Every test sends few requests of few tokens, but those stopped
 mid-run (``stop``, a closed tab), and the frame of one request at a time on A is generated once (``alone``) for every
 test that compares with it. The frame of one endpoint equals the in-process vLLM engine's; several endpoints give the
 frame of one where each server answers one request at a time (``max_requests=1``: ``gcs vllm-serve`` on CPU does not
@@ -37,7 +39,7 @@ from test_vllm_serve import metric, shared_prefix
 from waiting import WaitingTransport, app_client, until
 
 import gcs
-from conftest import free_port, log_count, running_server, tiny_gcs_model
+from conftest import free_port, log_count, released_to_the_system, running_server, tiny_gcs_model
 from gcs.cli.commands import main
 from gcs.cli.vllm_server import batch_invariant_environment, server_environment, vllm_serve_command
 
@@ -78,7 +80,8 @@ def server_b(b_starting):
 @pytest.fixture(scope="module")
 def app_on_a(server_a, tmp_path_factory):
     """The app (its own process) with GCS_ENDPOINTS naming A and its key in GCS_ENDPOINT_KEY, starting now that A
-    serves: a call that waits until it serves, giving (url, log, progress)."""
+    serves: a call that waits until it serves, giving (url, log, progress). First asked for by the test after the
+    plugin-less server's (B and that server are gone by then)."""
     port, log = free_port(), tmp_path_factory.mktemp("app") / "app.log"
     env = {**os.environ, "GRADIO_SERVER_PORT": str(port), "GRADIO_ANALYTICS_ENABLED": "False",
            "GCS_ENGINE": "transformers", "GCS_ENDPOINTS": server_a[0], "GCS_ENDPOINT_KEY": KEY}
@@ -96,9 +99,10 @@ def app_on_a(server_a, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def quiet_a(server_a, app_on_a):
-    """A once the app (starting beside the first test) has checked it: the check's requests would share A's batches
-    with a test's rows, and on CPU a request's company changes its tokens (``max_requests=1`` promises one request
-    at a time from this client, not from every client)."""
+    """A once the app has checked it, for the tests that compare tokens after the app started: the check's requests
+    would share A's batches with a test's rows, and on CPU a request's company changes its tokens
+    (``max_requests=1`` promises one request at a time from this client, not from every client). Before the app
+    starts, A is quiet: ``server_a``."""
     _, log, progress = app_on_a()
     until(lambda: "endpoint(s): " in log.read_text() or "the endpoints cannot generate" in log.read_text(),
           "the app to check its endpoint", progress)
@@ -106,10 +110,11 @@ def quiet_a(server_a, app_on_a):
 
 
 @pytest.fixture(scope="module")
-def alone(quiet_a, embedded_model) -> pd.DataFrame:
+def alone(server_a, embedded_model) -> pd.DataFrame:
     """The frame of one request at a time on A: what two endpoints, a run that lost one and a run retried after
-    busy answers must each give, row for row."""
-    return gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(quiet_a, max_requests=1))
+    busy answers must each give, row for row. Generated before the app starts (the first test to ask runs beside B),
+    or after ``quiet_a`` where a test asks for that first."""
+    return gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a, max_requests=1))
 
 
 def endpoint_a(server_a, **options) -> gcs.Endpoint:
@@ -136,7 +141,7 @@ BURSTS = 3  # tries of the burst below: a loaded machine may split one into othe
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_model, request, monkeypatch):
+def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_model, request, monkeypatch):
     """A burst of the frame's 12 rows on A (each a request, all sent at once) is the frame the in-process engine
     generates: the client lays out prompts, token ids and gcs arguments as the engine does. On CPU a request's tokens
     depend on the requests batched beside it, and a burst's batches on when its requests arrive: the in-process
@@ -147,18 +152,16 @@ def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_mo
     (``GCS_ROW_INVARIANT``), which in bfloat16 round otherwise: on an AVX512-BF16 machine 4 rows of 12 differed in
     every burst, and 1 with the row blocks off; so both sides run in float32 (``keyed_server.DTYPE``), as on the
     machines where this test was written."""
-    # (app_on_a: the app starts beside this test's in-process engine, for the browser test at the end; A is asked
-    # once the app has checked it)
     monkeypatch.setenv("GCS_ROW_INVARIANT", "off")
     exact = gcs.load_model(dtype=torch.float32)  # A's dtype
     local = gcs.compare(PROMPTS, **settings(), model=exact, engine="vllm")
     gcs.engines.vllm.close_engines()  # (~3 GB the servers and the app need more, for the rest of the module)
     del exact
+    released_to_the_system()  # (0.4 GiB glibc kept of the engine's, measured: for the rest of the module too)
     request.getfixturevalue("b_starting")  # (now that the engine is gone; for the tests after this one)
-    quiet_a = request.getfixturevalue("quiet_a")
     differing = []
     for _ in range(BURSTS):
-        served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(quiet_a))
+        served = gcs.compare(PROMPTS, **settings(), model=embedded_model, engine=endpoint_a(server_a))
         assert len(served) == 12
         differing.append(sum(a != b for a, b in zip(tokens(served), tokens(local), strict=True)))
         if differing[-1] == 0:
@@ -169,8 +172,7 @@ def test_an_endpoint_answers_as_the_in_process_vllm_engine(app_on_a, embedded_mo
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(quiet_a, embedded_model):
-    server_a = quiet_a
+def test_a_streamed_frame_ends_as_the_whole_one_and_gcswr_couples_the_paraphrases(server_a, embedded_model):
     whole = gcs.compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]), model=embedded_model,
                         engine=endpoint_a(server_a, max_requests=1))
     frames = list(gcs.stream_compare(PROMPTS, **settings(seeds=range(4), methods=["is", "gcswr"]),
@@ -274,7 +276,9 @@ def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_sweep_ab_and_rounds_run_on_endpoints_and_stop_aborts_the_requests(server_a, embedded_model):
+def test_sweep_ab_and_rounds_run_on_endpoints_and_stop_aborts_the_requests(server_a, app_on_a, embedded_model):
+    """(app_on_a: the app starts beside this test, for the tests at the end: none of this test's checks depends on
+    which requests share A's batches.)"""
     endpoint = endpoint_a(server_a)
     swept = gcs.sweep([PROMPTS], temperatures=[1.0], methods=["gcswr"], seeds=2, metrics=["jaccard"],
                       model=embedded_model, max_new_tokens=6, engine=endpoint)
@@ -523,7 +527,8 @@ def faulty_proxy(upstream: str):
 
 
 @pytest.mark.slow  # real vLLM servers
-def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume(server_a, alone, embedded_model):
+def test_busy_answers_are_retried_and_a_failed_sweep_keeps_its_batches_to_resume(quiet_a, alone, embedded_model):
+    server_a = quiet_a
     with faulty_proxy(server_a[0]) as proxy:
         through = gcs.Endpoint(proxy.url, api_key=KEY, max_requests=1)
         through.as_engine().connect(embedded_model)

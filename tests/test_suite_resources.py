@@ -6,6 +6,7 @@ out-of-memory killer kills."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -136,6 +137,36 @@ def test_the_memory_summary_names_the_test_and_the_process_that_raised_memory(su
                               "test_memory.py::test_the_process_grows_by_200_mib, +0.* GiB)",
                               "tests that raised memory most*",
                               "*+0.* GiB  test_memory.py::test_holds_300_mib (this process)"])
+
+
+def test_the_summary_gives_the_highest_each_file_held_with_the_processes_it_started(suite, tmp_path):
+    """A file whose test starts a process of 200 MiB held that much more at its highest than the file before it,
+    which starts none (the JSON's ``peak_of_each_file``); the summary lists it first."""
+    suite.makepyfile(test_a_before="def test_nothing():\n    pass\n", test_b_starts="""
+        import subprocess, sys, time
+
+        HOLDS = "import sys, time; b = bytearray(200 << 20); print(1, flush=True); time.sleep(60)"
+
+        def test_a_process_of_200_mib(request):
+            sampler = request.config.pluginmanager.get_plugin("suite-resources").sampler
+            child = subprocess.Popen([sys.executable, "-c", HOLDS], stdout=subprocess.PIPE, text=True)
+            try:
+                child.stdout.readline()  # (it holds its memory now)
+                deadline = time.monotonic() + 120  # (a bound on the wait, not a measure of the sampler's speed)
+                while not any(key != "self" and size > 200 << 20 for key, size in sampler.values.items()) \\
+                        and time.monotonic() < deadline:
+                    time.sleep(0.1)  # until the sampler has seen it
+            finally:
+                child.kill()
+                child.wait()
+    """)
+    written = tmp_path / "suite.json"
+    run = sub_run(suite, "--suite-json", str(written), "test_a_before.py", "test_b_starts.py")
+    assert run.ret == pytest.ExitCode.OK, run.stdout.str()[-3000:]
+    files = json.loads(written.read_text())["memory"]["workers"]["main"]["peak_of_each_file"]
+    assert files["test_b_starts.py"] > files["test_a_before.py"] + (150 << 20), files
+    run.stdout.fnmatch_lines(["files that held most (a worker with its processes, at its highest while the file's "
+                              "tests ran):", "*GiB  test_b_starts.py (this process)"])
 
 
 def test_this_run_marks_the_processes_it_starts_and_watches_them():
