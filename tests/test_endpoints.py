@@ -269,7 +269,7 @@ def test_a_killed_endpoint_hands_its_rows_to_the_others_then_fails_by_name(serve
 
 @pytest.mark.slow  # real vLLM servers
 def test_a_server_without_the_plugin_is_refused(tmp_path_factory, embedded_model):
-    """(After the test above has killed B: the plugin-less server starts beside A and the app only.)"""
+    """(After the test above has killed B: the plugin-less server starts beside A alone; the app starts after it.)"""
     with plain(tmp_path_factory) as (url, _, _):
         with pytest.raises(ValueError, match=rf"endpoint {url} has no gcs plugin"):
             gcs.compare(PROMPTS, max_new_tokens=4, model=embedded_model, engine=gcs.Endpoint(url))
