@@ -55,8 +55,8 @@ def pytest_configure(config):
 # docs 78 s, generation 73 s, vllm-serve 72 s, threads 61 s, counterfactual 53 s, cli 50 s, bench 47 s; mypy over
 # gcs/ about 50 s cold; endpoints 285 s alone, its servers starting, measured 2026-11-27 apart from the rest; examples
 # 383 s alone at load 5-8, 171 s of CPU: the lesson 105 s, its vLLM server 90 s); the image's build (2026-11-29: 517 s
-# quiet, tests/test_docker.py) and the Space's (471-515 s at load 5-9, tests/test_space.py) first (their figures fit
-# side by side, ``HELD_GIB`` below: the two workers start with them).
+# quiet, tests/test_docker.py) and the Space's (471-515 s at load 5-9, tests/test_space.py) first (both heavy: one
+# worker takes them one after the other, ``MEMORY_HEAVY`` below, while the other starts with the wheel check).
 LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_endpoints.py", "test_browser.py",
                  "test_examples.py", "test_hindsight.py", "test_vllm.py", "test_docs.py", "test_generation.py",
                  "test_vllm_serve.py", "test_threads.py", "test_lint.py", "test_counterfactual.py", "test_cli.py",
@@ -69,6 +69,14 @@ LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_e
 SHARED_SCOPES = {f"tests/{name}": f"tests/{files[0]}" for files in (SHARING_FILES, APP_FILES) for name in files[1:]}
 APP_SCOPE = f"tests/{APP_FILES[0]}"
 
+# Files whose tests hold gigabytes beyond a worker's own: vLLM engines and servers, an image's or a Space's build and
+# its app. Two of them at once on two workers made the run's peak (18.2 GiB: test_vllm.py's engines beside
+# serve_and_ask's server), so a worker is given one only while no other worker has one to run, as long as a lighter
+# file is left to give it instead (docs/testing.md, "Memory and time"). Named by scope: test_vllm_serve.py is in
+# test_endpoints.py's (``SHARED_SCOPES``).
+MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_examples.py", "test_vllm.py",
+                "test_bench.py", "test_resources.py"}
+
 
 def scope_of(path: str) -> str:
     """The scope of the test file at ``path`` (as a node id names it): the first file of the ones it shares a server
@@ -80,46 +88,18 @@ def scope_of(path: str) -> str:
     return SHARED_SCOPES.get(path, path)
 
 
-# What each scope holds at its highest: its worker with every process its tests start, in GiB (the summary's "files
-# that held most", ``peak_of_each_file`` in --suite-json), the most seen in the quiet runs of 5690ba7 and 3c10b44
-# (docs/testing.md, "Two files at once"); a file not listed held at most ``LIGHT_GIB``. A worker is given the first
-# file whose figure and the other worker's (the largest of the files it has not finished) add up to at most
-# ``MEMORY_BUDGET_GIB``; if none is left, the one of least figure: a worker never waits (pytest-xdist's worker keeps
-# its last test until it is sent more, so a worker left waiting could hold up both). The budget is the endpoints'
-# file beside a light one: so no two files run at once past it while a light file is left. Named by scope:
-# test_vllm_serve.py is in test_endpoints.py's, the app's files in test_browser.py's (``SHARED_SCOPES``). A file that
-# starts an in-process vLLM engine is listed (``memory_released``, tests/conftest.py).
-HELD_GIB = {"test_endpoints.py": 8.1, "test_bench.py": 6.8, "test_examples.py": 6.4, "test_docker.py": 6.3,
-            "test_browser.py": 6.3, "test_resources.py": 5.6, "test_vllm.py": 5.3, "test_space.py": 4.6,
-            "test_hindsight.py": 4.7, "test_cli.py": 4.5, "test_docs.py": 4.5, "test_generation.py": 4.5,
-            "test_surprise.py": 3.6, "test_ab.py": 3.5, "test_threads.py": 3.4, "test_compare_rounds_tab.py": 3.1,
-            "test_invariance.py": 3.1, "test_csv_injection.py": 3.1, "test_counterfactual.py": 3.1,
-            "test_markup_escaping.py": 3.1}
-LIGHT_GIB = 3.0
-MEMORY_BUDGET_GIB = HELD_GIB["test_endpoints.py"] + LIGHT_GIB
-
-
-def held_gib(path: str) -> float:
-    """What the scope of the test file at ``path`` (as a node id names it) holds at its highest, in GiB.
-
-    >>> held_gib("tests/test_vllm_serve.py") == HELD_GIB["test_endpoints.py"], held_gib("tests/test_lanes.py")
-    (True, 3.0)
-    """
-    return HELD_GIB.get(scope_of(path).rpartition("/")[2], LIGHT_GIB)
-
-
 def memory_heavy(path: str) -> bool:
-    """Whether the test file at ``path`` (as a node id names it) is in a scope ``HELD_GIB`` lists.
+    """Whether the test file at ``path`` (as a node id names it) is in a ``MEMORY_HEAVY`` scope.
 
     >>> memory_heavy("tests/test_vllm_serve.py"), memory_heavy("tests/test_lanes.py")
     (True, False)
     """
-    return scope_of(path).rpartition("/")[2] in HELD_GIB
+    return scope_of(path).rpartition("/")[2] in MEMORY_HEAVY
 
 
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope, and no two scopes at once whose ``HELD_GIB``
-    pass ``MEMORY_BUDGET_GIB`` while one that fits is left (None: pytest-xdist's own, for other modes)."""
+    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope and the ``MEMORY_HEAVY`` ones kept apart
+    (None: pytest-xdist's own, for other modes)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -129,19 +109,18 @@ def pytest_xdist_make_scheduler(config, log):
             return scope_of(super()._split_scope(nodeid))
 
         def _assign_work_unit(self, node) -> None:
-            """The first scope of the queue that fits beside what the other workers have not finished (a worker runs
-            its scopes one after another: the largest of each counts), else the one of least figure."""
+            """The queue's first file, unless it is heavy while another worker has a heavy file not yet done: then
+            the first light one (the heavy one when no light one is left: a worker never idles for this rule)."""
             queue, assigned = getattr(self, "workqueue", None), getattr(self, "assigned_work", None)
             if not (isinstance(queue, OrderedDict) and isinstance(assigned, dict)):  # (pytest-xdist's internals)
-                warnings.warn("pytest-xdist's scheduler has no workqueue or assigned_work any more: test files may "
-                              "run beside each other past the memory budget (HELD_GIB, the root conftest.py)",
-                              stacklevel=1)
-            elif queue:
-                beside = sum(max((held_gib(scope) for scope, unit in work.items() if not all(unit.values())),
-                                 default=0) for other, work in assigned.items() if other is not node)
-                chosen = next((scope for scope in queue if held_gib(scope) + beside <= MEMORY_BUDGET_GIB),
-                              min(queue, key=held_gib))
-                queue.move_to_end(chosen, last=False)
+                warnings.warn("pytest-xdist's scheduler has no workqueue or assigned_work any more: heavy test files "
+                              "may run on both workers at once (MEMORY_HEAVY, the root conftest.py)", stacklevel=1)
+            elif queue and memory_heavy(next(iter(queue))) and any(
+                    memory_heavy(scope) and not all(unit.values())
+                    for other, work in assigned.items() if other is not node for scope, unit in work.items()):
+                light = next((scope for scope in queue if not memory_heavy(scope)), None)
+                if light is not None:
+                    queue.move_to_end(light, last=False)
             super()._assign_work_unit(node)
 
     return SuiteScheduling(config, log)

@@ -152,8 +152,8 @@ def memory_released(request):
     held 7.5 GiB after it, now 2.1 GiB; after five light files (test_faults, test_cli, test_ab, test_counterfactual,
     test_e5, ``-n 0``) 1.83 GiB instead of 2.66 with gcs's caches kept (docs/testing.md).
 
-    A module that started one is listed in ``HELD_GIB`` (the root conftest.py, with what it holds), or its last test
-    errs at teardown: the scheduler keeps files apart by those figures, so a file that starts an engine unlisted can run
+    A module that started one is in a ``MEMORY_HEAVY`` scope (the root conftest.py), or its last test errs at
+    teardown: the scheduler keeps heavy files apart by that list, so a file that starts an engine unlisted can run
     beside one (tests/test_lanes.py, test_bad_input.py, test_csv_injection.py and test_markup_escaping.py did, through
     the page's default engine: ``transformers_engine``)."""
     engines = sys.modules.get("gcs.engines.vllm")
@@ -167,10 +167,9 @@ def memory_released(request):
     scheduling = request.config.pluginmanager.get_plugin(str(ROOT / "conftest.py"))
     path = request.node.path.relative_to(ROOT).as_posix()
     if started and scheduling is not None and path.startswith("tests/") and not scheduling.memory_heavy(path):
-        pytest.fail(f"{path} started an in-process vLLM engine (gigabytes) but is not in HELD_GIB (the root "
-                    "conftest.py), so it may run beside a heavy file: list it there with what it holds, or generate "
-                    "with transformers where the engine is not what it tests (the transformers_engine fixture)",
-                    pytrace=False)
+        pytest.fail(f"{path} started an in-process vLLM engine (gigabytes) but is not MEMORY_HEAVY (the root "
+                    "conftest.py), so it may run beside a heavy file: list it there, or generate with transformers "
+                    "where the engine is not what it tests (the transformers_engine fixture)", pytrace=False)
 
 
 @pytest.fixture
