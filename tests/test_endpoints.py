@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import gc
 import http.server
 import os
 import ssl
@@ -157,6 +158,7 @@ def test_an_endpoint_answers_as_the_in_process_vllm_engine(server_a, embedded_mo
     local = gcs.compare(PROMPTS, **settings(), model=exact, engine="vllm")
     gcs.engines.vllm.close_engines()  # (~3 GB the servers and the app need more, for the rest of the module)
     del exact
+    gc.collect()  # (what holds the engine's memory in cycles)
     released_to_the_system()  # (0.4 GiB glibc kept of the engine's, measured: for the rest of the module too)
     request.getfixturevalue("b_starting")  # (now that the engine is gone; for the tests after this one)
     differing = []
