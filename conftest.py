@@ -71,9 +71,9 @@ APP_SCOPE = f"tests/{APP_FILES[0]}"
 
 # Files whose tests hold gigabytes beyond a worker's own: vLLM engines and servers, an image's or a Space's build and
 # its app. Two of them at once on two workers made the run's peak (18.2 GiB: test_vllm.py's engines beside
-# serve_and_ask's server), so a worker is given one only while no other worker has one to run, as long as a lighter
-# file is left to give it instead (docs/testing.md, "Memory and time"). Named by scope: test_vllm_serve.py is in
-# test_endpoints.py's (``SHARED_SCOPES``).
+# serve_and_ask's server), so a worker is given one whenever no other worker has one to run, and never while another
+# has, as long as a lighter file is left to give it instead (docs/testing.md, "Memory and time"): one worker runs them
+# one after another from the start. Named by scope: test_vllm_serve.py is in test_endpoints.py's (``SHARED_SCOPES``).
 MEMORY_HEAVY = {"test_docker.py", "test_space.py", "test_endpoints.py", "test_examples.py", "test_vllm.py",
                 "test_bench.py", "test_resources.py"}
 
@@ -88,6 +88,24 @@ def scope_of(path: str) -> str:
     return SHARED_SCOPES.get(path, path)
 
 
+# What each scope holds at its highest: its worker with every process its tests start, in GiB (the summary's "files
+# that held most", ``peak_of_each_file`` in --suite-json), the most seen in three runs (3c10b44 quiet, b41dbc6 quiet
+# and busy), rounded up; a file not listed held at most ``LIGHT_GIB`` there (a worker's own memory, mostly: the same
+# doctests held 2.9-3.2 GiB by what their worker had run before). A light file is given beside the other worker's files
+# and beside the heavy file due next only where their figures fit ``MEMORY_BUDGET_GIB``: so the light files that hold
+# most (a fresh process's fixed runs, the CLI's and the docs' examples, hindsight's replays) run beside the heavy files
+# that hold least, never beside the endpoints' (docs/testing.md, "Two files at once"). Whether a worker gets a heavy or
+# a light file is ``MEMORY_HEAVY``'s rule alone: the heavy files are never left for the end, where two would meet (a
+# scheduler by these figures alone did that: 14.3 GiB, docs/benchmarks.md).
+HELD_GIB = {"test_endpoints.py": 8.1, "test_examples.py": 7.6, "test_bench.py": 6.8, "test_vllm.py": 6.8,
+            "test_browser.py": 6.6, "test_docker.py": 6.3, "test_resources.py": 6.3, "test_space.py": 5.2,
+            "test_cli.py": 4.8, "test_hindsight.py": 4.7, "test_docs.py": 4.5, "test_generation.py": 4.5,
+            "test_surprise.py": 3.7, "test_ab.py": 3.5, "test_invariance.py": 3.4, "test_counterfactual.py": 3.4,
+            "test_threads.py": 3.4}
+LIGHT_GIB = 3.3
+MEMORY_BUDGET_GIB = HELD_GIB["test_endpoints.py"] + LIGHT_GIB  # the endpoints' file beside a light one
+
+
 def memory_heavy(path: str) -> bool:
     """Whether the test file at ``path`` (as a node id names it) is in a ``MEMORY_HEAVY`` scope.
 
@@ -97,9 +115,19 @@ def memory_heavy(path: str) -> bool:
     return scope_of(path).rpartition("/")[2] in MEMORY_HEAVY
 
 
+def held_gib(path: str) -> float:
+    """What the scope of the test file at ``path`` (as a node id names it) holds at its highest, in GiB.
+
+    >>> held_gib("tests/test_vllm_serve.py") == HELD_GIB["test_endpoints.py"], held_gib("tests/test_lanes.py")
+    (True, 3.3)
+    """
+    return HELD_GIB.get(scope_of(path).rpartition("/")[2], LIGHT_GIB)
+
+
 def pytest_xdist_make_scheduler(config, log):
-    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope and the ``MEMORY_HEAVY`` ones kept apart
-    (None: pytest-xdist's own, for other modes)."""
+    """--dist loadfile with the files of ``SHARED_SCOPES`` in one scope, the ``MEMORY_HEAVY`` ones kept apart, and
+    each file given beside one it fits with (``HELD_GIB``) where the queue has one (None: pytest-xdist's own, for
+    other modes)."""
     if config.getvalue("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
@@ -109,18 +137,26 @@ def pytest_xdist_make_scheduler(config, log):
             return scope_of(super()._split_scope(nodeid))
 
         def _assign_work_unit(self, node) -> None:
-            """The queue's first file, unless it is heavy while another worker has a heavy file not yet done: then
-            the first light one (the heavy one when no light one is left: a worker never idles for this rule)."""
+            """The first heavy file left when no other worker has a heavy file not yet done (or only heavy ones are
+            left); else the first light file that fits beside the other workers' unfinished files and beside the heavy
+            file due next, or the light one of least figure (a worker never idles for these rules)."""
             queue, assigned = getattr(self, "workqueue", None), getattr(self, "assigned_work", None)
             if not (isinstance(queue, OrderedDict) and isinstance(assigned, dict)):  # (pytest-xdist's internals)
                 warnings.warn("pytest-xdist's scheduler has no workqueue or assigned_work any more: heavy test files "
                               "may run on both workers at once (MEMORY_HEAVY, the root conftest.py)", stacklevel=1)
-            elif queue and memory_heavy(next(iter(queue))) and any(
-                    memory_heavy(scope) and not all(unit.values())
-                    for other, work in assigned.items() if other is not node for scope, unit in work.items()):
-                light = next((scope for scope in queue if not memory_heavy(scope)), None)
-                if light is not None:
-                    queue.move_to_end(light, last=False)
+            elif queue:
+                beside = {other: [scope for scope, unit in work.items() if not all(unit.values())]
+                          for other, work in assigned.items() if other is not node}
+                heavy_beside = any(memory_heavy(scope) for scopes in beside.values() for scope in scopes)
+                heavy_left = [scope for scope in queue if memory_heavy(scope)]
+                if heavy_left and (not heavy_beside or len(heavy_left) == len(queue)):
+                    chosen = heavy_left[0]
+                else:  # a light file that fits beside the other worker's files and the heavy file it will get next
+                    held_beside = sum(max(map(held_gib, scopes), default=0) for scopes in beside.values())
+                    room = MEMORY_BUDGET_GIB - max(held_beside, held_gib(heavy_left[0]) if heavy_left else 0)
+                    light = [scope for scope in queue if not memory_heavy(scope)]
+                    chosen = next((scope for scope in light if held_gib(scope) <= room), min(light, key=held_gib))
+                queue.move_to_end(chosen, last=False)
             super()._assign_work_unit(node)
 
     return SuiteScheduling(config, log)

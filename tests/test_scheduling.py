@@ -1,5 +1,6 @@
 """The order pytest-xdist's two workers get files in (the root conftest.py's ``SuiteScheduling``): the files that
-hold gigabytes (``MEMORY_HEAVY``) run on one worker at a time while a lighter file is left for the other.
+hold gigabytes (``MEMORY_HEAVY``) run on one worker at a time while a lighter file is left for the other, and no two
+files run at once whose figures (``HELD_GIB``: what each held at its highest) add up past ``MEMORY_BUDGET_GIB``.
 
 The scheduler is driven as pytest-xdist's controller drives it (``schedule``, then ``mark_test_complete`` as each test
 ends) with two workers that take a set time per test; a worker here is what the scheduler sees of one: the tests sent
@@ -7,6 +8,7 @@ to it."""
 
 from __future__ import annotations
 
+import doctest
 import heapq
 
 import pytest
@@ -17,8 +19,13 @@ FILES = {  # file: (tests, seconds each), in the suite's order; the heavy ones a
     "test_browser.py": (10, 25), "test_examples.py": (6, 30), "test_hindsight.py": (12, 15), "test_vllm.py": (10, 12),
     "test_docs.py": (40, 5), "test_generation.py": (10, 15), "test_vllm_serve.py": (4, 20), "test_threads.py": (5, 30),
     "test_counterfactual.py": (10, 10), "test_cli.py": (20, 5), "test_bench.py": (6, 12), "test_ab.py": (30, 3),
-    "test_resources.py": (4, 12), "test_waiting.py": (6, 5),
+    "test_resources.py": (4, 12), "test_waiting.py": (6, 5), "test_surprise.py": (5, 8), "test_invariance.py": (6, 4),
+    **{f"test_light_{i}.py": (5, 4) for i in range(60)},  # (not listed in HELD_GIB: LIGHT_GIB)
 }
+# A light file that fits beside the heavy file running (the Space's) but not beside the next (the endpoints'): it waits
+# for a heavy file it fits beside, or the end
+NEXT_HEAVY = {"test_space.py": (2, 50), "test_endpoints.py": (8, 40), "test_generation.py": (10, 15),
+              **{f"test_light_{i}.py": (5, 4) for i in range(30)}}
 
 
 class Worker:
@@ -77,12 +84,13 @@ def spans(started, collection_seconds) -> dict[str, tuple[str, float, float]]:
     return files
 
 
-@pytest.mark.parametrize("rule", [True, False], ids=["heavy-apart", "without-the-rule"])
-def test_memory_heavy_files_never_run_on_both_workers_at_once_while_a_light_one_is_left(pytestconfig, monkeypatch,
-                                                                                      rule):
+@pytest.mark.parametrize("shape", [FILES, NEXT_HEAVY], ids=["the-suite", "the-next-heavy-file"])
+@pytest.mark.parametrize("rule", [True, False], ids=["apart-and-within-the-budget", "without-the-rule"])
+def test_heavy_files_never_meet_and_no_two_files_pass_the_memory_budget_and_the_workers_end_together(
+        pytestconfig, monkeypatch, rule, shape):
     conftest = root_conftest()
     collection, seconds = [], []
-    for name, (count, each) in FILES.items():
+    for name, (count, each) in shape.items():
         collection += [f"tests/{name}::test_{i}" for i in range(count)]
         seconds += [each] * count
     schedule = loadfile_scheduler(conftest, pytestconfig, monkeypatch)
@@ -92,11 +100,20 @@ def test_memory_heavy_files_never_run_on_both_workers_at_once_while_a_light_one_
     started = run(schedule, collection, seconds)
     assert sorted(nodeid for *_, nodeid in started) == sorted(collection)  # each test once
     files = spans(started, dict(zip(collection, seconds, strict=True)))
-    scope = {name: conftest.SHARED_SCOPES.get(f"tests/{name}", name).rpartition("/")[2] for name in files}
-    heavy = {name: span for name, span in files.items() if scope[name] in conftest.MEMORY_HEAVY}
-    overlapping = [(a, b) for a in heavy for b in heavy if a < b and heavy[a][0] != heavy[b][0]
-                   and heavy[a][1] < heavy[b][2] and heavy[b][1] < heavy[a][2]]
-    assert bool(overlapping) != rule, overlapping
-    if rule:  # and the workers still end together: the heavy files are about half of the time here
-        ends = [max(end for worker, _, end in files.values() if worker == name) for name in ("gw0", "gw1")]
-        assert abs(ends[0] - ends[1]) <= max(each for _, each in FILES.values())
+    meeting = [(a, b) for a in files for b in files if a < b and files[a][0] != files[b][0]
+               and files[a][1] < files[b][2] and files[b][1] < files[a][2]]
+    heavy = [(a, b) for a, b in meeting if conftest.memory_heavy(f"tests/{a}") and conftest.memory_heavy(f"tests/{b}")]
+    past = [(a, b) for a, b in meeting
+            if conftest.held_gib(f"tests/{a}") + conftest.held_gib(f"tests/{b}") > conftest.MEMORY_BUDGET_GIB]
+    if not rule:  # pytest-xdist's own order lets files meet past the budget
+        assert past and (heavy or shape is NEXT_HEAVY), (heavy, past)
+        return
+    assert not heavy and not past, (heavy, past)
+    ends = [max(end for worker, _, end in files.values() if worker == name) for name in ("gw0", "gw1")]  # together
+    assert abs(ends[0] - ends[1]) <= max(each for _, each in shape.values() if each < 400), ends
+
+
+def test_the_root_conftest_s_examples_hold():
+    """(The root conftest.py is no module of testpaths: its docstrings' examples run here.)"""
+    results = doctest.testmod(root_conftest())
+    assert results.attempted >= 3 and results.failed == 0, results

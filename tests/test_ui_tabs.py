@@ -270,6 +270,25 @@ def test_a_link_round_trips_a_tabs_settings():
     assert query == "?tab=compare&q=What%3F%0AWhy%3F&temperature=0.5"
 
 
+def test_a_page_loaded_without_a_tab_in_its_link_keeps_the_tab_clicked_meanwhile():
+    """The load's answer may come after the user's first tab click (seen on a busy machine: "Copy a link" on the
+    coupling tab gave the compare tab's link): only a link that names a tab sets the remembered tab."""
+    from types import SimpleNamespace
+
+    with gr.Blocks():
+        with gr.Tabs() as tabs:
+            with gr.Tab("t", id="compare"):
+                text = gr.Textbox()
+            with gr.Tab("u", id="coupling"):
+                seed = gr.Number()
+        selected = gr.State("compare")
+    mapping = links.Links(tabs, {"compare": {"q": text}, "coupling": {"seed": seed}}, selected)
+    tab_update, remembered, *_ = mapping.apply(SimpleNamespace(query_params={"q": "What?"}))
+    assert tab_update == gr.skip() and remembered == gr.skip()
+    tab_update, remembered, *_ = mapping.apply(SimpleNamespace(query_params={"tab": "coupling", "seed": "3"}))
+    assert remembered == "coupling" and tab_update.selected == "coupling"
+
+
 def test_a_link_s_text_reaches_the_toast_as_text_and_the_log_in_one_line(caplog):
     import logging
     from types import SimpleNamespace

@@ -99,8 +99,12 @@ class Links:
         self.components = [c for inputs in inputs_by_tab.values() for c in inputs.values()]
 
     def apply(self, request: gr.Request) -> list:
-        """``demo.load``: the selected tab (as the Tabs update and as the remembered tab), then a value (or no
-        change) for every component."""
+        """``demo.load``: the link's tab (as the Tabs update and as the remembered tab; no change to either without
+        one), then a value (or no change) for every component.
+
+        Without a tab in the link the remembered tab is left alone: the load's answer can come after a tab the user
+        (or a browser test, on a busy machine) clicked at once, and must not reset it to the first tab, or "Copy a
+        link" would give the first tab's link while another is shown."""
         params = dict(request.query_params) if request is not None else {}
         updates = {id(c): gr.skip() for c in self.components}
         tab = params.pop("tab", None)
@@ -124,7 +128,7 @@ class Links:
             said = "; ".join(problems)
             logger.info("link parameters ignored: %s", ascii(said)[:300])  # one line: no raw newline or escape code
             gr.Warning(brief("Ignored in the link: " + html.escape(said)), duration=10)  # the link's text, as text
-        return [gr.Tabs(selected=tab) if tab else gr.skip(), tab or "compare",
+        return [gr.Tabs(selected=tab) if tab else gr.skip(), tab or gr.skip(),
                 *[updates[id(c)] for c in self.components]]
 
     def query(self, tab: str, *values) -> str:
