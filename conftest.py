@@ -89,17 +89,19 @@ def scope_of(path: str) -> str:
 
 
 # What each scope holds at its highest: its worker with every process its tests start, in GiB (the summary's "files
-# that held most", ``peak_of_each_file`` in --suite-json), the most seen in three runs (3c10b44 quiet, b41dbc6 quiet
-# and busy), rounded up; a file not listed held at most ``LIGHT_GIB`` there (a worker's own memory, mostly: the same
-# doctests held 2.9-3.2 GiB by what their worker had run before). A light file is given beside the other worker's files
-# and beside the heavy file due next only where their figures fit ``MEMORY_BUDGET_GIB``: so the light files that hold
-# most (a fresh process's fixed runs, the CLI's and the docs' examples, hindsight's replays) run beside the heavy files
-# that hold least, never beside the endpoints' (docs/testing.md, "Two files at once"). Whether a worker gets a heavy or
-# a light file is ``MEMORY_HEAVY``'s rule alone: the heavy files are never left for the end, where two would meet (a
-# scheduler by these figures alone did that: 14.3 GiB, docs/benchmarks.md).
-HELD_GIB = {"test_endpoints.py": 8.1, "test_examples.py": 7.6, "test_bench.py": 6.8, "test_vllm.py": 6.8,
-            "test_browser.py": 6.6, "test_docker.py": 6.3, "test_resources.py": 6.3, "test_space.py": 5.2,
-            "test_cli.py": 4.8, "test_hindsight.py": 4.7, "test_docs.py": 4.5, "test_generation.py": 4.5,
+# that held most", ``peak_of_each_file`` in --suite-json), the most seen in four runs (3c10b44 and f190c28 quiet,
+# b41dbc6 quiet and busy), rounded up; a file not listed held at most ``LIGHT_GIB`` there (a worker's own memory,
+# mostly: the same doctests held 2.8-3.3 GiB by what their worker had run before). A light file is given beside the
+# other worker's files and beside the heavy file due next only where their figures fit ``MEMORY_BUDGET_GIB``, the
+# fullest such file first: so the light files that hold most (the CLI's and the docs' examples, hindsight's replays, a
+# fresh process's fixed runs) run beside the image's build, never beside the endpoints' file, and none is left for the
+# end beside the app's files (taken in the suite's order instead, test_cli.py was: tests/test_scheduling.py). Whether
+# a worker gets a heavy or a light file is ``MEMORY_HEAVY``'s rule alone: the heavy files are never left for the end,
+# where two would meet (a scheduler by these figures alone did that: 14.3 GiB, docs/benchmarks.md; docs/testing.md,
+# "Two files at once").
+HELD_GIB = {"test_endpoints.py": 8.1, "test_examples.py": 7.6, "test_browser.py": 7.4, "test_bench.py": 6.8,
+            "test_vllm.py": 6.8, "test_docker.py": 6.3, "test_resources.py": 6.3, "test_space.py": 5.2,
+            "test_cli.py": 5.0, "test_hindsight.py": 4.7, "test_docs.py": 4.5, "test_generation.py": 4.5,
             "test_surprise.py": 3.7, "test_ab.py": 3.5, "test_invariance.py": 3.4, "test_counterfactual.py": 3.4,
             "test_threads.py": 3.4}
 LIGHT_GIB = 3.3
@@ -138,8 +140,8 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _assign_work_unit(self, node) -> None:
             """The first heavy file left when no other worker has a heavy file not yet done (or only heavy ones are
-            left); else the first light file that fits beside the other workers' unfinished files and beside the heavy
-            file due next, or the light one of least figure (a worker never idles for these rules)."""
+            left); else the fullest light file (the first of those) that fits beside the other workers' unfinished
+            files and beside the heavy file due next, or the light one of least figure (a worker never idles)."""
             queue, assigned = getattr(self, "workqueue", None), getattr(self, "assigned_work", None)
             if not (isinstance(queue, OrderedDict) and isinstance(assigned, dict)):  # (pytest-xdist's internals)
                 warnings.warn("pytest-xdist's scheduler has no workqueue or assigned_work any more: heavy test files "
@@ -151,23 +153,32 @@ def pytest_xdist_make_scheduler(config, log):
                 heavy_left = [scope for scope in queue if memory_heavy(scope)]
                 if heavy_left and (not heavy_beside or len(heavy_left) == len(queue)):
                     chosen = heavy_left[0]
-                else:  # a light file that fits beside the other worker's files and the heavy file it will get next
+                else:
                     held_beside = sum(max(map(held_gib, scopes), default=0) for scopes in beside.values())
+                    # (and the heavy file due next: a light file may outlast the heavy one it starts beside)
                     room = MEMORY_BUDGET_GIB - max(held_beside, held_gib(heavy_left[0]) if heavy_left else 0)
                     light = [scope for scope in queue if not memory_heavy(scope)]
-                    chosen = next((scope for scope in light if held_gib(scope) <= room), min(light, key=held_gib))
+                    fitting = [scope for scope in light if held_gib(scope) <= room]
+                    chosen = max(fitting, key=held_gib) if fitting else min(light, key=held_gib)
                 queue.move_to_end(chosen, last=False)
             super()._assign_work_unit(node)
 
     return SuiteScheduling(config, log)
 
 
-def pytest_collection_modifyitems(config, items):
-    def started_at(item) -> int:
-        name = scope_of(item.nodeid.partition("::")[0]).rpartition("/")[2]
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+def started_at(path: str) -> int:
+    """Where the test file at ``path`` (as a node id names it) starts: its scope's place in ``LONGEST_FIRST``, after
+    them if not listed (the sort is stable: those keep collection order).
 
-    items.sort(key=started_at)  # stable: the other files keep their order
+    >>> started_at("tests/test_docker.py"), started_at("tests/test_vllm_serve.py"), started_at("tests/test_cli.py")
+    (0, 3, 14)
+    """
+    name = scope_of(path).rpartition("/")[2]
+    return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: started_at(item.nodeid.partition("::")[0]))  # stable: the others keep their order
     using_the_app = {item.nodeid.partition("::")[0] for item in items
                      if "app_server" in getattr(item, "fixturenames", ())}
     apart = sorted(path for path in using_the_app if scope_of(path) != APP_SCOPE)
