@@ -56,7 +56,8 @@ def pytest_configure(config):
 # gcs/ about 50 s cold; endpoints 285 s alone, its servers starting, measured 2026-11-27 apart from the rest; examples
 # 383 s alone at load 5-8, 171 s of CPU: the lesson 105 s, its vLLM server 90 s); the image's build (2026-11-29: 517 s
 # quiet, tests/test_docker.py) and the Space's (471-515 s at load 5-9, tests/test_space.py) first (both heavy: one
-# worker takes them one after the other, ``MEMORY_HEAVY`` below, while the other starts with the wheel check).
+# worker takes them one after the other, ``MEMORY_HEAVY`` below, while the other starts with the fullest light files
+# that fit beside them, ``HELD_GIB``).
 LONGEST_FIRST = ("test_docker.py", "test_space.py", "test_packaging.py", "test_endpoints.py", "test_browser.py",
                  "test_examples.py", "test_hindsight.py", "test_vllm.py", "test_docs.py", "test_generation.py",
                  "test_vllm_serve.py", "test_threads.py", "test_lint.py", "test_counterfactual.py", "test_cli.py",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import doctest
 import heapq
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -76,10 +77,10 @@ def spans(started, collection_seconds) -> dict[str, tuple[str, float, float]]:
     """Each file's worker and when it started and ended."""
     files: dict[str, tuple[str, float, float]] = {}
     for begin, worker, nodeid in started:
-        name = nodeid.split("::")[0]
+        path = nodeid.split("::")[0]
         end = begin + collection_seconds[nodeid]
-        first = files.get(name, (worker, begin, end))
-        files[name] = (worker, min(first[1], begin), max(first[2], end))
+        first = files.get(path, (worker, begin, end))
+        files[path] = (worker, min(first[1], begin), max(first[2], end))
     return files
 
 
@@ -110,10 +111,10 @@ def test_heavy_files_never_meet_and_no_two_files_pass_the_memory_budget_and_the_
     assert not heavy and not past, (heavy, past)
     # and the workers end together, as near as the longest light scope allows (the app's files: no heavy file fits
     # beside them, so they wait for the heavy files' end)
-    light_scopes: dict[str, float] = {}
+    light_scopes: Counter[str] = Counter()
     for path, (count, each) in shape.items():
         if not conftest.memory_heavy(path):
-            light_scopes[conftest.scope_of(path)] = light_scopes.get(conftest.scope_of(path), 0) + count * each
+            light_scopes[conftest.scope_of(path)] += count * each
     ends = [max(end for worker, _, end in files.values() if worker == name) for name in ("gw0", "gw1")]
     assert abs(ends[0] - ends[1]) <= max(light_scopes.values()), ends
 
